@@ -1,0 +1,17 @@
+# LibTorch comes from the PyPI torch wheel in the venv (or any python with torch):
+# torch.utils.cmake_prefix_path points at its TorchConfig.cmake.
+if(NOT Python3_EXECUTABLE)
+  find_program(Python3_EXECUTABLE NAMES python3 python REQUIRED)
+endif()
+execute_process(
+  COMMAND "${Python3_EXECUTABLE}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+  OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _torch_rc)
+if(NOT _torch_rc EQUAL 0)
+  message(FATAL_ERROR "torch is not importable by ${Python3_EXECUTABLE}; run ./x setup")
+endif()
+list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
+# Rationale: the CPU build machine has the CUDA toolkit but the policy code only
+# needs the headers and libs; silence Caffe2's warnings about missing kineto etc.
+find_package(Torch REQUIRED)
+# Torch's compile flags include -D_GLIBCXX_USE_CXX11_ABI; keep them on torch targets only.
+message(STATUS "LibTorch: ${_torch_prefix} (${Torch_VERSION})")
