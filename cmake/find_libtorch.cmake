@@ -12,6 +12,11 @@ endif()
 list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
 # Rationale: the CPU build machine has the CUDA toolkit but the policy code only
 # needs the headers and libs; silence Caffe2's warnings about missing kineto etc.
+# Rationale: without an arch list Caffe2 probes for a GPU at configure time, which
+# fails on machines without one; policy/ only links torch and compiles no CUDA.
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT TORCH_CUDA_ARCH_LIST)
+  set(TORCH_CUDA_ARCH_LIST "9.0")
+endif()
 find_package(Torch REQUIRED)
 # Torch's compile flags include -D_GLIBCXX_USE_CXX11_ABI; keep them on torch targets only.
 message(STATUS "LibTorch: ${_torch_prefix} (${Torch_VERSION})")

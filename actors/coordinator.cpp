@@ -1,0 +1,101 @@
+// actors/coordinator.cpp: see coordinator.hpp.
+#include "actors/coordinator.hpp"
+
+#include <chrono>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/log.hpp"
+#include "actors/node_registry.hpp"
+#include "messages/type_ids.hpp"
+
+namespace caf_agent {
+
+namespace {
+
+using namespace messages;
+
+struct coordinator_state {
+  coordinator_options opts;
+  node_registry registry{3000};
+  std::map<caf::actor_addr, std::string> node_of;  // node agent -> node id
+  static inline const char* name = "coordinator";
+};
+
+using coordinator_actor = caf::stateful_actor<coordinator_state>;
+
+void report(const node_event& ev) {
+  std::string line = "node " + ev.node_id + " " + ev.to;
+  if (!ev.reason.empty()) line += " (" + ev.reason + ")";
+  if (ev.to == "up" || ev.to == "left") log_info("coordinator", line);
+  else log_error("coordinator", line);
+}
+
+void schedule_tick(coordinator_actor* self) {
+  self->delayed_send(self, std::chrono::milliseconds(self->state.opts.heartbeat_interval_ms),
+                     atoms::tick::value);
+}
+
+register_ack on_register(coordinator_actor* self, register_node& msg) {
+  auto& st = self->state;
+  if (auto refusal = st.registry.check(msg)) {
+    log_error("coordinator", "refused " + msg.info.node_id + ": " + *refusal);
+    return {false, *refusal, st.opts.heartbeat_interval_ms};
+  }
+  auto sender = self->current_sender();
+  if (sender) {
+    st.node_of[caf::actor_cast<caf::actor_addr>(sender)] = msg.info.node_id;
+    self->monitor(sender);
+  }
+  auto ev = st.registry.add(msg.info, unix_ms());
+  std::string counts;
+  for (auto& [kind, n] : msg.info.actor_counts)
+    counts += (counts.empty() ? "" : ", ") + kind + "=" + std::to_string(n);
+  log_info("coordinator", "node " + msg.info.node_id + " registered: role=" + msg.info.role +
+                              " host=" + msg.info.host + " pid=" + std::to_string(msg.info.pid) +
+                              " cores=" + std::to_string(msg.info.cores) +
+                              " gpus=" + std::to_string(msg.info.gpus) + " actors{" + counts +
+                              "}");
+  (void) ev;
+  return {true, "", st.opts.heartbeat_interval_ms};
+}
+
+caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
+  self->state.opts = opts;
+  self->state.registry = node_registry{opts.node_timeout_ms};
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto it = st.node_of.find(dm.source);
+    if (it == st.node_of.end()) return;
+    auto reason = dm.reason ? self->system().render(dm.reason) : std::string{"actor exited"};
+    if (auto ev = st.registry.down(it->second, "connection lost: " + reason)) report(*ev);
+    st.node_of.erase(it);
+  });
+  schedule_tick(self);
+  return {
+      [=](register_node& msg) -> register_ack { return on_register(self, msg); },
+      [=](node_heartbeat& hb) {
+        if (auto ev = self->state.registry.heartbeat(hb, unix_ms())) report(*ev);
+      },
+      [=](leave_cluster& msg) {
+        if (auto ev = self->state.registry.left(msg.node_id, msg.reason)) report(*ev);
+      },
+      [=](get_cluster& req) -> cluster_snapshot {
+        return {self->state.opts.coordinator_id, unix_ms(),
+                self->state.registry.snapshot(req.include_left)};
+      },
+      [=](atoms::tick) {
+        for (auto& ev : self->state.registry.expire(unix_ms())) report(ev);
+        schedule_tick(self);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_options opts) {
+  return sys.spawn(coordinator, std::move(opts));
+}
+
+}  // namespace caf_agent

@@ -1,0 +1,52 @@
+#pragma once
+/// messages/episode.hpp: tasks and the episode lifecycle.
+
+#include <cstdint>
+#include <string>
+
+#include "messages/fields.hpp"
+
+namespace caf_agent::messages {
+
+/// One KernelBench-format problem: a PyTorch `Model` with get_inputs / get_init_inputs.
+struct task_spec {
+  std::string task_id;   ///< stable id, e.g. "level1/001_add_relu"
+  std::string name;
+  int32_t level = 1;
+  std::string model_py;  ///< the task's model.py source
+  CAF_AGENT_FIELDS(task_spec, task_id, name, level, model_py)
+};
+
+/// Coordinator -> rollout manager: run one episode.
+struct start_episode {
+  uint64_t episode_id = 0;
+  task_spec task;
+  std::string mode = "train";  ///< train (150 turns) or eval (200 turns)
+  int32_t max_turns = 150;
+  int64_t wall_limit_ms = 0;   ///< 0 = no wall limit
+  uint64_t seed = 0;
+  int32_t attempt = 0;         ///< > 0 when re-run after a lost node
+  CAF_AGENT_FIELDS(start_episode, episode_id, task, mode, max_turns, wall_limit_ms, seed, attempt)
+};
+
+/// Rollout manager -> coordinator: a summary of how an episode ended (the full record
+/// goes to the trajectory store).
+struct episode_done {
+  uint64_t episode_id = 0;
+  std::string task_id;
+  std::string termination;  ///< finished, turn_limit, context_limit, wall_limit, aborted
+  std::string reason;
+  int32_t reward = 0;
+  int32_t turns = 0;
+  CAF_AGENT_FIELDS(episode_done, episode_id, task_id, termination, reason, reward, turns)
+};
+
+/// Rollout manager -> coordinator: how many more episodes it can take now (back-pressure).
+struct rollout_capacity {
+  std::string node_id;
+  int32_t free_slots = 0;
+  int32_t running = 0;
+  CAF_AGENT_FIELDS(rollout_capacity, node_id, free_slots, running)
+};
+
+}  // namespace caf_agent::messages

@@ -1,0 +1,35 @@
+// runtime/caf_setup.cpp: see caf_setup.hpp.
+#include "runtime/caf_setup.hpp"
+
+#include <thread>
+
+#include <caf/io/middleman.hpp>
+
+#include "messages/type_ids.hpp"
+
+namespace caf_agent::runtime {
+
+std::string app_identifier() {
+  return "caf-agent/" + std::to_string(messages::protocol_version);
+}
+
+void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg) {
+  caf_cfg.load<caf::io::middleman>();
+  caf_cfg.add_message_types<caf::id_block::caf_agent>();
+  auto threads = cfg.runtime.scheduler_threads > 0
+                     ? static_cast<size_t>(cfg.runtime.scheduler_threads)
+                     : std::max<size_t>(2, std::thread::hardware_concurrency());
+  caf_cfg.set("scheduler.max-threads", threads);
+  // Rationale: CAF 0.17 sends no heartbeats by default, so a peer that hangs
+  // (stopped, or a network partition) would never be noticed at the connection
+  // level. Half our node timeout lets two heartbeats be lost first.
+  auto beat = std::chrono::milliseconds(std::max<int64_t>(100, cfg.cluster.heartbeat_interval_ms));
+  caf_cfg.set("middleman.heartbeat-interval", caf::timespan{beat});
+  caf_cfg.set("middleman.connection-timeout",
+              caf::timespan{std::chrono::milliseconds(cfg.cluster.node_timeout_ms * 2)});
+  caf_cfg.set("middleman.app-identifiers", std::vector<std::string>{app_identifier()});
+  caf_cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  caf_cfg.set("logger.file-verbosity", caf::atom("quiet"));
+}
+
+}  // namespace caf_agent::runtime

@@ -1,0 +1,243 @@
+// runtime/config.cpp: see config.hpp.
+#include "runtime/config.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/embedded_config.hpp"
+
+namespace caf_agent::runtime {
+
+namespace {
+
+void require_positive(section_reader& r, std::string_view key, int64_t v) {
+  if (v <= 0) r.error(key, "must be > 0, got " + std::to_string(v));
+}
+
+void require_one_of(section_reader& r, std::string_view key, const std::string& v,
+                    std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (auto* a : allowed) {
+    if (v == a) return;
+    list += list.empty() ? a : std::string{", "} + a;
+  }
+  r.error(key, "'" + v + "' is not one of: " + list);
+}
+
+}  // namespace
+
+void cluster_config::read(section_reader& r) {
+  r.read("listen_host", listen_host);
+  r.read("port", port);
+  r.read("coordinator", coordinator);
+  r.read("heartbeat_interval_ms", heartbeat_interval_ms);
+  r.read("node_timeout_ms", node_timeout_ms);
+  r.read("connect_timeout_ms", connect_timeout_ms);
+}
+
+void cluster_config::validate(section_reader& r) const {
+  if (port < 0 || port > 65535) r.error("port", "must be in 0..65535");
+  require_positive(r, "heartbeat_interval_ms", heartbeat_interval_ms);
+  require_positive(r, "connect_timeout_ms", connect_timeout_ms);
+  if (node_timeout_ms < 2 * heartbeat_interval_ms)
+    r.error("node_timeout_ms", "must be at least twice heartbeat_interval_ms");
+  if (coordinator.find(':') == std::string::npos)
+    r.error("coordinator", "must be HOST:PORT, got '" + coordinator + "'");
+}
+
+void process_config::read(section_reader& r) {
+  r.read("scheduler_threads", scheduler_threads);
+  r.read("run_dir", run_dir);
+  r.read("log_level", log_level);
+}
+
+void process_config::validate(section_reader& r) const {
+  if (scheduler_threads < 0) r.error("scheduler_threads", "must be >= 0");
+  if (run_dir.empty()) r.error("run_dir", "must not be empty");
+  require_one_of(r, "log_level", log_level, {"quiet", "info", "debug"});
+}
+
+void rollout_config::read(section_reader& r) {
+  r.read("max_concurrent_episodes", max_concurrent_episodes);
+  r.read("tool_executors", tool_executors);
+  r.read("tool_queue_capacity", tool_queue_capacity);
+  r.read("max_turns_train", max_turns_train);
+  r.read("max_turns_eval", max_turns_eval);
+  r.read("context_limit_tokens", context_limit_tokens);
+  r.read("wall_limit_s", wall_limit_s);
+  r.read("observation_limit_bytes", observation_limit_bytes);
+  r.read("tasks_dir", tasks_dir);
+  r.read("episodes", episodes);
+  r.read("attempts", attempts);
+  r.read("mode", mode);
+}
+
+void rollout_config::validate(section_reader& r) const {
+  require_positive(r, "max_concurrent_episodes", max_concurrent_episodes);
+  require_positive(r, "tool_executors", tool_executors);
+  require_positive(r, "tool_queue_capacity", tool_queue_capacity);
+  require_positive(r, "max_turns_train", max_turns_train);
+  require_positive(r, "max_turns_eval", max_turns_eval);
+  require_positive(r, "context_limit_tokens", context_limit_tokens);
+  require_positive(r, "wall_limit_s", wall_limit_s);
+  require_positive(r, "observation_limit_bytes", observation_limit_bytes);
+  require_positive(r, "attempts", attempts);
+  if (episodes < 0) r.error("episodes", "must be >= 0");
+  require_one_of(r, "mode", mode, {"train", "eval"});
+}
+
+void gpu_pool_config::read(section_reader& r) {
+  r.read("slots", slots);
+  r.read("device", device);
+  r.read("queue_capacity", queue_capacity);
+  r.read("job_deadline_s", job_deadline_s);
+  r.read("quarantine_after_failures", quarantine_after_failures);
+  r.read("cpu_threads_per_slot", cpu_threads_per_slot);
+  r.read("worker_python", worker_python);
+  r.read("backend", backend);
+}
+
+void gpu_pool_config::validate(section_reader& r) const {
+  require_positive(r, "slots", slots);
+  require_positive(r, "queue_capacity", queue_capacity);
+  require_positive(r, "job_deadline_s", job_deadline_s);
+  require_positive(r, "quarantine_after_failures", quarantine_after_failures);
+  require_positive(r, "cpu_threads_per_slot", cpu_threads_per_slot);
+  require_one_of(r, "device", device, {"cpu", "cuda"});
+  require_one_of(r, "backend", backend, {"worker", "sim"});
+}
+
+void sandbox_section::read(section_reader& r) {
+  r.read("isolation", isolation);
+  r.read("workspace_root", workspace_root);
+  r.read("bash_timeout_s", bash_timeout_s);
+  r.read("max_output_bytes", max_output_bytes);
+  r.read("keep_workspaces", keep_workspaces);
+}
+
+void sandbox_section::validate(section_reader& r) const {
+  require_one_of(r, "isolation", isolation, {"bwrap", "none"});
+  require_positive(r, "bash_timeout_s", bash_timeout_s);
+  require_positive(r, "max_output_bytes", max_output_bytes);
+  if (workspace_root.empty()) r.error("workspace_root", "must not be empty");
+}
+
+void policy_config::read(section_reader& r) {
+  r.read("backend", backend);
+  r.read("replay_path", replay_path);
+  r.read("model_dir", model_dir);
+  r.read("base_url", base_url);
+  r.read("model_name", model_name);
+  r.read("temperature", temperature);
+  r.read("top_p", top_p);
+  r.read("max_new_tokens", max_new_tokens);
+  r.read("max_batch", max_batch);
+  r.read("request_timeout_ms", request_timeout_ms);
+  r.read("sim_latency_ms_mean", sim_latency_ms_mean);
+  r.read("sim_eval_ms_mean", sim_eval_ms_mean);
+}
+
+void policy_config::validate(section_reader& r) const {
+  require_one_of(r, "backend", backend, {"replay", "sim", "libtorch", "openai"});
+  if (backend == "libtorch" && model_dir.empty())
+    r.error("model_dir", "is required when backend = \"libtorch\"");
+  if (backend == "openai" && base_url.empty())
+    r.error("base_url", "is required when backend = \"openai\"");
+  if (backend == "replay" && replay_path.empty())
+    r.error("replay_path", "is required when backend = \"replay\"");
+  if (temperature < 0) r.error("temperature", "must be >= 0");
+  if (top_p <= 0 || top_p > 1) r.error("top_p", "must be in (0, 1]");
+  require_positive(r, "max_new_tokens", max_new_tokens);
+  require_positive(r, "max_batch", max_batch);
+  require_positive(r, "request_timeout_ms", request_timeout_ms);
+}
+
+void learner_config::read(section_reader& r) {
+  r.read("stage", stage);
+  r.read("shards", shards);
+  r.read("learning_rate", learning_rate);
+  r.read("clip_low", clip_low);
+  r.read("clip_high", clip_high);
+  r.read("gamma", gamma);
+  r.read("gae_lambda", gae_lambda);
+}
+
+void learner_config::validate(section_reader& r) const {
+  require_one_of(r, "stage", stage, {"single_turn_ppo", "rft", "value_pretrain", "agentic_ppo"});
+  require_positive(r, "shards", shards);
+  if (learning_rate <= 0) r.error("learning_rate", "must be > 0");
+  if (clip_low <= 0 || clip_high < clip_low) r.error("clip_high", "must be >= clip_low > 0");
+  if (gamma < 0 || gamma > 1) r.error("gamma", "must be in [0, 1]");
+  if (gae_lambda < 0 || gae_lambda > 1) r.error("gae_lambda", "must be in [0, 1]");
+}
+
+namespace {
+
+template <class Section>
+void read_section(const toml::table& root, const char* name, Section& s,
+                  std::vector<std::string>& errors) {
+  const toml::table* table = nullptr;
+  if (auto* node = root.get(name)) {
+    table = node->as_table();
+    if (!table) {
+      errors.push_back(std::string{"config key '"} + name + "' must be a table");
+      return;
+    }
+  }
+  section_reader r{table, name, errors};
+  auto before = errors.size();
+  s.read(r);
+  r.finish();
+  if (errors.size() == before) s.validate(r);  // validate only what was read cleanly
+}
+
+}  // namespace
+
+config_result parse_config(std::string_view toml_text, std::string_view origin) {
+  config_result out;
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << origin << ":" << e.source().begin.line << ":" << e.source().begin.column
+        << ": malformed TOML: " << e.description();
+    out.errors.push_back(msg.str());
+    return out;
+  }
+  static const std::set<std::string, std::less<>> known{
+      "cluster", "runtime", "rollout", "gpu_pool", "sandbox", "policy", "learner"};
+  for (auto& [k, v] : root)
+    if (!known.contains(k.str()))
+      out.errors.push_back("unknown config section or key '" + std::string{k.str()} + "'");
+  auto& c = out.config;
+  read_section(root, "cluster", c.cluster, out.errors);
+  read_section(root, "runtime", c.runtime, out.errors);
+  read_section(root, "rollout", c.rollout, out.errors);
+  read_section(root, "gpu_pool", c.gpu_pool, out.errors);
+  read_section(root, "sandbox", c.sandbox, out.errors);
+  read_section(root, "policy", c.policy, out.errors);
+  read_section(root, "learner", c.learner, out.errors);
+  for (auto& e : out.errors)
+    if (e.rfind(std::string{origin}, 0) != 0) e = std::string{origin} + ": " + e;
+  return out;
+}
+
+config_result load_config_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in) {
+    config_result out;
+    out.errors.push_back("cannot read config file '" + path + "'");
+    return out;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+std::string_view embedded_default_config() {
+  return embedded_local_toml;
+}
+
+}  // namespace caf_agent::runtime

@@ -1,0 +1,141 @@
+#pragma once
+/// runtime/config.hpp: the whole node configuration, read from TOML.
+///
+/// Each component owns a section struct with defaults, `read` (strict: unknown
+/// keys and wrong types are errors naming the key) and `validate`. `config/`
+/// holds complete commented examples; the embedded default is config/local.toml.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/config_reader.hpp"
+
+namespace caf_agent::runtime {
+
+/// [cluster]: how nodes find and watch each other.
+struct cluster_config {
+  std::string listen_host = "127.0.0.1";  ///< where the coordinator publishes
+  int32_t port = 4242;                    ///< coordinator port (0 = any free port)
+  std::string coordinator = "127.0.0.1:4242";
+  // Rationale: 500 ms heartbeats and a 3 s timeout notice a hung node within a few
+  // seconds while costing a few messages per second per node.
+  int64_t heartbeat_interval_ms = 500;
+  int64_t node_timeout_ms = 3000;
+  int64_t connect_timeout_ms = 5000;
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [runtime]: process-level settings.
+struct process_config {
+  int32_t scheduler_threads = 0;  ///< 0 = one per core
+  std::string run_dir = "runs/local";  ///< trajectories, checkpoints, metrics (relative to cwd)
+  std::string log_level = "info";      ///< quiet, info, debug
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [rollout]: episode actors and tool executors of a rollout node.
+struct rollout_config {
+  int32_t max_concurrent_episodes = 4;
+  int32_t tool_executors = 2;
+  int32_t tool_queue_capacity = 64;
+  int32_t max_turns_train = 150;
+  int32_t max_turns_eval = 200;
+  int64_t context_limit_tokens = 131072;
+  int64_t wall_limit_s = 3600;
+  int64_t observation_limit_bytes = 16384;
+  std::string tasks_dir = "skills/tasks";
+  int32_t episodes = 0;        ///< episodes the local main job runs (0 = one per task)
+  int32_t attempts = 1;        ///< evaluation mode: attempts per task
+  std::string mode = "eval";   ///< train or eval
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [gpu_pool]: evaluation slots and admission.
+struct gpu_pool_config {
+  int32_t slots = 1;
+  std::string device = "cpu";       ///< cpu or cuda
+  int32_t queue_capacity = 64;
+  int64_t job_deadline_s = 300;
+  int32_t quarantine_after_failures = 3;
+  int32_t cpu_threads_per_slot = 1;
+  std::string worker_python = ".venv/bin/python";
+  std::string backend = "worker";   ///< worker (real eval worker) or sim
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [sandbox]: per-episode isolation of the agent's tools.
+struct sandbox_section {
+  std::string isolation = "bwrap";  ///< bwrap or none (development only)
+  std::string workspace_root = "runs/local/workspaces";
+  int64_t bash_timeout_s = 120;
+  int64_t max_output_bytes = 30000;
+  bool keep_workspaces = false;
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [policy]: which backend answers Generate requests.
+struct policy_config {
+  std::string backend = "replay";   ///< replay, sim, libtorch, openai
+  std::string replay_path = "skills/replay/default.jsonl";
+  std::string model_dir;            ///< libtorch: a Hugging Face checkpoint directory
+  std::string base_url;             ///< openai: e.g. http://127.0.0.1:8000/v1
+  std::string model_name;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int32_t max_new_tokens = 2048;
+  int32_t max_batch = 64;
+  int64_t request_timeout_ms = 120000;
+  double sim_latency_ms_mean = 200;   ///< sim: mean policy latency per turn
+  double sim_eval_ms_mean = 2000;     ///< sim: mean eval latency
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [learner]: PPO settings (the learner issue fills in the training loop).
+struct learner_config {
+  std::string stage = "agentic_ppo";  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
+  int32_t shards = 1;
+  double learning_rate = 1e-6;
+  // Rationale: clip-higher (DAPO-style) keeps low-probability tokens explorable.
+  double clip_low = 0.2;
+  double clip_high = 0.28;
+  double gamma = 1.0;
+  double gae_lambda = 0.95;
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// All sections of one node's configuration.
+struct app_config {
+  cluster_config cluster;
+  process_config runtime;
+  rollout_config rollout;
+  gpu_pool_config gpu_pool;
+  sandbox_section sandbox;
+  policy_config policy;
+  learner_config learner;
+};
+
+/// The result of loading a config: the values, or every error found.
+struct config_result {
+  app_config config;
+  std::vector<std::string> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+/// Parses TOML text (`origin` names it in errors) strictly.
+config_result parse_config(std::string_view toml_text, std::string_view origin);
+
+/// Reads and parses a TOML file; a missing file is an error naming it.
+config_result load_config_file(const std::string& path);
+
+/// The embedded default (the text of config/local.toml at build time).
+std::string_view embedded_default_config();
+
+}  // namespace caf_agent::runtime

@@ -1,0 +1,53 @@
+#pragma once
+/// runtime/config_reader.hpp: strict, typed reading of one TOML table.
+///
+/// Every key a section reads is remembered; whatever is left over is an unknown
+/// key and an error naming it. A value of the wrong type is an error naming the
+/// key and both types. Errors are collected, not thrown, so a user sees all of
+/// them at once.
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <toml++/toml.h>
+
+namespace caf_agent::runtime {
+
+/// Reads typed values from one TOML table (a config section), strictly.
+class section_reader {
+ public:
+  /// `table` may be null (section absent: every key keeps its default).
+  section_reader(const toml::table* table, std::string section, std::vector<std::string>& errors);
+
+  /// Reads `key` into `out` if present; leaves `out` unchanged otherwise.
+  void read(std::string_view key, bool& out);
+  void read(std::string_view key, int32_t& out);
+  void read(std::string_view key, int64_t& out);
+  void read(std::string_view key, uint64_t& out);
+  void read(std::string_view key, double& out);
+  void read(std::string_view key, std::string& out);
+  void read(std::string_view key, std::vector<std::string>& out);
+
+  /// Records an error about `key` (used by validate()).
+  void error(std::string_view key, std::string_view message);
+
+  /// Reports every key of the table that no read() asked for.
+  void finish();
+
+  /// The dotted name of `key` in this section, e.g. "rollout.max_episodes".
+  std::string qualified(std::string_view key) const;
+
+ private:
+  const toml::node* lookup(std::string_view key);
+  void type_error(std::string_view key, std::string_view want, const toml::node& got);
+
+  const toml::table* table_;
+  std::string section_;
+  std::vector<std::string>& errors_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+}  // namespace caf_agent::runtime

@@ -1,0 +1,36 @@
+#pragma once
+/// runtime/connect.hpp: publishing the coordinator and joining it, with clear errors.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+namespace caf_agent::runtime {
+
+/// Outcome of publishing the coordinator.
+struct publish_result {
+  bool ok = false;
+  uint16_t port = 0;
+  std::string error;
+};
+
+/// Publishes `coordinator` on host:port (port 0 = any free port).
+publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator,
+                                   const std::string& host, int port);
+
+/// Outcome of connecting to the coordinator.
+struct connect_result {
+  bool ok = false;
+  caf::actor handle;
+  std::string error;
+};
+
+/// Connects to "HOST:PORT". A peer that accepts but never completes CAF's
+/// handshake (not a caf-agent coordinator) cannot be cancelled in CAF 0.17, so
+/// after `timeout_ms` this logs the error and ends the process with code 2.
+connect_result connect_coordinator(caf::actor_system& sys, const std::string& address,
+                                   int64_t timeout_ms);
+
+}  // namespace caf_agent::runtime

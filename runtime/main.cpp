@@ -1,0 +1,78 @@
+// runtime/main.cpp: `caf-agent --role <role>`, one binary for every machine.
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "actors/log.hpp"
+#include "runtime/config.hpp"
+#include "runtime/node.hpp"
+#include "runtime/options.hpp"
+
+using namespace caf_agent;
+using namespace caf_agent::runtime;
+
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "caf-agent: error: %s\n", message.c_str());
+  return 2;
+}
+
+std::string role_list() {
+  std::string out;
+  for (auto* r : roles) out += (out.empty() ? "" : ", ") + std::string{r};
+  return out;
+}
+
+void add_options(CLI::App& app, cli_options& o) {
+  app.add_option("--role", o.role, "what this process runs: " + role_list())->required();
+  app.add_option("--config", o.config_path, "TOML config file (default: the embedded config/local.toml)");
+  app.add_option("--coordinator", o.coordinator, "HOST:PORT of the coordinator to join");
+  app.add_option("--port", o.port, "port the coordinator listens on");
+  app.add_flag("--eval", o.eval, "local role: evaluation mode (report per level)");
+  app.add_option("--episodes", o.episodes, "local role: number of episodes to run");
+  app.add_flag("--exit-after-start", o.exit_after_start,
+               "start every actor, register, report and exit");
+  app.add_flag("--watch", o.watch, "inspector: refresh every second until interrupted");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"caf-agent: agentic RL for CUDA kernel generation, one binary per machine"};
+  cli_options opts;
+  add_options(app, opts);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  }
+  bool known = false;
+  for (auto* r : roles) known = known || opts.role == r;
+  if (!known) return fail("unknown role '" + opts.role + "' (expected one of: " + role_list() + ")");
+  auto loaded = opts.config_path.empty() ? parse_config(embedded_default_config(), "config/local.toml (embedded)")
+                                         : load_config_file(opts.config_path);
+  if (!loaded.ok()) {
+    for (size_t i = 1; i < loaded.errors.size(); ++i)
+      std::fprintf(stderr, "caf-agent: error: %s\n", loaded.errors[i].c_str());
+    return fail(loaded.errors.front());
+  }
+  auto& cfg = loaded.config;
+  if (opts.coordinator) cfg.cluster.coordinator = *opts.coordinator;
+  if (opts.port) {
+    if (*opts.port < 0 || *opts.port > 65535) return fail("--port must be in 0..65535");
+    cfg.cluster.port = *opts.port;
+  }
+  if (opts.episodes) {
+    if (*opts.episodes < 0) return fail("--episodes must be >= 0");
+    cfg.rollout.episodes = *opts.episodes;
+  }
+  set_log_level(cfg.runtime.log_level == "quiet"   ? log_level::quiet
+                : cfg.runtime.log_level == "debug" ? log_level::debug
+                                                   : log_level::info);
+  if (opts.role == "inspector") return run_inspector(opts, cfg);
+  return run_node(opts, cfg);
+}

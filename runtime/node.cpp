@@ -1,0 +1,133 @@
+// runtime/node.cpp: see node.hpp.
+#include "runtime/node.hpp"
+
+#include <future>
+#include <iostream>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/coordinator.hpp"
+#include "actors/log.hpp"
+#include "actors/node_agent.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/caf_setup.hpp"
+#include "runtime/connect.hpp"
+#include "runtime/local_job.hpp"
+#include "runtime/process.hpp"
+#include "runtime/roles.hpp"
+
+namespace caf_agent::runtime {
+
+namespace {
+
+/// Joins the coordinator with a node agent; returns an error message or "".
+std::string join_cluster(caf::actor_system& sys, caf::actor coordinator,
+                         messages::node_info info, const app_config& cfg, exit_latch& latch,
+                         caf::actor& agent) {
+  auto joined = std::make_shared<std::promise<std::string>>();
+  auto once = std::make_shared<std::once_flag>();
+  node_agent_events ev;
+  ev.registered = [=] { std::call_once(*once, [&] { joined->set_value(""); }); };
+  ev.failed = [=, &latch](const std::string& why) {
+    bool first = false;
+    std::call_once(*once, [&] {
+      joined->set_value(why);
+      first = true;
+    });
+    if (!first) latch.trigger(3, why);  // lost the coordinator after joining
+  };
+  agent = spawn_node_agent(sys, coordinator, std::move(info), cfg.cluster.connect_timeout_ms, ev);
+  return joined->get_future().get();
+}
+
+void leave_cluster(caf::actor_system& sys, caf::actor agent, const std::string& reason) {
+  if (!agent) return;
+  caf::scoped_actor self{sys};
+  self->monitor(agent);
+  self->send(agent, atoms::stop::value, reason);
+  self->receive([](caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
+  // Rationale: the leave message travels asynchronously over BASP; give it a
+  // moment to be written before the middleman closes the connection.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+messages::node_info describe(const std::string& node_id, const std::string& role,
+                             const role_actors& actors) {
+  messages::node_info info;
+  info.node_id = node_id;
+  info.role = role;
+  info.host = host_name();
+  info.pid = static_cast<int32_t>(getpid());
+  info.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
+  info.gpus = count_gpus();
+  info.actor_counts = actors.counts;
+  info.started_at_ms = unix_ms();
+  return info;
+}
+
+int run_coordinator(const app_config& cfg, exit_latch& latch) {
+  caf::actor_system_config caf_cfg;
+  configure_caf(caf_cfg, cfg);
+  caf::actor_system sys{caf_cfg};
+  auto id = make_node_id("coordinator");
+  auto coord = spawn_coordinator(
+      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms});
+  auto port = publish_coordinator(sys, coord, cfg.cluster.listen_host, cfg.cluster.port);
+  if (!port.ok) {
+    log_error("caf-agent", port.error);
+    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+    return 2;
+  }
+  log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" +
+                              std::to_string(port.port) + " as " + id);
+  latch.wait();
+  log_info("coordinator", "shutting down (" + latch.reason() + ")");
+  caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+  return latch.exit_code();
+}
+
+int run_member(const std::string& role, const app_config& cfg, exit_latch& latch) {
+  caf::actor_system_config caf_cfg;
+  configure_caf(caf_cfg, cfg);
+  caf::actor_system sys{caf_cfg};
+  auto coord = connect_coordinator(sys, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms);
+  if (!coord.ok) {
+    log_error("caf-agent", coord.error);
+    return 2;
+  }
+  role_actors actors;
+  if (auto err = start_role(sys, role, cfg, {}, actors); !err.empty()) {
+    log_error("caf-agent", err);
+    stop_role(sys, actors);
+    return 2;
+  }
+  auto node_id = make_node_id(role);
+  caf::actor agent;
+  if (auto err = join_cluster(sys, coord.handle, describe(node_id, role, actors), cfg, latch,
+                              agent);
+      !err.empty()) {
+    log_error("caf-agent", err);
+    stop_role(sys, actors);
+    return 2;
+  }
+  log_info(role, "joined " + cfg.cluster.coordinator + " as " + node_id);
+  latch.wait();
+  log_info(role, "shutting down (" + latch.reason() + ")");
+  leave_cluster(sys, agent, latch.reason());
+  stop_role(sys, actors);
+  return latch.exit_code();
+}
+
+}  // namespace
+
+int run_node(const cli_options& opts, const app_config& cfg) {
+  exit_latch latch;
+  install_signal_latch(latch);
+  if (opts.role == "coordinator") return run_coordinator(cfg, latch);
+  if (opts.role == "local") return run_local(opts, cfg, latch);
+  return run_member(opts.role, cfg, latch);
+}
+
+}  // namespace caf_agent::runtime

@@ -1,0 +1,25 @@
+#pragma once
+/// runtime/options.hpp: command-line options of `caf-agent`.
+
+#include <optional>
+#include <string>
+
+namespace caf_agent::runtime {
+
+/// What the command line asked for.
+struct cli_options {
+  std::string role;
+  std::string config_path;                ///< empty: the embedded default
+  std::optional<std::string> coordinator; ///< overrides [cluster].coordinator
+  std::optional<int> port;                ///< overrides [cluster].port
+  bool eval = false;                      ///< local role: evaluation mode report
+  std::optional<int> episodes;            ///< overrides [rollout].episodes
+  bool exit_after_start = false;          ///< start every actor, report, exit
+  bool watch = false;                     ///< inspector: refresh until interrupted
+};
+
+/// The roles `--role` accepts.
+inline constexpr const char* roles[] = {"coordinator", "rollout",   "gpu-pool", "learner",
+                                        "inference",   "inspector", "local"};
+
+}  // namespace caf_agent::runtime

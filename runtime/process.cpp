@@ -1,0 +1,88 @@
+// runtime/process.cpp: see process.hpp.
+#include "runtime/process.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <unistd.h>
+
+namespace caf_agent::runtime {
+
+void exit_latch::trigger(int exit_code, std::string reason) {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (code_) return;
+    code_ = exit_code;
+    reason_ = std::move(reason);
+  }
+  cv_.notify_all();
+}
+
+bool exit_latch::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock{mutex_};
+  return cv_.wait_for(lock, timeout, [this] { return code_.has_value(); });
+}
+
+void exit_latch::wait() {
+  std::unique_lock<std::mutex> lock{mutex_};
+  cv_.wait(lock, [this] { return code_.has_value(); });
+}
+
+int exit_latch::exit_code() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return code_.value_or(0);
+}
+
+std::string exit_latch::reason() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return reason_;
+}
+
+bool exit_latch::triggered() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return code_.has_value();
+}
+
+void install_signal_latch(exit_latch& latch) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread{[set, &latch] {
+    bool first = true;
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (!first) std::_Exit(130);  // a second Ctrl-C: the user means it
+      first = false;
+      latch.trigger(0, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+  }}.detach();
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+int count_gpus() {
+  int n = 0;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    auto name = e.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos)
+      ++n;
+  }
+  return n;
+}
+
+std::string make_node_id(const std::string& role) {
+  return role + "@" + host_name() + ":" + std::to_string(getpid());
+}
+
+}  // namespace caf_agent::runtime

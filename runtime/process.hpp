@@ -1,0 +1,47 @@
+#pragma once
+/// runtime/process.hpp: process-level plumbing: signals, the exit latch, host facts.
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace caf_agent::runtime {
+
+/// Set once by whoever decides the process should end (a signal, a lost
+/// coordinator, a finished job); the main thread waits on it.
+class exit_latch {
+ public:
+  /// Records the first trigger only; later ones are ignored.
+  void trigger(int exit_code, std::string reason);
+  /// Waits until triggered or `timeout` passes; returns whether it was triggered.
+  bool wait_for(std::chrono::milliseconds timeout);
+  /// Waits until triggered.
+  void wait();
+  int exit_code() const;
+  std::string reason() const;
+  bool triggered() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::optional<int> code_;
+  std::string reason_;
+};
+
+/// Blocks SIGINT and SIGTERM in the calling thread (call first in main, so every
+/// thread started later inherits the mask) and starts a thread that turns them
+/// into `latch.trigger(0, "SIGTERM")`. A second signal exits at once with 130.
+void install_signal_latch(exit_latch& latch);
+
+/// This host's name.
+std::string host_name();
+
+/// Number of NVIDIA GPU device nodes (/dev/nvidiaN) visible to this process.
+int count_gpus();
+
+/// "role@host:pid", unique per process.
+std::string make_node_id(const std::string& role);
+
+}  // namespace caf_agent::runtime

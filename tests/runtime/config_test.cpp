@@ -1,0 +1,112 @@
+// tests/runtime/config_test.cpp: strict TOML config loading.
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "runtime/config.hpp"
+
+using namespace caf_agent::runtime;
+
+namespace {
+
+std::string source_dir() {
+  auto* dir = std::getenv("CAF_AGENT_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+bool has_error(const config_result& r, const std::string& needle) {
+  for (auto& e : r.errors)
+    if (e.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(config, embedded_default_is_valid_and_is_local_toml) {
+  auto r = parse_config(embedded_default_config(), "embedded");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  auto file = load_config_file(source_dir() + "/config/local.toml");
+  ASSERT_TRUE(file.ok()) << file.errors.front();
+  EXPECT_EQ(r.config.gpu_pool.device, "cpu");
+  EXPECT_EQ(r.config.cluster.port, file.config.cluster.port);
+  EXPECT_EQ(r.config.rollout.max_turns_eval, 200);
+  EXPECT_EQ(r.config.rollout.max_turns_train, 150);
+  EXPECT_DOUBLE_EQ(r.config.learner.clip_high, 0.28);
+}
+
+TEST(config, cluster_example_is_valid) {
+  auto r = load_config_file(source_dir() + "/config/cluster.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.gpu_pool.device, "cuda");
+  EXPECT_EQ(r.config.cluster.port, 4242);
+}
+
+TEST(config, empty_text_gives_defaults) {
+  auto r = parse_config("", "empty");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.config.rollout.context_limit_tokens, 131072);
+}
+
+TEST(config, unknown_key_is_named) {
+  auto r = parse_config("[rollout]\nmax_turnz = 3\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "unknown config key 'rollout.max_turnz'"));
+  EXPECT_TRUE(has_error(r, "t.toml"));
+}
+
+TEST(config, unknown_section_is_named) {
+  auto r = parse_config("[rollouts]\nx = 1\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "'rollouts'"));
+}
+
+TEST(config, wrong_type_names_key_and_types) {
+  auto r = parse_config("[gpu_pool]\nslots = \"eight\"\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "'gpu_pool.slots' must be an integer, got string"));
+}
+
+TEST(config, section_that_is_not_a_table) {
+  auto r = parse_config("sandbox = 3\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "'sandbox' must be a table"));
+}
+
+TEST(config, invalid_values_are_rejected_by_validate) {
+  auto r = parse_config("[policy]\nbackend = \"gpt\"\n[cluster]\nport = 70000\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "policy.backend"));
+  EXPECT_TRUE(has_error(r, "cluster.port"));
+}
+
+TEST(config, dependent_requirements) {
+  auto r = parse_config("[policy]\nbackend = \"libtorch\"\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "policy.model_dir"));
+}
+
+TEST(config, out_of_range_int32) {
+  auto r = parse_config("[rollout]\nmax_turns_eval = 99999999999\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "out of range"));
+}
+
+TEST(config, malformed_toml_gives_line) {
+  auto r = parse_config("[rollout\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "t.toml:1:"));
+  EXPECT_TRUE(has_error(r, "malformed TOML"));
+}
+
+TEST(config, missing_file_is_named) {
+  auto r = load_config_file("/nonexistent/caf-agent.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "/nonexistent/caf-agent.toml"));
+}
+
+TEST(config, string_arrays_type_checked) {
+  auto r = parse_config("[policy]\ntemperature = true\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "'policy.temperature' must be a number, got boolean"));
+}
