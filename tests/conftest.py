@@ -1,77 +1,14 @@
-"""Shared pytest fixtures: where the build is, how to start caf-agent processes."""
-import os
+"""Fixtures shared by every Python test (helpers live in cafagent_testlib.py)."""
 import pathlib
-import shutil
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def build_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", REPO / "build"))
-
-
-def require_binary(path: pathlib.Path) -> pathlib.Path:
-    """Fails (or skips, with CAF_AGENT_ALLOW_SKIP=1) when a built binary is missing."""
-    if not path.exists():
-        msg = f"{path} is not built (run ./x build)"
-        if os.environ.get("CAF_AGENT_ALLOW_SKIP") == "1":
-            pytest.skip(msg)
-        pytest.fail(msg)
-    return path
+from cafagent_testlib import Node, build_dir, require_binary
 
 
 @pytest.fixture(scope="session")
 def caf_agent() -> pathlib.Path:
     return require_binary(build_dir() / "caf-agent")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node:
-    """A caf-agent process whose stderr is collected in a file."""
-
-    def __init__(self, binary, args, log_path, cwd=REPO):
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen([str(binary), *args], stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=cwd)
-
-    def log(self) -> str:
-        return pathlib.Path(self.log_path).read_text(errors="replace")
-
-    def wait_for(self, needle: str, timeout: float = 10.0) -> float:
-        """Waits until `needle` appears in the log; returns when (monotonic)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if needle in self.log():
-                return time.monotonic()
-            if self.proc.poll() is not None and needle not in self.log():
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"'{needle}' not seen within {timeout}s; log:\n{self.log()}")
-
-    def stop(self, sig, timeout: float = 10.0) -> int:
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            self._log.close()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import subprocess
 import threading
 import time
 
-from conftest import free_port
+from cafagent_testlib import free_port
 
 
 def run(binary, *args, timeout=20):

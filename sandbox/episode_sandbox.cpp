@@ -1,0 +1,149 @@
+#include "sandbox/episode_sandbox.hpp"
+
+#include "sandbox/background_shells.hpp"
+#include "sandbox/bash_tool.hpp"
+#include "sandbox/bwrap.hpp"
+#include "sandbox/file_tools.hpp"
+#include "sandbox/grep_glob.hpp"
+#include "sandbox/todo_list.hpp"
+#include "sandbox/uid_pool.hpp"
+#include "sandbox/workspace_paths.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace caf_agent::sandbox {
+
+struct episode_sandbox::state {
+  sandbox_config cfg;
+  std::unique_ptr<uid_lease> lease;
+  std::unique_ptr<workspace_paths> ws;
+  std::unique_ptr<file_tools> files;
+  std::unique_ptr<background_shells> shells;
+  todo_list todos;
+  tool_metrics metrics;
+  bool closed = false;
+  int uid() const { return lease ? static_cast<int>(lease->uid()) : -1; }
+};
+
+namespace {
+
+/// Every ancestor of the workspace must be searchable by others, or the sandbox uid cannot reach it.
+std::string check_traversable(const std::filesystem::path& ws) {
+  for (auto p = ws.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    struct stat st{};
+    if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0)
+      return fmt::format("workspace parent '{}' (mode {:o}) is not searchable by the sandbox uid; create "
+                         "workspaces under a directory with mode 0711 or 0755", p.string(), st.st_mode & 07777);
+  }
+  return {};
+}
+
+/// Gives the workspace to the episode uid; protected paths stay owned by root.
+void chown_workspace(const workspace_paths& ws, const sandbox_config& cfg, unsigned uid) {
+  namespace fs = std::filesystem;
+  const fs::path root(ws.host_root());
+  (void)::lchown(root.c_str(), uid, uid);
+  ::chmod(root.c_str(), 0700);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto rel = it->path().lexically_relative(root).string();
+    if (ws.is_protected(rel)) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    (void)::lchown(it->path().c_str(), uid, uid);
+  }
+  (void)cfg;
+}
+
+}  // namespace
+
+create_result episode_sandbox::create(sandbox_config cfg) {
+  if (auto err = cfg.validate(); !err.empty()) return {nullptr, "invalid sandbox config: " + err};
+  auto s = std::make_unique<state>();
+  s->cfg = std::move(cfg);
+  const auto& c = s->cfg;
+  const bool bwrap = c.isolation == "bwrap";
+  const std::string host = std::filesystem::canonical(c.workspace).string();
+  if (::geteuid() == 0) {
+    if (auto err = check_traversable(host); !err.empty()) return {nullptr, err};
+    std::string err;
+    s->lease = uid_lease::acquire(c, err);
+    if (!s->lease) return {nullptr, err};
+  }
+  s->ws = std::make_unique<workspace_paths>(host, bwrap ? c.mount_point : host, c.protected_paths);
+  if (!s->ws->error().empty()) return {nullptr, s->ws->error()};
+  if (s->lease) chown_workspace(*s->ws, c, s->lease->uid());
+  if (bwrap)
+    if (auto err = probe_bwrap(c, host, s->uid()); !err.empty()) return {nullptr, err};
+  const file_owner owner{s->uid(), s->uid()};
+  s->files = std::make_unique<file_tools>(*s->ws, s->cfg, owner);
+  s->shells = std::make_unique<background_shells>(c.max_background_shells, c.background_buffer_bytes, c.output_cap_bytes);
+  return {std::unique_ptr<episode_sandbox>(new episode_sandbox(std::move(s))), ""};
+}
+
+episode_sandbox::episode_sandbox(std::unique_ptr<state> s) : s_(std::move(s)) {}
+
+episode_sandbox::~episode_sandbox() { close(); }
+
+void episode_sandbox::close() {
+  if (s_->closed) return;
+  s_->closed = true;
+  s_->shells->kill_all();
+  s_->lease.reset();  // kills every remaining process of the episode uid
+  if (!s_->cfg.keep_workspace) {
+    std::error_code ec;
+    std::filesystem::remove_all(s_->ws->host_root(), ec);
+  }
+}
+
+tool_result episode_sandbox::execute(const tool_call& call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  tool_outcome out;
+  std::string metric_name = "<unknown>";  // Rationale: agent-chosen names must not grow the metrics map
+  try {
+    if (s_->closed) {
+      out = {tool_status::internal, "Error: the sandbox of this episode is closed", -1};
+    } else {
+      auto& st = *s_;
+      static const std::map<std::string, std::function<tool_outcome(state&, const nlohmann::json&)>> table = {
+          {"Bash", [](state& x, const nlohmann::json& a) { return bash_tool(x.cfg, x.ws->host_root(), x.uid(), *x.shells, a); }},
+          {"BashOutput", [](state& x, const nlohmann::json& a) { return x.shells->output(a); }},
+          {"KillBash", [](state& x, const nlohmann::json& a) { return x.shells->kill(a); }},
+          {"Read", [](state& x, const nlohmann::json& a) { return x.files->read(a); }},
+          {"Write", [](state& x, const nlohmann::json& a) { return x.files->write(a); }},
+          {"Edit", [](state& x, const nlohmann::json& a) { return x.files->edit(a); }},
+          {"MultiEdit", [](state& x, const nlohmann::json& a) { return x.files->multi_edit(a); }},
+          {"Glob", [](state& x, const nlohmann::json& a) { return glob_tool(*x.ws, x.cfg, a); }},
+          {"Grep", [](state& x, const nlohmann::json& a) { return grep_tool(*x.ws, x.cfg, a); }},
+          {"TodoWrite", [](state& x, const nlohmann::json& a) { return x.todos.write(a); }},
+      };
+      auto it = table.find(call.name);
+      if (it != table.end()) metric_name = call.name;
+      out = it == table.end()
+                ? error_outcome(fmt::format("unknown tool '{}'; available tools: Bash, BashOutput, KillBash, Read, "
+                                            "Write, Edit, MultiEdit, Glob, Grep, TodoWrite", call.name))
+                : it->second(st, call.arguments);
+    }
+  } catch (const std::exception& e) {
+    out = {tool_status::internal, fmt::format("Error: internal failure in {}: {}", call.name, e.what()), -1};
+  }
+  tool_result r{call.id, std::move(out.output), out.status,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), out.exit_code};
+  s_->metrics.record(metric_name, r.status, r.elapsed_ms);
+  return r;
+}
+
+const tool_metrics& episode_sandbox::metrics() const { return s_->metrics; }
+const nlohmann::json& episode_sandbox::todos() const { return s_->todos.items(); }
+int episode_sandbox::host_uid() const { return s_->uid(); }
+const sandbox_config& episode_sandbox::config() const { return s_->cfg; }
+
+}  // namespace caf_agent::sandbox
