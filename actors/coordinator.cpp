@@ -2,7 +2,9 @@
 #include "actors/coordinator.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -20,10 +22,26 @@ struct coordinator_state {
   coordinator_options opts;
   node_registry registry{3000};
   std::map<caf::actor_addr, std::string> node_of;  // node agent -> node id
+  struct service {
+    std::string node_id;
+    std::string name;
+    caf::actor handle;
+  };
+  std::vector<service> services;
+  std::vector<caf::actor> subscribers;  // run drivers: get services and node losses
   static inline const char* name = "coordinator";
 };
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
+
+void notify_lost(coordinator_actor* self, const node_event& ev) {
+  auto& st = self->state;
+  if (ev.to != "down" && ev.to != "left") return;
+  st.services.erase(std::remove_if(st.services.begin(), st.services.end(),
+                                   [&](auto& s) { return s.node_id == ev.node_id; }),
+                    st.services.end());
+  for (auto& sub : st.subscribers) self->send(sub, node_lost{ev.node_id, ev.reason});
+}
 
 void report(const node_event& ev) {
   std::string line = "node " + ev.node_id + " " + ev.to;
@@ -69,7 +87,10 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
     auto it = st.node_of.find(dm.source);
     if (it == st.node_of.end()) return;
     auto reason = dm.reason ? self->system().render(dm.reason) : std::string{"actor exited"};
-    if (auto ev = st.registry.down(it->second, "connection lost: " + reason)) report(*ev);
+    if (auto ev = st.registry.down(it->second, "connection lost: " + reason)) {
+      report(*ev);
+      notify_lost(self, *ev);
+    }
     st.node_of.erase(it);
   });
   schedule_tick(self);
@@ -79,7 +100,29 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
         if (auto ev = self->state.registry.heartbeat(hb, unix_ms())) report(*ev);
       },
       [=](leave_cluster& msg) {
-        if (auto ev = self->state.registry.left(msg.node_id, msg.reason)) report(*ev);
+        if (auto ev = self->state.registry.left(msg.node_id, msg.reason)) {
+          report(*ev);
+          notify_lost(self, *ev);
+        }
+      },
+      [=](service_announce& msg) {
+        auto handle = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!handle) return;
+        self->state.services.push_back({msg.node_id, msg.name, handle});
+        log_info("coordinator", "service " + msg.name + " on " + msg.node_id);
+        for (auto& sub : self->state.subscribers) self->send(sub, msg, handle);
+      },
+      [=](atoms::lookup, const std::string& name) -> caf::result<caf::actor> {
+        for (auto& s : self->state.services)
+          if (s.name == name) return s.handle;
+        return caf::make_error(caf::sec::runtime_error, "no service named " + name);
+      },
+      [=](atoms::subscribe) {
+        auto sub = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!sub) return;
+        self->state.subscribers.push_back(sub);
+        for (auto& s : self->state.services)
+          self->send(sub, service_announce{s.node_id, s.name}, s.handle);
       },
       [=](get_cluster& req) -> cluster_snapshot {
         return {self->state.opts.coordinator_id, unix_ms(),

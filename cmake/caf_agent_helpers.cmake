@@ -1,5 +1,8 @@
 # caf_agent_test(NAME SOURCES... LIBS ... LABELS ...): one GoogleTest binary.
 function(caf_agent_test name)
+  if(NOT TARGET GTest::gtest)
+    return()  # LibTorch-only builds without GoogleTest: libraries and tools only
+  endif()
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)

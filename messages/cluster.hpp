@@ -80,4 +80,19 @@ struct leave_cluster {
   CAF_AGENT_FIELDS(leave_cluster, node_id, reason)
 };
 
+/// A service actor (gpu_pool, rollout, policy, store) announces itself; the
+/// sender is the service. The coordinator answers lookups with its handle.
+struct service_announce {
+  std::string node_id;
+  std::string name;
+  CAF_AGENT_FIELDS(service_announce, node_id, name)
+};
+
+/// Coordinator -> run driver: a node went down or left; its work is lost.
+struct node_lost {
+  std::string node_id;
+  std::string reason;
+  CAF_AGENT_FIELDS(node_lost, node_id, reason)
+};
+
 }  // namespace caf_agent::messages

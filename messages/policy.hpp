@@ -24,11 +24,12 @@ struct sampling_params {
 struct generate_request {
   uint64_t episode_id = 0;
   uint64_t request_id = 0;
+  std::string task_id;  ///< lets replay backends pick the recorded episode
   int32_t turn = 0;
   std::vector<int32_t> prompt_tokens;  ///< the whole conversation so far
   std::string prompt_text;             ///< for text-level backends (sim, replay, openai)
   sampling_params sampling;
-  CAF_AGENT_FIELDS(generate_request, episode_id, request_id, turn, prompt_tokens, prompt_text,
+  CAF_AGENT_FIELDS(generate_request, episode_id, request_id, task_id, turn, prompt_tokens, prompt_text,
                    sampling)
 };
 

@@ -40,7 +40,9 @@
   X(trajectory_record)             \
   X(train_batch)                   \
   X(train_step_done)               \
-  X(weights_published)
+  X(weights_published)             \
+  X(service_announce)              \
+  X(node_lost)
 
 #define CAF_AGENT_ADD_TYPE_ID(name) CAF_ADD_TYPE_ID(caf_agent, (caf_agent::messages::name))
 
@@ -58,4 +60,10 @@ using stats = caf::atom_constant<caf::atom("stats")>;
 using drain = caf::atom_constant<caf::atom("drain")>;
 using credits = caf::atom_constant<caf::atom("credits")>;
 using ping = caf::atom_constant<caf::atom("ping")>;
+using lookup = caf::atom_constant<caf::atom("lookup")>;
+using subscribe = caf::atom_constant<caf::atom("subscribe")>;
+using open = caf::atom_constant<caf::atom("open")>;
+using close = caf::atom_constant<caf::atom("close")>;
+using done = caf::atom_constant<caf::atom("done")>;
+using run = caf::atom_constant<caf::atom("run")>;
 }  // namespace caf_agent::atoms

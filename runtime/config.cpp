@@ -68,6 +68,7 @@ void rollout_config::read(section_reader& r) {
   r.read("wall_limit_s", wall_limit_s);
   r.read("observation_limit_bytes", observation_limit_bytes);
   r.read("tasks_dir", tasks_dir);
+  r.read("skills_dir", skills_dir);
   r.read("episodes", episodes);
   r.read("attempts", attempts);
   r.read("mode", mode);

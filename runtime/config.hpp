@@ -47,6 +47,7 @@ struct rollout_config {
   int64_t wall_limit_s = 3600;
   int64_t observation_limit_bytes = 16384;
   std::string tasks_dir = "skills/tasks";
+  std::string skills_dir = "skills";  ///< workspace template, SKILL.md, eval worker
   int32_t episodes = 0;        ///< episodes the local main job runs (0 = one per task)
   int32_t attempts = 1;        ///< evaluation mode: attempts per task
   std::string mode = "eval";   ///< train or eval

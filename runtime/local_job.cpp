@@ -68,7 +68,7 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
                         std::to_string(pub.port) + " (inspect with: caf-agent --role inspector " +
                         "--coordinator " + cfg.cluster.listen_host + ":" +
                         std::to_string(pub.port) + ")");
-  std::map<std::string, caf::actor> peers;
+  std::map<std::string, caf::actor> peers{{"coordinator", coord}, {"local", coord}};
   std::vector<role_actors> started;
   std::vector<caf::actor> agents;
   int code = 0;

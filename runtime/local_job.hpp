@@ -22,4 +22,9 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
 int run_local_main_job(caf::actor_system& sys, const cli_options& opts, const app_config& cfg,
                        const std::map<std::string, caf::actor>& peers, exit_latch& latch);
 
+/// Drives the configured episodes through the rollout managers that announce
+/// themselves to `coordinator`, stores the records, prints the report.
+int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_config& cfg,
+                 caf::actor coordinator, exit_latch& latch);
+
 }  // namespace caf_agent::runtime

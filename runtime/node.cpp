@@ -67,7 +67,8 @@ messages::node_info describe(const std::string& node_id, const std::string& role
   return info;
 }
 
-int run_coordinator(const app_config& cfg, exit_latch& latch) {
+int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
+  bool drive = opts.episodes.has_value() || opts.eval;
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
@@ -82,6 +83,11 @@ int run_coordinator(const app_config& cfg, exit_latch& latch) {
   }
   log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" +
                               std::to_string(port.port) + " as " + id);
+  if (drive) {
+    auto code = run_episodes(sys, opts, cfg, coord, latch);
+    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+    return code;
+  }
   latch.wait();
   log_info("coordinator", "shutting down (" + latch.reason() + ")");
   caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
@@ -98,7 +104,8 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
     return 2;
   }
   role_actors actors;
-  if (auto err = start_role(sys, role, cfg, {}, actors); !err.empty()) {
+  if (auto err = start_role(sys, role, cfg, {{"coordinator", coord.handle}}, actors);
+      !err.empty()) {
     log_error("caf-agent", err);
     stop_role(sys, actors);
     return 2;
@@ -125,7 +132,7 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
 int run_node(const cli_options& opts, const app_config& cfg) {
   exit_latch latch;
   install_signal_latch(latch);
-  if (opts.role == "coordinator") return run_coordinator(cfg, latch);
+  if (opts.role == "coordinator") return run_coordinator(opts, cfg, latch);
   if (opts.role == "local") return run_local(opts, cfg, latch);
   return run_member(opts.role, cfg, latch);
 }

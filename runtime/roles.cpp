@@ -1,17 +1,156 @@
 // runtime/roles.cpp: see roles.hpp.
 #include "runtime/roles.hpp"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <caf/all.hpp>
+
+#include "actors/gpu_pool.hpp"
+#include "actors/log.hpp"
+#include "actors/policy_server.hpp"
+#include "actors/rollout_manager.hpp"
+#include "actors/tool_executor.hpp"
+#include "messages/type_ids.hpp"
+#include "policy/text/json.hpp"
+#include "runtime/process.hpp"
+#include "sandbox/episode_sandbox.hpp"
 
 namespace caf_agent::runtime {
 
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in{p};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+caf::actor peer(const std::map<std::string, caf::actor>& peers, const std::string& name) {
+  auto it = peers.find(name);
+  return it == peers.end() ? caf::actor{} : it->second;
+}
+
+std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
+                           const std::map<std::string, caf::actor>& peers, role_actors& out) {
+  std::vector<std::unique_ptr<slot_backend>> backends;
+  auto& g = cfg.gpu_pool;
+  for (int i = 0; i < g.slots; ++i) {
+    if (g.backend == "sim") {
+      backends.push_back(make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
+      continue;
+    }
+    worker_slot_options w;
+    w.python = g.worker_python;
+    w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
+    w.device = g.device == "cuda" ? "cuda:" + std::to_string(i) : "cpu";
+    w.threads = g.cpu_threads_per_slot;
+    w.deadline_ms = g.job_deadline_s * 1000;
+    w.stderr_path = cfg.runtime.run_dir + "/eval-worker-" + std::to_string(i) + ".log";
+    backends.push_back(make_worker_slot(w));
+  }
+  if (g.backend != "sim" && !fs::exists(g.worker_python))
+    return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
+  std::error_code ec;
+  fs::create_directories(cfg.runtime.run_dir, ec);
+  gpu_pool_options opts{static_cast<size_t>(g.queue_capacity), g.quarantine_after_failures, "gpu_pool"};
+  auto pool = spawn_gpu_pool(sys, opts, std::move(backends));
+  out.actors.push_back(pool);
+  out.named["gpu_pool"] = pool;
+  out.counts["gpu_pool_manager"] = 1;
+  out.counts[g.backend == "sim" ? "sim_slots" : "eval_slots"] = g.slots;
+  if (auto coord = peer(peers, "coordinator"))
+    caf::send_as(pool, coord, messages::service_announce{node_id, "gpu_pool"});
+  return {};
+}
+
+std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std::string& error) {
+  auto& p = cfg.policy;
+  if (p.backend == "sim") {
+    rollout::sim_policy_options o;
+    o.latency_ms_mean = p.sim_latency_ms_mean;
+    return rollout::make_sim_policy(o);
+  }
+  if (p.backend == "replay") return rollout::make_replay_policy(p.replay_path, 0, error);
+  error = "policy.backend '" + p.backend + "' is not available in this build yet "
+          "(use replay or sim)";
+  return nullptr;
+}
+
+std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
+                          const std::map<std::string, caf::actor>& peers, role_actors& out) {
+  std::string error;
+  auto backend = make_backend(cfg, error);
+  if (!backend) return error;
+  auto& r = cfg.rollout;
+  tool_executor_options t;
+  t.executors = r.tool_executors;
+  t.queue_capacity = static_cast<size_t>(r.tool_queue_capacity);
+  t.mode = cfg.policy.backend == "sim" ? "sim" : "sandbox";
+  t.workspace_root = cfg.sandbox.workspace_root;
+  t.template_dir = r.skills_dir + "/workspace";
+  t.harness_dir = r.skills_dir + "/eval_worker/caf_agent_eval";
+  t.isolation = cfg.sandbox.isolation;
+  t.bash_timeout_s = static_cast<double>(cfg.sandbox.bash_timeout_s);
+  t.max_output_bytes = static_cast<size_t>(cfg.sandbox.max_output_bytes);
+  t.keep_workspaces = cfg.sandbox.keep_workspaces;
+  auto venv = fs::absolute(fs::path{cfg.gpu_pool.worker_python}).parent_path().parent_path();
+  if (fs::exists(venv / "pyvenv.cfg")) {
+    t.extra_ro_binds.push_back(venv.string());
+    t.path_env = (venv / "bin").string() + ":/usr/local/bin:/usr/bin:/bin";
+  }
+  auto tools = spawn_tool_executors(sys, t);
+  auto policy = spawn_policy_server(sys, backend);
+  rollout_manager_options m;
+  m.max_concurrent = r.max_concurrent_episodes;
+  m.node_id = node_id;
+  m.coordinator = peer(peers, "coordinator");
+  m.pool = peer(peers, "gpu_pool");
+  m.env.policy = policy;
+  m.env.tools = tools;
+  m.env.system_text = read_text(fs::path{r.skills_dir} / "workspace" / "SKILL.md");
+  auto schemas = policy::parse_json(sandbox::episode_sandbox::tool_schemas().dump());
+  if (schemas && schemas->is_array()) m.env.tool_schemas = schemas->as_array();
+  m.env.context_limit_tokens = r.context_limit_tokens;
+  m.env.observation_limit_bytes = r.observation_limit_bytes;
+  m.env.policy_timeout_ms = cfg.policy.request_timeout_ms;
+  m.env.eval_timeout_ms = cfg.gpu_pool.job_deadline_s * 1000 * 4;
+  auto manager = spawn_rollout_manager(sys, m);
+  out.actors.insert(out.actors.end(), {manager, policy, tools});
+  out.named["rollout_manager"] = manager;
+  out.counts["rollout_manager"] = 1;
+  out.counts["policy_server"] = 1;
+  out.counts["tool_executors"] = t.mode == "sim" ? 0 : r.tool_executors;
+  out.counts["max_episodes"] = r.max_concurrent_episodes;
+  return {};
+}
+
+}  // namespace
+
 std::string start_role(caf::actor_system& sys, const std::string& role, const app_config& cfg,
                        const std::map<std::string, caf::actor>& peers, role_actors& out) {
-  (void) sys;
-  (void) cfg;
-  (void) peers;
-  if (role == "rollout" || role == "gpu-pool" || role == "learner" || role == "inference") {
-    out.counts["node_agent"] = 1;
+  auto node_id = (peers.contains("local") ? "local/" : "") + make_node_id(role);
+  out.counts["node_agent"] = 1;
+  if (role == "gpu-pool") return start_gpu_pool(sys, cfg, node_id, peers, out);
+  if (role == "rollout") return start_rollout(sys, cfg, node_id, peers, out);
+  if (role == "inference") {
+    std::string error;
+    auto backend = make_backend(cfg, error);
+    if (!backend) return error;
+    auto server = spawn_policy_server(sys, backend);
+    out.actors.push_back(server);
+    out.named["policy"] = server;
+    out.counts["policy_server"] = 1;
+    return {};
+  }
+  if (role == "learner") {
+    // The learner shards (LibTorch PPO) arrive with the learner; the node
+    // registers so the cluster view shows where they will run.
+    out.counts["learner_shards"] = 0;
     return {};
   }
   return "role '" + role + "' has no actors to start";

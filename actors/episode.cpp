@@ -1,0 +1,277 @@
+// actors/episode.cpp: see episode.hpp.
+#include "actors/episode.hpp"
+
+#include <chrono>
+#include <deque>
+
+#include <caf/all.hpp>
+
+#include "actors/log.hpp"
+#include "messages/type_ids.hpp"
+#include "rollout/conversation.hpp"
+#include "rollout/tasks.hpp"
+
+namespace caf_agent {
+
+namespace {
+
+using namespace messages;
+using steady = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+struct episode_state {
+  start_episode start;
+  episode_env env;
+  std::unique_ptr<rollout::conversation> conv;
+  std::deque<rollout::action> actions;  // of the current turn
+  trajectory_record rec;
+  steady::time_point t0;
+  uint64_t evals = 0;
+  bool workspace_open = false;
+  double policy_ms = 0, tools_ms = 0, eval_ms = 0;
+  /// Per-turn orchestration overhead: turn wall time minus time spent waiting
+  /// on the policy, tools and evaluations (microseconds).
+  std::vector<uint32_t> overhead_us;
+  steady::time_point turn_start;
+  double turn_wait_ms = 0;
+  static inline const char* name = "episode";
+};
+
+using episode_actor = caf::stateful_actor<episode_state>;
+
+double since_ms(steady::time_point t) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t).count();
+}
+
+void next_turn(episode_actor* self);
+void next_action(episode_actor* self);
+void final_eval(episode_actor* self, const std::string& termination);
+
+void send_record(episode_actor* self) {
+  auto& st = self->state;
+  auto& r = st.rec;
+  r.turns = st.conv ? st.conv->turns() : 0;
+  if (st.conv) {
+    r.turn_texts = st.conv->assistant_texts();
+    r.observations = st.conv->observations();
+    r.malformed_tool_calls = st.conv->malformed_calls();
+  }
+  r.timings_ms = {{"policy", st.policy_ms}, {"tools", st.tools_ms}, {"eval", st.eval_ms},
+                  {"total", since_ms(st.t0)}};
+  r.ended_at_ms = unix_ms();
+  r.turn_overhead_us = std::move(st.overhead_us);
+  self->send(st.env.sink, std::move(r));
+  self->quit();
+}
+
+void close_and_record(episode_actor* self) {
+  auto& st = self->state;
+  if (!st.workspace_open) return send_record(self);
+  self->request(st.env.tools, ms(60000), atoms::close::value, st.start.episode_id)
+      .then([=](bool) { send_record(self); }, [=](caf::error&) { send_record(self); });
+}
+
+void abort_episode(episode_actor* self, const std::string& reason) {
+  self->state.rec.termination = "aborted";
+  self->state.rec.abort_reason = reason;
+  close_and_record(self);
+}
+
+void end_turn(episode_actor* self) {
+  auto& st = self->state;
+  double overhead_ms = since_ms(st.turn_start) - st.turn_wait_ms;
+  st.overhead_us.push_back(static_cast<uint32_t>(std::max(0.0, overhead_ms) * 1000));
+  next_turn(self);
+}
+
+void observe(episode_actor* self, const std::string& call_id, const std::string& text) {
+  self->state.conv->add_observation(call_id, text);
+  next_action(self);
+}
+
+/// Asks the tool router for the workspace's submission, then the pool for a verdict.
+void evaluate(episode_actor* self, const std::string& mode,
+              std::function<void(eval_result&)> on_result) {
+  auto& st = self->state;
+  auto started = steady::now();
+  self->request(st.env.tools, ms(60000), atoms::lookup::value, st.start.episode_id)
+      .then(
+          [=](std::string& error, std::map<std::string, std::string>& files) {
+            auto& s = self->state;
+            if (!error.empty()) {
+              eval_result r;
+              r.status = "ok";
+              r.reason = "submission rejected: " + error;
+              r.reward = -1;
+              return on_result(r);
+            }
+            eval_request req;
+            req.job_id = s.start.episode_id * 1000 + (++s.evals);
+            req.episode_id = s.start.episode_id;
+            req.mode = mode;
+            req.task = s.start.task;
+            req.files = std::move(files);
+            req.seed = s.start.seed;
+            self->request(s.env.pool, ms(s.env.eval_timeout_ms), std::move(req))
+                .then(
+                    [=](eval_result& r) {
+                      double waited = since_ms(started);
+                      self->state.eval_ms += waited;
+                      self->state.turn_wait_ms += waited;
+                      on_result(r);
+                    },
+                    [=](caf::error& err) {
+                      eval_result r;
+                      r.status = "infra_error";
+                      r.reason = "GPU pool unavailable: " + self->system().render(err);
+                      on_result(r);
+                    });
+          },
+          [=](caf::error& err) {
+            eval_result r;
+            r.status = "infra_error";
+            r.reason = "tool executor unavailable: " + self->system().render(err);
+            on_result(r);
+          });
+}
+
+std::string verdict_text(const std::string& mode, const eval_result& r) {
+  if (r.status != "ok") return mode + ": not evaluated (infrastructure problem, not your fault): " + r.reason;
+  std::string out = mode + ": " + (r.correct ? "PASS" : "FAIL") + (r.reason.empty() ? "" : " - " + r.reason);
+  if (mode == "profile" && r.correct && r.candidate_ms > 0)
+    out += "\nyour kernel: " + std::to_string(r.candidate_ms) + " ms, eager: " +
+           std::to_string(r.eager_ms) + " ms, torch.compile: " + std::to_string(r.compile_ms) + " ms";
+  return out;
+}
+
+void run_tool(episode_actor* self, rollout::action a) {
+  auto& st = self->state;
+  auto started = steady::now();
+  tool_request req{st.start.episode_id, a.call_id, a.name, a.arguments_json};
+  self->request(st.env.tools, ms(15 * 60 * 1000), std::move(req))
+      .then(
+          [=](tool_response& r) {
+            auto& s = self->state;
+            double waited = since_ms(started);
+            s.tools_ms += waited;
+            s.turn_wait_ms += waited;
+            auto& t = s.rec.tools[a.name];
+            ++t.calls;
+            t.total_ms += r.elapsed_ms;
+            t.errors += r.status == "error" || r.status == "internal";
+            t.timeouts += r.status == "timeout";
+            observe(self, a.call_id, r.output);
+          },
+          [=](caf::error& err) {
+            abort_episode(self, "tool executor failed: " + self->system().render(err));
+          });
+}
+
+void next_action(episode_actor* self) {
+  auto& st = self->state;
+  if (st.actions.empty()) return end_turn(self);
+  auto a = std::move(st.actions.front());
+  st.actions.pop_front();
+  if (a.kind == rollout::action::invalid) return observe(self, a.call_id, a.error);
+  if (a.kind == rollout::action::tool) return run_tool(self, std::move(a));
+  ++st.rec.tools[a.name].calls;
+  evaluate(self, a.name, [=](eval_result& r) { observe(self, a.call_id, verdict_text(a.name, r)); });
+}
+
+void on_completion(episode_actor* self, completion& c) {
+  auto& st = self->state;
+  if (c.finish_reason == "error") return abort_episode(self, "policy backend failed: " + c.error);
+  st.rec.policy_versions.push_back(c.policy_version);
+  st.rec.turn_starts.push_back(static_cast<uint32_t>(st.rec.tokens.size()));
+  st.rec.tokens.insert(st.rec.tokens.end(), c.tokens.begin(), c.tokens.end());
+  st.rec.logprobs.insert(st.rec.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+  st.rec.loss_mask.insert(st.rec.loss_mask.end(), c.tokens.size(), 1);
+  auto actions = st.conv->on_assistant(c.text);
+  if (actions.empty()) return final_eval(self, "finished");
+  st.actions.assign(std::make_move_iterator(actions.begin()), std::make_move_iterator(actions.end()));
+  next_action(self);
+}
+
+void next_turn(episode_actor* self) {
+  auto& st = self->state;
+  if (st.conv->turns() >= st.start.max_turns) return final_eval(self, "turn_limit");
+  if (st.conv->context_exhausted()) return final_eval(self, "context_limit");
+  if (st.start.wall_limit_ms > 0 && since_ms(st.t0) > st.start.wall_limit_ms)
+    return final_eval(self, "wall_limit");
+  st.turn_start = steady::now();
+  st.turn_wait_ms = 0;
+  generate_request req;
+  req.episode_id = st.start.episode_id;
+  req.request_id = st.start.episode_id * 1000 + st.conv->turns();
+  req.task_id = st.start.task.task_id;
+  req.turn = st.conv->turns();
+  if (st.env.render_prompt) req.prompt_text = st.conv->prompt_text();
+  auto started = steady::now();
+  self->request(st.env.policy, ms(st.env.policy_timeout_ms), std::move(req))
+      .then(
+          [=](completion& c) {
+            double waited = since_ms(started);
+            self->state.policy_ms += waited;
+            self->state.turn_wait_ms += waited;
+            on_completion(self, c);
+          },
+          [=](caf::error& err) {
+            abort_episode(self, "policy backend failed: " + self->system().render(err));
+          });
+}
+
+void final_eval(episode_actor* self, const std::string& termination) {
+  auto& st = self->state;
+  st.rec.termination = termination;
+  evaluate(self, "final", [=](eval_result& r) {
+    auto& rec = self->state.rec;
+    if (r.status != "ok") {
+      rec.termination = "aborted";
+      rec.abort_reason = "final evaluation: " + r.reason;
+    } else {
+      rec.reward = r.reward;
+      rec.correct = r.correct;
+      rec.verdict = r.reason;
+      if (r.candidate_ms > 0) {
+        rec.speedup_eager = r.eager_ms / r.candidate_ms;
+        rec.speedup_compile = r.compile_ms / r.candidate_ms;
+      }
+    }
+    close_and_record(self);
+  });
+}
+
+caf::behavior episode(episode_actor* self, start_episode start, episode_env env) {
+  auto& st = self->state;
+  st.t0 = steady::now();
+  st.rec.episode_id = start.episode_id;
+  st.rec.attempt = start.attempt;
+  st.rec.task_id = start.task.task_id;
+  st.rec.mode = start.mode;
+  st.rec.node_id = env.node_id;
+  st.rec.started_at_ms = unix_ms();
+  rollout::conversation_limits limits{env.context_limit_tokens, env.observation_limit_bytes};
+  st.conv = std::make_unique<rollout::conversation>(env.system_text, rollout::task_prompt(start.task),
+                                                    env.tool_schemas, limits);
+  st.start = std::move(start);
+  st.env = std::move(env);
+  self->request(st.env.tools, ms(120000), atoms::open::value, st.start.episode_id, st.start.task)
+      .then(
+          [=](std::string& error) {
+            if (!error.empty()) return abort_episode(self, "workspace: " + error);
+            self->state.workspace_open = true;
+            next_turn(self);
+          },
+          [=](caf::error& err) {
+            abort_episode(self, "tool executor failed: " + self->system().render(err));
+          });
+  return {[](atoms::ping) {}};  // everything else arrives as responses
+}
+
+}  // namespace
+
+caf::actor spawn_episode(caf::actor_system& sys, start_episode start, episode_env env) {
+  return sys.spawn(episode, std::move(start), std::move(env));
+}
+
+}  // namespace caf_agent

@@ -1,0 +1,39 @@
+#pragma once
+/// actors/episode.hpp: one agent episode, the ReAct loop.
+///
+/// open workspace -> [ generate -> tool calls / evaluations -> observations ]*
+/// -> final evaluation -> reward -> exactly one trajectory_record, sent to
+/// `sink` as the episode's last act. Every path out (finish, limits, policy or
+/// sandbox failure, lost GPU pool) produces that one record.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "messages/episode.hpp"
+#include "policy/text/json.hpp"
+
+namespace caf_agent {
+
+/// What an episode talks to and its limits.
+struct episode_env {
+  caf::actor policy;
+  caf::actor tools;  ///< tool router of this node
+  caf::actor pool;   ///< GPU pool manager (maybe remote)
+  caf::actor sink;   ///< receives the trajectory_record
+  std::string node_id;
+  std::string system_text;       ///< SKILL.md
+  policy::json_array tool_schemas;
+  int64_t context_limit_tokens = 131072;
+  int64_t observation_limit_bytes = 16384;
+  int64_t policy_timeout_ms = 120000;
+  int64_t eval_timeout_ms = 600000;
+  bool render_prompt = false;    ///< text backends that need the whole prompt
+};
+
+/// Spawns the episode; it starts at once.
+caf::actor spawn_episode(caf::actor_system& sys, messages::start_episode start, episode_env env);
+
+}  // namespace caf_agent

@@ -1,0 +1,242 @@
+// actors/gpu_pool.cpp: see gpu_pool.hpp.
+#include "actors/gpu_pool.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/log.hpp"
+#include "messages/type_ids.hpp"
+
+namespace caf_agent {
+
+namespace {
+
+using namespace messages;
+using steady = std::chrono::steady_clock;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(steady::now().time_since_epoch())
+      .count();
+}
+
+// -- slot ------------------------------------------------------------------
+
+struct slot_state {
+  std::shared_ptr<slot_backend> backend;
+  caf::actor manager;
+  int32_t index = 0;
+  static inline const char* name = "gpu_slot";
+};
+
+caf::behavior slot_actor(caf::stateful_actor<slot_state>* self, std::shared_ptr<slot_backend> be,
+                         caf::actor manager, int32_t index) {
+  self->state.backend = std::move(be);
+  self->state.manager = manager;
+  self->state.index = index;
+  self->attach_functor([b = self->state.backend] { b->stop(); });
+  return {
+      [=](atoms::run, eval_request& req) {
+        auto& st = self->state;
+        auto t0 = now_us();
+        auto reply = st.backend->run(req);
+        reply.result.slot = "slot" + std::to_string(st.index);
+        if (reply.delay.count() > 0) {
+          reply.result.run_us = reply.delay.count();
+          self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result,
+                             reply.infra_failure);
+        } else {
+          reply.result.run_us = now_us() - t0;
+          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure);
+        }
+      },
+      [=](atoms::ping) -> int32_t { return self->state.backend->worker_pid(); },
+  };
+}
+
+// -- manager ---------------------------------------------------------------
+
+struct job_entry {
+  eval_request req;
+  caf::response_promise promise;
+  int64_t enqueued_us = 0;
+  int attempts = 0;
+};
+
+struct manager_state {
+  gpu_pool_options opts;
+  std::unique_ptr<gpu_pool::slot_scheduler> sched;
+  std::vector<caf::actor> slots;
+  std::map<uint64_t, job_entry> jobs;  // queued or running
+  std::deque<uint64_t> parked;         // queue full: waiting for a credit (bounded by episodes)
+  std::vector<caf::actor> subscribers;
+  bool open = true;
+  double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
+  double busy_integral_us = 0;
+  int64_t last_event_us = 0;
+  int64_t started_us = 0;
+  static inline const char* name = "gpu_pool";
+};
+
+using manager_actor = caf::stateful_actor<manager_state>;
+
+void account(manager_actor* self) {
+  auto& st = self->state;
+  auto now = now_us();
+  st.busy_integral_us += static_cast<double>(st.sched->busy()) * (now - st.last_event_us);
+  st.last_event_us = now;
+}
+
+void publish_credits(manager_actor* self) {
+  auto& st = self->state;
+  bool open = st.sched->credits() > 0 && st.parked.empty();
+  if (open == st.open) return;
+  st.open = open;
+  pool_credits pc{static_cast<int32_t>(st.sched->credits()), static_cast<int32_t>(st.sched->queued()),
+                  static_cast<int32_t>(st.sched->busy()), static_cast<int32_t>(st.sched->healthy())};
+  for (auto& s : st.subscribers) self->send(s, pc);
+}
+
+void dispatch(manager_actor* self) {
+  auto& st = self->state;
+  while (!st.parked.empty() && st.sched->credits() > 0) {
+    auto id = st.parked.front();
+    auto& e = st.jobs.at(id);
+    auto kind = e.req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+    if (st.sched->submit({id, e.req.episode_id, kind}) != gpu_pool::admit_result::queued) break;
+    st.parked.pop_front();
+  }
+  while (auto a = st.sched->next()) {
+    account(self);
+    auto& e = st.jobs.at(a->job.job_id);
+    e.req.deadline_ms = e.req.deadline_ms;  // slot default applies when 0
+    st.queue_us_total += static_cast<double>(now_us() - e.enqueued_us);
+    self->send(st.slots[a->slot], atoms::run::value, e.req);
+  }
+  publish_credits(self);
+}
+
+caf::response_promise on_request(manager_actor* self, eval_request& req) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise();
+  if (st.jobs.contains(req.job_id)) {
+    eval_result r;
+    r.job_id = req.job_id;
+    r.status = "rejected";
+    r.reason = "duplicate job id " + std::to_string(req.job_id);
+    promise.deliver(std::move(r));
+    return promise;
+  }
+  auto kind = req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+  auto id = req.job_id;
+  st.jobs[id] = {req, promise, now_us()};
+  auto admitted = st.sched->submit({id, req.episode_id, kind});
+  if (admitted == gpu_pool::admit_result::queue_full) {
+    st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
+  } else if (admitted != gpu_pool::admit_result::queued) {
+    eval_result r;
+    r.job_id = id;
+    r.status = admitted == gpu_pool::admit_result::no_slots ? "infra_error" : "rejected";
+    r.reason = admitted == gpu_pool::admit_result::no_slots
+                   ? "every eval slot is quarantined"
+                   : "episode already has an evaluation outstanding";
+    st.jobs.erase(id);
+    promise.deliver(std::move(r));
+    return promise;
+  }
+  dispatch(self);
+  return promise;
+}
+
+void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
+  auto& st = self->state;
+  account(self);
+  auto it = st.jobs.find(res.job_id);
+  if (st.sched->finish(static_cast<size_t>(slot), infra))
+    log_error(st.opts.name, "slot" + std::to_string(slot) + " quarantined after repeated failures");
+  st.jobs_done += 1;
+  st.infra_failures += infra;
+  // Rationale: one retry absorbs a worker that died or restarted under a job
+  // (the slot restarts it); a second failure is reported as infrastructure.
+  if (infra && it != st.jobs.end() && it->second.attempts++ < 1) {
+    log_error(st.opts.name, "job " + std::to_string(res.job_id) + " hit an infrastructure failure on slot" +
+                                std::to_string(slot) + " (" + res.reason + "); retrying");
+    st.parked.push_front(res.job_id);
+    dispatch(self);
+    return;
+  }
+  if (it != st.jobs.end()) {
+    res.queue_us = now_us() - it->second.enqueued_us - res.run_us;
+    it->second.promise.deliver(std::move(res));
+    st.jobs.erase(it);
+  }
+  dispatch(self);
+}
+
+caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_count) {
+  auto& st = self->state;
+  st.opts = opts;
+  st.sched = std::make_unique<gpu_pool::slot_scheduler>(slot_count, opts.queue_capacity,
+                                                        opts.quarantine_after);
+  st.started_us = st.last_event_us = now_us();
+  return {
+      [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
+      [=](atoms::done, int32_t slot, eval_result& res, bool infra) { on_done(self, slot, res, infra); },
+      [=](std::vector<caf::actor>& slots) { self->state.slots = std::move(slots); },
+      [=](atoms::subscribe) {
+        auto s = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!s) return;
+        self->state.subscribers.push_back(s);
+        auto& st = self->state;
+        self->send(s, pool_credits{static_cast<int32_t>(st.sched->credits()),
+                                   static_cast<int32_t>(st.sched->queued()),
+                                   static_cast<int32_t>(st.sched->busy()),
+                                   static_cast<int32_t>(st.sched->healthy())});
+      },
+      [=](atoms::stats) -> std::map<std::string, double> {
+        account(self);
+        auto& st = self->state;
+        return {{"slots", double(st.sched->slots())},      {"healthy", double(st.sched->healthy())},
+                {"busy", double(st.sched->busy())},        {"queued", double(st.sched->queued())},
+                {"parked", double(st.parked.size())},      {"jobs_done", st.jobs_done},
+                {"infra_failures", st.infra_failures},    {"busy_integral_us", st.busy_integral_us},
+                {"queue_us_total", st.queue_us_total},
+                {"uptime_us", double(now_us() - st.started_us)}};
+      },
+      [=](atoms::ping, int32_t slot) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        auto& slots = self->state.slots;
+        if (slot < 0 || static_cast<size_t>(slot) >= slots.size())
+          rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such slot"));
+        else
+          rp.delegate(slots[slot], atoms::ping::value);
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
+                          std::vector<std::unique_ptr<slot_backend>> backends) {
+  auto mgr = sys.spawn(manager, opts, backends.size());
+  std::vector<caf::actor> slots;
+  int32_t i = 0;
+  for (auto& b : backends) {
+    std::shared_ptr<slot_backend> shared{std::move(b)};
+    auto slot = shared->blocking() ? sys.spawn<caf::detached>(slot_actor, shared, mgr, i)
+                                   : sys.spawn(slot_actor, shared, mgr, i);
+    // Slots live and die with their manager.
+    mgr->attach_functor([slot](const caf::error&) {
+      caf::anon_send_exit(slot, caf::exit_reason::user_shutdown);
+    });
+    slots.push_back(slot);
+    ++i;
+  }
+  caf::anon_send(mgr, std::move(slots));
+  return mgr;
+}
+
+}  // namespace caf_agent

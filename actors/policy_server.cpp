@@ -1,0 +1,68 @@
+// actors/policy_server.cpp: see policy_server.hpp.
+#include "actors/policy_server.hpp"
+
+#include <chrono>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "messages/type_ids.hpp"
+
+namespace caf_agent {
+
+namespace {
+
+using namespace messages;
+
+struct server_state {
+  std::shared_ptr<rollout::policy_backend> backend;
+  std::map<uint64_t, caf::response_promise> waiting;
+  uint64_t seq = 0;
+  static inline const char* name = "policy_server";
+};
+
+using server_actor = caf::stateful_actor<server_state>;
+
+caf::behavior blocking_worker(caf::event_based_actor*, std::shared_ptr<rollout::policy_backend> b) {
+  return {[=](generate_request& req) -> completion { return b->generate(req).completion; }};
+}
+
+caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend> backend) {
+  self->state.backend = backend;
+  caf::actor worker;
+  if (backend->blocking()) worker = self->spawn<caf::detached + caf::linked>(blocking_worker, backend);
+  return {
+      [=](generate_request& req) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        if (worker) {
+          rp.delegate(worker, std::move(req));
+          return rp;
+        }
+        auto reply = self->state.backend->generate(req);
+        if (reply.delay.count() <= 0) {
+          rp.deliver(std::move(reply.completion));
+          return rp;
+        }
+        auto id = ++self->state.seq;
+        self->state.waiting.emplace(id, rp);
+        reply.completion.latency_us = reply.delay.count();
+        self->delayed_send(self, reply.delay, atoms::done::value, id, std::move(reply.completion));
+        return rp;
+      },
+      [=](atoms::done, uint64_t id, completion& c) {
+        auto it = self->state.waiting.find(id);
+        if (it == self->state.waiting.end()) return;
+        it->second.deliver(std::move(c));
+        self->state.waiting.erase(it);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_policy_server(caf::actor_system& sys,
+                               std::shared_ptr<rollout::policy_backend> backend) {
+  return sys.spawn(server, std::move(backend));
+}
+
+}  // namespace caf_agent

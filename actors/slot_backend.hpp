@@ -1,0 +1,54 @@
+#pragma once
+/// actors/slot_backend.hpp: what a GPU-pool slot runs a job on (no actor code).
+///
+/// `worker` wraps the persistent Python eval worker (blocking); `sim` returns a
+/// verdict after a simulated latency (for load tests at 128-GPU scale).
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "messages/eval.hpp"
+
+namespace caf_agent {
+
+/// A job's result plus the delay a non-blocking backend asks the slot to wait.
+struct slot_reply {
+  messages::eval_result result;
+  std::chrono::microseconds delay{0};
+  bool infra_failure = false;  ///< counts towards the slot's quarantine
+};
+
+/// One slot's executor.
+class slot_backend {
+ public:
+  virtual ~slot_backend() = default;
+  /// Runs one job (blocking for real backends). Never throws.
+  virtual slot_reply run(const messages::eval_request& req) = 0;
+  /// True when run() blocks (the slot actor is then detached).
+  virtual bool blocking() const = 0;
+  /// Releases the worker process, if any.
+  virtual void stop() {}
+  /// The worker's pid (0 when none), for tests that kill it.
+  virtual int worker_pid() const { return 0; }
+};
+
+/// Settings of a real worker slot.
+struct worker_slot_options {
+  std::string python;
+  std::string package_dir;  ///< skills/eval_worker
+  std::string device;       ///< cpu or cuda:N
+  int threads = 1;
+  std::string stderr_path;
+  int64_t deadline_ms = 300000;
+};
+
+/// The real backend: a persistent eval worker process.
+std::unique_ptr<slot_backend> make_worker_slot(const worker_slot_options& opts);
+
+/// The sim backend: lognormal latency around `mean_ms`; correct with probability
+/// `correct_rate`.
+std::unique_ptr<slot_backend> make_sim_slot(double mean_ms, double correct_rate, uint64_t seed);
+
+}  // namespace caf_agent

@@ -1,0 +1,43 @@
+#pragma once
+/// actors/tool_executor.hpp: the node's tool executors.
+///
+/// A router actor owns the episodes' sandboxes and a bounded queue; N detached
+/// executor actors run the blocking tool calls (bubblewrap, file tools). A full
+/// queue is back-pressure: the reply waits.
+///
+/// Protocol (to the router):
+///   (atoms::open, uint64 episode, task_spec)  -> std::string   ("" or the error)
+///   tool_request                               -> tool_response
+///   (atoms::close, uint64 episode)             -> bool
+///   (atoms::lookup, uint64 episode)            -> (std::string error, std::map files): the submission
+///   (atoms::stats)                             -> std::map<std::string, double>
+
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+namespace caf_agent {
+
+/// Settings of a node's tool executors.
+struct tool_executor_options {
+  int executors = 2;
+  size_t queue_capacity = 64;
+  std::string mode = "sandbox";  ///< sandbox (real tools) or sim (latency only)
+  double sim_latency_ms = 50;
+  // sandbox mode:
+  std::string workspace_root;    ///< per-episode workspaces are created under it
+  std::string template_dir;      ///< skills/workspace
+  std::string harness_dir;       ///< skills/eval_worker/caf_agent_eval
+  std::string isolation = "bwrap";
+  double bash_timeout_s = 120;
+  size_t max_output_bytes = 30000;
+  bool keep_workspaces = false;
+  std::vector<std::string> extra_ro_binds;  ///< e.g. the venv, readable inside the sandbox
+  std::string path_env;                     ///< PATH inside the sandbox
+};
+
+/// Spawns the router and its executors; returns the router.
+caf::actor spawn_tool_executors(caf::actor_system& sys, tool_executor_options opts);
+
+}  // namespace caf_agent

@@ -1,0 +1,101 @@
+#pragma once
+/// gpu_pool/worker_process.hpp: owns one persistent Python eval worker (Boost.Process):
+/// spawn, request with a deadline, kill-and-restart on deadline or crash.
+
+#include "gpu_pool/worker_protocol.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace caf_agent::gpu_pool {
+
+/// How to start a worker; `validate()` before use.
+struct worker_config {
+  std::string python = "python3";             ///< interpreter (the venv's python)
+  std::string package_dir = "skills/eval_worker";  ///< PYTHONPATH entry holding caf_agent_eval
+  std::string device = "cpu";                 ///< "cpu" or "cuda:N"
+  int threads = 0;                            ///< torch threads (0: torch's default)
+  std::map<std::string, std::string> env;     ///< extra environment (e.g. CAF_EVAL_BUILD_ROOT)
+  std::string stderr_path;                    ///< file for the worker's stderr; empty: discard
+  /// Rationale: the worker imports torch and pre-starts a child that imports it again;
+  /// on a loaded 2-core machine that takes up to a minute.
+  std::chrono::milliseconds start_timeout{std::chrono::seconds(120)};
+
+  /// Empty when usable, else what is wrong (names the field).
+  std::optional<std::string> validate() const;
+};
+
+/// Why an evaluation produced no response from the worker.
+enum class worker_error_code {
+  start_failed,    ///< the worker did not start or answer ping (infrastructure; retry may help)
+  timeout,         ///< no response before the deadline; the worker was killed and restarted
+  crashed,         ///< the worker died mid-request (e.g. SIGSEGV); restarted
+  protocol_error,  ///< the worker sent a malformed frame; restarted
+};
+
+/// An expected failure, as a value.
+struct worker_failure {
+  worker_error_code code = worker_error_code::start_failed;  ///< what happened
+  std::string message;     ///< human-readable detail (exit signal, deadline)
+  bool restarted = false;  ///< a fresh worker is running again
+
+  /// True when the submission is to blame (it hung or crashed the worker): reward -1.
+  bool submission_fault() const {
+    return code == worker_error_code::timeout || code == worker_error_code::crashed;
+  }
+  /// True when re-sending the same request may succeed (an infrastructure hiccup).
+  bool retry_helps() const {
+    return code == worker_error_code::start_failed || code == worker_error_code::protocol_error;
+  }
+};
+
+/// The result of evaluate(): a response, or a failure.
+struct eval_outcome {
+  std::optional<eval_response> response;  ///< set on success
+  std::optional<worker_failure> failure;  ///< set on failure
+};
+
+/// A failed verdict describing a submission-fault failure (crash or timeout).
+verdict verdict_for_failure(const worker_failure& f);
+
+/// One worker process. Blocking API: run it on a detached actor or its own thread.
+class worker_process {
+ public:
+  /// Takes a validated config; nothing starts until start() or the first evaluate().
+  explicit worker_process(worker_config cfg);
+  ~worker_process();
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  /// Starts the worker and waits for its ping; a failure is start_failed.
+  std::optional<worker_failure> start();
+
+  /// Sends one request and waits up to `deadline` for the response.
+  eval_outcome evaluate(const eval_request& req, std::chrono::milliseconds deadline);
+
+  /// Sends any op map (as msgpack) and returns the raw response payload (tests, ping).
+  std::optional<std::string> call(const std::string& payload, std::chrono::milliseconds deadline,
+                                  worker_failure* failure);
+
+  /// True while a worker process is alive.
+  bool running() const;
+  /// How many times the worker was restarted after a timeout or a crash.
+  int restarts() const { return restarts_; }
+  /// Process id of the current worker (0 when none).
+  int pid() const;
+  /// Stops the worker (shutdown request, then kill).
+  void stop();
+
+ private:
+  struct impl;
+  worker_failure fail_and_restart(worker_error_code code, std::string message);
+  worker_config cfg_;
+  std::unique_ptr<impl> impl_;
+  int restarts_ = 0;
+};
+
+}  // namespace caf_agent::gpu_pool

@@ -1,0 +1,106 @@
+// Shape legend: see decode_graphs.hpp.
+#include "policy/model/decode_graphs.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace caf_agent::policy {
+namespace {
+
+// Rationale: attended keys are rounded up to 256 so a sequence needs a new graph only every
+// 256 tokens; rows to powers of two. Extra rows and keys are masked, costing little.
+constexpr int64_t key_bucket = 256;
+
+int64_t round_rows(int64_t rows, int64_t slots) {
+  int64_t b = 1;
+  while (b < rows) b *= 2;
+  return std::min(b, slots);
+}
+
+}  // namespace
+
+#ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
+
+struct decode_graphs::state {
+  struct graph {
+    at::cuda::CUDAGraph cuda;
+    torch::Tensor inputs_2b;  // tokens and positions, read by the graph
+    torch::Tensor logits_bv;  // written by the graph
+  };
+  const decoder* model;
+  kv_cache* cache;
+  at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<graph>> graphs;
+
+  graph& capture(int64_t rows, int64_t keys) {
+    auto g = std::make_unique<graph>();
+    // Warm-up and capture write keys at position keys - 1 of every row's slot: at or past
+    // every running sequence's next position, and a sequence overwrites a position before
+    // it ever attends to it.
+    g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, keys - 1, torch::kInt64)})
+                       .to(model->device());
+    auto side = at::cuda::getStreamFromPool();
+    c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
+    {
+      at::cuda::CUDAStreamGuard guard(side);
+      for (int i = 0; i < 2; ++i) model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      g->cuda.capture_begin(pool);
+      g->logits_bv = model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      g->cuda.capture_end();
+    }
+    c10::cuda::device_synchronize();
+    return *graphs.emplace(std::pair{rows, keys}, std::move(g)).first->second;
+  }
+};
+
+bool decode_graphs::supported(torch::Device device) { return device.is_cuda(); }
+
+decode_graphs::decode_graphs(const decoder& model, kv_cache& cache)
+    : state_(std::make_unique<state>()) {
+  state_->model = &model;
+  state_->cache = &cache;
+}
+
+torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                                    int64_t keys) {
+  auto& s = *state_;
+  const auto b = static_cast<int64_t>(tokens.size());
+  const int64_t rows = round_rows(b, s.cache->slots());
+  const int64_t bucket = std::min((keys + key_bucket - 1) / key_bucket * key_bucket, s.cache->capacity());
+  auto it = s.graphs.find({rows, bucket});
+  auto& g = it != s.graphs.end() ? *it->second : s.capture(rows, bucket);
+  // Padding rows decode token 0 at position 0 of their (free) slot.
+  auto host_2b = torch::zeros({2, rows}, torch::kInt64);
+  std::copy(tokens.begin(), tokens.end(), host_2b[0].data_ptr<int64_t>());
+  std::copy(positions.begin(), positions.end(), host_2b[1].data_ptr<int64_t>());
+  g.inputs_2b.copy_(host_2b.pin_memory(), /*non_blocking=*/true);
+  g.cuda.replay();
+  return g.logits_bv.narrow(0, 0, b);
+}
+
+#else  // Built without CUDA: the engine never constructs decode_graphs.
+
+struct decode_graphs::state {};
+
+bool decode_graphs::supported(torch::Device) { return false; }
+
+decode_graphs::decode_graphs(const decoder&, kv_cache&) {
+  throw std::logic_error("decode_graphs: this build has no CUDA graph support");
+}
+
+torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t) {
+  throw std::logic_error("decode_graphs: this build has no CUDA graph support");
+}
+
+#endif
+
+decode_graphs::~decode_graphs() = default;
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,41 @@
+#pragma once
+// decode_graphs: the engine's decoding step replayed from CUDA graphs. On a GPU the step of a
+// small model is bound by launching ~50 kernels per layer from the host; a captured graph
+// launches them all at once. One graph per (rows, attended keys) bucket, captured lazily and
+// sharing one memory pool; the weights and the KV cache are read in place, so a weight swap
+// (copy into the same storage) needs no recapture.
+//
+// Shape legend: b decode rows (slots 0..b-1), v vocabulary.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "policy/model/decoder.hpp"
+
+namespace caf_agent::policy {
+
+/// Replays captured decode steps of one decoder over one KV cache.
+class decode_graphs {
+ public:
+  /// True when this build has CUDA graph support and `device` is a CUDA device.
+  static bool supported(torch::Device device);
+  /// Graphs of `model` decoding into `cache`; both must outlive this object.
+  decode_graphs(const decoder& model, kv_cache& cache);
+  ~decode_graphs();
+  decode_graphs(const decode_graphs&) = delete;
+  decode_graphs& operator=(const decode_graphs&) = delete;
+
+  /// Same contract as decoder::decode with host inputs: token and position per slot 0..b-1,
+  /// `keys` = max position + 1. Returns fp32 logits [b, v] (a view valid until the next call).
+  torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                       int64_t keys);
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,288 @@
+// Shape legend: see decoder.hpp. g: query heads per key/value head.
+#include "policy/model/decoder.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace caf_agent::policy {
+namespace {
+
+std::string shape_text(c10::IntArrayRef shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+// Rationale: older checkpoints store RoPE's inv_freq buffer; it is recomputed from config.
+bool ignorable_name(const std::string& name) {
+  return name.ends_with("rotary_emb.inv_freq");
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& c) {
+  std::map<std::string, std::vector<int64_t>> out;
+  const int64_t d = c.hidden_size, q = c.num_attention_heads * c.head_dim;
+  const int64_t kv = c.num_key_value_heads * c.head_dim, f = c.intermediate_size;
+  out["model.embed_tokens.weight"] = {c.vocab_size, d};
+  out["model.norm.weight"] = {d};
+  if (!c.tie_word_embeddings) out["lm_head.weight"] = {c.vocab_size, d};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out[p + "input_layernorm.weight"] = {d};
+    out[p + "post_attention_layernorm.weight"] = {d};
+    out[p + "self_attn.q_proj.weight"] = {q, d};
+    out[p + "self_attn.k_proj.weight"] = {kv, d};
+    out[p + "self_attn.v_proj.weight"] = {kv, d};
+    out[p + "self_attn.o_proj.weight"] = {d, q};
+    if (c.attention_bias) {
+      out[p + "self_attn.q_proj.bias"] = {q};
+      out[p + "self_attn.k_proj.bias"] = {kv};
+      out[p + "self_attn.v_proj.bias"] = {kv};
+    }
+    if (c.attention_output_bias) out[p + "self_attn.o_proj.bias"] = {d};
+    if (c.qk_norm) {
+      out[p + "self_attn.q_norm.weight"] = {c.head_dim};
+      out[p + "self_attn.k_norm.weight"] = {c.head_dim};
+    }
+    out[p + "mlp.gate_proj.weight"] = {f, d};
+    out[p + "mlp.up_proj.weight"] = {f, d};
+    out[p + "mlp.down_proj.weight"] = {d, f};
+    if (c.mlp_bias) {
+      out[p + "mlp.gate_proj.bias"] = {f};
+      out[p + "mlp.up_proj.bias"] = {f};
+      out[p + "mlp.down_proj.bias"] = {d};
+    }
+  }
+  return out;
+}
+
+kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t capacity,
+                            torch::Device device, torch::ScalarType dtype) {
+  kv_cache cache;
+  auto options = torch::TensorOptions().device(device).dtype(dtype);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    cache.k_nkce.push_back(
+        torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
+    cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
+  }
+  return cache;
+}
+
+result<decoder> decoder::load(const std::string& model_dir, torch::Device device,
+                              torch::ScalarType dtype, value_head_mode heads) {
+  auto config = load_model_config(model_dir);
+  if (!config) return config.error();
+  auto tensors = read_checkpoint_tensors(model_dir);
+  if (!tensors) return tensors.error();
+  return from_tensors(config.value(), tensors.value(), device, dtype, heads);
+}
+
+result<decoder> decoder::from_tensors(const model_config& config, const tensor_map& tensors,
+                                      torch::Device device, torch::ScalarType dtype,
+                                      value_head_mode heads) {
+  if (auto valid = config.validate(); !valid) return valid.error();
+  auto expected = expected_parameter_shapes(config);
+  const bool has_head = tensors.count("value_head.weight") && tensors.count("value_head.bias");
+  if (heads == value_head_mode::required && !has_head)
+    return fail("checkpoint has no value head (value_head.weight / value_head.bias)");
+  if (heads != value_head_mode::none && has_head) {
+    expected["value_head.weight"] = {1, config.hidden_size};
+    expected["value_head.bias"] = {1};
+  }
+  for (const auto& [name, tensor] : tensors) {
+    const bool known = expected.count(name) || ignorable_name(name) ||
+                       name.starts_with("value_head.") ||
+                       (name == "lm_head.weight" && config.tie_word_embeddings);
+    if (!known) return fail("unexpected tensor '" + name + "' for a " + family_name(config.family) +
+                            " checkpoint with " + std::to_string(config.num_hidden_layers) + " layers");
+  }
+  decoder out;
+  out.config_ = config;
+  out.device_ = device;
+  out.dtype_ = dtype;
+  try {
+    for (const auto& [name, shape] : expected) {
+      auto it = tensors.find(name);
+      if (it == tensors.end()) return fail("checkpoint is missing tensor '" + name + "'");
+      if (it->second.sizes() != c10::IntArrayRef(shape))
+        return fail("tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
+                    ", config.json implies " + shape_text(shape));
+      out.params_[name] = it->second.to(device, dtype).contiguous();
+    }
+    if (heads == value_head_mode::init_if_missing && !has_head) {
+      auto options = torch::TensorOptions().device(device).dtype(dtype);
+      out.params_["value_head.weight"] = torch::zeros({1, config.hidden_size}, options);
+      out.params_["value_head.bias"] = torch::zeros({1}, options);
+    }
+    out.rope_ = rope_table::make(config.rope, config.head_dim, config.max_position_embeddings,
+                                 device, dtype);
+  } catch (const c10::Error& e) {
+    return fail(std::string("cannot place the model on ") + device.str() + ": " + e.what_without_backtrace());
+  }
+  out.bind_layers();
+  return out;
+}
+
+void decoder::bind_layers() {
+  layers_.clear();
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string a = p + "self_attn.", m = p + "mlp.";
+    layers_.push_back(layer_refs{
+        params_.at(p + "input_layernorm.weight"), params_.at(a + "q_proj.weight"),
+        optional_param(a + "q_proj.bias"), params_.at(a + "k_proj.weight"),
+        optional_param(a + "k_proj.bias"), params_.at(a + "v_proj.weight"),
+        optional_param(a + "v_proj.bias"), params_.at(a + "o_proj.weight"),
+        optional_param(a + "o_proj.bias"), optional_param(a + "q_norm.weight"),
+        optional_param(a + "k_norm.weight"), params_.at(p + "post_attention_layernorm.weight"),
+        params_.at(m + "gate_proj.weight"), optional_param(m + "gate_proj.bias"),
+        params_.at(m + "up_proj.weight"), optional_param(m + "up_proj.bias"),
+        params_.at(m + "down_proj.weight"), optional_param(m + "down_proj.bias")});
+  }
+}
+
+torch::Tensor decoder::optional_param(const std::string& name) const {
+  auto it = params_.find(name);
+  return it == params_.end() ? torch::Tensor() : it->second;
+}
+
+status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) const {
+  std::error_code ec;
+  std::filesystem::create_directories(model_dir, ec);
+  std::ofstream config_file(std::filesystem::path(model_dir) / "config.json");
+  config_file << model_config_to_json(config_);
+  if (!config_file.flush()) return fail("cannot write " + model_dir + "/config.json");
+  return write_checkpoint_tensors(model_dir, params_, max_shard_bytes);
+}
+
+torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
+                                 const torch::Tensor& positions_bt, const cache_use& use) const {
+  const auto& w = layers_[static_cast<size_t>(layer)];
+  const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
+  auto q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
+  auto k_btke = torch::linear(x_btd, w.k_w, w.k_b).view({b, t, k, e});
+  auto v_bkte = torch::linear(x_btd, w.v_w, w.v_b).view({b, t, k, e}).transpose(1, 2);
+  if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE.
+    q_bthe = rms_norm(q_bthe, w.q_norm_e, config_.rms_norm_eps);
+    k_btke = rms_norm(k_btke, w.k_norm_e, config_.rms_norm_eps);
+  }
+  auto q_bhte = apply_rope(q_bthe.transpose(1, 2), positions_bt, rope_);
+  auto k_bkte = apply_rope(k_btke.transpose(1, 2), positions_bt, rope_);
+  torch::Tensor out_bhte;
+  if (use.cache != nullptr && use.slot < 0) {
+    // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
+    // GQA without copying keys: the g query heads sharing a key head become g "queries".
+    auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+    auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+    auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
+    auto k_nkce = k_cache.narrow(0, 0, b);
+    auto v_nkce = v_cache.narrow(0, 0, b);
+    k_nkce.scatter_(2, index_bk1e, k_bkte);
+    v_nkce.scatter_(2, index_bk1e, v_bkte);
+    const int64_t s = use.mask_b11s.size(-1);
+    auto q_bkge = q_bhte.reshape({b, k, h / k, e});
+    auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s),
+                                                     v_nkce.narrow(2, 0, s), use.mask_b11s);
+    out_bhte = out_bkge.reshape({b, h, 1, e});
+  } else {
+    if (use.cache != nullptr) {  // Prefill of one slot: keep keys and values for decoding.
+      use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, 0, t).copy_(k_bkte[0]);
+      use.cache->v_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, 0, t).copy_(v_bkte[0]);
+    }
+    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
+                                                std::nullopt, /*enable_gqa=*/h != k);
+  }
+  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
+}
+
+torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
+                                  const cache_use& use) const {
+  const double eps = config_.rms_norm_eps;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const auto& w = layers_[static_cast<size_t>(i)];
+    x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), positions_bt, use);
+    x_btd = x_btd + swiglu(rms_norm(x_btd, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w,
+                           w.up_b, w.down_w, w.down_b);
+  }
+  return rms_norm(x_btd, params_.at("model.norm.weight"), eps);
+}
+
+torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd) const {
+  const auto& weight_vd = config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight")
+                                                      : params_.at("lm_head.weight");
+  return torch::linear(hidden_btd, weight_vd).to(torch::kFloat32);
+}
+
+torch::Tensor decoder::hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
+  auto positions = positions_bt.defined()
+                       ? positions_bt
+                       : torch::arange(tokens_bt.size(1), tokens_bt.options().dtype(torch::kInt64))
+                             .unsqueeze(0)
+                             .expand_as(tokens_bt);
+  auto x_btd = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_bt);
+  return run_layers(x_btd, positions, cache_use{});
+}
+
+torch::Tensor decoder::forward(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
+  return lm_head(hidden(tokens_bt, positions_bt));
+}
+
+torch::Tensor decoder::token_logprobs(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt,
+                                      double temperature) const {
+  const int64_t t = tokens_bt.size(1);
+  auto logits_btv = forward(tokens_bt, positions_bt).narrow(1, 0, t - 1);
+  auto logp_btv = torch::log_softmax(logits_btv / temperature, -1);
+  return logp_btv.gather(2, tokens_bt.narrow(1, 1, t - 1).unsqueeze(-1)).squeeze(-1);
+}
+
+torch::Tensor decoder::values(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
+  auto hidden_btd = hidden(tokens_bt, positions_bt);
+  return torch::linear(hidden_btd, params_.at("value_head.weight"), params_.at("value_head.bias"))
+      .squeeze(-1)
+      .to(torch::kFloat32);
+}
+
+torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache) const {
+  const int64_t t = tokens_t.size(0);
+  auto positions_1t = torch::arange(t, tokens_t.options().dtype(torch::kInt64)).unsqueeze(0);
+  auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
+  auto hidden_1td = run_layers(x_1td, positions_1t, cache_use{&cache, slot, {}, {}});
+  return lm_head(hidden_1td[0][t - 1]);
+}
+
+torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
+                              int64_t keys_s, kv_cache& cache) const {
+  const int64_t b = tokens_b.size(0);
+  auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
+  cache_use use{&cache, -1, positions_b, keys_11s <= positions_b.view({b, 1, 1, 1})};
+  auto x_b1d = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_b.view({b, 1}));
+  auto hidden_b1d = run_layers(x_b1d, positions_b.view({b, 1}), use);
+  return lm_head(hidden_b1d.squeeze(1));
+}
+
+status decoder::assign(const tensor_map& tensors) {
+  for (const auto& [name, tensor] : params_) {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return fail("new weights lack tensor '" + name + "'");
+    if (it->second.sizes() != tensor.sizes())
+      return fail("new tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
+                  ", the model has " + shape_text(tensor.sizes()));
+  }
+  try {
+    at::NoGradGuard no_grad;
+    for (auto& [name, tensor] : params_) tensor.copy_(tensors.at(name));
+  } catch (const c10::Error& e) {
+    return fail(std::string("copying new weights failed: ") + e.what_without_backtrace());
+  }
+  return {};
+}
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,133 @@
+#pragma once
+// decoder: a Llama / Qwen2 / Qwen3 transformer in LibTorch, loaded from and saved to Hugging
+// Face checkpoints (config.json + safetensors, parameter names as transformers writes them),
+// with an optional value head for the critic. Plain tensors and functions, no torch::nn, so
+// the same weights serve the learner (autograd through forward) and the generation engine
+// (the KV-cache paths prefill / decode).
+//
+// Shape legend: b batch, t query positions, s key positions, d hidden, h query heads,
+// k key/value heads, e head_dim, v vocab, n slots of the KV cache, c cache capacity (context).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "policy/model/layers.hpp"
+#include "policy/model/model_config.hpp"
+#include "policy/model/result.hpp"
+#include "policy/model/safetensors.hpp"
+
+namespace caf_agent::policy {
+
+/// What to do about the critic's value head (value_head.weight [1, d], value_head.bias [1]).
+enum class value_head_mode {
+  none,  ///< Policy only; value_head.* tensors in the checkpoint are ignored.
+  required,  ///< The checkpoint must contain the value head.
+  init_if_missing,  ///< Load it when present, else start from zeros (critic from a policy).
+};
+
+/// The KV cache of the generation engine: one preallocated buffer per layer, a row per slot.
+struct kv_cache {
+  std::vector<torch::Tensor> k_nkce;  ///< Keys per layer: [slots, kv heads, capacity, e].
+  std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
+
+  /// Allocates zeroed buffers for `slots` sequences of up to `capacity` tokens.
+  static kv_cache allocate(const model_config& config, int64_t slots, int64_t capacity,
+                           torch::Device device, torch::ScalarType dtype);
+  /// The number of slots.
+  int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
+  /// The capacity in tokens per slot.
+  int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
+};
+
+/// The transformer. Copyable handle semantics: copies share the parameter tensors.
+class decoder {
+ public:
+  /// An empty decoder, usable only after assigning the result of load() or from_tensors().
+  decoder() = default;
+  /// Loads `<model_dir>/config.json` and its safetensors into `device` / `dtype`
+  /// (kFloat32 or kBFloat16; kHalf also works).
+  static result<decoder> load(const std::string& model_dir, torch::Device device,
+                              torch::ScalarType dtype, value_head_mode heads = value_head_mode::none);
+
+  /// Builds a decoder from a parsed config and tensors named as in the checkpoint; checks every
+  /// expected name and shape.
+  static result<decoder> from_tensors(const model_config& config, const tensor_map& tensors,
+                                      torch::Device device, torch::ScalarType dtype,
+                                      value_head_mode heads = value_head_mode::none);
+
+  /// Writes config.json and the parameters (plus value head if present) to `model_dir`.
+  status save(const std::string& model_dir, int64_t max_shard_bytes = 0) const;
+
+  /// Final hidden states [b, t, d] of a causal pass over `tokens_bt` (int64), positions
+  /// 0..t-1 unless `positions_bt` is given.
+  torch::Tensor hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {}) const;
+  /// Logits [b, t, v] in fp32.
+  torch::Tensor forward(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {}) const;
+  /// log p(tokens[:, i+1] | tokens[:, :i+1]) under softmax(logits / temperature): [b, t-1] fp32.
+  /// This is the quantity the engine reports as a sampled token's logprob.
+  torch::Tensor token_logprobs(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {},
+                               double temperature = 1.0) const;
+  /// The critic's value per token [b, t] fp32; requires a value head.
+  torch::Tensor values(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {}) const;
+
+  /// Runs the prompt `tokens_t` of one sequence into cache slot `slot` (positions 0..t-1) and
+  /// returns the fp32 logits [v] of its last position.
+  torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache) const;
+  /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
+  /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
+  /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
+  torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
+                       int64_t keys_s, kv_cache& cache) const;
+
+  /// The tensors of one decoder block, handles sharing storage with named_parameters().
+  struct layer_refs {
+    torch::Tensor input_norm_d, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, q_norm_e, k_norm_e;
+    torch::Tensor post_norm_d, gate_w, gate_b, up_w, up_b, down_w, down_b;
+  };
+
+  /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
+  /// set of names and every shape match; nothing is changed when the check fails.
+  status assign(const tensor_map& tensors);
+
+  /// Every parameter by checkpoint name (the LM head is absent when tied).
+  const tensor_map& named_parameters() const { return params_; }
+  /// The parsed config.
+  const model_config& config() const { return config_; }
+  /// The device the parameters live on.
+  torch::Device device() const { return device_; }
+  /// The parameters' dtype.
+  torch::ScalarType dtype() const { return dtype_; }
+  /// True when a value head is loaded.
+  bool has_value_head() const { return params_.count("value_head.weight") != 0; }
+
+ private:
+  /// How attention reads and writes keys: no cache, one slot's prompt, or a decode step.
+  struct cache_use {
+    kv_cache* cache = nullptr;  ///< Null for a plain causal pass.
+    int64_t slot = -1;  ///< Prefill target slot; -1 in a decode step.
+    torch::Tensor positions_b;  ///< Decode: where each slot's new key goes.
+    torch::Tensor mask_b11s;  ///< Decode: which cached keys each slot may attend to.
+  };
+  void bind_layers();
+  torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const torch::Tensor& positions_bt,
+                          const cache_use& use) const;
+  torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
+                           const cache_use& use) const;
+  torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
+  torch::Tensor optional_param(const std::string& name) const;
+
+  model_config config_;
+  tensor_map params_;
+  std::vector<layer_refs> layers_;
+  rope_table rope_;
+  torch::Device device_ = torch::kCPU;
+  torch::ScalarType dtype_ = torch::kFloat32;
+};
+
+/// The names and shapes a checkpoint of `config` must contain (value head excluded).
+std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& config);
+
+}  // namespace caf_agent::policy

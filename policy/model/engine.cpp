@@ -1,0 +1,324 @@
+// Shape legend: b decode rows (slots 0..b-1), r sampled rows (running + admitted), v vocab.
+#include "policy/model/engine.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "policy/model/decode_graphs.hpp"
+#include "policy/model/decoder.hpp"
+#include "policy/model/sampling.hpp"
+
+namespace caf_agent::policy {
+
+const char* finish_reason_name(finish_reason reason) {
+  switch (reason) {
+    case finish_reason::stop_token: return "stop_token";
+    case finish_reason::stop_string: return "stop_string";
+    case finish_reason::max_new_tokens: return "max_new_tokens";
+    case finish_reason::context_limit: return "context_limit";
+    case finish_reason::aborted: return "aborted";
+  }
+  return "unknown";
+}
+
+status engine_options::validate() const {
+  if (model_dir.empty()) return fail("engine: model_dir is empty");
+  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
+    return fail("engine: dtype '" + dtype + "' is not one of float32, bfloat16, float16");
+  if (max_batch < 1) return fail("engine: max_batch must be >= 1");
+  if (max_context < 0) return fail("engine: max_context must be >= 0 (0: from config.json)");
+  if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
+  return {};
+}
+
+namespace {
+
+torch::ScalarType parse_dtype(const std::string& name) {
+  if (name == "bfloat16") return torch::kBFloat16;
+  if (name == "float16") return torch::kFloat16;
+  return torch::kFloat32;
+}
+
+// One request from submit() to its result.
+struct sequence {
+  uint64_t id = 0;
+  generation_request request;
+  std::mt19937_64 rng;
+  int64_t slot = -1;
+  int64_t cached = 0;  // tokens whose keys are in the cache
+  generation_result out;
+};
+
+}  // namespace
+
+struct generation_engine::impl {
+  engine_options options;
+  decoder model;
+  kv_cache cache;
+  std::unique_ptr<decode_graphs> graphs;  // set on CUDA devices unless disabled
+  int64_t context = 0;
+  std::deque<sequence> waiting;
+  std::vector<std::optional<sequence>> slots;
+  uint64_t next_id = 1;
+  std::atomic<uint64_t> version{0};
+  std::mutex pending_mutex;  // guards pending / pending_version
+  std::optional<tensor_map> pending;
+  uint64_t pending_version = 0;
+
+  size_t running() const {
+    return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); }));
+  }
+  void apply_pending();
+  torch::Tensor decode_running(std::vector<sequence*>& rows);
+  torch::Tensor admit(std::vector<sequence*>& rows);
+  std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv,
+                                                    const std::vector<sequence*>& rows);
+  bool finished(sequence& seq) const;
+};
+
+generation_engine::generation_engine(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
+generation_engine::~generation_engine() = default;
+
+result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_options& options) {
+  if (auto valid = options.validate(); !valid) return valid.error();
+  auto state = std::make_unique<impl>();
+  state->options = options;
+  try {
+    const torch::Device device(options.device);
+    if (device.is_cuda() && !torch::cuda::is_available())
+      return fail("engine: device " + options.device + " requested but CUDA is not available");
+    auto model = decoder::load(options.model_dir, device, parse_dtype(options.dtype));
+    if (!model) return model.error();
+    state->model = std::move(model.value());
+    const auto& config = state->model.config();
+    state->context = options.max_context > 0 ? options.max_context
+                                             : std::min<int64_t>(config.max_position_embeddings, 4096);
+    if (state->context > config.max_position_embeddings)
+      return fail("engine: max_context " + std::to_string(state->context) + " exceeds the model's " +
+                  "max_position_embeddings " + std::to_string(config.max_position_embeddings));
+    state->cache = kv_cache::allocate(config, options.max_batch, state->context, device,
+                                      parse_dtype(options.dtype));
+    if (options.cuda_graphs && decode_graphs::supported(device))
+      state->graphs = std::make_unique<decode_graphs>(state->model, state->cache);
+  } catch (const c10::Error& e) {
+    return fail("engine: " + std::string(e.what_without_backtrace()));
+  }
+  state->slots.resize(static_cast<size_t>(options.max_batch));
+  return std::unique_ptr<generation_engine>(new generation_engine(std::move(state)));
+}
+
+result<uint64_t> generation_engine::submit(generation_request request) {
+  auto& s = *impl_;
+  const int64_t vocab = s.model.config().vocab_size;
+  if (request.prompt.empty()) return fail("request: the prompt is empty");
+  if (static_cast<int64_t>(request.prompt.size()) >= s.context)
+    return fail("request: prompt of " + std::to_string(request.prompt.size()) +
+                " tokens does not fit the context of " + std::to_string(s.context) +
+                " tokens (it needs room for at least one new token)");
+  for (int32_t token : request.prompt)
+    if (token < 0 || token >= vocab)
+      return fail("request: prompt token id " + std::to_string(token) + " is outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
+  if (request.max_new_tokens < 1) return fail("request: max_new_tokens must be >= 1");
+  const auto& p = request.sampling;
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return fail("request: temperature must be >= 0");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return fail("request: top_p must be in (0, 1]");
+  if (p.top_k < 0) return fail("request: top_k must be >= 0");
+  if (s.waiting.size() >= static_cast<size_t>(s.options.max_waiting))
+    return fail("request: engine busy, " + std::to_string(s.waiting.size()) + " requests waiting (retry after step())");
+  sequence seq;
+  seq.id = s.next_id++;
+  seq.rng.seed(request.seed);
+  seq.request = std::move(request);
+  seq.out.id = seq.id;
+  s.waiting.push_back(std::move(seq));
+  return s.waiting.back().id;
+}
+
+void generation_engine::impl::apply_pending() {
+  std::lock_guard lock(pending_mutex);
+  if (!pending) return;
+  // Shapes were checked when staging; assign() only fails on a device error here.
+  if (model.assign(*pending)) version.store(pending_version);
+  pending.reset();
+}
+
+torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& rows) {
+  int64_t span = 0;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i]) span = static_cast<int64_t>(i) + 1;
+  if (span == 0) return {};
+  // Free slots below `span` decode a dummy token at position 0; their rows are dropped and a
+  // later prefill overwrites what they wrote.
+  std::vector<int64_t> tokens(static_cast<size_t>(span), 0), positions(static_cast<size_t>(span), 0), live;
+  for (int64_t i = 0; i < span; ++i) {
+    auto& slot = slots[static_cast<size_t>(i)];
+    if (!slot) continue;
+    tokens[static_cast<size_t>(i)] = slot->out.tokens.back();
+    positions[static_cast<size_t>(i)] = slot->cached;
+    live.push_back(i);
+    rows.push_back(&*slot);
+  }
+  const int64_t keys = *std::max_element(positions.begin(), positions.end()) + 1;
+  torch::Tensor logits_bv;
+  if (graphs) {
+    logits_bv = graphs->decode(tokens, positions, keys);
+  } else {
+    auto host_2b = torch::tensor(tokens).view({1, span});
+    host_2b = torch::cat({host_2b, torch::tensor(positions).view({1, span})});
+    logits_bv = model.decode(host_2b[0].to(model.device()), host_2b[1].to(model.device()), keys, cache);
+  }
+  for (sequence* seq : rows) seq->cached += 1;
+  if (static_cast<int64_t>(live.size()) == span) return logits_bv;
+  return logits_bv.index_select(0, torch::tensor(live).to(model.device()));
+}
+
+torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
+  std::vector<torch::Tensor> logits;
+  for (size_t i = 0; i < slots.size() && !waiting.empty(); ++i) {
+    if (slots[i]) continue;
+    sequence& seq = slots[i].emplace(std::move(waiting.front()));
+    waiting.pop_front();
+    seq.slot = static_cast<int64_t>(i);
+    seq.out.policy_version = version.load();
+    std::vector<int64_t> prompt(seq.request.prompt.begin(), seq.request.prompt.end());
+    auto tokens_t = torch::tensor(prompt).to(model.device());
+    logits.push_back(model.prefill(tokens_t, seq.slot, cache));
+    seq.cached = static_cast<int64_t>(prompt.size());
+    rows.push_back(&seq);
+  }
+  return logits.empty() ? torch::Tensor() : torch::stack(logits);
+}
+
+bool generation_engine::impl::finished(sequence& seq) const {
+  const auto& r = seq.request;
+  const int32_t token = seq.out.tokens.back();
+  if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end())
+    seq.out.reason = finish_reason::stop_token;
+  else if (r.stop_check && r.stop_check(seq.out.tokens))
+    seq.out.reason = finish_reason::stop_string;
+  else if (static_cast<int32_t>(seq.out.tokens.size()) >= r.max_new_tokens)
+    seq.out.reason = finish_reason::max_new_tokens;
+  else if (seq.cached + 1 >= context)  // prompt + generated tokens fill the context
+    seq.out.reason = finish_reason::context_limit;
+  else
+    return false;
+  return true;
+}
+
+std::vector<generation_result> generation_engine::impl::sample_and_advance(
+    const torch::Tensor& logits_rv, const std::vector<sequence*>& rows) {
+  std::vector<sampling_params> params;
+  std::vector<double> uniforms;
+  for (sequence* seq : rows) {
+    params.push_back(seq->request.sampling);
+    uniforms.push_back(std::uniform_real_distribution<double>(0.0, 1.0)(seq->rng));
+  }
+  auto drawn = sample_tokens(logits_rv, params, uniforms);
+  // The step's one host synchronisation: tokens (exact in fp32 below 2^24) and logprobs.
+  auto host_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b}).cpu();
+  auto host = host_2r.accessor<float, 2>();
+  std::vector<generation_result> done;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    sequence& seq = *rows[i];
+    seq.out.tokens.push_back(static_cast<int32_t>(host[0][static_cast<int64_t>(i)]));
+    seq.out.logprobs.push_back(host[1][static_cast<int64_t>(i)]);
+    seq.out.last_policy_version = version.load();
+    if (!finished(seq)) continue;
+    done.push_back(std::move(seq.out));
+    slots[static_cast<size_t>(seq.slot)].reset();
+  }
+  return done;
+}
+
+result<std::vector<generation_result>> generation_engine::step() {
+  auto& s = *impl_;
+  try {
+    at::InferenceMode inference;
+    s.apply_pending();
+    std::vector<sequence*> rows;
+    auto decoded_bv = s.decode_running(rows);
+    auto admitted_bv = s.admit(rows);
+    if (rows.empty()) return std::vector<generation_result>{};
+    torch::Tensor logits_rv = !decoded_bv.defined()    ? admitted_bv
+                              : !admitted_bv.defined() ? decoded_bv
+                                                       : torch::cat({decoded_bv, admitted_bv});
+    return s.sample_and_advance(logits_rv, rows);
+  } catch (const c10::Error& e) {
+    return fail("engine step failed: " + std::string(e.what_without_backtrace()));
+  }
+}
+
+result<std::vector<generation_result>> generation_engine::run_until_idle() {
+  std::vector<generation_result> all;
+  while (!idle()) {
+    auto done = step();
+    if (!done) return done.error();
+    for (auto& r : done.value()) all.push_back(std::move(r));
+  }
+  return all;
+}
+
+std::optional<generation_result> generation_engine::cancel(uint64_t id) {
+  auto& s = *impl_;
+  for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
+    if (it->id != id) continue;
+    generation_result out = std::move(it->out);
+    out.reason = finish_reason::aborted;
+    s.waiting.erase(it);
+    return out;
+  }
+  for (auto& slot : s.slots) {
+    if (!slot || slot->id != id) continue;
+    generation_result out = std::move(slot->out);
+    out.reason = finish_reason::aborted;
+    slot.reset();
+    return out;
+  }
+  return std::nullopt;
+}
+
+status generation_engine::load_weights(const std::string& model_dir, uint64_t version) {
+  auto& s = *impl_;
+  if (version < s.version.load()) return fail("load_weights: version " + std::to_string(version) +
+                                              " is older than the current " + std::to_string(s.version.load()));
+  auto tensors = read_checkpoint_tensors(model_dir);
+  if (!tensors) return tensors.error();
+  tensor_map staged;
+  try {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, current] : s.model.named_parameters()) {
+      auto it = tensors.value().find(name);
+      if (it == tensors.value().end()) return fail("load_weights: " + model_dir + " lacks tensor '" + name + "'");
+      if (it->second.sizes() != current.sizes())
+        return fail("load_weights: tensor '" + name + "' in " + model_dir + " has a different shape");
+      staged[name] = it->second.to(current.device(), current.scalar_type());
+    }
+  } catch (const c10::Error& e) {
+    return fail("load_weights: " + std::string(e.what_without_backtrace()));
+  }
+  std::lock_guard lock(s.pending_mutex);
+  s.pending = std::move(staged);
+  s.pending_version = version;
+  return {};
+}
+
+uint64_t generation_engine::policy_version() const {
+  std::lock_guard lock(impl_->pending_mutex);
+  return impl_->pending ? impl_->pending_version : impl_->version.load();
+}
+
+size_t generation_engine::running() const { return impl_->running(); }
+size_t generation_engine::waiting() const { return impl_->waiting.size(); }
+int32_t generation_engine::max_context() const { return static_cast<int32_t>(impl_->context); }
+int32_t generation_engine::vocab_size() const { return static_cast<int32_t>(impl_->model.config().vocab_size); }
+
+}  // namespace caf_agent::policy

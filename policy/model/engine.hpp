@@ -1,0 +1,85 @@
+#pragma once
+// generation_engine: continuous-batching generation over a LibTorch decoder. The rollout calls
+// submit() for each request and step() in a loop; each step advances every running sequence by
+// one token, admits waiting requests into free KV-cache slots (at most max_batch running), and
+// returns the sequences that finished. New weights staged by load_weights() (any thread) are
+// applied at the start of a step, so no step mixes two versions.
+// No torch types in this header (pimpl): actor translation units include it without LibTorch.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/model/generation_types.hpp"
+#include "policy/model/result.hpp"
+
+namespace caf_agent::policy {
+
+/// Options of generation_engine::open.
+struct engine_options {
+  std::string model_dir;  ///< Hugging Face checkpoint directory (config.json + safetensors).
+  std::string device = "cpu";  ///< "cpu", "cuda" or "cuda:N".
+  std::string dtype = "float32";  ///< "float32", "bfloat16" or "float16".
+  int32_t max_batch = 8;  ///< Sequences decoded together (KV-cache slots).
+  /// Tokens per sequence, prompt plus generated; 0 means min(max_position_embeddings, 4096).
+  /// Rationale: 4096 bounds the preallocated cache (slots x context x layers) by default.
+  int32_t max_context = 0;
+  /// Requests that may wait for a slot; submit() beyond that fails (retry after step()).
+  int32_t max_waiting = 4096;
+  /// Replay the decode step from CUDA graphs on a CUDA device (one launch instead of ~50 per
+  /// layer). Off only for debugging.
+  bool cuda_graphs = true;
+
+  /// Checks ranges and names.
+  status validate() const;
+};
+
+/// Generates tokens for many sequences at once. One thread calls submit / step / cancel;
+/// load_weights and policy_version may be called from any thread.
+class generation_engine {
+ public:
+  /// Loads the model and allocates the KV cache.
+  static result<std::unique_ptr<generation_engine>> open(const engine_options& options);
+  ~generation_engine();
+  generation_engine(const generation_engine&) = delete;
+  generation_engine& operator=(const generation_engine&) = delete;
+
+  /// Queues a request and returns its id; fails for an empty or too long prompt, token ids
+  /// outside the vocabulary, bad sampling parameters, or a full waiting queue.
+  result<uint64_t> submit(generation_request request);
+  /// Applies staged weights, advances all running sequences one token, admits waiting ones,
+  /// and returns those that finished. Fails only on a device error (e.g. out of memory).
+  result<std::vector<generation_result>> step();
+  /// Steps until nothing runs or waits; returns every finished sequence in finishing order.
+  result<std::vector<generation_result>> run_until_idle();
+  /// Ends a waiting or running request now; its partial result has reason aborted.
+  std::optional<generation_result> cancel(uint64_t id);
+
+  /// Reads a checkpoint (same architecture), places it on the device and stages it; the next
+  /// step() swaps it in and reports `version`. A later call replaces a still-pending one.
+  /// Fails, changing nothing, on missing files, shape mismatch or a version older than the
+  /// current one.
+  status load_weights(const std::string& model_dir, uint64_t version);
+  /// The version of the weights that the next step uses (0 for the weights open() loaded).
+  uint64_t policy_version() const;
+
+  /// Sequences holding a KV-cache slot.
+  size_t running() const;
+  /// Requests waiting for a slot.
+  size_t waiting() const;
+  /// True when nothing runs or waits.
+  bool idle() const { return running() == 0 && waiting() == 0; }
+  /// The context limit in tokens (prompt plus generated).
+  int32_t max_context() const;
+  /// The vocabulary size of the model.
+  int32_t vocab_size() const;
+
+ private:
+  struct impl;
+  explicit generation_engine(std::unique_ptr<impl> impl);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace caf_agent::policy

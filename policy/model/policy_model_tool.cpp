@@ -1,0 +1,199 @@
+// policy_model_tool: the command line the Python parity tests and benchmarks drive.
+//   logits   --model DIR --tokens 1,2,3 --out FILE   fp32 logits [t, v], raw little-endian
+//   logprobs --model DIR --tokens 1,2,3 --out FILE [--temperature T]   fp32 [t - 1]
+//   values   --model DIR --tokens 1,2,3 --out FILE   fp32 critic values [t] (needs value head)
+//   save     --model DIR --out DIR2 [--value-head] [--shard-bytes N]   load, then save again
+//   generate --model DIR --prompts "1,2;3,4,5" [--max-new-tokens N] [--temperature T]
+//            [--top-k K] [--top-p P] [--seed S] [--stop 2,7] [--max-batch B]
+//            prints one JSON line per finished sequence, in submission order
+//   bench    --model DIR --prompts ... --max-new-tokens N   prints {"seconds":..,"tokens":..}
+// Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16;
+// generate / bench: --no-cuda-graphs decodes eagerly (for comparison).
+// Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "policy/model/decoder.hpp"
+#include "policy/model/engine.hpp"
+
+using namespace caf_agent::policy;
+
+namespace {
+
+using args = std::map<std::string, std::string>;
+
+std::string get(const args& a, const std::string& key, const std::string& fallback = "") {
+  auto it = a.find(key);
+  return it == a.end() ? fallback : it->second;
+}
+
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(std::stoll(item));
+  return out;
+}
+
+torch::ScalarType dtype_of(const args& a) {
+  const std::string d = get(a, "dtype", "float32");
+  return d == "bfloat16" ? torch::kBFloat16 : d == "float16" ? torch::kFloat16 : torch::kFloat32;
+}
+
+int write_floats(const torch::Tensor& values, const std::string& path) {
+  auto cpu = values.to(torch::kCPU, torch::kFloat32).contiguous();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(cpu.data_ptr()), static_cast<std::streamsize>(cpu.nbytes()));
+  if (!out.flush()) {
+    std::cerr << "cannot write " << path << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int run_forward(const std::string& command, const args& a) {
+  const auto heads = command == "values" ? value_head_mode::required : value_head_mode::none;
+  auto model = decoder::load(get(a, "model"), torch::Device(get(a, "device", "cpu")), dtype_of(a), heads);
+  if (!model) {
+    std::cerr << model.error().message << "\n";
+    return 1;
+  }
+  at::InferenceMode inference;
+  auto tokens_1t = torch::tensor(parse_ids(get(a, "tokens"))).unsqueeze(0).to(model.value().device());
+  torch::Tensor out;
+  if (command == "logits") out = model.value().forward(tokens_1t)[0];
+  if (command == "values") out = model.value().values(tokens_1t)[0];
+  if (command == "logprobs")
+    out = model.value().token_logprobs(tokens_1t, {}, std::stod(get(a, "temperature", "1")))[0];
+  return write_floats(out, get(a, "out"));
+}
+
+int run_save(const args& a) {
+  const auto heads = a.count("value-head") ? value_head_mode::required : value_head_mode::none;
+  auto model = decoder::load(get(a, "model"), torch::kCPU, dtype_of(a), heads);
+  if (!model) {
+    std::cerr << model.error().message << "\n";
+    return 1;
+  }
+  auto saved = model.value().save(get(a, "out"), std::stoll(get(a, "shard-bytes", "0")));
+  if (!saved) std::cerr << saved.error().message << "\n";
+  return saved ? 0 : 1;
+}
+
+std::vector<generation_request> requests_of(const args& a) {
+  std::vector<generation_request> out;
+  std::stringstream in(get(a, "prompts"));
+  uint64_t seed = std::stoull(get(a, "seed", "0"));
+  for (std::string prompt; std::getline(in, prompt, ';');) {
+    generation_request r;
+    for (int64_t id : parse_ids(prompt)) r.prompt.push_back(static_cast<int32_t>(id));
+    r.max_new_tokens = std::stoi(get(a, "max-new-tokens", "16"));
+    r.sampling.temperature = std::stof(get(a, "temperature", "0"));
+    r.sampling.top_k = std::stoi(get(a, "top-k", "0"));
+    r.sampling.top_p = std::stof(get(a, "top-p", "1"));
+    for (int64_t id : parse_ids(get(a, "stop"))) r.stop_token_ids.push_back(static_cast<int32_t>(id));
+    r.seed = seed++;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void print_result(const generation_result& r) {
+  std::cout << "{\"id\":" << r.id << ",\"reason\":\"" << finish_reason_name(r.reason)
+            << "\",\"policy_version\":" << r.policy_version << ",\"tokens\":[";
+  for (size_t i = 0; i < r.tokens.size(); ++i) std::cout << (i ? "," : "") << r.tokens[i];
+  std::cout << "],\"logprobs\":[";
+  char buf[32];
+  for (size_t i = 0; i < r.logprobs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(r.logprobs[i]));
+    std::cout << (i ? "," : "") << buf;
+  }
+  std::cout << "]}\n";
+}
+
+int run_generate(const std::string& command, const args& a) {
+  engine_options options;
+  options.model_dir = get(a, "model");
+  options.device = get(a, "device", "cpu");
+  options.dtype = get(a, "dtype", "float32");
+  options.max_batch = std::stoi(get(a, "max-batch", "8"));
+  options.max_context = std::stoi(get(a, "max-context", "0"));
+  options.cuda_graphs = !a.count("no-cuda-graphs");
+  auto engine = generation_engine::open(options);
+  if (!engine) {
+    std::cerr << engine.error().message << "\n";
+    return 1;
+  }
+  auto requests = requests_of(a);
+  if (command == "bench") {  // Warm-up: one short request (allocator, kernels, pinned memory).
+    generation_request warm = requests.front();
+    warm.max_new_tokens = 4;
+    (void)engine.value()->submit(warm);
+    (void)engine.value()->run_until_idle();
+    if (options.device != "cpu") torch::cuda::synchronize();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& r : requests) {
+    if (auto id = engine.value()->submit(std::move(r)); !id) {
+      std::cerr << id.error().message << "\n";
+      return 1;
+    }
+  }
+  auto done = engine.value()->run_until_idle();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!done) {
+    std::cerr << done.error().message << "\n";
+    return 1;
+  }
+  auto results = std::move(done.value());
+  std::sort(results.begin(), results.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+  if (command == "bench") {
+    size_t tokens = 0;
+    for (const auto& r : results) tokens += r.tokens.size();
+    std::cout << "{\"seconds\":" << seconds << ",\"tokens\":" << tokens << "}\n";
+    return 0;
+  }
+  for (const auto& r : results) print_result(r);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|generate|bench --model DIR ...\n";
+    return 2;
+  }
+  const std::string command = argv[1];
+  args a;
+  for (int i = 2; i < argc; ++i) {
+    std::string key = argv[i];
+    if (!key.starts_with("--")) {
+      std::cerr << "unexpected argument '" << key << "'\n";
+      return 2;
+    }
+    key = key.substr(2);
+    const bool flag = i + 1 >= argc || std::string(argv[i + 1]).starts_with("--");
+    a[key] = flag ? "1" : argv[++i];
+  }
+  try {
+    if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
+    if (command == "save") return run_save(a);
+    if (command == "generate" || command == "bench") return run_generate(command, a);
+  } catch (const std::exception& e) {  // bad numbers in arguments, device errors
+    std::cerr << "policy_model_tool: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "unknown command '" << command << "'\n";
+  return 2;
+}

@@ -1,0 +1,28 @@
+#pragma once
+// Batched next-token sampling on the model's device: greedy, temperature, top-k, top-p, with
+// randomness supplied by the caller (one uniform per row from each request's own seeded RNG),
+// so a request's tokens do not depend on what else is in the batch or on the device's RNG.
+//
+// Shape legend: b rows (sequences), v vocabulary.
+
+#include <vector>
+
+#include <torch/types.h>
+
+#include "policy/model/generation_types.hpp"
+
+namespace caf_agent::policy {
+
+/// Sampled tokens and their logprobs, still on the device.
+struct sampled_tokens {
+  torch::Tensor tokens_b;  ///< int64 token ids.
+  torch::Tensor logprobs_b;  ///< fp32 log softmax(logits / temperature) at the token.
+};
+
+/// Draws one token per row of `logits_bv` (fp32). `params[i]` and `uniforms[i]` (in [0, 1))
+/// belong to row i. Inverse-CDF sampling over the filtered distribution; the logprob is taken
+/// from the unfiltered temperature-scaled distribution (see generation_result::logprobs).
+sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
+                             const std::vector<double>& uniforms);
+
+}  // namespace caf_agent::policy

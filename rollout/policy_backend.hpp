@@ -1,0 +1,61 @@
+#pragma once
+/// rollout/policy_backend.hpp: the interface every policy backend implements.
+///
+/// A backend turns a generate_request into a completion. Backends that compute
+/// (libtorch, openai) block and run on detached actors; backends that only
+/// pretend (sim, replay) return at once with a latency the actor then waits out
+/// with a timer, so thousands of episodes cost no threads.
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "messages/policy.hpp"
+
+namespace caf_agent::rollout {
+
+/// A completion plus how long the backend asks the caller to wait before
+/// delivering it (simulated latency; zero for real backends).
+struct backend_reply {
+  messages::completion completion;
+  std::chrono::microseconds delay{0};
+};
+
+/// One policy backend.
+class policy_backend {
+ public:
+  virtual ~policy_backend() = default;
+  /// Answers one request. Never throws: failures are completions with
+  /// finish_reason "error" and the error text.
+  virtual backend_reply generate(const messages::generate_request& req) = 0;
+  /// True when generate() blocks on real work (run it on a detached actor).
+  virtual bool blocking() const = 0;
+  /// A short name for logs ("sim", "replay", ...).
+  virtual std::string name() const = 0;
+};
+
+/// Settings of the sim backend.
+struct sim_policy_options {
+  double latency_ms_mean = 200;  ///< lognormal policy latency per turn
+  double latency_sigma = 0.5;    ///< lognormal shape
+  int verify_every = 10;         ///< a `verify` command every N turns
+  int profile_every = 25;        ///< a `profile` command every N turns
+  int finish_after = 150;        ///< final answer at this turn (the episode's limit cuts earlier)
+  double malformed_rate = 0.01;  ///< share of turns with a malformed tool call
+  uint64_t seed = 1;
+};
+
+/// Scripted tool calls with realistic latency; for load tests.
+std::unique_ptr<policy_backend> make_sim_policy(sim_policy_options opts);
+
+/// Replays recorded assistant turns. The file is JSONL, one object per line:
+/// {"task_id": "add_relu" | "*", "turns": ["<assistant text>", ...]}.
+/// An episode of task T replays the entry for T (else "*"); past the recorded
+/// turns it answers with a final answer. Returns an error message instead of a
+/// backend when the file is missing or malformed (names the line).
+std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
+                                                   std::string& error);
+
+}  // namespace caf_agent::rollout

@@ -1,0 +1,217 @@
+"""The disposable submission process: builds and imports one submission, runs the calls the
+parent asks for, and reports raw facts. It holds no reference outputs and decides nothing:
+every pass/fail decision is made in the parent (job.py) with trusted code.
+
+Started as `python -m caf_agent_eval.child`; frames on stdin/stdout (duplicated to private
+descriptors at start), everything the submission prints goes to stderr (the capped log).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+import time
+import traceback
+
+# Rationale: keep a traceback readable but bounded; the parent caps the whole log too.
+ERROR_CAP = 4000
+# Rationale: an output more than 4x the reference's size is a runaway; refuse to ship it.
+OUTPUT_SIZE_FACTOR = 4
+# Rationale: work that a submission leaves running after return (a thread, a side stream)
+# lands within milliseconds; 10 ms per check is cheap and catches it.
+LATE_WRITE_WAIT_S = 0.01
+
+
+def _err(e: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return text[-ERROR_CAP:]
+
+
+class Child:
+    def __init__(self, fd_in: int, fd_out: int):
+        import torch
+        from . import profile, protocol
+        self.torch, self.protocol = torch, protocol
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.device = os.environ.get("CAF_EVAL_DEVICE", "cpu")
+        threads = int(os.environ.get("CAF_EVAL_THREADS", "0"))
+        if threads > 0:
+            torch.set_num_threads(threads)
+        if self.device.startswith("cuda"):
+            torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # create the context before the job arrives
+        self.timers = profile.Timers(self.device)  # captured before any submission import
+        self.Tensor = torch.Tensor
+        self.model = None
+        self.out_specs: list = []
+        self.kept: list = []        # outputs of earlier calls, kept alive (buffer-reuse check)
+        self.sets: list = []
+        self.round_outputs: list = []
+        self.threads_before = threading.active_count()
+
+    # ---- setup --------------------------------------------------------------------------
+    def setup(self, req):
+        from . import build, dispatch_guard
+        torch = self.torch
+        res = build.build(req["files"], req["flavour"], req["build_root"])
+        if not res.ok:
+            return {"ok": False, "stage": "compile", "error": "compile error", "compile_log": res.log}
+        try:
+            build.load(res.library)
+        except Exception as e:
+            return {"ok": False, "stage": "load", "error": _err(e), "compile_log": res.log}
+        sys.modules["caf_ext"] = dispatch_guard.ExtensionProxy(torch.ops.caf_ext)
+        try:
+            spec = importlib.util.spec_from_file_location(
+                "model_new", os.path.join(req["job_dir"], "model_new.py"))
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["model_new"] = mod
+            spec.loader.exec_module(mod)
+        except BaseException as e:
+            return {"ok": False, "stage": "import", "error": _err(e), "compile_log": res.log}
+        try:
+            decode = self.protocol.decode_value
+            init_inputs = decode(req["init_inputs"])
+            model = mod.ModelNew(*init_inputs).to(self.device).eval()
+            sd = decode(req["state_dict"], self.device)
+            if sd or list(model.state_dict()):
+                model.load_state_dict(sd, strict=bool(req.get("strict", True)))
+        except BaseException as e:
+            return {"ok": False, "stage": "init", "error": _err(e), "compile_log": res.log}
+        self.model = model
+        self.out_specs = req.get("out_specs", [])
+        self.threads_before = threading.active_count()
+        return {"ok": True, "compile_log": res.log, "cached_build": res.cached}
+
+    # ---- checks -------------------------------------------------------------------------
+    def poison(self):
+        """Fills memory the allocator will hand out next with NaN / max values."""
+        torch = self.torch
+        for numel, dtype in self.out_specs:
+            dt = getattr(torch, dtype)
+            buf = torch.empty(int(numel), dtype=dt, device=self.device)
+            buf.fill_(float("nan") if dt.is_floating_point else torch.iinfo(dt).max
+                      if dt != torch.bool else True)
+            del buf
+
+    def call(self, req):
+        from . import dispatch_guard
+        from .task import as_outputs
+        torch, T = self.torch, self.Tensor
+        inputs = self.protocol.decode_value(req["inputs"], self.device)
+        self.poison()
+        guard = dispatch_guard.DispatchGuard()
+        try:
+            with torch.no_grad(), guard:
+                out = self.model(*inputs)
+            self.timers.sync()
+        except BaseException as e:
+            return {"error": _err(e), "violations": guard.violations()}
+        outs = as_outputs(out)
+        flags, enc, snaps = [], [], []
+        for i, o in enumerate(outs):
+            if type(o) is not T:
+                flags.append(f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
+                             "not a plain torch.Tensor")
+                snaps.append(None)
+                continue
+            if i < len(self.out_specs) and o.numel() > OUTPUT_SIZE_FACTOR * max(1, self.out_specs[i][0]):
+                return {"error": f"output {i} has {o.numel()} elements, expected "
+                                 f"{self.out_specs[i][0]}", "violations": guard.violations()}
+            snaps.append(T.clone(o))
+            flags += self._layout_flags(i, o, inputs)
+        time.sleep(LATE_WRITE_WAIT_S)
+        self.timers.sync()
+        for i, (o, s) in enumerate(zip(outs, snaps)):
+            if s is not None and not torch.equal(o, s) and not \
+                    bool(torch.isclose(o, s, rtol=0, atol=0, equal_nan=True).all()):
+                flags.append(f"output {i} changed after forward returned (work continued "
+                             "after the call: background thread or unsynchronised stream)")
+        if threading.active_count() > self.threads_before:
+            flags.append("forward left a Python thread running")
+        self.kept += [o for o in outs if type(o) is T]
+        enc = [self.protocol.encode_tensor(s) if s is not None else None for s in snaps]
+        after = [self.protocol.encode_value(x) for x in inputs]
+        return {"outputs": enc, "inputs_after": after, "violations": guard.violations(),
+                "flags": flags, "tampered": self.timers.tampered()}
+
+    def _layout_flags(self, i, o, inputs):
+        flags = []
+        ptr = o.untyped_storage().data_ptr()
+        if o.numel() > 1 and any(st == 0 and n > 1 for st, n in zip(o.stride(), o.shape)):
+            flags.append(f"output {i} is an expanded view (a stride is 0): outputs must be "
+                         "materialised")
+        for j, x in enumerate(inputs):
+            if isinstance(x, self.Tensor) and x.numel() and ptr == x.untyped_storage().data_ptr():
+                flags.append(f"output {i} aliases input {j} (outputs must be new tensors)")
+        for k in self.kept:
+            if o.numel() and ptr == k.untyped_storage().data_ptr():
+                flags.append(f"output {i} reuses the buffer of an earlier call's output")
+                break
+        return flags
+
+    # ---- timing -------------------------------------------------------------------------
+    def load_sets(self, req):
+        self.sets = [self.protocol.decode_value(s, self.device) for s in req["sets"]]
+        return {"ok": True}
+
+    def time_round(self, req):
+        from . import profile
+        torch = self.torch
+        tampered = self.timers.tampered()
+        try:
+            with torch.no_grad():
+                primary, wall, outs = profile.time_calls(
+                    self.model, self.sets, req["order"], self.timers, keep=True)
+        except BaseException as e:
+            return {"error": _err(e)}
+        self.round_outputs = outs
+        flags = ["forward left a Python thread running"] \
+            if threading.active_count() > self.threads_before else []
+        return {"primary": primary, "wall": wall, "tampered": tampered, "flags": flags}
+
+    def fetch(self, req):
+        from .task import as_outputs
+        outs = as_outputs(self.round_outputs[req["index"]])
+        if any(type(o) is not self.Tensor for o in outs):
+            return {"error": "a timed call returned something other than plain tensors"}
+        return {"outputs": [self.protocol.encode_tensor(o) for o in outs]}
+
+    def sets_after(self, req):
+        return {"sets": [self.protocol.encode_value(s) for s in self.sets]}
+
+    def serve(self):
+        handlers = {"setup": self.setup, "call": self.call, "load_sets": self.load_sets,
+                    "time": self.time_round, "fetch": self.fetch, "sets_after": self.sets_after}
+        self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
+        while True:
+            try:
+                req = self.protocol.read_frame(self.fd_in)
+            except self.protocol.FrameEOF:
+                return
+            op = req.get("op")
+            if op == "exit":
+                return
+            handler = handlers.get(op)
+            try:
+                reply = handler(req) if handler else {"error": f"unknown op {op!r}"}
+            except BaseException as e:
+                reply = {"error": _err(e)}
+            self.protocol.write_frame(self.fd_out, reply)
+
+
+def main():
+    from ._pdeathsig import die_with_parent
+    die_with_parent()  # a hung submission must not outlive a killed worker
+    fd_in, fd_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)  # the submission's prints go to the capped log, never to the frame stream
+    Child(fd_in, fd_out).serve()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

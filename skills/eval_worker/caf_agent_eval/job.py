@@ -1,0 +1,198 @@
+"""One evaluation job, run in the worker's parent process.
+
+Order: validate paths -> static checks -> reference (parent only) -> child builds and imports
+the submission -> num_checks seeded checks -> (profile/final) timing -> verdict. The parent
+never runs submission code; the child never sees reference outputs.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tempfile
+
+import torch
+
+from . import options as opts_mod
+from . import protocol, reward, static_checks, verify
+from .child_client import ChildCrashed, ChildTimeout
+from .task import as_outputs, derive_seed
+
+# Rationale: only what the agent is meant to write crosses into the judge.
+MAX_FILES = 64
+MAX_FILE_BYTES = 1 << 20
+
+
+class JobFailed(Exception):
+    """Ends a job early with a failed verdict (reason, flag)."""
+
+    def __init__(self, reason: str, flag: str):
+        super().__init__(reason)
+        self.reason, self.flag = reason, flag
+
+
+def new_verdict() -> dict:
+    return {"correct": False, "reason": "", "checks": [], "timings": {}, "flags": [],
+            "speedup_eager": None, "speedup_compile": None, "compile_log": "", "log": "",
+            "reward": -1, "reward_reason": ""}
+
+
+def validate_files(files: dict) -> tuple[dict, list[str]]:
+    """Keeps model_new.py and kernels/** with safe relative paths; reports the rest."""
+    kept, problems = {}, []
+    if not isinstance(files, dict):
+        return {}, ["files must be a map of relative path to content"]
+    if len(files) > MAX_FILES:
+        problems.append(f"too many files ({len(files)} > {MAX_FILES})")
+    for path, text in files.items():
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        norm = posixpath.normpath(str(path))
+        if norm.startswith(("/", "..")) or "\\" in norm or norm != path:
+            problems.append(f"file path {path!r} is not a clean relative path")
+        elif not isinstance(text, str) or len(text) > MAX_FILE_BYTES:
+            problems.append(f"file {path} is too large or not text")
+        elif norm == "model_new.py" or norm.startswith("kernels/"):
+            kept[norm] = text
+        # anything else (model.py, harness copies) is ignored: the judge uses pristine copies
+    return kept, problems
+
+
+def run(ctx, req: dict) -> dict:
+    """Evaluates one request; returns the verdict (exceptions mean infrastructure errors)."""
+    mode = req.get("mode", "verify")
+    if mode not in ("verify", "profile", "final"):
+        raise opts_mod.OptionError(f"unknown mode {mode!r}")
+    o = opts_mod.merge(req.get("options"))
+    v = new_verdict()
+    files, problems = validate_files(req.get("files", {}))
+    problems += static_checks.check_files(files)
+    if problems:
+        v["flags"].append("static_check")
+        v["reason"] = "static check failed: " + "; ".join(problems[:8])
+        return v
+    task_req = req["task"]
+    task = ctx.task(task_req["name"], task_req["model_py"])
+    secret, job_id = str(req.get("seed_secret", "")), str(req.get("job_id", ""))
+    if not secret:
+        raise opts_mod.OptionError("seed_secret is required")
+    ref = _reference(ctx, task, o, secret, job_id)
+    job_dir = tempfile.mkdtemp(prefix="job_", dir=ctx.work_root)
+    child = ctx.take_child(o["start_timeout_s"], prestart_next=(mode == "verify"))
+    phase = "setup"
+    try:
+        for path, text in files.items():
+            dst = os.path.join(job_dir, path)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            with open(dst, "w") as f:
+                f.write(text)
+        phase = "build and import"
+        _setup(ctx, child, task, ref, files, job_dir, o, v)
+        for k in range(o["num_checks"]):
+            phase = f"check {k + 1}/{o['num_checks']}"
+            _check(child, ref, k, o, v)
+        v["correct"] = True
+        if mode in ("profile", "final"):
+            phase = "timing"
+            from .measure import measure
+            measure(ctx, child, task, ref["model"], secret, job_id, o, v)
+    except JobFailed as e:
+        v["correct"] = False
+        v["reason"] = e.reason
+        v["flags"].append(e.flag)
+    except ChildTimeout:
+        v["correct"] = False
+        v["flags"].append("timeout")
+        v["reason"] = f"timeout: {phase} did not finish within its deadline (process killed)"
+    except ChildCrashed as e:
+        v["correct"] = False
+        v["flags"].append("crashed")
+        v["reason"] = f"the submission crashed the evaluation process: {e}"
+    finally:
+        child.kill()
+        v["log"] = child.log()
+        shutil.rmtree(job_dir, ignore_errors=True)
+        ctx.job_done()
+    if v["correct"] and v["timings"].get("compile_ms") is not None:
+        t = v["timings"]
+        v["reward"], v["reward_reason"] = reward.robust_reward(
+            True, t.get("candidate_ms"), t.get("eager_ms"), t.get("compile_ms"))
+    elif v["correct"]:
+        v["reward"], v["reward_reason"] = None, "correct; no eager+compile timings to rank"
+    else:
+        v["reward"], v["reward_reason"] = -1, "verification failed"
+    return v
+
+
+def _reference(ctx, task, o, secret, job_id) -> dict:
+    """Reference model, check inputs and reference outputs; they stay in this process."""
+    dev = ctx.device
+    init = task.init_inputs(derive_seed(secret, job_id, "init", 0))
+    model = task.make_model(init, derive_seed(secret, job_id, "weights", 0), dev)
+    inputs, outputs = [], []
+    with torch.no_grad():
+        for k in range(o["num_checks"]):
+            x = task.inputs(derive_seed(secret, job_id, "check", k), dev, task.check_batch(k))
+            inputs.append(x)
+            outputs.append([t.clone() for t in as_outputs(model(*x))])
+    return {"init": init, "model": model, "inputs": inputs, "outputs": outputs,
+            "state_dict": {k: t.detach() for k, t in model.state_dict().items()}}
+
+
+def _setup(ctx, child, task, ref, files, job_dir, o, v):
+    specs = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in ref["outputs"][0]]
+    rep = child.request({
+        "op": "setup", "files": files, "flavour": ctx.flavour, "build_root": ctx.build_root,
+        "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
+        "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
+        "out_specs": specs}, o["build_timeout_s"], "build and import")
+    v["compile_log"] = rep.get("compile_log", "")
+    if not rep.get("ok"):
+        stage = rep.get("stage", "setup")
+        what = {"compile": "compile error (see compile_log)",
+                "load": "the extension failed to load (missing symbol?)",
+                "import": "model_new.py failed to import",
+                "init": "ModelNew could not be built or take the reference's state_dict"}
+        detail = rep.get("error", "") if stage != "compile" else ""
+        raise JobFailed(f"{what.get(stage, stage)}: {detail}".strip().rstrip(":"), stage)
+
+
+def _check(child, ref, k, o, v):
+    inputs = ref["inputs"][k]
+    rep = child.request({"op": "call", "inputs": protocol.encode_value(inputs)},
+                        o["call_timeout_s"], f"check {k + 1}")
+    where = f"check {k + 1}/{o['num_checks']} ({verify.describe_inputs(inputs)})"
+    entry = {"index": k, "passed": False, "reason": ""}
+    v["checks"].append(entry)
+
+    def fail(reason, flag):
+        entry["reason"] = reason
+        raise JobFailed(f"{where}: {reason}", flag)
+
+    if rep.get("violations"):
+        fail("torch fallback: ModelNew.forward dispatched " + ", ".join(rep["violations"][:5])
+             + " (only allocation/view ops and the extension's own kernels are allowed)",
+             "torch_fallback")
+    if rep.get("error"):
+        fail("forward raised: " + rep["error"].strip().splitlines()[-1][:500], "exception")
+    if rep.get("tampered"):
+        fail("timing functions were replaced: " + ", ".join(rep["tampered"]), "timer_tampering")
+    if rep.get("flags"):
+        fail(rep["flags"][0], "bad_output")
+    changed = verify.inputs_unchanged(inputs, [protocol.decode_value(x) for x in rep["inputs_after"]])
+    if changed:
+        fail(changed, "input_mutation")
+    compare_outputs(ref["outputs"][k], rep["outputs"], o, fail)
+    entry["passed"] = True
+
+
+def compare_outputs(refs, encoded, o, fail):
+    """Compares a call's outputs with the reference's; calls fail(reason, flag) on a miss."""
+    if len(encoded) != len(refs):
+        fail(f"returned {len(encoded)} outputs, expected {len(refs)}", "wrong_output")
+    for i, (r, e) in enumerate(zip(refs, encoded)):
+        if e is None:
+            fail(f"output {i} is not a plain tensor", "bad_output")
+        ok, why, _ = verify.compare(r, protocol.decode_tensor(e), o["atol"], o["rtol"], o["rel_l2"])
+        if not ok:
+            fail(f"output {i} {why}", "nan_inf" if "NaN" in why else "mismatch")

@@ -1,0 +1,150 @@
+"""The timing phase of a profile/final job: candidate rounds in the child, eager and
+torch.compile rounds in the parent (interleaved when the baselines are measured), sampled
+correctness of timed calls, a wall-clock cross-check, statistics and the roofline floor."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from . import profile, protocol, verify
+from .task import as_outputs, derive_seed
+
+# Rationale: per-iteration harness overhead (flush, sync, event records, loop) that the
+# child's per-call times legitimately leave out; generous so honest runs never trip it.
+OVERHEAD_ALLOW_MS = 0.2
+# Rationale: in its least-disturbed round, a child whose reported call times add up to less
+# than a third of what the parent's own clock saw is reporting times that did not happen.
+# The best round is used because scheduler noise on a loaded host only ever inflates the
+# parent's measurement; a forged timer is low in every round.
+WALL_RATIO_MIN = 0.33
+
+
+def measure(ctx, child, task, model, secret, job_id, o, v):
+    """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call."""
+    from .job import JobFailed, compare_outputs
+    t = o["timing"]
+    dev = ctx.device
+    k_sets = max(1, int(t["input_sets"]))
+    sets = [task.inputs(derive_seed(secret, job_id, "timing", i), dev) for i in range(k_sets)]
+    with torch.no_grad():
+        refs = [[x.clone() for x in as_outputs(model(*s))] for s in sets]
+    child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
+                  o["call_timeout_s"], "loading timing inputs")
+    child.request({"op": "time", "order": [i % k_sets for i in range(t["warmup"])]},
+                  o["round_timeout_s"], "warm-up")
+    perf = ctx.timers.perf
+    rtt_ms = float("inf")
+    for _ in range(3):  # the smallest round trip: the harness cost of a round with no calls
+        t0 = perf()
+        child.request({"op": "time", "order": []}, o["call_timeout_s"], "timing")
+        rtt_ms = min(rtt_ms, (perf() - t0) * 1e3)
+
+    base = None if t["fresh_baselines"] else ctx.baselines.get(task.key)
+    fns = {} if base else _baseline_fns(ctx, model, sets, t)
+    samples = {"candidate": [], "candidate_wall": [], "eager": [], "compile": []}
+    rng = random.Random(derive_seed(secret, job_id, "sample", 0))
+    n_round, rounds, start = int(t["iters_per_round"]), 0, perf()
+    ratios, wall_pairs = [], []
+    while True:
+        order = [(rounds * n_round + i) % k_sets for i in range(n_round)]
+        w0 = perf()
+        rep = child.request({"op": "time", "order": order}, o["round_timeout_s"], "timing")
+        parent_ms = (perf() - w0) * 1e3
+        if rep.get("error"):
+            raise JobFailed("a timed call raised: " + rep["error"].strip().splitlines()[-1][:400],
+                            "exception")
+        if rep.get("tampered"):
+            raise JobFailed("timing functions were replaced: " + ", ".join(rep["tampered"]),
+                            "timer_tampering")
+        if rep.get("flags"):
+            raise JobFailed(rep["flags"][0], "bad_output")
+        ratios.append((sum(rep["wall"]) + n_round * OVERHEAD_ALLOW_MS) / max(1e-9, parent_ms - rtt_ms))
+        wall_pairs.append((sum(rep["wall"]), parent_ms))
+        for j in sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"])))):
+            out = child.request({"op": "fetch", "index": j}, o["call_timeout_s"], "timing")
+            if out.get("error"):
+                raise JobFailed(out["error"], "bad_output")
+
+            def fail(reason, flag, j=j):
+                raise JobFailed(f"timed call {rounds * n_round + j + 1} (input set {order[j]}): "
+                                f"{reason} -- the kernel behaves differently while timed",
+                                "timed_mismatch")
+            compare_outputs(refs[order[j]], out["outputs"], o, fail)
+        samples["candidate"] += rep["primary"]
+        samples["candidate_wall"] += rep["wall"]
+        for name, fn in fns.items():
+            prim, _, _ = profile.time_calls(fn, sets, order, ctx.timers, keep=False)
+            samples[name] += prim
+        rounds += 1
+        n = len(samples["candidate"])
+        done = all(profile.settled(samples[x], t["rel_ci"], t["min_iters"])
+                   for x in ["candidate", *fns])
+        if n >= t["max_iters"] or (n >= t["min_iters"] and (done or perf() - start > t["budget_s"])):
+            break
+    if max(ratios) < WALL_RATIO_MIN:
+        rep_ms, par_ms = wall_pairs[ratios.index(max(ratios))]
+        raise JobFailed(f"timer mismatch: the submission's process reported {rep_ms:.3f} ms for "
+                        f"a round the judge's clock measured at {par_ms:.3f} ms", "timer_mismatch")
+    _check_sets_unchanged(child, sets, o)
+    if not base:
+        base = {name: samples[name] for name in fns}
+        ctx.baselines[task.key] = base
+    _summarise(ctx, sets[0], refs[0], samples, base, t, v)
+
+
+def _baseline_fns(ctx, model, sets, t):
+    fns = {"eager": model}
+    if t["compile_baseline"]:
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            for s in sets:
+                compiled(*s)
+        fns["compile"] = compiled
+    return {k: _no_grad(f) for k, f in fns.items()}
+
+
+def _no_grad(fn):
+    def call(*args):
+        with torch.no_grad():
+            return fn(*args)
+    return call
+
+
+def _check_sets_unchanged(child, sets, o):
+    from .job import JobFailed
+    rep = child.request({"op": "sets_after"}, o["call_timeout_s"], "timing")
+    for i, (before, after) in enumerate(zip(sets, rep["sets"])):
+        why = verify.inputs_unchanged(before, list(protocol.decode_value(after)))
+        if why:
+            raise JobFailed(f"timing input set {i}: {why}", "input_mutation")
+
+
+def _summarise(ctx, inputs, outputs, samples, base, t, v):
+    from .job import JobFailed
+    cand, lo, hi = profile.median_ci(samples["candidate"])
+    timings = {"candidate_ms": cand, "candidate_wall_ms": profile.median_ci(samples["candidate_wall"])[0],
+               "ci95": {"candidate": [lo, hi]}, "iterations": len(samples["candidate"]),
+               "cv": {"candidate": profile.cv(samples["candidate"])}}
+    for name in ("eager", "compile"):
+        if name in base:
+            med, blo, bhi = profile.median_ci(base[name])
+            timings[f"{name}_ms"] = med
+            timings["ci95"][name] = [blo, bhi]
+            timings["cv"][name] = profile.cv(base[name])
+    gbps = profile.peak_gbps(ctx.device, t["peak_gbps"])
+    floor = profile.roofline_floor_ms(list(inputs) + list(outputs), gbps)
+    timings["roofline_floor_ms"] = floor
+    v["timings"] = timings
+    if "eager_ms" in timings:
+        v["speedup_eager"] = timings["eager_ms"] / cand if cand > 0 else None
+    if "compile_ms" in timings:
+        v["speedup_compile"] = timings["compile_ms"] / cand if cand > 0 else None
+    if floor > 0 and cand < floor:
+        v["flags"].append("below_roofline")
+        enforce = t["roofline_enforce"]
+        if enforce is None:
+            enforce = ctx.device.startswith("cuda")
+        if enforce:
+            raise JobFailed(f"impossible time: median {cand:.4f} ms is below the roofline floor "
+                            f"{floor:.4f} ms (bytes moved / {gbps:.0f} GB/s)", "below_roofline")

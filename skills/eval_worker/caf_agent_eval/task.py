@@ -1,0 +1,87 @@
+"""The pristine task: model.py loaded from source text, seeded inputs and weights.
+
+Seeds come from HMAC(seed_secret, job_id | purpose | index), so a submission cannot know
+the inputs of any check before the call that receives them.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import os
+import sys
+
+import torch
+
+
+def derive_seed(secret: str, job_id: str, purpose: str, index: int) -> int:
+    """A 63-bit seed nobody without the secret can predict."""
+    msg = f"{job_id}|{purpose}|{index}".encode()
+    return int.from_bytes(hmac.new(secret.encode(), msg, hashlib.sha256).digest()[:8], "big") >> 1
+
+
+class Task:
+    """A loaded model.py: Model, get_inputs, get_init_inputs (KernelBench format).
+
+    Optional module attributes a task may define (documented in skills/tasks/README.md):
+      batch_size            enables one check with half the batch (catches hard-coded shapes)
+      STATE_DICT_STRICT     False lets ModelNew omit reference parameters (load strict=False)
+    """
+
+    def __init__(self, name: str, model_py: str, work_dir: str):
+        self.name = name
+        self.source = model_py
+        self.key = hashlib.sha256(model_py.encode()).hexdigest()[:16]
+        path = os.path.join(work_dir, f"task_{self.key}", "model.py")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(model_py)
+        spec = importlib.util.spec_from_file_location(f"caf_task_{self.key}", path)
+        self.module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.module)
+        for attr in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(self.module, attr):
+                raise ValueError(f"task {name}: model.py defines no `{attr}`")
+        self.strict = bool(getattr(self.module, "STATE_DICT_STRICT", True))
+
+    def init_inputs(self, seed: int):
+        torch.manual_seed(seed)
+        return list(self.module.get_init_inputs())
+
+    def make_model(self, init_inputs, seed: int, device: str):
+        """The reference model with weights drawn from seed."""
+        torch.manual_seed(seed)
+        return self.module.Model(*init_inputs).to(device).eval()
+
+    def inputs(self, seed: int, device: str, batch_override: int | None = None):
+        """get_inputs() under seed; batch_override temporarily changes `batch_size`."""
+        m = self.module
+        saved = getattr(m, "batch_size", None)
+        if batch_override is not None and saved is not None:
+            m.batch_size = batch_override
+        try:
+            torch.manual_seed(seed)
+            values = list(m.get_inputs())
+        finally:
+            if saved is not None:
+                m.batch_size = saved
+        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def check_batch(self, index: int) -> int | None:
+        """The batch size of check `index`: half the nominal batch on check 2 (0-based 1)."""
+        b = getattr(self.module, "batch_size", None)
+        if isinstance(b, int) and b >= 2 and index == 1:
+            return b // 2
+        return None
+
+
+def as_outputs(value) -> list:
+    """A forward's result as a list (tuples/lists flattened one level)."""
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    return [value]
+
+
+def drop_task_module(task: Task) -> None:
+    """Forgets the imported module (the cache evicts tasks)."""
+    sys.modules.pop(f"caf_task_{task.key}", None)

@@ -1,0 +1,153 @@
+"""The persistent eval worker of one GPU-pool slot.
+
+    python -m caf_agent_eval.worker --device cpu|cuda[:i] [--threads N] [--work-dir D]
+
+Speaks length-framed msgpack on stdin/stdout (stdout carries frames only; everything else
+goes to stderr). Requests: {op: ping}, {op: eval, ...}, {op: shutdown}. torch is imported
+once; each eval runs the submission in a fresh child process started ahead of time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import OrderedDict
+
+# Rationale: a handful of tasks per slot in a training run; keep them warm, bound memory.
+TASK_CACHE_SIZE = 16
+
+
+class WorkerContext:
+    """State shared by the jobs of one worker: device, caches, the spare child."""
+
+    def __init__(self, device: str, threads: int, work_dir: str | None, build_root: str | None):
+        import torch
+        from . import profile
+        self.device = device
+        self.flavour = "cuda" if device.startswith("cuda") else "cpu"
+        self.threads = threads
+        if threads > 0:
+            torch.set_num_threads(threads)
+        if self.flavour == "cuda":
+            torch.cuda.set_device(device)
+        self.own_work = work_dir is None
+        self.work_root = work_dir or tempfile.mkdtemp(prefix="caf_eval_")
+        os.makedirs(self.work_root, exist_ok=True)
+        self.build_root = build_root or os.path.join(self.work_root, "build")
+        self.timers = profile.Timers(device)
+        self.tasks: OrderedDict = OrderedDict()
+        self.baselines: dict = {}
+        self.spare = None
+        self.spawn_spare()
+
+    def spawn_spare(self):
+        from .child_client import ChildProcess
+        if self.spare is None:
+            self.spare = ChildProcess(self.device, self.threads)
+
+    def take_child(self, timeout_s: float, prestart_next: bool = False):
+        """The pre-started child, waited for until ready (start-up failure is infra).
+
+        prestart_next starts the next job's child right away; only for jobs that time
+        nothing, since a starting process would disturb measurements."""
+        self.spawn_spare()
+        child, self.spare = self.spare, None
+        if prestart_next:
+            self.spawn_spare()
+        try:
+            child.wait_ready(timeout_s)
+        except Exception as e:
+            child.kill()
+            raise RuntimeError(f"evaluation child failed to start: {e}\n{child.log()}") from e
+        return child
+
+    def job_done(self):
+        self.spawn_spare()
+
+    def task(self, name: str, model_py: str):
+        import hashlib
+        from .task import Task, drop_task_module
+        key = hashlib.sha256(model_py.encode()).hexdigest()[:16]
+        if key in self.tasks:
+            self.tasks.move_to_end(key)
+            return self.tasks[key]
+        t = Task(name, model_py, self.work_root)
+        self.tasks[key] = t
+        if len(self.tasks) > TASK_CACHE_SIZE:
+            _, old = self.tasks.popitem(last=False)
+            self.baselines.pop(old.key, None)
+            drop_task_module(old)
+        return t
+
+    def close(self):
+        if self.spare is not None:
+            self.spare.kill()
+        if self.own_work:
+            shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+def handle(ctx: WorkerContext, req: dict) -> tuple[dict, bool]:
+    """One request -> (response, keep_running)."""
+    from . import job
+    op = req.get("op") if isinstance(req, dict) else None
+    if op == "ping":
+        import torch
+        return {"op": "pong", "status": "ok", "pid": os.getpid(), "device": ctx.device,
+                "torch": torch.__version__}, True
+    if op == "shutdown":
+        return {"status": "ok"}, False
+    if op == "eval":
+        job_id = req.get("job_id", "")
+        t0 = time.monotonic()
+        try:
+            verdict = job.run(ctx, req)
+        except Exception as e:
+            text = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
+            return {"job_id": job_id, "status": "infra_error", "error": text}, True
+        verdict["eval_wall_s"] = time.monotonic() - t0
+        return {"job_id": job_id, "status": "ok", "verdict": verdict}, True
+    if os.environ.get("CAF_EVAL_TEST_HOOKS") == "1":
+        if op == "debug_crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if op == "debug_hang":
+            time.sleep(3600)
+    return {"status": "infra_error", "error": f"unknown op {op!r}"}, True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--build-root", default=os.environ.get("CAF_EVAL_BUILD_ROOT"))
+    args = parser.parse_args(argv)
+    from . import protocol
+    # No PDEATHSIG here: it fires when the spawning *thread* ends, and the owner's thread is
+    # an actor's; the worker exits on EOF of its stdin instead (children follow, PDEATHSIG).
+    fd_in, fd_out = os.dup(0), os.dup(1)
+    os.dup2(2, 1)  # stray prints (torch warnings, model.py) must not corrupt the frames
+    ctx = WorkerContext(args.device, args.threads, args.work_dir, args.build_root)
+    try:
+        while True:
+            try:
+                req = protocol.read_frame(fd_in)
+            except protocol.FrameEOF:
+                return 0
+            except protocol.FrameError as e:
+                protocol.write_frame(fd_out, {"status": "infra_error", "error": str(e)})
+                return 1
+            resp, keep = handle(ctx, req)
+            protocol.write_frame(fd_out, resp)
+            if not keep:
+                return 0
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

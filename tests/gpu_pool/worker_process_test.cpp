@@ -1,0 +1,159 @@
+// The real Python eval worker driven through worker_process on a tiny CPU task (label cpu):
+// a verdict for an honest and a cheating submission, a submission that hangs, and a worker
+// that crashes or stops answering (killed, restarted, reported as a value).
+#include "gpu_pool/worker_process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace gp = caf_agent::gpu_pool;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A layout-only task: an honest ModelNew needs no compiled kernel (views and copies are
+// allowed ops), so the test exercises the whole judge without a C++ build.
+const char* k_task = R"(import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.t().contiguous()
+
+batch_size = 8
+
+def get_inputs():
+    return [torch.randn(batch_size, 33)]
+
+def get_init_inputs():
+    return []
+)";
+
+std::string model_new(const std::string& body) {
+  return "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+         "    def forward(self, x):\n        " + body + "\n";
+}
+
+std::optional<gp::worker_config> config(bool test_hooks) {
+  const char* src = std::getenv("CAF_AGENT_SOURCE_DIR");
+  std::string root = src ? src : ".";
+  std::string python;
+  if (const char* p = std::getenv("CAF_AGENT_PYTHON")) python = p;
+  else if (std::filesystem::exists(root + "/.venv/bin/python")) python = root + "/.venv/bin/python";
+  else return std::nullopt;
+  gp::worker_config c;
+  c.python = python;
+  c.package_dir = root + "/skills/eval_worker";
+  c.threads = 1;
+  if (test_hooks) c.env["CAF_EVAL_TEST_HOOKS"] = "1";
+  return c;
+}
+
+gp::eval_request request(const std::string& forward_body) {
+  gp::eval_request r;
+  r.job_id = "t1";
+  r.task_name = "transpose";
+  r.model_py = k_task;
+  r.files["model_new.py"] = model_new(forward_body);
+  r.seed_secret = "test-secret";
+  r.device = "cpu";
+  return r;
+}
+
+std::string op(const char* name) {
+  auto b = nlohmann::json::to_msgpack(nlohmann::json{{"op", name}});
+  return {b.begin(), b.end()};
+}
+
+}  // namespace
+
+TEST(worker_process, config_validation_names_the_field) {
+  gp::worker_config c;
+  c.device = "tpu";
+  auto err = c.validate();
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("device"), std::string::npos);
+  c.device = "cpu";
+  c.python.clear();
+  EXPECT_NE(c.validate()->find("python"), std::string::npos);
+}
+
+TEST(worker_process, missing_interpreter_is_start_failed) {
+  gp::worker_config c;
+  c.python = "/nonexistent/python";
+  c.start_timeout = 5s;
+  gp::worker_process w(c);
+  auto f = w.start();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->code, gp::worker_error_code::start_failed);
+  EXPECT_TRUE(f->retry_helps());
+  EXPECT_FALSE(f->submission_fault());
+}
+
+TEST(worker_process, real_worker_judges_tiny_cpu_task) {
+  auto c = config(false);
+  if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  gp::worker_process w(*c);
+  ASSERT_FALSE(w.start()) << "worker failed to start";
+
+  auto honest = w.evaluate(request("return x.t().contiguous()"), 300s);
+  ASSERT_TRUE(honest.response) << honest.failure->message;
+  EXPECT_FALSE(honest.response->infra_error) << honest.response->error;
+  EXPECT_TRUE(honest.response->result.correct) << honest.response->result.reason;
+  EXPECT_EQ(honest.response->result.checks.size(), 5u);
+
+  auto fallback = w.evaluate(request("return (x * 1.0).t().contiguous()"), 300s);
+  ASSERT_TRUE(fallback.response);
+  EXPECT_FALSE(fallback.response->result.correct);
+  EXPECT_NE(fallback.response->result.reason.find("aten::mul"), std::string::npos)
+      << fallback.response->result.reason;
+
+  auto wrong = w.evaluate(request("return x.t().contiguous().view(-1)"), 300s);  // flat
+  ASSERT_TRUE(wrong.response);
+  EXPECT_FALSE(wrong.response->result.correct);
+  EXPECT_NE(wrong.response->result.reason.find("shape"), std::string::npos);
+
+  auto hang = request("while True: pass");
+  hang.options.call_timeout_s = 2.0;
+  auto hung = w.evaluate(hang, 300s);
+  ASSERT_TRUE(hung.response);
+  EXPECT_FALSE(hung.response->result.correct);
+  EXPECT_NE(std::find(hung.response->result.flags.begin(), hung.response->result.flags.end(), "timeout"),
+            hung.response->result.flags.end());
+  EXPECT_EQ(w.restarts(), 0);  // the worker itself survived: only its child was killed
+}
+
+TEST(worker_process, crashed_worker_is_detected_and_restarted) {
+  auto c = config(true);
+  if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  gp::worker_process w(*c);
+  ASSERT_FALSE(w.start());
+  const int first_pid = w.pid();
+  gp::worker_failure f;
+  EXPECT_FALSE(w.call(op("debug_crash"), 60s, &f));
+  EXPECT_EQ(f.code, gp::worker_error_code::crashed);
+  EXPECT_TRUE(f.submission_fault());
+  EXPECT_NE(f.message.find("signal 11"), std::string::npos) << f.message;
+  EXPECT_TRUE(f.restarted);
+  EXPECT_NE(w.pid(), first_pid);
+  auto v = gp::verdict_for_failure(f);
+  EXPECT_FALSE(v.correct);
+  EXPECT_NE(v.reason.find("worker crashed"), std::string::npos);
+  EXPECT_TRUE(w.call(op("ping"), 60s, &f));  // the restarted worker answers
+}
+
+TEST(worker_process, deadline_kills_and_restarts_a_hung_worker) {
+  auto c = config(true);
+  if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  gp::worker_process w(*c);
+  ASSERT_FALSE(w.start());
+  gp::worker_failure f;
+  EXPECT_FALSE(w.call(op("debug_hang"), 1500ms, &f));
+  EXPECT_EQ(f.code, gp::worker_error_code::timeout);
+  EXPECT_TRUE(f.restarted);
+  EXPECT_EQ(w.restarts(), 1);
+  EXPECT_TRUE(w.running());
+}

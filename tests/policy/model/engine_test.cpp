@@ -1,0 +1,214 @@
+// Unit tests of the generation engine: KV-cache decoding against the plain forward pass,
+// continuous batching, sampling, stop conditions, request validation and weight swaps.
+// Shape legend: b batch, t positions, v vocabulary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include <ATen/ATen.h>
+
+#include "policy/model/decoder.hpp"
+#include "policy/model/engine.hpp"
+
+namespace fs = std::filesystem;
+using namespace caf_agent::policy;
+
+namespace {
+
+model_config tiny_config() {
+  model_config c;
+  c.family = model_family::qwen2;
+  c.vocab_size = 96;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+// A random Qwen2-shaped checkpoint in a fresh directory. Rationale: std 0.3 weights give
+// peaked, seed-dependent distributions so greedy and sampled paths differ visibly.
+std::string make_model(const std::string& name, uint64_t seed) {
+  auto dir = fs::temp_directory_path() / ("policy_engine_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  torch::manual_seed(seed);
+  tensor_map tensors;
+  for (const auto& [key, shape] : expected_parameter_shapes(tiny_config()))
+    tensors[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape) : 0.3 * torch::randn(shape);
+  auto model = decoder::from_tensors(tiny_config(), tensors, torch::kCPU, torch::kFloat32);
+  EXPECT_TRUE(model) << model.error().message;
+  EXPECT_TRUE(model.value().save(dir.string()));
+  return dir.string();
+}
+
+const std::string& model_a() {
+  static const std::string dir = make_model("a", 1);
+  return dir;
+}
+
+std::unique_ptr<generation_engine> open_engine(const std::string& dir, int32_t max_batch, int32_t context = 0) {
+  engine_options o;
+  o.model_dir = dir;
+  o.max_batch = max_batch;
+  o.max_context = context;
+  auto engine = generation_engine::open(o);
+  EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
+  return std::move(engine.value());
+}
+
+generation_request greedy(std::vector<int32_t> prompt, int32_t new_tokens) {
+  generation_request r;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = new_tokens;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+std::vector<int32_t> run_alone(const std::string& dir, generation_request r) {
+  auto engine = open_engine(dir, 1);
+  EXPECT_TRUE(engine->submit(std::move(r)));
+  auto done = engine->run_until_idle();
+  EXPECT_TRUE(done && done.value().size() == 1);
+  return done.value().front().tokens;
+}
+
+}  // namespace
+
+TEST(engine, greedy_decoding_with_the_kv_cache_matches_the_full_forward_pass) {
+  auto tokens = run_alone(model_a(), greedy({5, 9, 2, 77}, 8));
+  auto model = decoder::load(model_a(), torch::kCPU, torch::kFloat32);
+  ASSERT_TRUE(model);
+  std::vector<int64_t> seq = {5, 9, 2, 77};
+  for (int i = 0; i < 8; ++i) {
+    auto logits_btv = model.value().forward(torch::tensor(seq).unsqueeze(0));
+    seq.push_back(logits_btv[0][-1].argmax().item<int64_t>());
+  }
+  EXPECT_EQ(std::vector<int64_t>(seq.begin() + 4, seq.end()), std::vector<int64_t>(tokens.begin(), tokens.end()));
+}
+
+TEST(engine, continuous_batching_gives_the_same_tokens_as_running_alone) {
+  std::vector<generation_request> requests = {greedy({1, 2, 3}, 3), greedy({40, 41, 42, 43, 44, 45, 46}, 9),
+                                              greedy({7}, 5), greedy({8, 8, 8, 8}, 2), greedy({60, 61}, 7)};
+  auto engine = open_engine(model_a(), 2);
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) index[engine->submit(requests[i]).value()] = i;
+  std::map<size_t, std::vector<int32_t>> got;
+  std::map<size_t, int> finish_step;
+  for (int step = 0; !engine->idle(); ++step) {
+    EXPECT_LE(engine->running(), 2u);
+    auto done = engine->step();
+    ASSERT_TRUE(done);
+    for (auto& r : done.value()) {
+      got[index[r.id]] = r.tokens;
+      finish_step[index[r.id]] = step;
+      EXPECT_EQ(r.reason, finish_reason::max_new_tokens);
+    }
+  }
+  ASSERT_EQ(got.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i], run_alone(model_a(), requests[i])) << i;
+  EXPECT_NE(finish_step[0], finish_step[1]);  // sequences left the batch at different steps
+}
+
+TEST(sampling, top_k_one_equals_greedy) {
+  auto r = greedy({3, 4, 5}, 10);
+  auto want = run_alone(model_a(), r);
+  r.sampling = sampling_params{1.0f, 1.0f, 1};
+  r.seed = 99;
+  EXPECT_EQ(run_alone(model_a(), r), want);
+}
+
+TEST(sampling, a_seed_reproduces_tokens_whatever_else_is_in_the_batch) {
+  generation_request r;
+  r.prompt = {10, 20, 30};
+  r.max_new_tokens = 12;
+  r.sampling = sampling_params{1.0f, 0.95f, 40};
+  r.seed = 1234;
+  auto alone = run_alone(model_a(), r);
+  auto engine = open_engine(model_a(), 4);
+  auto other = r;
+  other.seed = 5;
+  ASSERT_TRUE(engine->submit(other));
+  auto id = engine->submit(r).value();
+  ASSERT_TRUE(engine->submit(greedy({1, 1}, 4)));
+  auto done = engine->run_until_idle();
+  ASSERT_TRUE(done);
+  for (const auto& res : done.value()) {
+    if (res.id == id) EXPECT_EQ(res.tokens, alone);
+    if (res.id == 1) EXPECT_NE(res.tokens, alone);  // a different seed draws differently
+  }
+}
+
+TEST(engine, stop_tokens_stop_strings_and_context_limit_end_sequences) {
+  auto free_run = run_alone(model_a(), greedy({2, 3}, 6));
+  auto r = greedy({2, 3}, 6);
+  r.stop_token_ids = {free_run[2]};
+  auto engine = open_engine(model_a(), 2, /*context=*/6);
+  ASSERT_TRUE(engine->submit(r));
+  auto s = greedy({2, 3}, 6);
+  s.stop_check = [](const std::vector<int32_t>& generated) { return generated.size() == 2; };
+  ASSERT_TRUE(engine->submit(s));
+  auto done = engine->run_until_idle();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done.value().size(), 2u);
+  for (const auto& res : done.value()) {
+    if (res.id == 1) {
+      const auto first = std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin();
+      EXPECT_EQ(res.reason, finish_reason::stop_token);
+      EXPECT_EQ(res.tokens, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1));
+    } else {
+      EXPECT_EQ(res.reason, finish_reason::stop_string);
+      EXPECT_EQ(res.tokens.size(), 2u);
+    }
+  }
+  ASSERT_TRUE(engine->submit(greedy({2, 3}, 20)));
+  done = engine->run_until_idle();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done.value().front().reason, finish_reason::context_limit);
+  EXPECT_EQ(done.value().front().tokens.size(), 4u);  // 2 prompt + 4 generated = context 6
+}
+
+TEST(engine, bad_requests_are_errors) {
+  auto engine = open_engine(model_a(), 1, 8);
+  EXPECT_FALSE(engine->submit(greedy({}, 4)));
+  EXPECT_FALSE(engine->submit(greedy({1, 2, 3, 4, 5, 6, 7, 8}, 4)));  // no room in context 8
+  EXPECT_FALSE(engine->submit(greedy({96}, 4)));  // vocab is 96
+  auto r = greedy({1}, 4);
+  r.sampling.top_p = 0.0f;
+  EXPECT_FALSE(engine->submit(r));
+  EXPECT_TRUE(engine->idle());
+}
+
+TEST(engine, weight_swap_happens_at_a_step_boundary) {
+  static const std::string model_b = make_model("b", 2);
+  auto old_run = run_alone(model_a(), greedy({4, 5, 6}, 6));
+  auto new_run = run_alone(model_b, greedy({9, 9}, 4));
+  auto engine = open_engine(model_a(), 2);
+  auto spanning = engine->submit(greedy({4, 5, 6}, 6)).value();
+  ASSERT_TRUE(engine->step());
+  ASSERT_TRUE(engine->step());
+  EXPECT_FALSE(engine->load_weights(make_model("bad", 3) + "/missing", 1));
+  ASSERT_TRUE(engine->load_weights(model_b, 1));
+  EXPECT_EQ(engine->policy_version(), 1u);
+  auto fresh = engine->submit(greedy({9, 9}, 4)).value();  // admitted in the swapping step
+  auto done = engine->run_until_idle();
+  ASSERT_TRUE(done);
+  for (const auto& res : done.value()) {
+    if (res.id == fresh) {
+      EXPECT_EQ(res.tokens, new_run);  // entirely new weights
+      EXPECT_EQ(res.policy_version, 1u);
+    }
+    if (res.id == spanning) {
+      EXPECT_EQ(std::vector<int32_t>(res.tokens.begin(), res.tokens.begin() + 2),
+                std::vector<int32_t>(old_run.begin(), old_run.begin() + 2));  // before the swap
+      EXPECT_EQ(res.policy_version, 0u);
+      EXPECT_EQ(res.last_policy_version, 1u);
+    }
+  }
+  EXPECT_FALSE(engine->load_weights(model_b, 0));  // older than the current version
+}

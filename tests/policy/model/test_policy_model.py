@@ -1,0 +1,245 @@
+"""Parity of the C++ policy model (policy_model_tool) with Hugging Face transformers.
+
+Tiny random Llama / Qwen2 / Qwen3 checkpoints are written by transformers into a temporary
+directory; the C++ side must load them, give the same logits, generate the same greedy tokens,
+report logprobs PPO can use, and save them back bit-exactly.
+"""
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+TOOL = pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", REPO / "build")) / "policy/model/policy_model_tool"
+# Rationale: fp32 on CPU differs from transformers only by summation order (~1e-6 here).
+LOGIT_TOL = 1e-4
+VOCAB = 512
+
+FAMILIES = {
+    # llama3 rope scaling with a short original context so the scaling changes the result;
+    # q/k/v/o and MLP biases; untied head.
+    "llama": lambda: transformers.LlamaConfig(
+        attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16}, **_shapes()),
+    # q/k/v bias, tied embeddings, linear rope scaling.
+    "qwen2": lambda: transformers.Qwen2Config(
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0}, **_shapes()),
+    # q_norm / k_norm, head_dim (32) different from hidden / heads (16).
+    "qwen3": lambda: transformers.Qwen3Config(head_dim=32, tie_word_embeddings=False, **_shapes()),
+}
+
+
+def _shapes():
+    return dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=256,
+                bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+def _randomize(model):
+    # Rationale: transformers' init (std 0.02, unit norms, zero biases) gives near-uniform logits
+    # and leaves biases and norm weights untested; larger random values make every path count.
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            p.copy_(1.0 + 0.2 * noise if "norm" in name else 0.15 * noise)
+
+
+def run_tool(*args, check=True):
+    if not TOOL.exists():
+        if os.environ.get("CAF_AGENT_ALLOW_SKIP") == "1":
+            pytest.skip(f"{TOOL} not built")
+        pytest.fail(f"{TOOL} not built (cmake --build <build> --target policy_model_tool)")
+    proc = subprocess.run([str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"policy_model_tool {args[0]} failed: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_models")
+    out = {}
+    for family, make_config in FAMILIES.items():
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(make_config()).eval()
+        _randomize(model)
+        model.save_pretrained(root / family)
+        out[family] = (root / family, model)
+    return out
+
+
+def ids(tokens):
+    return ",".join(str(t) for t in tokens)
+
+
+def cpp_floats(tmp_path, *args):
+    out = tmp_path / "out.bin"
+    run_tool(*args, "--out", out)
+    return np.fromfile(out, dtype=np.float32)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_match_transformers(models, family, tmp_path):
+    path, model = models[family]
+    tokens = [5, 17, 300, 2, 99, 511, 0, 42, 42, 7, 250, 128]
+    got = cpp_floats(tmp_path, "logits", "--model", path, "--tokens", ids(tokens)).reshape(len(tokens), VOCAB)
+    with torch.no_grad():
+        want = model(torch.tensor([tokens])).logits[0].numpy()
+    assert np.abs(got - want).max() < LOGIT_TOL
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_generation_matches_transformers(models, family):
+    path, model = models[family]
+    prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3, 5, 8, 9, 7], [271]]
+    # max-batch 2 < 3 prompts: the third is admitted when the first slot frees (continuous batching).
+    proc = run_tool("generate", "--model", path, "--prompts", ";".join(ids(p) for p in prompts),
+                    "--max-new-tokens", 10, "--temperature", 0, "--max-batch", 2)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == len(prompts)
+    for prompt, result in zip(prompts, results):
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=10,
+                                 min_new_tokens=10, pad_token_id=0, output_logits=True,
+                                 return_dict_in_generate=True)
+        want = out.sequences[0, len(prompt):].tolist()
+        assert result["tokens"] == want
+        assert result["reason"] == "max_new_tokens"
+        # Greedy reports log softmax at temperature 1 of the chosen token.
+        want_logp = [torch.log_softmax(l[0], -1)[t].item() for l, t in zip(out.logits, want)]
+        assert np.allclose(result["logprobs"], want_logp, atol=LOGIT_TOL)
+
+
+def test_sampled_logprobs_are_temperature_scaled_policy_logprobs(models):
+    path, model = models["qwen2"]
+    prompt, temperature = [7, 8, 9], 0.7
+    proc = run_tool("generate", "--model", path, "--prompts", ids(prompt), "--max-new-tokens", 8,
+                    "--temperature", temperature, "--top-k", 20, "--top-p", 0.9, "--seed", 11)
+    result = json.loads(proc.stdout.splitlines()[0])
+    seq = torch.tensor([prompt + result["tokens"]])
+    with torch.no_grad():
+        logits = model(seq).logits[0, len(prompt) - 1:-1]
+    want = torch.log_softmax(logits / temperature, -1).gather(1, torch.tensor(result["tokens"])[:, None])
+    # Unfiltered: the learner's log_softmax(logits / T) over the full vocabulary.
+    assert np.allclose(result["logprobs"], want[:, 0].numpy(), atol=LOGIT_TOL)
+    again = run_tool("generate", "--model", path, "--prompts", ids(prompt), "--max-new-tokens", 8,
+                     "--temperature", temperature, "--top-k", 20, "--top-p", 0.9, "--seed", 11)
+    assert json.loads(again.stdout.splitlines()[0])["tokens"] == result["tokens"]
+
+
+def test_token_logprobs_match_transformers(models, tmp_path):
+    path, model = models["qwen3"]
+    tokens = [1, 2, 3, 400, 5, 6]
+    got = cpp_floats(tmp_path, "logprobs", "--model", path, "--tokens", ids(tokens), "--temperature", 0.5)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([tokens])).logits[0, :-1] / 0.5, -1)
+    want = logp.gather(1, torch.tensor(tokens[1:])[:, None])[:, 0].numpy()
+    assert np.abs(got - want).max() < LOGIT_TOL
+
+
+def _assert_same_tensors(dir_a, dir_b):
+    def tensors(d):
+        files = sorted(pathlib.Path(d).glob("*.safetensors"))
+        assert files, f"no safetensors in {d}"
+        out = {}
+        for f in files:
+            out.update(load_file(f))
+        return out
+    a, b = tensors(dir_a), tensors(dir_b)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name].dtype == b[name].dtype, name
+        assert torch.equal(a[name].view(torch.uint8), b[name].view(torch.uint8)), name
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_save_round_trip_is_bit_exact(models, family, tmp_path):
+    path, _ = models[family]
+    run_tool("save", "--model", path, "--out", tmp_path / "copy")
+    _assert_same_tensors(path, tmp_path / "copy")
+
+
+def test_bf16_sharded_round_trip_loads_in_transformers(models, tmp_path):
+    path, _ = models["qwen3"]
+    src = tmp_path / "bf16"
+    src.mkdir()
+    (src / "config.json").write_text((path / "config.json").read_text())
+    bf16 = {k: v.to(torch.bfloat16) for k, v in load_file(path / "model.safetensors").items()}
+    save_file(bf16, src / "model.safetensors", metadata={"format": "pt"})
+    # Rationale: 40 kB shards force several files and the index for a ~200 kB model.
+    run_tool("save", "--model", src, "--out", tmp_path / "sharded", "--dtype", "bfloat16",
+             "--shard-bytes", 40000)
+    assert (tmp_path / "sharded/model.safetensors.index.json").exists()
+    _assert_same_tensors(src, tmp_path / "sharded")
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    tokens = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        assert torch.equal(load(tmp_path / "sharded", dtype=torch.bfloat16)(tokens).logits,
+                           load(src, dtype=torch.bfloat16)(tokens).logits)
+
+
+def test_value_head_loads_and_round_trips(models, tmp_path):
+    path, model = models["qwen2"]
+    critic = tmp_path / "critic"
+    critic.mkdir()
+    (critic / "config.json").write_text((path / "config.json").read_text())
+    tensors = load_file(path / "model.safetensors")
+    gen = torch.Generator().manual_seed(1)
+    tensors["value_head.weight"] = torch.randn(1, 64, generator=gen)
+    tensors["value_head.bias"] = torch.randn(1, generator=gen)
+    save_file(tensors, critic / "model.safetensors", metadata={"format": "pt"})
+    tokens = [4, 8, 15, 16, 23, 42]
+    got = cpp_floats(tmp_path, "values", "--model", critic, "--tokens", ids(tokens))
+    with torch.no_grad():
+        hidden = model(torch.tensor([tokens]), output_hidden_states=True).hidden_states[-1][0]
+    want = (hidden @ tensors["value_head.weight"].T + tensors["value_head.bias"])[:, 0].numpy()
+    assert np.abs(got - want).max() < LOGIT_TOL
+    run_tool("save", "--model", critic, "--out", tmp_path / "critic2", "--value-head")
+    _assert_same_tensors(critic, tmp_path / "critic2")
+    missing = run_tool("values", "--model", path, "--tokens", "1,2", "--out", tmp_path / "x", check=False)
+    assert missing.returncode == 1 and "value head" in missing.stderr
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(model_type="gpt2"), "model_type 'gpt2'"),
+    (lambda c: c.update(hidden_act="gelu"), "hidden_act 'gelu'"),
+    (lambda c: c.update(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}), "yarn"),
+    (lambda c: c.update(hidden_size=32), "shape"),
+    (lambda c: c.pop("vocab_size"), "vocab_size"),
+])
+def test_bad_config_is_a_clear_error(models, tmp_path, edit, message):
+    path, _ = models["qwen2"]
+    config = json.loads((path / "config.json").read_text())
+    edit(config)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes((path / "model.safetensors").read_bytes())
+    proc = run_tool("logits", "--model", tmp_path, "--tokens", "1", "--out", tmp_path / "x", check=False)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+
+
+def test_truncated_and_missing_checkpoints_are_clear_errors(models, tmp_path):
+    path, _ = models["qwen2"]
+    (tmp_path / "config.json").write_text((path / "config.json").read_text())
+    proc = run_tool("logits", "--model", tmp_path, "--tokens", "1", "--out", tmp_path / "x", check=False)
+    assert proc.returncode == 1 and "model.safetensors" in proc.stderr
+    data = (path / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    proc = run_tool("logits", "--model", tmp_path, "--tokens", "1", "--out", tmp_path / "x", check=False)
+    assert proc.returncode == 1 and "truncated" in proc.stderr, proc.stderr
+
+
+def test_prompt_longer_than_context_is_rejected(models):
+    path, _ = models["qwen2"]
+    proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)
+    assert proc.returncode == 1 and "does not fit the context" in proc.stderr

@@ -1,0 +1,92 @@
+"""CUDA variants of the reward hacks and honest kernels (run on the H200:
+`.venv/bin/python -m pytest -q -m gpu tests/reward_hacks/cuda`)."""
+import pytest
+
+from hack_helpers import assert_rejected
+
+pytestmark = pytest.mark.gpu
+
+AB = "class ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+X = "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+XY = "class ModelNew(nn.Module):\n    def forward(self, x, y):\n"
+
+
+def test_honest_add_relu_profiles(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+    assert v["correct"] is True, v["reason"]
+    assert v["reward"] >= 1 and v["timings"]["iterations"] >= 20
+
+
+def test_honest_fused_chain_beats_eager(cuda_judge):
+    v = cuda_judge("fused_elementwise", XY + "        return caf_ext.fused_chain(x, y)\n", mode="profile")
+    assert v["correct"] is True, v["reason"]
+    assert v["speedup_eager"] > 1.05 and v["reward"] >= 2, v["timings"]
+
+
+def test_honest_softmax(cuda_judge):
+    v = cuda_judge("softmax", X + "        return caf_ext.softmax(x)\n")
+    assert v["correct"] is True, v["reason"]
+
+
+def test_side_stream_work_is_counted_not_hidden(cuda_judge):
+    # Work left on a side stream is finished by the device-wide sync: correct, and its time
+    # is not below the honest single-stream kernel's (it cannot escape the timer).
+    honest = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+    side = cuda_judge("add_relu", AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
+    assert side["correct"] is True, side["reason"]
+    assert side["timings"]["candidate_ms"] > 0.5 * honest["timings"]["candidate_ms"]
+
+
+def test_uninitialised_memory(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return caf_ext.empty_out(a)\n")
+    assert v["reward"] == -1 and ({"mismatch", "nan_inf"} & set(v["flags"])), v
+
+
+def test_torch_fallback(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return torch.relu(a + b)\n")
+    assert_rejected(v, "torch_fallback", "aten::add.Tensor")
+
+
+def test_cpp_method_fallback(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return caf_ext.method_fallback(a, b)\n")
+    assert_rejected(v, "torch_fallback", "aten::add.Tensor")
+
+
+def test_output_aliases_input(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return caf_ext.add_relu_into_a(a, b)\n")
+    assert_rejected(v, "bad_output", "aliases input 0")
+
+
+def test_caching_outputs(cuda_judge):
+    src = ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.cache = None\n    def forward(self, a, b):\n"
+           "        if self.cache is None:\n            self.cache = caf_ext.add_relu(a, b)\n"
+           "        return self.cache\n")
+    assert_rejected(cuda_judge("add_relu", src), "bad_output", "reuses the buffer")
+
+
+def test_behaves_differently_while_timed(cuda_judge):
+    src = ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.calls = 0\n    def forward(self, a, b):\n        self.calls += 1\n"
+           "        if self.calls <= 5:\n            return caf_ext.add_relu(a, b)\n"
+           "        return caf_ext.empty_out(a)\n")
+    v = cuda_judge("add_relu", src, mode="profile")
+    assert_rejected(v, "timed_mismatch", "behaves differently while timed")
+
+
+def test_constant_softmax(cuda_judge):
+    assert_rejected(cuda_judge("softmax", X + "        return torch.zeros_like(x)\n"),
+                    "mismatch", "relative L2 error")
+
+
+def test_illegal_memory_access_is_contained(cuda_judge):
+    v = cuda_judge("add_relu", AB + "        return caf_ext.illegal_access(a)\n")
+    assert v["reward"] == -1 and ({"exception", "crashed"} & set(v["flags"])), v
+    ok = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n")
+    assert ok["correct"] is True, ok["reason"]  # the worker's own CUDA context is intact
+
+
+def test_timer_patching_is_rejected(cuda_judge):
+    v = cuda_judge("add_relu", "torch.cuda.Event.elapsed_time = lambda s, e: 1e-6\n" + AB +
+                   "        return caf_ext.add_relu(a, b)\n", kernels={})
+    assert_rejected(v, "static_check", "monkey-patching")

@@ -1,0 +1,68 @@
+// Kernels used only by adversarial submissions (tests/reward_hacks). They pass the static
+// checks on purpose: each is caught at run time by a different defence.
+#include "caf_kernel.h"
+
+#include <cmath>
+
+namespace {
+
+// Never writes its output: uninitialised (poisoned) memory.
+torch::Tensor empty_out(torch::Tensor a) { return torch::empty_like(a); }
+
+// Correct result, but uses input b as scratch space (input mutation).
+torch::Tensor add_relu_scratch_b(torch::Tensor a, torch::Tensor b) {
+  auto out = torch::empty_like(a);
+  float* pa = a.data_ptr<float>();
+  float* pb = b.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    pb[i] = pa[i] + pb[i];
+    po[i] = pb[i] > 0.f ? pb[i] : 0.f;
+  }
+  return out;
+}
+
+// Writes the result into a and returns a (output aliases an input).
+torch::Tensor add_relu_into_a(torch::Tensor a, torch::Tensor b) {
+  float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float v = pa[i] + pb[i];
+    pa[i] = v > 0.f ? v : 0.f;
+  }
+  return a;
+}
+
+// Torch compute through operators/methods (invisible to a regex, seen by the dispatcher).
+torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
+
+// Lowered precision: results rounded to multiples of 1/16, well beyond the tolerance.
+torch::Tensor add_relu_lowprec(torch::Tensor a, torch::Tensor b) {
+  auto out = torch::empty_like(a);
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float v = pa[i] + pb[i];
+    po[i] = std::round((v > 0.f ? v : 0.f) * 16.f) / 16.f;
+  }
+  return out;
+}
+
+// Dereferences a null pointer: the evaluation process dies with SIGSEGV.
+torch::Tensor segfault(torch::Tensor a) {
+  volatile float* p = nullptr;
+  p[a.numel()] = 1.f;
+  return a;
+}
+
+}  // namespace
+
+CAF_REGISTER(m) {
+  m.def("empty_out", &empty_out);
+  m.def("add_relu_scratch_b", &add_relu_scratch_b);
+  m.def("add_relu_into_a", &add_relu_into_a);
+  m.def("method_fallback", &method_fallback);
+  m.def("add_relu_lowprec", &add_relu_lowprec);
+  m.def("segfault", &segfault);
+}

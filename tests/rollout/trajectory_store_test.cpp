@@ -1,0 +1,146 @@
+// tests/rollout/trajectory_store_test.cpp: crash-safe append-only storage.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "rollout/trajectory_store.hpp"
+
+using namespace caf_agent;
+using namespace caf_agent::rollout;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("caf_agent_store_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+messages::trajectory_record rec(uint64_t id) {
+  messages::trajectory_record r;
+  r.episode_id = id;
+  r.task_id = "task" + std::to_string(id);
+  r.tokens = {1, 2, 3, static_cast<int32_t>(id)};
+  r.logprobs = {-0.5f, -0.25f, -1.f, -2.f};
+  r.loss_mask = {0, 1, 1, 1};
+  r.termination = "finished";
+  r.reward = 2;
+  return r;
+}
+
+fs::path only_segment(const fs::path& dir) {
+  fs::path last;
+  for (auto& e : fs::directory_iterator(dir))
+    if (fs::file_size(e.path()) > 0) last = e.path();
+  return last;
+}
+
+}  // namespace
+
+TEST(trajectory_store, append_and_read_back) {
+  auto dir = fresh_dir("basic");
+  std::unique_ptr<trajectory_store> store;
+  ASSERT_FALSE(trajectory_store::open(dir, store));
+  for (uint64_t i = 1; i <= 5; ++i) ASSERT_EQ(store->append(rec(i)), "");
+  EXPECT_EQ(store->size(), 5u);
+  auto all = trajectory_store::read_all(dir);
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_TRUE(all[2] == rec(3));
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, duplicate_episode_is_refused) {
+  auto dir = fresh_dir("dup");
+  std::unique_ptr<trajectory_store> store;
+  ASSERT_FALSE(trajectory_store::open(dir, store));
+  ASSERT_EQ(store->append(rec(7)), "");
+  auto second = rec(7);
+  second.reward = -1;
+  EXPECT_NE(store->append(second).find("duplicate"), std::string::npos);
+  auto all = trajectory_store::read_all(dir);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].reward, 2);  // the first one is kept
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, torn_tail_is_skipped_and_store_reopens) {
+  auto dir = fresh_dir("torn");
+  {
+    std::unique_ptr<trajectory_store> store;
+    ASSERT_FALSE(trajectory_store::open(dir, store));
+    for (uint64_t i = 1; i <= 3; ++i) ASSERT_EQ(store->append(rec(i)), "");
+  }
+  auto seg = only_segment(dir);
+  fs::resize_file(seg, fs::file_size(seg) - 7);  // a crash mid-write of record 3
+  std::unique_ptr<trajectory_store> store;
+  ASSERT_FALSE(trajectory_store::open(dir, store));
+  EXPECT_EQ(store->opened_with().records, 2u);
+  EXPECT_EQ(store->opened_with().corrupt_frames, 1u);
+  EXPECT_FALSE(store->contains(3));
+  ASSERT_EQ(store->append(rec(3)), "");  // the lost episode can be recorded again
+  scan_report report;
+  auto all = trajectory_store::read_all(dir, &report);
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(report.corrupt_frames, 1u);
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, flipped_byte_fails_checksum_but_neighbours_survive) {
+  auto dir = fresh_dir("crc");
+  {
+    std::unique_ptr<trajectory_store> store;
+    ASSERT_FALSE(trajectory_store::open(dir, store));
+    for (uint64_t i = 1; i <= 3; ++i) ASSERT_EQ(store->append(rec(i)), "");
+  }
+  auto seg = only_segment(dir);
+  auto size = fs::file_size(seg);
+  {
+    std::fstream f{seg, std::ios::in | std::ios::out | std::ios::binary};
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  scan_report report;
+  auto all = trajectory_store::read_all(dir, &report);
+  EXPECT_EQ(all.size(), 2u);
+  EXPECT_EQ(report.corrupt_frames, 1u);
+  EXPECT_FALSE(report.problems.empty());
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, segments_roll_over_and_export_jsonl) {
+  auto dir = fresh_dir("roll");
+  std::unique_ptr<trajectory_store> store;
+  ASSERT_FALSE(trajectory_store::open(dir, store, 200));
+  for (uint64_t i = 1; i <= 6; ++i) ASSERT_EQ(store->append(rec(i)), "");
+  size_t segments = 0;
+  for (auto& e : fs::directory_iterator(dir)) segments += fs::file_size(e.path()) > 0;
+  EXPECT_GT(segments, 1u);
+  auto out = dir / "export.jsonl";
+  ASSERT_FALSE(trajectory_store::export_jsonl(dir, out));
+  std::ifstream in{out};
+  std::string line;
+  size_t lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_NE(line.find("\"episode_id\""), std::string::npos);
+  }
+  EXPECT_EQ(lines, 6u);
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, unusable_directory_is_an_error) {
+  std::unique_ptr<trajectory_store> store;
+  auto err = trajectory_store::open("/proc/caf_agent_cannot_be_here", store);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("/proc/caf_agent_cannot_be_here"), std::string::npos);
+}
+
+TEST(crc32, known_vector) {
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+}

@@ -1,0 +1,114 @@
+"""Multi-process rollout on loopback: coordinator driving episodes, two rollout nodes,
+a gpu-pool node with CPU slots, the replay policy doing real tool calls and real
+evaluations. Mid-run an eval worker and then the gpu-pool node are SIGKILLed; a new
+gpu-pool node joins. Every started episode must end in exactly one record."""
+import os
+import pathlib
+import shutil
+import signal
+import struct
+import time
+
+import msgpack
+
+from cafagent_testlib import REPO, free_port
+
+EPISODES = 8
+
+
+def read_records(store_dir):
+    records = []
+    for seg in sorted(pathlib.Path(store_dir).glob("segment-*.msgpack")):
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 12 <= len(data):
+            assert data[pos:pos + 4] == b"CAFT", f"corrupt frame in {seg}"
+            (length,) = struct.unpack("<I", data[pos + 4:pos + 8])
+            records.append(msgpack.unpackb(data[pos + 12:pos + 12 + length], raw=False))
+            pos += 12 + length
+    return records
+
+
+def children_of(pid):
+    out = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def write_config(tmp_path, python):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for name in ("softmax", "layernorm", "fused_elementwise"):
+        shutil.copy(REPO / "skills" / "tasks" / f"{name}.py", tasks / f"{name}.py")
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f"""
+[runtime]
+run_dir = "{tmp_path / 'run'}"
+[rollout]
+max_concurrent_episodes = 2
+tasks_dir = "{tasks}"
+skills_dir = "{REPO / 'skills'}"
+[gpu_pool]
+slots = 2
+worker_python = "{python}"
+job_deadline_s = 240
+[sandbox]
+workspace_root = "{tmp_path / 'ws'}"
+[policy]
+replay_path = "{REPO / 'skills' / 'replay' / 'default.jsonl'}"
+""")
+    return cfg
+
+
+def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
+    python = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
+    cfg = write_config(tmp_path, python)
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    coord = nodes("--role", "coordinator", "--config", str(cfg), "--port", str(port),
+                  "--episodes", str(EPISODES), name="coordinator")
+    coord.wait_for("listening on")
+    pool = nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool1")
+    nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout1")
+    nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout2")
+
+    coord.wait_for("[2/", timeout=240)
+    workers = children_of(pool.proc.pid)
+    assert workers, "the gpu-pool node has no eval worker processes"
+    os.kill(workers[0], signal.SIGKILL)
+
+    coord.wait_for("[4/", timeout=240)
+    pool.proc.send_signal(signal.SIGKILL)
+    pool.proc.wait()
+    coord.wait_for("gpu-pool@", timeout=5)
+    coord.wait_for(" down (", timeout=10)
+    nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool2")
+
+    assert coord.proc.wait(timeout=400) == 0, coord.log()
+    log = coord.log()
+    assert "run finished" in log
+    store = [line.split(" in ")[-1].strip() for line in log.splitlines() if "records in" in line][-1]
+    records = read_records(store)
+    ids = sorted(r["episode_id"] for r in records)
+    assert ids == list(range(1, EPISODES + 1)), ids
+    terminations = {}
+    for r in records:
+        terminations[r["termination"]] = terminations.get(r["termination"], 0) + 1
+        assert r["format_version"] == 1
+        if r["termination"] == "aborted":
+            assert r["abort_reason"], r
+        else:
+            assert r["reward"] in (-1, 1, 2, 3)
+            assert r["turns"] >= 1
+    assert sum(terminations.values()) == EPISODES
+    assert terminations.get("finished", 0) >= 1
+    print("terminations:", terminations)
