@@ -34,6 +34,10 @@ struct episode_state {
   std::vector<uint32_t> overhead_us;
   steady::time_point turn_start;
   double turn_wait_ms = 0;
+  /// The continuation of the evaluation in flight (if any) and its sequence
+  /// number: a lost GPU pool fails it early, and its late answer is ignored.
+  std::function<void(eval_result&)> pending_eval;
+  uint64_t eval_seq = 0;
   static inline const char* name = "episode";
 };
 
@@ -91,9 +95,18 @@ void observe(episode_actor* self, const std::string& call_id, const std::string&
 
 /// Asks the tool router for the workspace's submission, then the pool for a verdict.
 void evaluate(episode_actor* self, const std::string& mode,
-              std::function<void(eval_result&)> on_result) {
+              std::function<void(eval_result&)> callback) {
   auto& st = self->state;
   auto started = steady::now();
+  auto seq = ++st.eval_seq;
+  st.pending_eval = std::move(callback);
+  auto on_result = [=](eval_result& r) {
+    auto& s = self->state;
+    if (s.eval_seq != seq || !s.pending_eval) return;  // already failed by a pool loss
+    auto cb = std::move(s.pending_eval);
+    s.pending_eval = nullptr;
+    cb(r);
+  };
   self->request(st.env.tools, ms(60000), atoms::lookup::value, st.start.episode_id)
       .then(
           [=](std::string& error, std::map<std::string, std::string>& files) {
@@ -265,7 +278,19 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
           [=](caf::error& err) {
             abort_episode(self, "tool executor failed: " + self->system().render(err));
           });
-  return {[](atoms::ping) {}};  // everything else arrives as responses
+  return {
+      [=](atoms::drain) {  // the GPU pool's node was lost
+        auto& s = self->state;
+        if (!s.pending_eval) return;
+        auto cb = std::move(s.pending_eval);
+        s.pending_eval = nullptr;
+        ++s.eval_seq;
+        eval_result r;
+        r.status = "infra_error";
+        r.reason = "the GPU pool's node was lost during the evaluation";
+        cb(r);
+      },
+  };
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ using namespace messages;
 struct manager_state {
   rollout_manager_options opts;
   caf::actor pool;
+  std::string pool_node;  // node the pool runs on, once its announcement arrives
   caf::actor driver;
   bool pool_open = true;
   std::deque<start_episode> waiting;
@@ -43,12 +44,24 @@ void admit(manager_actor* self) {
     auto start = std::move(st.waiting.front());
     st.waiting.pop_front();
     auto env = st.opts.env;
-    env.pool = st.pool;
+    env.pool = self;  // evaluations go through the manager, which knows the current pool
     env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
     st.running[id] = spawn_episode(self->system(), std::move(start), std::move(env));
   }
+}
+
+void adopt_pool(manager_actor* self, caf::actor pool, std::string node) {
+  auto& s = self->state;
+  s.pool = pool;
+  s.pool_node = std::move(node);
+  s.pool_open = true;
+  self->monitor(pool);
+  self->send(pool, atoms::subscribe::value);
+  log_info("rollout", s.opts.node_id + " uses the GPU pool" +
+                          (s.pool_node.empty() ? "" : " on " + s.pool_node));
+  admit(self);
 }
 
 void find_pool(manager_actor* self) {
@@ -58,13 +71,7 @@ void find_pool(manager_actor* self) {
                 std::string{"gpu_pool"})
       .then(
           [=](caf::actor& pool) {
-            auto& s = self->state;
-            s.pool = pool;
-            s.pool_open = true;
-            self->monitor(pool);
-            self->send(pool, atoms::subscribe::value);
-            log_info("rollout", s.opts.node_id + " uses the GPU pool");
-            admit(self);
+            if (!self->state.pool) adopt_pool(self, pool, "");
           },
           [=](caf::error&) {
             self->delayed_send(self, std::chrono::milliseconds(500), atoms::tick::value);
@@ -79,8 +86,10 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
     self->monitor(st.pool);
     self->send(st.pool, atoms::subscribe::value);
   }
-  if (st.opts.coordinator)
+  if (st.opts.coordinator) {
     self->send(st.opts.coordinator, service_announce{st.opts.node_id, "rollout"});
+    self->send(st.opts.coordinator, atoms::subscribe::value);  // pool changes, node losses
+  }
   find_pool(self);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& s = self->state;
@@ -104,6 +113,39 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         if (s.driver) self->send(s.driver, std::move(rec));
         admit(self);
         report_capacity(self);
+      },
+      [=](eval_request& req) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        if (self->state.pool) {
+          rp.delegate(self->state.pool, std::move(req));
+        } else {
+          eval_result r;
+          r.job_id = req.job_id;
+          r.status = "infra_error";
+          r.reason = "no GPU pool is available";
+          rp.deliver(std::move(r));
+        }
+        return rp;
+      },
+      [=](service_announce& svc, caf::actor& handle) {
+        auto& s = self->state;
+        if (svc.name != "gpu_pool") return;
+        if (handle == s.pool) {
+          s.pool_node = svc.node_id;
+        } else if (!s.pool) {
+          adopt_pool(self, handle, svc.node_id);
+        }
+      },
+      [=](node_lost& lost) {
+        auto& s = self->state;
+        if (!s.pool || lost.node_id != s.pool_node) return;
+        log_error("rollout", s.opts.node_id + " lost the GPU pool on " + lost.node_id + " (" +
+                                 lost.reason + ")");
+        s.pool = nullptr;
+        s.pool_node.clear();
+        // Evaluations in flight on the lost node will never answer: fail them now.
+        for (auto& [id, ep] : s.running) self->send(ep, atoms::drain::value);
+        find_pool(self);
       },
       [=](pool_credits& pc) {
         self->state.pool_open = pc.free_credits > 0;

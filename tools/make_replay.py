@@ -104,6 +104,7 @@ def main():
         {"task_id": "*", "turns": [
             call("Read", file_path="model.py"),
             call("Glob", pattern="**/*"),
+            "Checking what the starting file does.\n" + call("Bash", command="verify"),
             "I could not finish a kernel for this task in time.",
         ]},
     ]

@@ -40,6 +40,26 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+SIN_TASK = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        x = a
+        for _ in range({iters}):
+            x = torch.sin(x) + b
+        return x
+
+batch_size = {rows}
+
+def get_inputs():
+    return [torch.randn(batch_size, {cols}), torch.randn(batch_size, {cols})]
+
+def get_init_inputs():
+    return []
+'''
+SIN_MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
+                 "    def forward(self, a, b):\n        return caf_ext.sin_chain(a, b, {iters})\n")
 MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
              "    def forward(self, a, b):\n        return caf_ext.add_relu(a, b)\n")
 CPU_KERNEL = os.path.join(ROOT, "tests", "reward_hacks", "kernels_cpu", "elementwise.cpp")
@@ -90,6 +110,10 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=None)
     p.add_argument("--cols", type=int, default=None)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--task", default="add_relu", choices=["add_relu", "sin_chain"],
+                   help="sin_chain: compute-bound (x = sin(x) + b, --iters times), CUDA only")
+    p.add_argument("--iters", type=int, default=64, help="sin_chain length")
+    p.add_argument("--no-compile-bench", action="store_true", help="skip the compile timing")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     cuda = a.device.startswith("cuda")
@@ -98,14 +122,20 @@ def main() -> int:
     # 100 us bar of the CV target; on a CPU a 64x4096 tensor keeps one run short.
     rows = a.rows or (16384 if cuda else 64)
     cols = a.cols or (8192 if cuda else 4096)
-    task = TASK.format(rows=rows, cols=cols)
+    sin = a.task == "sin_chain"
+    task = SIN_TASK.format(rows=rows, cols=cols, iters=a.iters) if sin else TASK.format(rows=rows, cols=cols)
     kernel_path = CUDA_KERNEL if cuda else CPU_KERNEL
-    files = {"model_new.py": MODEL_NEW,
+    files = {"model_new.py": SIN_MODEL_NEW.format(iters=a.iters) if sin else MODEL_NEW,
              "kernels/" + os.path.basename(kernel_path): open(kernel_path).read()}
     out = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                        "python": platform.python_version()},
-           "device": device, "task": f"add_relu {rows}x{cols} fp32", "threads": a.threads}
-    out["compile"] = compile_time("cuda" if cuda else "cpu")
+           "device": device, "task": f"{a.task}{a.iters if sin else ''} {rows}x{cols} fp32", "threads": a.threads}
+    if cuda:
+        import torch
+        out["machine"]["gpu"] = torch.cuda.get_device_name(0)
+        out["machine"]["torch"] = torch.__version__
+    if not a.no_compile_bench:
+        out["compile"] = compile_time("cuda" if cuda else "cpu")
     with tempfile.TemporaryDirectory() as broot:
         client = WorkerClient(device=device, threads=a.threads, build_root=broot)
         try:
@@ -130,6 +160,12 @@ def main() -> int:
     out["candidate_ms"] = {"median": statistics.median(cands), "all": cands,
                            "cv": statistics.stdev(cands) / mean if len(cands) > 1 else 0.0}
     last = verdicts[-1]
+    out["rewards"] = [v["reward"] for v in verdicts]
+    out["tiers_seen"] = sorted(set(out["rewards"]))
+    out["eval_wall_s"] = [v.get("eval_wall_s") for v in verdicts]
+    out["iterations"] = [v["timings"]["iterations"] for v in verdicts]
+    out["eager_ms"] = [v["timings"].get("eager_ms") for v in verdicts]
+    out["compile_ms"] = [v["timings"].get("compile_ms") for v in verdicts]
     out["last_verdict"] = {k: last[k] for k in ("speedup_eager", "speedup_compile", "reward")}
     out["last_verdict"]["timings"] = last["timings"]
     text = json.dumps(out, indent=1)

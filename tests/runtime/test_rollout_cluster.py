@@ -7,6 +7,7 @@ import pathlib
 import shutil
 import signal
 import struct
+import tempfile
 import time
 
 import msgpack
@@ -44,6 +45,14 @@ def children_of(pid):
     return out
 
 
+def workspace_root(tmp_path):
+    """Sandbox uids must reach the workspaces: pytest's tmp dirs are mode 0700."""
+    root = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
+    root.chmod(0o755)
+    (tmp_path / "ws-root").write_text(str(root))
+    return root
+
+
 def write_config(tmp_path, python):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
@@ -62,7 +71,7 @@ slots = 2
 worker_python = "{python}"
 job_deadline_s = 240
 [sandbox]
-workspace_root = "{tmp_path / 'ws'}"
+workspace_root = "{workspace_root(tmp_path)}"
 [policy]
 replay_path = "{REPO / 'skills' / 'replay' / 'default.jsonl'}"
 """)
@@ -110,5 +119,8 @@ def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
             assert r["reward"] in (-1, 1, 2, 3)
             assert r["turns"] >= 1
     assert sum(terminations.values()) == EPISODES
+    shutil.rmtree((tmp_path / "ws-root").read_text(), ignore_errors=True)
     assert terminations.get("finished", 0) >= 1
+    # The killed worker was noticed, restarted, and its job retried (not scored).
+    assert "infrastructure failure" in pool.log() and "retrying" in pool.log(), pool.log()
     print("terminations:", terminations)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from hack_helpers import Judge, build_root  # noqa: E402
+from hack_helpers import FAST_TIMING, MODEL_NEW_HEADER, Judge, build_root  # noqa: E402
 from hack_helpers import WorkerClient  # noqa: E402
 
 KERNELS_CUDA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels_cuda")
@@ -22,6 +22,14 @@ class CudaJudge(Judge):
     def __call__(self, task, model_new, mode="verify", kernels=None, options=None, header=True):
         return super().__call__(task, model_new, mode, cuda_kernels() if kernels is None else kernels,
                                 options, header)
+
+    def inline(self, name: str, model_py: str, model_new: str, mode: str = "verify") -> dict:
+        """Like __call__ for a task given as source text (sizes the skills/tasks set lacks)."""
+        files = dict(cuda_kernels())
+        files["model_new.py"] = MODEL_NEW_HEADER + model_new
+        resp = self.client.evaluate(name, model_py, files, mode=mode, options=dict(FAST_TIMING))
+        assert resp["status"] == "ok", resp.get("error")
+        return resp["verdict"]
 
 
 @pytest.fixture(scope="session")

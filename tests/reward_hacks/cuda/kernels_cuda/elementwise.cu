@@ -41,6 +41,16 @@ __global__ void softmax_k(const float* x, float* o, int64_t n) {
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) orow[j] = __expf(xr[j] - m) * inv;
 }
 
+// x = a; repeat iters times: x = sin(x) + b (compute-bound; the >= 1 ms tier-stability task).
+__global__ void sin_chain_k(const float* a, const float* b, float* o, int64_t n, int64_t iters) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = a[i];
+  const float y = b[i];
+  for (int64_t k = 0; k < iters; ++k) x = sinf(x) + y;
+  o[i] = x;
+}
+
 __global__ void null_write_k(float* p) { p[threadIdx.x] = 1.f; }
 
 inline int blocks(int64_t n) { return static_cast<int>((n + 255) / 256); }
@@ -75,6 +85,13 @@ torch::Tensor softmax(torch::Tensor x) {
   return o;
 }
 
+torch::Tensor sin_chain(torch::Tensor a, torch::Tensor b, int64_t iters) {
+  auto o = torch::empty_like(a);
+  sin_chain_k<<<blocks(a.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+      a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(), iters);
+  return o;
+}
+
 torch::Tensor empty_out(torch::Tensor a) { return torch::empty_like(a); }
 
 torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
@@ -97,6 +114,7 @@ CAF_REGISTER(m) {
   m.def("add_relu_side_stream", &add_relu_side_stream);
   m.def("fused_chain", &fused_chain);
   m.def("softmax", &softmax);
+  m.def("sin_chain", &sin_chain);
   m.def("empty_out", &empty_out);
   m.def("method_fallback", &method_fallback);
   m.def("add_relu_into_a", &add_relu_into_a);
