@@ -75,6 +75,8 @@ struct manager_state {
   bool open = true;
   double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
   double busy_integral_us = 0;
+  double saturated_busy_us = 0, saturated_slot_us = 0;
+  double run_us_total = 0;  // time slots spent running jobs, as slots measure it
   int64_t last_event_us = 0;
   int64_t started_us = 0;
   static inline const char* name = "gpu_pool";
@@ -82,10 +84,18 @@ struct manager_state {
 
 using manager_actor = caf::stateful_actor<manager_state>;
 
+/// Integrates busy slots over time, overall and while work was waiting (the
+/// state between two events is constant, so this is exact).
 void account(manager_actor* self) {
   auto& st = self->state;
   auto now = now_us();
-  st.busy_integral_us += static_cast<double>(st.sched->busy()) * (now - st.last_event_us);
+  auto dt = static_cast<double>(now - st.last_event_us);
+  auto busy = static_cast<double>(st.sched->busy());
+  st.busy_integral_us += busy * dt;
+  if (st.sched->queued() + st.parked.size() > 0) {
+    st.saturated_busy_us += busy * dt;
+    st.saturated_slot_us += static_cast<double>(st.sched->healthy()) * dt;
+  }
   st.last_event_us = now;
 }
 
@@ -158,6 +168,7 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
     log_error(st.opts.name, "slot" + std::to_string(slot) + " quarantined after repeated failures");
   st.jobs_done += 1;
   st.infra_failures += infra;
+  st.run_us_total += static_cast<double>(res.run_us);
   // Rationale: one retry absorbs a worker that died or restarted under a job
   // (the slot restarts it); a second failure is reported as infrastructure.
   if (infra && it != st.jobs.end() && it->second.attempts++ < 1) {
@@ -203,6 +214,9 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
                 {"parked", double(st.parked.size())},      {"jobs_done", st.jobs_done},
                 {"infra_failures", st.infra_failures},    {"busy_integral_us", st.busy_integral_us},
                 {"queue_us_total", st.queue_us_total},
+                {"saturated_busy_us", st.saturated_busy_us},
+                {"saturated_slot_us", st.saturated_slot_us},
+                {"run_us_total", st.run_us_total},
                 {"uptime_us", double(now_us() - st.started_us)}};
       },
       [=](atoms::ping, int32_t slot) -> caf::response_promise {

@@ -60,6 +60,11 @@ void store_record(driver_actor* self, trajectory_record& rec) {
   }
   ++st.summary.recorded;
   st.summary.aborted += rec.termination == "aborted";
+  // Rationale: every episode is worth a line in small runs; at thousands, a line
+  // per percent keeps the log readable.
+  auto every = std::max(1, st.summary.planned / 100);
+  if (st.summary.planned > 200 && st.summary.recorded % every != 0 && rec.termination != "aborted")
+    return maybe_finish(self);
   log_info("driver", "episode " + std::to_string(rec.episode_id) + " " + rec.task_id + ": " +
                          rec.termination + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
                          ", reward " + std::to_string(rec.reward) + ", " +

@@ -232,7 +232,8 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
           return enqueue<std::string, std::map<std::string, std::string>>(
               self, {}, atoms::lookup::value, it->second);
         auto rp = self->make_response_promise();
-        rp.deliver(std::string{"no sandbox is open for this episode"},
+        // Sim mode has no workspaces: an empty submission goes to the (sim) pool.
+        rp.deliver(std::string{sim ? "" : "no sandbox is open for this episode"},
                    std::map<std::string, std::string>{});
         return rp;
       },

@@ -113,6 +113,8 @@ def main() -> int:
     p.add_argument("--task", default="add_relu", choices=["add_relu", "sin_chain"],
                    help="sin_chain: compute-bound (x = sin(x) + b, --iters times), CUDA only")
     p.add_argument("--iters", type=int, default=64, help="sin_chain length")
+    p.add_argument("--build-root", default=None,
+                   help="build cache for the worker (default: a fresh temp dir, cold build)")
     p.add_argument("--no-compile-bench", action="store_true", help="skip the compile timing")
     p.add_argument("--out", default=None)
     a = p.parse_args()
@@ -136,12 +138,15 @@ def main() -> int:
         out["machine"]["torch"] = torch.__version__
     if not a.no_compile_bench:
         out["compile"] = compile_time("cuda" if cuda else "cpu")
-    with tempfile.TemporaryDirectory() as broot:
-        client = WorkerClient(device=device, threads=a.threads, build_root=broot)
+        print(f"compile {out['compile']['seconds']:.1f} s ok={out['compile']['ok']}",
+              file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        client = WorkerClient(device=device, threads=a.threads, build_root=a.build_root or tmp)
         try:
             t0 = time.perf_counter()
             first = client.evaluate("bench", task, files, mode="profile")
             out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + compile
+            print(f"cold profile {out['cold_profile_s']:.1f} s", file=sys.stderr, flush=True)
             assert first["status"] == "ok" and first["verdict"]["correct"], first
             walls, cands, verdicts = [], [], []
             for _ in range(a.repeats):
@@ -152,6 +157,8 @@ def main() -> int:
                 assert v["correct"], v["reason"]
                 cands.append(v["timings"]["candidate_ms"])
                 verdicts.append(v)
+                print(f"warm {walls[-1]:.2f} s cand {cands[-1]:.4f} ms reward {v['reward']} "
+                      f"iters {v['timings']['iterations']}", file=sys.stderr, flush=True)
         finally:
             client.close()
     out["warm_verify_profile_s"] = {"median": statistics.median(walls), "min": min(walls),

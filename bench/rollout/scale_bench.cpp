@@ -25,6 +25,7 @@
 #include "actors/run_driver.hpp"
 #include "actors/tool_executor.hpp"
 #include "messages/type_ids.hpp"
+#include "actors/log.hpp"
 #include "rollout/trajectory_store.hpp"
 
 using namespace caf_agent;
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   int turns = static_cast<int>(arg(argc, argv, 2, 150));
   int slots = static_cast<int>(arg(argc, argv, 3, 128));
   double policy_ms = arg(argc, argv, 4, 20), tool_ms = arg(argc, argv, 5, 5), eval_ms = arg(argc, argv, 6, 10);
+  set_log_level(log_level::quiet);
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::caf_agent>();
   caf::actor_system sys{cfg};
@@ -97,23 +99,20 @@ int main(int argc, char** argv) {
 
   auto t0 = std::chrono::steady_clock::now();
   caf::scoped_actor self{sys};
-  double sat_busy = 0, sat_time = 0, prev_busy = -1, prev_t = 0;
-  while (!finished) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  double sat_busy = 0, sat_slot = 0, jobs = 0, run_us = 0;
+  auto sample = [&] {
     self->request(pool, caf::infinite, atoms::stats::value)
         .receive(
             [&](std::map<std::string, double>& s) {
-              double now = s["uptime_us"];
-              bool saturated = s["queued"] + s["parked"] > 0;
-              if (prev_busy >= 0 && saturated) {
-                sat_busy += s["busy_integral_us"] - prev_busy;
-                sat_time += (now - prev_t) * slots;
-              }
-              prev_busy = s["busy_integral_us"];
-              prev_t = now;
+              sat_busy = s["saturated_busy_us"];
+              sat_slot = s["saturated_slot_us"];
+              jobs = s["jobs_done"];
+              run_us = s["run_us_total"];
             },
             [](caf::error&) {});
-  }
+  };
+  while (!finished) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  sample();
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto records = rollout::trajectory_store::read_all(store_dir);
   std::vector<uint32_t> overhead;
@@ -128,8 +127,10 @@ int main(int argc, char** argv) {
   };
   std::printf("episodes=%d records=%zu turns=%zu slots=%d wall_s=%.1f\n", episodes, records.size(),
               total_turns, slots, wall);
-  std::printf("slot_utilization_while_saturated=%.4f (saturated for %.1f s)\n",
-              sat_time > 0 ? sat_busy / sat_time : 0.0, sat_time / slots / 1e6);
+  std::printf("eval_jobs=%.0f slot_utilization_while_saturated=%.4f (work waiting for %.1f s of %.1f s)\n",
+              jobs, sat_slot > 0 ? sat_busy / sat_slot : 0.0, sat_slot / slots / 1e6, wall);
+  std::printf("slot_side_busy_fraction_of_wall=%.4f (sum of job run times / (slots x wall))\n",
+              run_us / (slots * wall * 1e6));
   std::printf("turn_overhead_ms p50=%.3f p90=%.3f p99=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99),
               pct(1.0));
   std::printf("peak_rss_mb=%ld\n", peak_rss_mb());
