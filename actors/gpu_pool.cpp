@@ -240,6 +240,9 @@ caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
   int32_t i = 0;
   for (auto& b : backends) {
     std::shared_ptr<slot_backend> shared{std::move(b)};
+    // On shutdown a slot may be blocked in a job for minutes: abort it so the
+    // node exits promptly (the job's episode is shutting down too).
+    mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
     auto slot = shared->blocking() ? sys.spawn<caf::detached>(slot_actor, shared, mgr, i)
                                    : sys.spawn(slot_actor, shared, mgr, i);
     // Slots live and die with their manager.

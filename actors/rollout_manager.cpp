@@ -48,7 +48,12 @@ void admit(manager_actor* self) {
     env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
-    st.running[id] = spawn_episode(self->system(), std::move(start), std::move(env));
+    auto ep = spawn_episode(self->system(), std::move(start), std::move(env));
+    // Rationale: episodes end normally on their own (a normal exit does not
+    // propagate); when the manager is shut down, the link takes its episodes too,
+    // instead of leaving them waiting on executors that are gone.
+    self->link_to(ep);
+    st.running[id] = ep;
   }
 }
 

@@ -86,12 +86,12 @@ void dispatch(driver_actor* self) {
   }
 }
 
-void on_node_lost(driver_actor* self, const node_lost& lost) {
+/// Records every outstanding episode of `node_id` (all nodes when empty) as aborted.
+void abort_outstanding(driver_actor* self, const std::string& node_id, const std::string& why) {
   auto& st = self->state;
-  st.managers.erase(lost.node_id);
   std::vector<uint64_t> ids;
   for (auto& [id, entry] : st.outstanding)
-    if (entry.first == lost.node_id) ids.push_back(id);
+    if (node_id.empty() || entry.first == node_id) ids.push_back(id);
   for (auto id : ids) {
     auto& start = st.outstanding.at(id).second;
     trajectory_record rec;
@@ -99,12 +99,18 @@ void on_node_lost(driver_actor* self, const node_lost& lost) {
     rec.attempt = start.attempt;
     rec.task_id = start.task.task_id;
     rec.mode = start.mode;
-    rec.node_id = lost.node_id;
+    rec.node_id = st.outstanding.at(id).first;
     rec.termination = "aborted";
-    rec.abort_reason = "rollout node " + lost.node_id + " lost (" + lost.reason + ")";
+    rec.abort_reason = why;
     rec.started_at_ms = rec.ended_at_ms = unix_ms();
     store_record(self, rec);
   }
+}
+
+void on_node_lost(driver_actor* self, const node_lost& lost) {
+  self->state.managers.erase(lost.node_id);
+  abort_outstanding(self, lost.node_id,
+                    "rollout node " + lost.node_id + " lost (" + lost.reason + ")");
 }
 
 caf::behavior driver(driver_actor* self, run_driver_options opts,
@@ -140,6 +146,14 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
       },
       [=](trajectory_record& rec) { store_record(self, rec); },
       [=](node_lost& lost) { on_node_lost(self, lost); },
+      [=](atoms::stop, const std::string& why) -> bool {
+        // Interrupted: episodes not yet started need no record; started ones get one.
+        self->state.plan.clear();
+        self->state.summary.planned = self->state.summary.recorded +
+                                      static_cast<int>(self->state.outstanding.size());
+        abort_outstanding(self, "", "run interrupted (" + why + ")");
+        return true;
+      },
       [=](atoms::stats) -> std::map<std::string, double> {
         auto& s = self->state;
         return {{"planned", double(s.summary.planned)}, {"recorded", double(s.summary.recorded)},

@@ -83,6 +83,7 @@ class worker_slot final : public slot_backend {
   }
   bool blocking() const override { return true; }
   void stop() override { worker_.stop(); }
+  void abort() override { worker_.abort(); }
   int worker_pid() const override { return worker_.pid(); }
 
  private:

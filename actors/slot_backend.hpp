@@ -32,6 +32,8 @@ class slot_backend {
   virtual void stop() {}
   /// The worker's pid (0 when none), for tests that kill it.
   virtual int worker_pid() const { return 0; }
+  /// Safe from any thread: makes a blocked run() return at once (shutdown).
+  virtual void abort() {}
 };
 
 /// Settings of a real worker slot.

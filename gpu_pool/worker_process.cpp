@@ -130,7 +130,13 @@ bool worker_process::running() const { return impl_ && impl_->child.valid() && i
 
 int worker_process::pid() const { return impl_ && impl_->child.valid() ? impl_->child.id() : 0; }
 
+void worker_process::abort() {
+  aborted_ = true;
+  if (int p = pid_.load(); p > 0) ::kill(p, SIGKILL);
+}
+
 std::optional<worker_failure> worker_process::start() {
+  if (aborted_) return worker_failure{worker_error_code::start_failed, "shutting down", false};
   if (auto err = cfg_.validate()) return worker_failure{worker_error_code::start_failed, *err, false};
   stop();
   int in_pipe[2], out_pipe[2];
@@ -168,6 +174,8 @@ std::optional<worker_failure> worker_process::start() {
     return worker_failure{worker_error_code::start_failed, std::string("spawn failed: ") + e.what(), false};
   }
   impl_ = std::move(p);
+  pid_ = impl_->child.id();
+  if (aborted_) ::kill(pid_, SIGKILL);  // abort() raced with this start
   worker_failure f;
   if (!call(ping_payload(), cfg_.start_timeout, &f)) {
     stop();
@@ -219,7 +227,7 @@ eval_outcome worker_process::evaluate(const eval_request& req, milliseconds dead
 worker_failure worker_process::fail_and_restart(worker_error_code code, std::string message) {
   stop();
   ++restarts_;
-  bool restarted = !start().has_value();
+  bool restarted = !aborted_ && !start().has_value();
   return {code, std::move(message), restarted};
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 /// gpu_pool/worker_process.hpp: owns one persistent Python eval worker (Boost.Process):
 /// spawn, request with a deadline, kill-and-restart on deadline or crash.
 
@@ -90,12 +91,18 @@ class worker_process {
   /// Stops the worker (shutdown request, then kill).
   void stop();
 
+  /// Safe from any thread: no more restarts, and the current worker is killed,
+  /// so an evaluate() blocked in another thread returns at once (shutdown).
+  void abort();
+
  private:
   struct impl;
   worker_failure fail_and_restart(worker_error_code code, std::string message);
   worker_config cfg_;
   std::unique_ptr<impl> impl_;
   int restarts_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<int> pid_{0};
 };
 
 }  // namespace caf_agent::gpu_pool

@@ -50,6 +50,12 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
     return 2;
   }
   latch.wait();
+  if (latch.reason() != "run finished") {
+    // Every started episode still gets its one record (aborted, with the reason).
+    caf::scoped_actor self{sys};
+    self->request(driver, std::chrono::seconds(10), atoms::stop::value, latch.reason())
+        .receive([](bool) {}, [](caf::error&) {});
+  }
   caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
   std::map<std::string, int> level_of;
   for (auto& t : tasks) level_of[t.task_id] = t.level;
