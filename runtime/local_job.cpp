@@ -13,6 +13,7 @@
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"
+#include "runtime/membership.hpp"
 #include "runtime/roles.hpp"
 
 namespace caf_agent::runtime {
@@ -26,27 +27,6 @@ std::string describe_counts(const std::map<std::string, int64_t>& counts) {
   std::string out;
   for (auto& [k, v] : counts) out += (out.empty() ? "" : ", ") + k + "=" + std::to_string(v);
   return out;
-}
-
-/// Registers one in-process role with the coordinator; returns "" or an error.
-std::string register_local(caf::actor_system& sys, caf::actor coord, const std::string& role,
-                           const role_actors& actors, const app_config& cfg, caf::actor& agent) {
-  messages::node_info info;
-  info.node_id = "local/" + make_node_id(role);
-  info.role = role;
-  info.host = host_name();
-  info.pid = static_cast<int32_t>(getpid());
-  info.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
-  info.gpus = count_gpus();
-  info.actor_counts = actors.counts;
-  info.started_at_ms = unix_ms();
-  auto done = std::make_shared<std::promise<std::string>>();
-  auto once = std::make_shared<std::once_flag>();
-  node_agent_events ev;
-  ev.registered = [=] { std::call_once(*once, [&] { done->set_value(""); }); };
-  ev.failed = [=](const std::string& why) { std::call_once(*once, [&] { done->set_value(why); }); };
-  agent = spawn_node_agent(sys, coord, info, cfg.cluster.connect_timeout_ms, ev);
-  return done->get_future().get();
 }
 
 }  // namespace
@@ -76,7 +56,9 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
     role_actors actors;
     auto err = start_role(sys, role, cfg, peers, actors);
     caf::actor agent;
-    if (err.empty()) err = register_local(sys, coord, role, actors, cfg, agent);
+    if (err.empty())
+      err = join_cluster(sys, coord, describe_node("local/" + make_node_id(role), role, actors.counts),
+                         cfg.cluster.connect_timeout_ms, {}, agent);
     started.push_back(std::move(actors));
     if (!err.empty()) {
       log_error("caf-agent", std::string{role} + ": " + err);

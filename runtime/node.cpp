@@ -15,57 +15,13 @@
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"
 #include "runtime/local_job.hpp"
+#include "runtime/membership.hpp"
 #include "runtime/process.hpp"
 #include "runtime/roles.hpp"
 
 namespace caf_agent::runtime {
 
 namespace {
-
-/// Joins the coordinator with a node agent; returns an error message or "".
-std::string join_cluster(caf::actor_system& sys, caf::actor coordinator,
-                         messages::node_info info, const app_config& cfg, exit_latch& latch,
-                         caf::actor& agent) {
-  auto joined = std::make_shared<std::promise<std::string>>();
-  auto once = std::make_shared<std::once_flag>();
-  node_agent_events ev;
-  ev.registered = [=] { std::call_once(*once, [&] { joined->set_value(""); }); };
-  ev.failed = [=, &latch](const std::string& why) {
-    bool first = false;
-    std::call_once(*once, [&] {
-      joined->set_value(why);
-      first = true;
-    });
-    if (!first) latch.trigger(3, why);  // lost the coordinator after joining
-  };
-  agent = spawn_node_agent(sys, coordinator, std::move(info), cfg.cluster.connect_timeout_ms, ev);
-  return joined->get_future().get();
-}
-
-void leave_cluster(caf::actor_system& sys, caf::actor agent, const std::string& reason) {
-  if (!agent) return;
-  caf::scoped_actor self{sys};
-  self->monitor(agent);
-  self->send(agent, atoms::stop::value, reason);
-  self->receive([](caf::down_msg&) {}, caf::after(std::chrono::seconds(5)) >> [] {});
-  // Rationale: the leave message travels asynchronously over BASP; give it a
-  // moment to be written before the middleman closes the connection.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-}
-
-messages::node_info describe(const std::string& node_id, const std::string& role,
-                             const role_actors& actors) {
-  messages::node_info info;
-  info.node_id = node_id;
-  info.role = role;
-  info.host = host_name();
-  info.pid = static_cast<int32_t>(getpid());
-  info.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
-  info.gpus = count_gpus();
-  info.actor_counts = actors.counts;
-  info.started_at_ms = unix_ms();
-  return info;
-}
 
 int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
   bool drive = opts.episodes.has_value() || opts.eval;
@@ -112,8 +68,9 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
   }
   auto node_id = make_node_id(role);
   caf::actor agent;
-  if (auto err = join_cluster(sys, coord.handle, describe(node_id, role, actors), cfg, latch,
-                              agent);
+  auto on_lost = [&latch](const std::string& why) { latch.trigger(3, why); };
+  if (auto err = join_cluster(sys, coord.handle, describe_node(node_id, role, actors.counts),
+                              cfg.cluster.connect_timeout_ms, on_lost, agent);
       !err.empty()) {
     log_error("caf-agent", err);
     stop_role(sys, actors);
