@@ -1,9 +1,11 @@
 #pragma once
 /// actors/tool_executor.hpp: the node's tool executors.
 ///
-/// A router actor owns the episodes' sandboxes and a bounded queue; N detached
-/// executor actors run the blocking tool calls (bubblewrap, file tools). A full
-/// queue is back-pressure: the reply waits.
+/// A router actor owns the episodes' sandboxes and a queue; N detached executor
+/// actors run the blocking tool calls (bubblewrap, file tools). The queue is
+/// bounded by the node's episodes (each has at most one call outstanding, and
+/// the rollout manager admits at most max_concurrent_episodes); a call that finds
+/// every executor busy waits for one: back-pressure, not an error.
 ///
 /// Protocol (to the router):
 ///   (atoms::open, uint64 episode, task_spec)  -> std::string   ("" or the error)
@@ -22,7 +24,6 @@ namespace caf_agent {
 /// Settings of a node's tool executors.
 struct tool_executor_options {
   int executors = 2;
-  size_t queue_capacity = 64;
   std::string mode = "sandbox";  ///< sandbox (real tools) or sim (latency only)
   double sim_latency_ms = 50;
   // sandbox mode:

@@ -61,7 +61,6 @@ void process_config::validate(section_reader& r) const {
 void rollout_config::read(section_reader& r) {
   r.read("max_concurrent_episodes", max_concurrent_episodes);
   r.read("tool_executors", tool_executors);
-  r.read("tool_queue_capacity", tool_queue_capacity);
   r.read("max_turns_train", max_turns_train);
   r.read("max_turns_eval", max_turns_eval);
   r.read("context_limit_tokens", context_limit_tokens);
@@ -77,7 +76,6 @@ void rollout_config::read(section_reader& r) {
 void rollout_config::validate(section_reader& r) const {
   require_positive(r, "max_concurrent_episodes", max_concurrent_episodes);
   require_positive(r, "tool_executors", tool_executors);
-  require_positive(r, "tool_queue_capacity", tool_queue_capacity);
   require_positive(r, "max_turns_train", max_turns_train);
   require_positive(r, "max_turns_eval", max_turns_eval);
   require_positive(r, "context_limit_tokens", context_limit_tokens);

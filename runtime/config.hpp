@@ -40,7 +40,6 @@ struct process_config {
 struct rollout_config {
   int32_t max_concurrent_episodes = 4;
   int32_t tool_executors = 2;
-  int32_t tool_queue_capacity = 64;
   int32_t max_turns_train = 150;
   int32_t max_turns_eval = 200;
   int64_t context_limit_tokens = 131072;

@@ -89,7 +89,6 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto& r = cfg.rollout;
   tool_executor_options t;
   t.executors = r.tool_executors;
-  t.queue_capacity = static_cast<size_t>(r.tool_queue_capacity);
   t.mode = cfg.policy.backend == "sim" ? "sim" : "sandbox";
   t.workspace_root = cfg.sandbox.workspace_root;
   t.template_dir = r.skills_dir + "/workspace";
