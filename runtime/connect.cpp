@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/coordinator.hpp"
 #include "actors/log.hpp"
 #include "runtime/node.hpp"
 
@@ -43,6 +44,20 @@ publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinato
   out.ok = true;
   out.port = *res;
   return out;
+}
+
+caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, const std::string& id,
+                             uint16_t& port) {
+  auto coord = spawn_coordinator(
+      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms});
+  auto pub = publish_coordinator(sys, coord, cfg.cluster.listen_host, cfg.cluster.port);
+  if (!pub.ok) {
+    log_error("caf-agent", pub.error);
+    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+    return {};
+  }
+  port = pub.port;
+  return coord;
 }
 
 connect_result connect_coordinator(caf::actor_system& sys, const std::string& address,

@@ -7,6 +7,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "runtime/config.hpp"
+
 namespace caf_agent::runtime {
 
 /// Outcome of publishing the coordinator.
@@ -19,6 +21,12 @@ struct publish_result {
 /// Publishes `coordinator` on host:port (port 0 = any free port).
 publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator,
                                    const std::string& host, int port);
+
+/// Spawns the coordinator actor as `id` and publishes it on [cluster] listen_host:port.
+/// Returns it and sets `port` to the bound port; on failure logs the one-line
+/// error, stops the actor and returns an invalid handle.
+caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, const std::string& id,
+                             uint16_t& port);
 
 /// Outcome of connecting to the coordinator.
 struct connect_result {

@@ -36,18 +36,13 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
   auto id = make_node_id("local");
-  auto coord = spawn_coordinator(
-      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms});
-  auto pub = publish_coordinator(sys, coord, cfg.cluster.listen_host, cfg.cluster.port);
-  if (!pub.ok) {
-    log_error("caf-agent", pub.error);
-    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
-    return 2;
-  }
+  uint16_t port = 0;
+  auto coord = start_coordinator(sys, cfg, id, port);
+  if (!coord) return 2;
   log_info("local", "coordinator listening on " + cfg.cluster.listen_host + ":" +
-                        std::to_string(pub.port) + " (inspect with: caf-agent --role inspector " +
+                        std::to_string(port) + " (inspect with: caf-agent --role inspector " +
                         "--coordinator " + cfg.cluster.listen_host + ":" +
-                        std::to_string(pub.port) + ")");
+                        std::to_string(port) + ")");
   std::map<std::string, caf::actor> peers{{"coordinator", coord}, {"local", coord}};
   std::vector<role_actors> started;
   std::vector<caf::actor> agents;

@@ -29,16 +29,11 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
   auto id = make_node_id("coordinator");
-  auto coord = spawn_coordinator(
-      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms});
-  auto port = publish_coordinator(sys, coord, cfg.cluster.listen_host, cfg.cluster.port);
-  if (!port.ok) {
-    log_error("caf-agent", port.error);
-    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
-    return 2;
-  }
+  uint16_t port = 0;
+  auto coord = start_coordinator(sys, cfg, id, port);
+  if (!coord) return 2;
   log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" +
-                              std::to_string(port.port) + " as " + id);
+                              std::to_string(port) + " as " + id);
   if (drive) {
     auto code = run_episodes(sys, opts, cfg, coord, latch);
     caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
