@@ -43,6 +43,7 @@ caf::behavior slot_actor(caf::stateful_actor<slot_state>* self, std::shared_ptr<
         auto t0 = now_us();
         auto reply = st.backend->run(req);
         reply.result.slot = "slot" + std::to_string(st.index);
+        if (!reply.notice.empty()) log_error("gpu-pool", reply.result.slot + ": " + reply.notice);
         if (reply.delay.count() > 0) {
           reply.result.run_us = reply.delay.count();
           self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result,

@@ -60,6 +60,8 @@ class worker_slot final : public slot_backend {
     w.device = opts_.device;
     auto deadline = std::chrono::milliseconds(req.deadline_ms > 0 ? req.deadline_ms : opts_.deadline_ms);
     auto outcome = worker_.evaluate(w, deadline);
+    if (!outcome.died_while_idle.empty())
+      out.notice = "eval " + outcome.died_while_idle + "; restarted it before job " + w.job_id;
     if (outcome.response && !outcome.response->infra_error) {
       fill_from_verdict(out.result, outcome.response->result, req.mode);
     } else if (outcome.response) {

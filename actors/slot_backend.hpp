@@ -18,6 +18,7 @@ struct slot_reply {
   messages::eval_result result;
   std::chrono::microseconds delay{0};
   bool infra_failure = false;  ///< counts towards the slot's quarantine
+  std::string notice;          ///< something the pool should log (a worker restarted while idle)
 };
 
 /// One slot's executor.

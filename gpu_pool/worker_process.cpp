@@ -212,16 +212,22 @@ std::optional<std::string> worker_process::call(const std::string& payload, mill
 }
 
 eval_outcome worker_process::evaluate(const eval_request& req, milliseconds deadline) {
+  std::string died_while_idle;
   if (!running()) {
-    if (auto f = start()) return {std::nullopt, *f};
+    if (impl_ && impl_->child.valid()) {  // it was started and has ended since
+      died_while_idle = "worker " + describe_exit(impl_->child.native_exit_code()) + " while idle";
+      stop();
+      ++restarts_;
+    }
+    if (auto f = start()) return {std::nullopt, *f, died_while_idle};
   }
   worker_failure f;
   auto payload = call(encode_request(req), deadline, &f);
-  if (!payload) return {std::nullopt, f};
+  if (!payload) return {std::nullopt, f, died_while_idle};
   std::string error;
   auto resp = decode_response(*payload, &error);
-  if (!resp) return {std::nullopt, fail_and_restart(worker_error_code::protocol_error, error)};
-  return {std::move(resp), std::nullopt};
+  if (!resp) return {std::nullopt, fail_and_restart(worker_error_code::protocol_error, error), died_while_idle};
+  return {std::move(resp), std::nullopt, died_while_idle};
 }
 
 worker_failure worker_process::fail_and_restart(worker_error_code code, std::string message) {

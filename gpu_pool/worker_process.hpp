@@ -58,6 +58,9 @@ struct worker_failure {
 struct eval_outcome {
   std::optional<eval_response> response;  ///< set on success
   std::optional<worker_failure> failure;  ///< set on failure
+  /// Set when the worker had died between jobs (operator, OOM killer) and was
+  /// restarted before this job: how it ended. The job itself ran normally.
+  std::string died_while_idle;
 };
 
 /// A failed verdict describing a submission-fault failure (crash or timeout).

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
+
+#include <signal.h>
 
 namespace gp = caf_agent::gpu_pool;
 using namespace std::chrono_literals;
@@ -156,4 +159,22 @@ TEST(worker_process, deadline_kills_and_restarts_a_hung_worker) {
   EXPECT_TRUE(f.restarted);
   EXPECT_EQ(w.restarts(), 1);
   EXPECT_TRUE(w.running());
+}
+
+TEST(worker_process, worker_killed_while_idle_is_reported_and_replaced) {
+  auto c = config(false);
+  if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  gp::worker_process w(*c);
+  ASSERT_FALSE(w.start());
+  const int first_pid = w.pid();
+  ASSERT_EQ(::kill(first_pid, SIGKILL), 0);
+  for (int i = 0; i < 100 && w.running(); ++i) std::this_thread::sleep_for(20ms);
+  auto out = w.evaluate(request("return x.t().contiguous()"), 300s);
+  EXPECT_NE(out.died_while_idle.find("killed by signal 9"), std::string::npos) << out.died_while_idle;
+  ASSERT_TRUE(out.response) << (out.failure ? out.failure->message : "");
+  EXPECT_TRUE(out.response->result.correct) << out.response->result.reason;
+  EXPECT_NE(w.pid(), first_pid);
+  EXPECT_EQ(w.restarts(), 1);
+  auto again = w.evaluate(request("return x.t().contiguous()"), 300s);
+  EXPECT_TRUE(again.died_while_idle.empty());
 }
