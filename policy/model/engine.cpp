@@ -115,8 +115,8 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
   return std::unique_ptr<generation_engine>(new generation_engine(std::move(state)));
 }
 
-result<uint64_t> generation_engine::submit(generation_request request) {
-  auto& s = *impl_;
+status generation_engine::check(const generation_request& request) const {
+  const auto& s = *impl_;
   const int64_t vocab = s.model.config().vocab_size;
   if (request.prompt.empty()) return fail("request: the prompt is empty");
   if (static_cast<int64_t>(request.prompt.size()) >= s.context)
@@ -132,6 +132,12 @@ result<uint64_t> generation_engine::submit(generation_request request) {
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return fail("request: temperature must be >= 0");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return fail("request: top_p must be in (0, 1]");
   if (p.top_k < 0) return fail("request: top_k must be >= 0");
+  return {};
+}
+
+result<uint64_t> generation_engine::submit(generation_request request) {
+  auto& s = *impl_;
+  if (auto valid = check(request); !valid) return valid.error();
   if (s.waiting.size() >= static_cast<size_t>(s.options.max_waiting))
     return fail("request: engine busy, " + std::to_string(s.waiting.size()) + " requests waiting (retry after step())");
   sequence seq;

@@ -46,6 +46,9 @@ class generation_engine {
   generation_engine(const generation_engine&) = delete;
   generation_engine& operator=(const generation_engine&) = delete;
 
+  /// Checks a request without queueing it (const: safe beside other threads' const calls):
+  /// empty or too long prompt, token ids outside the vocabulary, bad sampling parameters.
+  status check(const generation_request& request) const;
   /// Queues a request and returns its id; fails for an empty or too long prompt, token ids
   /// outside the vocabulary, bad sampling parameters, or a full waiting queue.
   result<uint64_t> submit(generation_request request);

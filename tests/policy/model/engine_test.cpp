@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include <ATen/ATen.h>
 
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
+#include "policy/model/engine_service.hpp"
 
 namespace fs = std::filesystem;
 using namespace caf_agent::policy;
@@ -139,8 +143,12 @@ TEST(sampling, a_seed_reproduces_tokens_whatever_else_is_in_the_batch) {
   auto done = engine->run_until_idle();
   ASSERT_TRUE(done);
   for (const auto& res : done.value()) {
-    if (res.id == id) EXPECT_EQ(res.tokens, alone);
-    if (res.id == 1) EXPECT_NE(res.tokens, alone);  // a different seed draws differently
+    if (res.id == id) {
+      EXPECT_EQ(res.tokens, alone);
+    }
+    if (res.id == 1) {
+      EXPECT_NE(res.tokens, alone);  // a different seed draws differently
+    }
   }
 }
 
@@ -211,4 +219,115 @@ TEST(engine, weight_swap_happens_at_a_step_boundary) {
     }
   }
   EXPECT_FALSE(engine->load_weights(model_b, 0));  // older than the current version
+}
+
+// -- engine_service: the engine on its own thread ---------------------------
+
+namespace {
+
+struct collected {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::map<int, generation_result> results;
+  std::map<int, std::string> errors;
+  void add(int key, generation_result r, std::string error) {
+    std::lock_guard lock(mtx);
+    if (error.empty()) results[key] = std::move(r);
+    else errors[key] = std::move(error);
+    cv.notify_all();
+  }
+  bool wait_for(size_t n) {
+    std::unique_lock lock(mtx);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return results.size() + errors.size() >= n; });
+  }
+};
+
+std::unique_ptr<engine_service> open_service(const std::string& dir, int32_t max_batch, int32_t max_queued) {
+  service_options o;
+  o.engine.model_dir = dir;
+  o.engine.max_batch = max_batch;
+  o.max_queued = max_queued;
+  auto s = engine_service::open(o);
+  EXPECT_TRUE(s) << (s ? "" : s.error().message);
+  return std::move(s.value());
+}
+
+}  // namespace
+
+TEST(engine_service, requests_from_many_threads_are_batched_and_match_running_alone) {
+  auto service = open_service(model_a(), 4, 64);
+  collected got;
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        const int key = t * 3 + i;
+        auto st = service->submit(greedy({key + 1, 7, 3}, 6 + key % 4),
+                                  [&got, key](generation_result r, std::string e) { got.add(key, std::move(r), std::move(e)); });
+        EXPECT_TRUE(st) << st.error().message;
+      }
+    });
+  for (auto& c : callers) c.join();
+  ASSERT_TRUE(got.wait_for(12));
+  EXPECT_TRUE(got.errors.empty());
+  for (int key = 0; key < 12; ++key)
+    EXPECT_EQ(got.results[key].tokens, run_alone(model_a(), greedy({key + 1, 7, 3}, 6 + key % 4))) << key;
+  auto stats = service->stats();
+  EXPECT_EQ(stats.submitted, 12u);
+  EXPECT_EQ(stats.completed, 12u);
+  EXPECT_EQ(stats.outstanding, 0);
+  EXPECT_GT(stats.batch_rows_total, stats.steps);  // more than one sequence per step on average
+}
+
+TEST(engine_service, a_full_queue_and_bad_requests_are_refused_without_a_callback) {
+  auto service = open_service(model_a(), 1, 2);
+  collected got;
+  auto cb = [&got](int key) {
+    return [&got, key](generation_result r, std::string e) { got.add(key, std::move(r), std::move(e)); };
+  };
+  ASSERT_TRUE(service->submit(greedy({1, 2}, 40), cb(0)));
+  ASSERT_TRUE(service->submit(greedy({3, 4}, 40), cb(1)));
+  auto busy = service->submit(greedy({5}, 4), cb(2));
+  ASSERT_FALSE(busy);
+  EXPECT_NE(busy.error().message.find("busy"), std::string::npos) << busy.error().message;
+  auto bad = service->submit(greedy({1, 100000}, 4), cb(3));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("vocabulary"), std::string::npos) << bad.error().message;
+  ASSERT_TRUE(got.wait_for(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(got.results.size(), 2u);
+  EXPECT_EQ(got.errors.size(), 0u);
+  EXPECT_EQ(service->stats().rejected, 2u);
+  EXPECT_TRUE(service->submit(greedy({5}, 4), cb(4)));  // room again
+  ASSERT_TRUE(got.wait_for(3));
+}
+
+TEST(engine_service, stopping_answers_every_outstanding_request) {
+  collected got;
+  {
+    auto service = open_service(model_a(), 1, 16);
+    for (int key = 0; key < 6; ++key)
+      ASSERT_TRUE(service->submit(greedy({key + 1}, 50), [&got, key](generation_result r, std::string e) {
+        got.add(key, std::move(r), std::move(e));
+      }));
+  }  // destroyed with requests queued and running
+  ASSERT_TRUE(got.wait_for(6));
+  EXPECT_GE(got.errors.size(), 1u);
+  for (const auto& [key, error] : got.errors) EXPECT_EQ(error, "engine service stopped") << key;
+}
+
+TEST(engine_service, published_weights_apply_to_later_requests) {
+  static const std::string model_b = make_model("svc_b", 2);
+  auto service = open_service(model_a(), 2, 8);
+  collected got;
+  ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(0, std::move(r), std::move(e)); }));
+  ASSERT_TRUE(got.wait_for(1));
+  ASSERT_TRUE(service->load_weights(model_b, 3));
+  EXPECT_EQ(service->policy_version(), 3u);
+  ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(1, std::move(r), std::move(e)); }));
+  ASSERT_TRUE(got.wait_for(2));
+  EXPECT_EQ(got.results[0].policy_version, 0u);
+  EXPECT_EQ(got.results[0].tokens, run_alone(model_a(), greedy({9, 9}, 4)));
+  EXPECT_EQ(got.results[1].policy_version, 3u);
+  EXPECT_EQ(got.results[1].tokens, run_alone(model_b, greedy({9, 9}, 4)));
 }
