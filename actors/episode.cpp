@@ -1,6 +1,7 @@
 // actors/episode.cpp: see episode.hpp.
 #include "actors/episode.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 
@@ -55,6 +56,13 @@ void send_record(episode_actor* self) {
   auto& st = self->state;
   auto& r = st.rec;
   r.turns = st.conv ? st.conv->turns() : 0;
+  if (st.conv && st.conv->token_mode()) {
+    st.conv->close_tokens();
+    r.tokens = st.conv->tokens();
+    r.loss_mask = st.conv->loss_mask();
+    r.logprobs = st.conv->token_logprobs();
+    r.turn_starts = st.conv->assistant_turn_starts();
+  }
   if (st.conv) {
     r.turn_texts = st.conv->assistant_texts();
     r.observations = st.conv->observations();
@@ -195,11 +203,19 @@ void on_completion(episode_actor* self, completion& c) {
   auto& st = self->state;
   if (c.finish_reason == "error") return abort_episode(self, "policy backend failed: " + c.error);
   st.rec.policy_versions.push_back(c.policy_version);
-  st.rec.turn_starts.push_back(static_cast<uint32_t>(st.rec.tokens.size()));
-  st.rec.tokens.insert(st.rec.tokens.end(), c.tokens.begin(), c.tokens.end());
-  st.rec.logprobs.insert(st.rec.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
-  st.rec.loss_mask.insert(st.rec.loss_mask.end(), c.tokens.size(), 1);
-  auto actions = st.conv->on_assistant(c.text);
+  std::vector<rollout::action> actions;
+  if (st.conv->token_mode()) {
+    if (c.tokens.empty()) return abort_episode(self, "policy backend returned no tokens");
+    actions = st.conv->on_sampled(c.tokens, c.logprobs);
+    if (!st.conv->token_error().empty()) return abort_episode(self, "tokens: " + st.conv->token_error());
+  } else {
+    // Text backends: the record keeps whatever tokens the backend reported, sampled only.
+    st.rec.turn_starts.push_back(static_cast<uint32_t>(st.rec.tokens.size()));
+    st.rec.tokens.insert(st.rec.tokens.end(), c.tokens.begin(), c.tokens.end());
+    st.rec.logprobs.insert(st.rec.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+    st.rec.loss_mask.insert(st.rec.loss_mask.end(), c.tokens.size(), 1);
+    actions = st.conv->on_assistant(c.text);
+  }
   if (actions.empty()) return final_eval(self, "finished");
   st.actions.assign(std::make_move_iterator(actions.begin()), std::make_move_iterator(actions.end()));
   next_action(self);
@@ -219,6 +235,15 @@ void next_turn(episode_actor* self) {
   req.task_id = st.start.task.task_id;
   req.turn = st.conv->turns();
   if (st.env.render_prompt) req.prompt_text = st.conv->prompt_text();
+  req.sampling = st.env.sampling;
+  if (st.conv->token_mode()) {
+    req.prompt_tokens = st.conv->prompt_tokens();
+    if (!st.conv->token_error().empty()) return abort_episode(self, "tokens: " + st.conv->token_error());
+    const auto room = st.env.context_limit_tokens - static_cast<int64_t>(req.prompt_tokens.size());
+    if (room <= 0) return final_eval(self, "context_limit");
+    req.sampling.max_new_tokens =
+        static_cast<int32_t>(std::min<int64_t>(req.sampling.max_new_tokens, room));
+  }
   auto started = steady::now();
   self->request(st.env.policy, ms(st.env.policy_timeout_ms), std::move(req))
       .then(
@@ -265,7 +290,7 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
   st.rec.started_at_ms = unix_ms();
   rollout::conversation_limits limits{env.context_limit_tokens, env.observation_limit_bytes};
   st.conv = std::make_unique<rollout::conversation>(env.system_text, rollout::task_prompt(start.task),
-                                                    env.tool_schemas, limits);
+                                                    env.tool_schemas, limits, env.tokenizer.get());
   st.start = std::move(start);
   st.env = std::move(env);
   self->request(st.env.tools, ms(120000), atoms::open::value, st.start.episode_id, st.start.task)
@@ -273,6 +298,8 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
           [=](std::string& error) {
             if (!error.empty()) return abort_episode(self, "workspace: " + error);
             self->state.workspace_open = true;
+            if (!self->state.conv->token_error().empty())
+              return abort_episode(self, "tokens: " + self->state.conv->token_error());
             next_turn(self);
           },
           [=](caf::error& err) {

@@ -7,13 +7,16 @@
 /// sandbox failure, lost GPU pool) produces that one record.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include "messages/episode.hpp"
+#include "messages/policy.hpp"
 #include "policy/text/json.hpp"
+#include "policy/text/tokenizer.hpp"
 
 namespace caf_agent {
 
@@ -31,6 +34,10 @@ struct episode_env {
   int64_t policy_timeout_ms = 120000;
   int64_t eval_timeout_ms = 600000;
   bool render_prompt = false;    ///< text backends that need the whole prompt
+  /// Token-level backends (libtorch): episodes keep the exact token sequence
+  /// with this tokenizer and send it as prompt_tokens. Null: text mode.
+  std::shared_ptr<const policy::tokenizer> tokenizer;
+  messages::sampling_params sampling;  ///< sent with every generate_request
 };
 
 /// Spawns the episode; it starts at once.

@@ -6,12 +6,83 @@
 namespace caf_agent::rollout {
 
 conversation::conversation(std::string system_text, std::string task_text,
-                           policy::json_array tools, conversation_limits limits)
-    : tools_(std::move(tools)), limits_(limits) {
+                           policy::json_array tools, conversation_limits limits,
+                           const policy::tokenizer* tok)
+    : tools_(std::move(tools)), limits_(limits), tok_(tok) {
   approx_chars_ = static_cast<int64_t>(system_text.size() + task_text.size());
   for (auto& t : tools_) approx_chars_ += static_cast<int64_t>(policy::dump_json(t).size());
   messages_.push_back({"system", std::move(system_text), {}});
   messages_.push_back({"user", std::move(task_text), {}});
+  if (!tok_) return;
+  auto session = policy::chat_session::start(*tok_, messages_, tools_, fmt_);
+  if (!session) {
+    token_error_ = session.error().message;
+    return;
+  }
+  session_ = std::make_unique<policy::chat_session>(std::move(session.value()));
+  logprobs_.assign(session_->tokens().size(), 0.0f);
+}
+
+int64_t conversation::context_tokens() const {
+  if (!session_) return approx_chars_ / 4;
+  int64_t pending = 0;
+  for (auto& m : pending_obs_) pending += static_cast<int64_t>(m.content.size()) / 4;
+  return static_cast<int64_t>(session_->tokens().size()) + pending;
+}
+
+const std::vector<int32_t>& conversation::prompt_tokens() {
+  static const std::vector<int32_t> none;
+  if (!session_) return none;
+  if (!session_->awaiting_assistant()) {
+    if (auto st = session_->append_observation(pending_obs_); !st) token_error_ = st.error().message;
+    pending_obs_.clear();
+    logprobs_.resize(session_->tokens().size(), 0.0f);
+  }
+  return session_->tokens();
+}
+
+std::vector<action> conversation::on_sampled(const std::vector<int32_t>& tokens,
+                                             const std::vector<float>& logprobs) {
+  if (!session_) return on_assistant(std::string{});
+  const size_t begin = session_->tokens().size();
+  if (auto st = session_->append_sampled(tokens); !st) token_error_ = st.error().message;
+  logprobs_.resize(session_->tokens().size(), 0.0f);
+  for (size_t i = 0; i < tokens.size() && i < logprobs.size() && begin + i < logprobs_.size(); ++i)
+    logprobs_[begin + i] = logprobs[i];
+  // The text the parser sees stops before the end-of-turn token.
+  std::span<const int32_t> body(tokens);
+  if (!body.empty() && body.back() == session_->im_end_id()) body = body.first(body.size() - 1);
+  return on_assistant(tok_->decode(body));
+}
+
+void conversation::close_tokens() {
+  if (session_ && !session_->awaiting_assistant()) {
+    if (pending_obs_.empty()) {
+      (void) session_->close();
+    } else {  // the turn limit cut in after tool calls: keep their observations
+      (void) session_->append_observation(pending_obs_);
+      pending_obs_.clear();
+    }
+    logprobs_.resize(session_->tokens().size(), 0.0f);
+  }
+}
+
+const std::vector<int32_t>& conversation::tokens() const {
+  static const std::vector<int32_t> none;
+  return session_ ? session_->tokens() : none;
+}
+
+const std::vector<uint8_t>& conversation::loss_mask() const {
+  static const std::vector<uint8_t> none;
+  return session_ ? session_->loss_mask() : none;
+}
+
+std::vector<uint32_t> conversation::assistant_turn_starts() const {
+  std::vector<uint32_t> out;
+  if (!session_) return out;
+  for (auto& span : session_->turns())
+    if (span.kind == policy::turn_kind::assistant) out.push_back(static_cast<uint32_t>(span.begin));
+  return out;
 }
 
 std::optional<std::string> conversation::eval_command(const std::string& command) {
@@ -62,6 +133,7 @@ void conversation::add_observation(const std::string& call_id, const std::string
   (void) call_id;
   auto text = truncate(output, static_cast<size_t>(limits_.observation_limit_bytes));
   approx_chars_ += static_cast<int64_t>(text.size());
+  if (session_) pending_obs_.push_back({"tool", text, {}});
   messages_.push_back({"tool", std::move(text), {}});
 }
 

@@ -11,8 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "policy/text/chat_format.hpp"
+#include "policy/text/chat_session.hpp"
 #include "policy/text/json.hpp"
+#include "policy/text/tokenizer.hpp"
 
 namespace caf_agent::rollout {
 
@@ -32,12 +36,18 @@ struct conversation_limits {
 };
 
 /// An episode's transcript.
+///
+/// Text mode (no tokenizer): backends get the rendered prompt text. Token mode
+/// (a tokenizer, for token-level backends such as libtorch): the conversation
+/// also keeps the exact token sequence in a policy::chat_session, so the record
+/// holds the tokens the sampler saw and produced, never a re-tokenization.
 class conversation {
  public:
   /// `system_text` is SKILL.md (and anything else the agent must know);
-  /// `task_text` the user message; `tools` the tool schemas.
+  /// `task_text` the user message; `tools` the tool schemas. With `tok` the
+  /// conversation runs in token mode; token_error() says if that failed.
   conversation(std::string system_text, std::string task_text, policy::json_array tools,
-               conversation_limits limits);
+               conversation_limits limits, const policy::tokenizer* tok = nullptr);
 
   /// Adds the assistant's turn and returns the actions its tool calls ask for.
   /// No actions means the agent gave its final answer.
@@ -49,8 +59,29 @@ class conversation {
   /// The whole conversation in the chat format, ending with the generation prompt.
   std::string prompt_text() const;
 
-  /// Estimated context size in tokens (exact counts come from a tokenizer).
-  int64_t context_tokens() const { return approx_chars_ / 4; }
+  /// Context size in tokens: exact in token mode, else estimated (4 bytes per token).
+  int64_t context_tokens() const;
+
+  // -- token mode -----------------------------------------------------------
+
+  /// True when a tokenizer was given.
+  bool token_mode() const { return session_ != nullptr || !token_error_.empty(); }
+  /// Why token mode could not start or continue (empty when fine).
+  const std::string& token_error() const { return token_error_; }
+  /// The whole token sequence ending with the generation prompt; appends the
+  /// observations added since the last assistant turn first.
+  const std::vector<int32_t>& prompt_tokens();
+  /// Adds sampled tokens verbatim (with the sampler's logprobs), decodes them
+  /// into the assistant text and returns its actions like on_assistant().
+  std::vector<action> on_sampled(const std::vector<int32_t>& tokens, const std::vector<float>& logprobs);
+  /// Ends the token sequence (after the final assistant turn). Harmless twice.
+  void close_tokens();
+  /// Token mode: every token so far, 1 on sampled tokens, the sampler's logprob
+  /// per token (0 where not sampled), and where each assistant turn starts.
+  const std::vector<int32_t>& tokens() const;
+  const std::vector<uint8_t>& loss_mask() const;
+  const std::vector<float>& token_logprobs() const { return logprobs_; }
+  std::vector<uint32_t> assistant_turn_starts() const;
 
   /// True when the next turn would not fit the context limit.
   bool context_exhausted() const { return context_tokens() >= limits_.context_limit_tokens; }
@@ -82,6 +113,12 @@ class conversation {
   int64_t approx_chars_ = 0;
   int32_t malformed_ = 0;
   int32_t turns_ = 0;
+  // Token mode.
+  std::unique_ptr<policy::chat_session> session_;
+  const policy::tokenizer* tok_ = nullptr;
+  std::vector<policy::chat_message> pending_obs_;
+  std::vector<float> logprobs_;
+  std::string token_error_;
 };
 
 }  // namespace caf_agent::rollout

@@ -131,8 +131,18 @@ void policy_config::read(section_reader& r) {
   r.read("temperature", temperature);
   r.read("top_p", top_p);
   r.read("max_new_tokens", max_new_tokens);
+  r.read("top_k", top_k);
+  r.read("seed", seed);
   r.read("max_batch", max_batch);
+  r.read("max_context", max_context);
+  r.read("device", device);
+  r.read("dtype", dtype);
   r.read("request_timeout_ms", request_timeout_ms);
+  r.read("max_retries", max_retries);
+  r.read("concurrency", concurrency);
+  r.read("api_key_env", api_key_env);
+  r.read("serve_host", serve_host);
+  r.read("serve_port", serve_port);
   r.read("sim_latency_ms_mean", sim_latency_ms_mean);
   r.read("sim_eval_ms_mean", sim_eval_ms_mean);
 }
@@ -150,6 +160,14 @@ void policy_config::validate(section_reader& r) const {
   require_positive(r, "max_new_tokens", max_new_tokens);
   require_positive(r, "max_batch", max_batch);
   require_positive(r, "request_timeout_ms", request_timeout_ms);
+  require_positive(r, "concurrency", concurrency);
+  if (top_k < 0) r.error("top_k", "must be >= 0");
+  if (max_context < 0) r.error("max_context", "must be >= 0 (0: from the model)");
+  if (max_retries < 0) r.error("max_retries", "must be >= 0");
+  if (serve_port < 0 || serve_port > 65535) r.error("serve_port", "must be in [0, 65535]");
+  require_one_of(r, "dtype", dtype, {"float32", "bfloat16", "float16"});
+  if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+    r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
 }
 
 void learner_config::read(section_reader& r) {

@@ -89,8 +89,18 @@ struct policy_config {
   double temperature = 1.0;
   double top_p = 1.0;
   int32_t max_new_tokens = 2048;
-  int32_t max_batch = 64;
+  int32_t top_k = 0;                ///< 0 = off
+  uint64_t seed = 0;                ///< base seed of every request (reproducible runs)
+  int32_t max_batch = 64;           ///< libtorch: sequences decoded together
+  int32_t max_context = 0;          ///< libtorch: tokens per sequence; 0 = the model's (capped at 4096)
+  std::string device = "cpu";       ///< libtorch: cpu, cuda, cuda:N
+  std::string dtype = "float32";    ///< libtorch: float32, bfloat16, float16
   int64_t request_timeout_ms = 120000;
+  int32_t max_retries = 2;          ///< openai: retries of a failed request (connection, 429, 5xx)
+  int32_t concurrency = 16;         ///< openai: requests in flight per node
+  std::string api_key_env;          ///< openai: environment variable holding the API key ("" = none)
+  std::string serve_host = "127.0.0.1"; ///< inference role: OpenAI-compatible HTTP endpoint
+  int32_t serve_port = 8000;        ///< inference role: 0 = any free port
   double sim_latency_ms_mean = 200;   ///< sim: mean policy latency per turn
   double sim_eval_ms_mean = 2000;     ///< sim: mean eval latency
   void read(section_reader& r);

@@ -17,6 +17,11 @@
 #include "runtime/process.hpp"
 #include "sandbox/episode_sandbox.hpp"
 
+#ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
+#include "actors/engine_policy_server.hpp"
+#include "policy/model/engine_service.hpp"
+#endif
+
 namespace caf_agent::runtime {
 
 namespace fs = std::filesystem;
@@ -76,16 +81,68 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
     return rollout::make_sim_policy(o);
   }
   if (p.backend == "replay") return rollout::make_replay_policy(p.replay_path, 0, error);
-  error = "policy.backend '" + p.backend + "' is not available in this build yet "
-          "(use replay or sim)";
+  error = "policy.backend '" + p.backend + "' is not available in this build";
   return nullptr;
+}
+
+/// A node's policy server and what episodes need to talk to it.
+struct policy_endpoint {
+  caf::actor server;
+  std::shared_ptr<const policy::tokenizer> tokenizer;  ///< token-level backends only
+  int64_t context_limit = 0;                           ///< 0: no limit beyond the config's
+  std::string description;
+};
+
+std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_endpoint& out) {
+  auto& p = cfg.policy;
+  if (p.backend == "libtorch") {
+#ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
+    auto tok = policy::tokenizer::from_file((fs::path{p.model_dir} / "tokenizer.json").string());
+    if (!tok) return "policy.model_dir: " + tok.error().message;
+    auto im_end = tok.value().token_to_id("<|im_end|>");
+    if (!im_end) return "policy.model_dir: the tokenizer has no <|im_end|> token (the chat format needs it)";
+    policy::service_options o;
+    o.engine.model_dir = p.model_dir;
+    o.engine.device = p.device;
+    o.engine.dtype = p.dtype;
+    o.engine.max_batch = p.max_batch;
+    o.engine.max_context = p.max_context;
+    o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
+    auto engine = policy::engine_service::open(o);
+    if (!engine) return "policy.model_dir: " + engine.error().message;
+    std::shared_ptr<policy::engine_service> service = std::move(engine.value());
+    out.tokenizer = std::make_shared<const policy::tokenizer>(std::move(tok.value()));
+    out.context_limit = service->max_context();
+    out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + p.dtype + ", batch " +
+                      std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")";
+    out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end);
+    return {};
+#else
+    return "policy.backend 'libtorch' needs a build with LibTorch (CAF_AGENT_WITH_TORCH=ON)";
+#endif
+  }
+  std::string error;
+  auto backend = make_backend(cfg, error);
+  if (!backend) return error;
+  out.description = backend->name();
+  out.server = spawn_policy_server(sys, backend);
+  return {};
+}
+
+messages::sampling_params sampling_of(const policy_config& p) {
+  messages::sampling_params s;
+  s.temperature = static_cast<float>(p.temperature);
+  s.top_p = static_cast<float>(p.top_p);
+  s.top_k = p.top_k;
+  s.max_new_tokens = p.max_new_tokens;
+  s.seed = p.seed;
+  return s;
 }
 
 std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
                           const std::map<std::string, caf::actor>& peers, role_actors& out) {
-  std::string error;
-  auto backend = make_backend(cfg, error);
-  if (!backend) return error;
+  policy_endpoint pol;
+  if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
   auto& r = cfg.rollout;
   tool_executor_options t;
   t.executors = r.tool_executors;
@@ -103,7 +160,8 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
     t.path_env = (venv / "bin").string() + ":/usr/local/bin:/usr/bin:/bin";
   }
   auto tools = spawn_tool_executors(sys, t);
-  auto policy = spawn_policy_server(sys, backend);
+  auto policy = pol.server;
+  log_info("rollout", "policy: " + pol.description);
   rollout_manager_options m;
   m.max_concurrent = r.max_concurrent_episodes;
   m.node_id = node_id;
@@ -114,7 +172,10 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.env.system_text = read_text(fs::path{r.skills_dir} / "workspace" / "SKILL.md");
   auto schemas = policy::parse_json(sandbox::episode_sandbox::tool_schemas().dump());
   if (schemas && schemas->is_array()) m.env.tool_schemas = schemas->as_array();
-  m.env.context_limit_tokens = r.context_limit_tokens;
+  m.env.context_limit_tokens = pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit)
+                                                     : r.context_limit_tokens;
+  m.env.tokenizer = pol.tokenizer;
+  m.env.sampling = sampling_of(cfg.policy);
   m.env.observation_limit_bytes = r.observation_limit_bytes;
   m.env.policy_timeout_ms = cfg.policy.request_timeout_ms;
   m.env.eval_timeout_ms = cfg.gpu_pool.job_deadline_s * 1000 * 4;
@@ -137,12 +198,11 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
   if (role == "gpu-pool") return start_gpu_pool(sys, cfg, node_id, peers, out);
   if (role == "rollout") return start_rollout(sys, cfg, node_id, peers, out);
   if (role == "inference") {
-    std::string error;
-    auto backend = make_backend(cfg, error);
-    if (!backend) return error;
-    auto server = spawn_policy_server(sys, backend);
-    out.actors.push_back(server);
-    out.named["policy"] = server;
+    policy_endpoint pol;
+    if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
+    log_info("inference", "policy: " + pol.description);
+    out.actors.push_back(pol.server);
+    out.named["policy"] = pol.server;
     out.counts["policy_server"] = 1;
     return {};
   }

@@ -76,7 +76,8 @@ def main(argv=None):
         save_file(tensors, weights, metadata={"format": "pt"})
     if args.tokenizer:
         for name in TOKENIZER_FILES:
-            if (args.tokenizer / name).exists():
+            src, dst = args.tokenizer / name, args.out / name
+            if src.exists() and not (dst.exists() and src.samefile(dst)):
                 shutil.copy(args.tokenizer / name, args.out / name)
     print(f"wrote {args.out} (vocab {vocab}, hidden {args.hidden}, layers {args.layers})")
 

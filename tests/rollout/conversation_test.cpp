@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "rollout/conversation.hpp"
 #include "rollout/eval_report.hpp"
@@ -134,4 +135,77 @@ TEST(policy_backends, sim_policy_scripts_tool_calls_and_latency) {
   EXPECT_GE(evals, 1);
   req.turn = 19;
   EXPECT_TRUE(make().on_assistant(p->generate(req).completion.text).empty());
+}
+
+// -- token mode ---------------------------------------------------------------
+
+namespace {
+
+std::optional<policy::tokenizer> tiny_tokenizer() {
+  std::string dir;
+  if (const char* m = std::getenv("CAF_AGENT_TINY_MODEL")) dir = m;
+  else if (const char* s = std::getenv("CAF_AGENT_SOURCE_DIR")) dir = std::string(s) + "/models/tiny-qwen2";
+  auto tok = policy::tokenizer::from_file(dir + "/tokenizer.json");
+  if (!tok) return std::nullopt;
+  return std::move(tok.value());
+}
+
+}  // namespace
+
+TEST(conversation_tokens, sampled_tokens_are_kept_verbatim_and_observations_join_one_turn) {
+  auto tok = tiny_tokenizer();
+  if (!tok) GTEST_SKIP() << "no small model tokenizer (./x setup creates models/tiny-qwen2)";
+  conversation c{"skill", "task", {}, {131072, 64}, &*tok};
+  ASSERT_TRUE(c.token_mode());
+  ASSERT_TRUE(c.token_error().empty()) << c.token_error();
+  const auto prompt = c.prompt_tokens();
+  EXPECT_EQ(static_cast<int64_t>(prompt.size()), c.context_tokens());
+  const int32_t im_end = *tok->token_to_id("<|im_end|>");
+  auto text = "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\"}}\n</tool_call>\n"
+              "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"b\"}}\n</tool_call>";
+  auto sampled = tok->encode(text);
+  sampled.push_back(im_end);
+  std::vector<float> lp(sampled.size(), -0.5f);
+  auto actions = c.on_sampled(sampled, lp);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_EQ(c.assistant_texts().back(), text);
+  c.add_observation(actions[0].call_id, "content of a");
+  c.add_observation(actions[1].call_id, "content of b");
+  const auto next = c.prompt_tokens();
+  // The prompt, then the sampled tokens unchanged, then both results and the next generation prompt.
+  ASSERT_GT(next.size(), prompt.size() + sampled.size());
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), next.begin()));
+  EXPECT_TRUE(std::equal(sampled.begin(), sampled.end(), next.begin() + static_cast<long>(prompt.size())));
+  auto tail = tok->decode(std::span<const int32_t>(next).subspan(prompt.size() + sampled.size()));
+  EXPECT_EQ(tail.find("<|im_start|>user"), tail.rfind("<|im_start|>user"));  // one user turn for both
+  EXPECT_NE(tail.find("content of a"), std::string::npos);
+  EXPECT_NE(tail.find("content of b"), std::string::npos);
+  EXPECT_TRUE(tail.ends_with("<|im_start|>assistant\n"));
+  const auto& mask = c.loss_mask();
+  const auto& logprobs = c.token_logprobs();
+  ASSERT_EQ(mask.size(), next.size());
+  ASSERT_EQ(logprobs.size(), next.size());
+  for (size_t i = 0; i < next.size(); ++i) {
+    const bool in_turn = i >= prompt.size() && i < prompt.size() + sampled.size();
+    EXPECT_EQ(mask[i], in_turn ? 1 : 0) << i;
+    EXPECT_EQ(logprobs[i], in_turn ? -0.5f : 0.0f) << i;
+  }
+  EXPECT_EQ(c.assistant_turn_starts(), std::vector<uint32_t>{static_cast<uint32_t>(prompt.size())});
+}
+
+TEST(conversation_tokens, a_turn_cut_by_the_length_limit_gets_an_unmasked_end_and_the_episode_closes) {
+  auto tok = tiny_tokenizer();
+  if (!tok) GTEST_SKIP() << "no small model tokenizer (./x setup creates models/tiny-qwen2)";
+  conversation c{"skill", "task", {}, {131072, 64}, &*tok};
+  const auto prompt_size = c.prompt_tokens().size();
+  auto sampled = tok->encode("I am done");  // no <|im_end|>: the sampler hit max_new_tokens
+  auto actions = c.on_sampled(sampled, std::vector<float>(sampled.size(), -1.0f));
+  EXPECT_TRUE(actions.empty());  // no tool call: the final answer
+  c.close_tokens();
+  c.close_tokens();  // harmless twice
+  const auto& tokens = c.tokens();
+  ASSERT_GE(tokens.size(), prompt_size + sampled.size() + 1);
+  EXPECT_EQ(tokens[prompt_size + sampled.size()], *tok->token_to_id("<|im_end|>"));
+  EXPECT_EQ(c.loss_mask()[prompt_size + sampled.size()], 0);  // added, not sampled
+  EXPECT_EQ(c.token_logprobs().size(), tokens.size());
 }

@@ -42,7 +42,8 @@ def local_config(tmp_path, ws):
     cfg = tmp_path / "local.toml"
     cfg.write_text(f'[cluster]\nport = 0\n[runtime]\nrun_dir = "{tmp_path / "run"}"\n'
                    f'[sandbox]\nworkspace_root = "{ws}"\n'
-                   f'[gpu_pool]\nworker_python = "{python}"\n')
+                   f'[gpu_pool]\nworker_python = "{python}"\n'
+                   f'[policy]\nbackend = "replay"\n')
     return cfg
 
 
@@ -93,3 +94,62 @@ def test_interrupted_run_records_every_started_episode(caf_agent, tmp_path, work
     interrupted = [r for r in records if r["abort_reason"].startswith("run interrupted")]
     assert interrupted, [r["termination"] for r in records]
     assert "shut down cleanly" in text
+
+
+def tiny_model():
+    """The small model `./x setup` creates; the test command always has it."""
+    env = os.environ.get("CAF_AGENT_TINY_MODEL")
+    path = pathlib.Path(env) if env else REPO / "models" / "tiny-qwen2"
+    if not (path / "config.json").exists():
+        if env:
+            raise AssertionError(f"CAF_AGENT_TINY_MODEL={env} has no config.json")
+        pytest.skip("no small model (./x setup creates models/tiny-qwen2)")
+    return path
+
+
+def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tmp_path, workspace_root):
+    """The libtorch backend end to end: every record holds the exact token sequence the
+    sampler saw, the loss mask covers sampled tokens only, and the recorded logprobs are
+    what an independent implementation (transformers) computes for those tokens."""
+    model = tiny_model()
+    cfg = local_config(tmp_path, workspace_root)
+    cfg.write_text(cfg.read_text().replace('backend = "replay"', f'backend = "libtorch"\nmodel_dir = "{model}"\n'
+                                           'max_new_tokens = 48\nmax_batch = 4\nseed = 7'))
+    res = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--episodes", "3"],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "policy: libtorch" in res.stderr, res.stderr[-2000:]
+    records = records_in(store_of(res.stdout))
+    assert len(records) == 3
+
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    lm = transformers.AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
+    skill_first_line = (REPO / "skills" / "workspace" / "SKILL.md").read_text().splitlines()[0]
+    for r in records:
+        assert r["termination"] != "aborted", r["abort_reason"]
+        tokens, mask, logprobs = r["tokens"], r["loss_mask"], r["logprobs"]
+        assert len(tokens) == len(mask) == len(logprobs) > 0
+        assert r["turns"] >= 1 and len(r["turn_starts"]) == r["turns"]
+        prompt = tok.decode(tokens[:r["turn_starts"][0]], skip_special_tokens=False)
+        assert prompt.startswith("<|im_start|>system\n") and skill_first_line in prompt
+        assert prompt.endswith("<|im_start|>assistant\n")
+        sampled = [i for i, m in enumerate(mask) if m]
+        assert sampled and all(mask[s] for s in r["turn_starts"])
+        assert all(logprobs[i] == 0 for i, m in enumerate(mask) if not m)
+        # The assistant text of each turn is the decoding of its sampled tokens.
+        im_end = tok.token_to_id("<|im_end|>")
+        for k, start in enumerate(r["turn_starts"]):
+            end = start
+            while end < len(mask) and mask[end]:
+                end += 1
+            body = [t for t in tokens[start:end] if t != im_end]
+            assert tok.decode(body, skip_special_tokens=False) == r["turn_texts"][k]
+        with torch.no_grad():
+            logits = lm(torch.tensor([tokens])).logits[0]
+        ref = torch.log_softmax(logits.double(), dim=-1)
+        for i in sampled:
+            want = ref[i - 1, tokens[i]].item()
+            assert abs(want - logprobs[i]) < 1e-3, (i, want, logprobs[i])
