@@ -112,6 +112,40 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
         log_info("coordinator", "service " + msg.name + " on " + msg.node_id);
         for (auto& sub : self->state.subscribers) self->send(sub, msg, handle);
       },
+      // New weights (from the learner or `caf-agent --role inspector --publish-weights`):
+      // every policy service switches; the answer has one line per node, "NODE: ok" or
+      // "NODE: <error>" (a std::string: CAF 0.17 has no wire type for a vector of strings).
+      [=](weights_published& w) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        std::vector<std::pair<std::string, caf::actor>> targets;
+        for (auto& s : self->state.services)
+          if (s.name == "policy") targets.emplace_back(s.node_id, s.handle);
+        if (targets.empty()) {
+          rp.deliver(std::string{"no policy service has joined"});
+          return rp;
+        }
+        log_info("coordinator", "publishing weights version " + std::to_string(w.version) + " from " + w.path +
+                                    " to " + std::to_string(targets.size()) + " policy services");
+        auto results = std::make_shared<std::vector<std::string>>();
+        auto left = std::make_shared<size_t>(targets.size());
+        for (auto& [node, handle] : targets) {
+          auto finish = [=](std::string line) mutable {
+            results->push_back(std::move(line));
+            if (--*left == 0) {
+              std::sort(results->begin(), results->end());
+              std::string text;
+              for (auto& r : *results) text += (text.empty() ? "" : "\n") + r;
+              rp.deliver(std::move(text));
+            }
+          };
+          self->request(handle, std::chrono::seconds(120), w)
+              .then([=, node = node](std::string& error) mutable { finish(node + ": " + (error.empty() ? "ok" : error)); },
+                    [=, node = node](caf::error& err) mutable {
+                      finish(node + ": unreachable: " + self->system().render(err));
+                    });
+        }
+        return rp;
+      },
       [=](atoms::lookup, const std::string& name) -> caf::result<caf::actor> {
         for (auto& s : self->state.services)
           if (s.name == name) return s.handle;

@@ -24,7 +24,14 @@ struct server_state {
 using server_actor = caf::stateful_actor<server_state>;
 
 caf::behavior blocking_worker(caf::event_based_actor*, std::shared_ptr<rollout::policy_backend> b) {
-  return {[=](generate_request& req) -> completion { return b->generate(req).completion; }};
+  return {
+      [=](generate_request& req) -> completion {
+        auto c = b->generate(req).completion;
+        if (c.policy_version == 0) c.policy_version = b->weights_version();
+        return c;
+      },
+      [=](weights_published& w) -> std::string { return b->publish_weights(w.path, w.version); },
+  };
 }
 
 caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend> backend) {
@@ -39,6 +46,7 @@ caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend
           return rp;
         }
         auto reply = self->state.backend->generate(req);
+        if (reply.completion.policy_version == 0) reply.completion.policy_version = self->state.backend->weights_version();
         if (reply.delay.count() <= 0) {
           rp.deliver(std::move(reply.completion));
           return rp;
@@ -47,6 +55,12 @@ caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend
         self->state.waiting.emplace(id, rp);
         reply.completion.latency_us = reply.delay.count();
         self->delayed_send(self, reply.delay, atoms::done::value, id, std::move(reply.completion));
+        return rp;
+      },
+      [=](weights_published& w) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        if (worker) rp.delegate(worker, std::move(w));
+        else rp.deliver(self->state.backend->publish_weights(w.path, w.version));
         return rp;
       },
       [=](atoms::done, uint64_t id, completion& c) {

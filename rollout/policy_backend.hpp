@@ -34,6 +34,20 @@ class policy_backend {
   virtual bool blocking() const = 0;
   /// A short name for logs ("sim", "replay", ...).
   virtual std::string name() const = 0;
+  /// New weights were published: backends that hold a model switch to them
+  /// (an external server reloads); backends without weights only note the
+  /// version. Returns an error text, empty on success. May block (it runs
+  /// where generate() runs).
+  virtual std::string publish_weights(const std::string& path, uint64_t version) {
+    (void) path;
+    version_ = version;
+    return {};
+  }
+  /// The weights version completions report.
+  uint64_t weights_version() const { return version_; }
+
+ protected:
+  uint64_t version_ = 0;
 };
 
 /// Settings of the sim backend.

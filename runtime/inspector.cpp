@@ -1,5 +1,7 @@
 // runtime/inspector.cpp: `caf-agent --role inspector`, the cluster view.
 #include <cstdio>
+#include <filesystem>
+#include <sstream>
 #include <iostream>
 
 #include <caf/all.hpp>
@@ -55,6 +57,26 @@ int run_inspector(const cli_options& opts, const app_config& cfg) {
     return 2;
   }
   int code = 0;
+  if (opts.publish_weights) {
+    // Paths travel as given; make them absolute so nodes started elsewhere find them.
+    auto path = std::filesystem::absolute(*opts.publish_weights).lexically_normal().string();
+    caf::scoped_actor self{sys};
+    self->request(coord.handle, std::chrono::minutes(5), messages::weights_published{opts.weights_version, path})
+        .receive(
+            [&](std::string& text) {
+              std::istringstream lines{text};
+              for (std::string line; std::getline(lines, line);) {
+                std::printf("%s\n", line.c_str());
+                if (!line.ends_with(": ok")) code = 1;
+              }
+            },
+            [&](caf::error& err) {
+              log_error("caf-agent", "coordinator did not answer: " + sys.render(err));
+              code = 2;
+            });
+    std::fflush(stdout);
+    return code;
+  }
   do {
     caf::scoped_actor self{sys};
     self->request(coord.handle, std::chrono::milliseconds(cfg.cluster.connect_timeout_ms),

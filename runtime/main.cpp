@@ -35,6 +35,9 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_flag("--exit-after-start", o.exit_after_start,
                "start every actor, register, report and exit");
   app.add_flag("--watch", o.watch, "inspector: refresh every second until interrupted");
+  app.add_option("--publish-weights", o.publish_weights,
+                 "inspector: publish this checkpoint directory to every policy service, then exit");
+  app.add_option("--weights-version", o.weights_version, "inspector: version number of --publish-weights");
 }
 
 }  // namespace

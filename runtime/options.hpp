@@ -16,6 +16,8 @@ struct cli_options {
   std::optional<int> episodes;            ///< overrides [rollout].episodes
   bool exit_after_start = false;          ///< start every actor, report, exit
   bool watch = false;                     ///< inspector: refresh until interrupted
+  std::optional<std::string> publish_weights; ///< inspector: checkpoint dir to publish
+  uint64_t weights_version = 0;           ///< inspector: version of the published weights
 };
 
 /// The roles `--role` accepts.

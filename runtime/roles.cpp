@@ -162,6 +162,8 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto tools = spawn_tool_executors(sys, t);
   auto policy = pol.server;
   log_info("rollout", "policy: " + pol.description);
+  if (auto coord = peer(peers, "coordinator"))
+    caf::send_as(policy, coord, messages::service_announce{node_id, "policy"});
   rollout_manager_options m;
   m.max_concurrent = r.max_concurrent_episodes;
   m.node_id = node_id;
@@ -201,6 +203,8 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
     policy_endpoint pol;
     if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
     log_info("inference", "policy: " + pol.description);
+    if (auto coord = peer(peers, "coordinator"))
+      caf::send_as(pol.server, coord, messages::service_announce{node_id, "policy"});
     out.actors.push_back(pol.server);
     out.named["policy"] = pol.server;
     out.counts["policy_server"] = 1;

@@ -72,3 +72,23 @@ class Node:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def tiny_model() -> pathlib.Path:
+    """The small random model `./x setup` creates (the test command always has it)."""
+    env = os.environ.get("CAF_AGENT_TINY_MODEL")
+    path = pathlib.Path(env) if env else REPO / "models" / "tiny-qwen2"
+    if not (path / "config.json").exists():
+        if env:
+            raise AssertionError(f"CAF_AGENT_TINY_MODEL={env} has no config.json")
+        pytest.skip("no small model (./x setup creates models/tiny-qwen2)")
+    return path
+
+
+def make_tiny_checkpoint(out: pathlib.Path, seed: int) -> pathlib.Path:
+    """Another checkpoint of the small model's shape (different weights), for weight swaps."""
+    python = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
+    subprocess.run([python, str(REPO / "tools" / "make_tiny_model.py"), "--out", str(out),
+                    "--tokenizer", str(tiny_model()), "--seed", str(seed)],
+                   check=True, capture_output=True, timeout=300)
+    return out

@@ -294,8 +294,10 @@ std::optional<generation_result> generation_engine::cancel(uint64_t id) {
 
 status generation_engine::load_weights(const std::string& model_dir, uint64_t version) {
   auto& s = *impl_;
-  if (version < s.version.load()) return fail("load_weights: version " + std::to_string(version) +
-                                              " is older than the current " + std::to_string(s.version.load()));
+  // Against the staged version too: a stale publication must not replace a newer pending one.
+  if (const auto newest = policy_version(); version < newest)
+    return fail("load_weights: version " + std::to_string(version) + " is older than the current " +
+                std::to_string(newest));
   auto tensors = read_checkpoint_tensors(model_dir);
   if (!tensors) return tensors.error();
   tensor_map staged;
@@ -312,6 +314,9 @@ status generation_engine::load_weights(const std::string& model_dir, uint64_t ve
     return fail("load_weights: " + std::string(e.what_without_backtrace()));
   }
   std::lock_guard lock(s.pending_mutex);
+  if (s.pending && version < s.pending_version)  // a newer one was staged meanwhile
+    return fail("load_weights: version " + std::to_string(version) + " is older than the staged " +
+                std::to_string(s.pending_version));
   s.pending = std::move(staged);
   s.pending_version = version;
   return {};

@@ -12,7 +12,7 @@ import tempfile
 import msgpack
 import pytest
 
-from cafagent_testlib import REPO
+from cafagent_testlib import REPO, tiny_model
 
 
 def records_in(store):
@@ -94,17 +94,6 @@ def test_interrupted_run_records_every_started_episode(caf_agent, tmp_path, work
     interrupted = [r for r in records if r["abort_reason"].startswith("run interrupted")]
     assert interrupted, [r["termination"] for r in records]
     assert "shut down cleanly" in text
-
-
-def tiny_model():
-    """The small model `./x setup` creates; the test command always has it."""
-    env = os.environ.get("CAF_AGENT_TINY_MODEL")
-    path = pathlib.Path(env) if env else REPO / "models" / "tiny-qwen2"
-    if not (path / "config.json").exists():
-        if env:
-            raise AssertionError(f"CAF_AGENT_TINY_MODEL={env} has no config.json")
-        pytest.skip("no small model (./x setup creates models/tiny-qwen2)")
-    return path
 
 
 def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tmp_path, workspace_root):

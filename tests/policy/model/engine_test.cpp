@@ -323,6 +323,7 @@ TEST(engine_service, published_weights_apply_to_later_requests) {
   ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(0, std::move(r), std::move(e)); }));
   ASSERT_TRUE(got.wait_for(1));
   ASSERT_TRUE(service->load_weights(model_b, 3));
+  EXPECT_FALSE(service->load_weights(model_a(), 2));  // older than the staged version 3
   EXPECT_EQ(service->policy_version(), 3u);
   ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(1, std::move(r), std::move(e)); }));
   ASSERT_TRUE(got.wait_for(2));

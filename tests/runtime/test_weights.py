@@ -1,0 +1,56 @@
+"""Versioned weight publication across processes: a coordinator, a rollout node and an
+inference node, both serving the small model with the libtorch backend. The inspector
+publishes a new checkpoint; every policy service stages it and says so, and bad
+publications (missing files, an older version) are refused with the node and the reason."""
+import os
+import subprocess
+
+from cafagent_testlib import REPO, free_port, make_tiny_checkpoint, tiny_model
+
+
+def cluster_config(tmp_path, model):
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f"""
+[runtime]
+run_dir = "{tmp_path / 'run'}"
+[policy]
+backend = "libtorch"
+model_dir = "{model}"
+max_batch = 2
+serve_port = 0
+""")
+    return cfg
+
+
+def publish(caf_agent, addr, path, version):
+    return subprocess.run([str(caf_agent), "--role", "inspector", "--coordinator", addr,
+                           "--publish-weights", str(path), "--weights-version", str(version)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_published_weights_reach_every_policy_service(caf_agent, nodes, tmp_path):
+    model = tiny_model()
+    newer = make_tiny_checkpoint(tmp_path / "step-1", seed=1)
+    cfg = cluster_config(tmp_path, model)
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    coord = nodes("--role", "coordinator", "--config", str(cfg), "--port", str(port), name="coordinator")
+    coord.wait_for("listening on")
+    nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout")
+    nodes("--role", "inference", "--config", str(cfg), "--coordinator", addr, name="inference")
+    coord.wait_for("service policy on rollout@", timeout=60)
+    coord.wait_for("service policy on inference@", timeout=60)
+
+    ok = publish(caf_agent, addr, newer, 1)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    lines = ok.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(l.endswith(": ok") for l in lines), lines
+    assert any(l.startswith("rollout@") for l in lines) and any(l.startswith("inference@") for l in lines)
+
+    missing = publish(caf_agent, addr, tmp_path / "no-such-step", 2)
+    assert missing.returncode == 1
+    assert missing.stdout.count("no-such-step") == 2, missing.stdout
+
+    older = publish(caf_agent, addr, model, 0)  # version 0 after 1 was applied
+    assert older.returncode == 1
+    assert all("version 0" in l for l in older.stdout.strip().splitlines()), older.stdout
