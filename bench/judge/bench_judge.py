@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Benchmarks of the judge: warm verify+profile wall time, extension compile time, and the
-coefficient of variation of repeated profiles.
+coefficient of variation of repeated profiles, for one or more cases on one warm worker.
 
-    .venv/bin/python bench/judge/bench_judge.py --device cpu  --out bench/results/x.json
-    .venv/bin/python bench/judge/bench_judge.py --device cuda --out bench/results/x.json
+    .venv/bin/python bench/judge/bench_judge.py --device cpu  --out /tmp/x.json
+    .venv/bin/python bench/judge/bench_judge.py --device cuda --case add_relu:16x16384 \
+        --case sin_chain:1024x8192:64 --out /tmp/x.json
 
-Targets (H200): verify+profile <= 3 s warm, compile <= 8 s, CV <= 1% for tasks >= 100 us.
+A case is TASK:ROWSxCOLS[:ITERS] with TASK one of add_relu, sin_chain (CUDA only; ITERS
+sin+add steps), axpby (alpha*a+b, the released CUDA Agent workspace's example task).
+Targets (H200): verify+profile <= 3 s warm, compile <= 8 s, CV <= 1% for tasks >= 100 us,
+one reward tier for tasks >= 1 ms.
 """
 from __future__ import annotations
 
@@ -60,10 +64,33 @@ def get_init_inputs():
 '''
 SIN_MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
                  "    def forward(self, a, b):\n        return caf_ext.sin_chain(a, b, {iters})\n")
+AXPBY_TASK = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, a, b):
+        return self.alpha * a + b
+
+batch_size = {rows}
+
+def get_inputs():
+    return [torch.randn(batch_size, {cols}), torch.randn(batch_size, {cols})]
+
+def get_init_inputs():
+    return [2.0]
+'''
+AXPBY_MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
+                   "    def __init__(self, alpha):\n        super().__init__()\n        self.alpha = alpha\n\n"
+                   "    def forward(self, a, b):\n        return caf_ext.axpby(a, b, self.alpha)\n")
 MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
              "    def forward(self, a, b):\n        return caf_ext.add_relu(a, b)\n")
 CPU_KERNEL = os.path.join(ROOT, "tests", "reward_hacks", "kernels_cpu", "elementwise.cpp")
 CUDA_KERNEL = os.path.join(ROOT, "tests", "reward_hacks", "cuda", "kernels_cuda", "elementwise.cu")
+AXPBY_KERNEL = os.path.join(ROOT, "bench", "judge", "kernels", "axpby")
 
 SMALL_CPP = '''#include "caf_kernel.h"
 // nonce {nonce}
@@ -92,94 +119,192 @@ CAF_REGISTER(m) {{ m.def("scale", &scale); }}
 '''
 
 
-def compile_time(flavour: str) -> dict:
-    """A small extension with a fresh nonce (no build-cache hit; ccache may still help)."""
+def compile_time(flavour: str, phases: bool = False) -> dict:
+    """A small extension with a fresh nonce (no build-cache hit; ccache may still help).
+    phases (CUDA): re-runs its nvcc command with --time, as built (host -O3) and with host
+    -O1, to show where the compile time goes."""
     src = (SMALL_CU if flavour == "cuda" else SMALL_CPP).format(nonce=secrets.token_hex(8))
     name = "kernels/scale.cu" if flavour == "cuda" else "kernels/scale.cpp"
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         res = build.build({name: src, "model_new.py": ""}, flavour, d)
         dt = time.perf_counter() - t0
-    return {"ok": res.ok, "seconds": dt, "log": res.log[-500:]}
+        out = {"ok": res.ok, "seconds": dt, "log": res.log[-500:]}
+        if phases and res.ok and flavour == "cuda":
+            out["nvcc_phases_ms"] = nvcc_phases(d)
+    return out
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--rows", type=int, default=None)
-    p.add_argument("--cols", type=int, default=None)
-    p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--task", default="add_relu", choices=["add_relu", "sin_chain"],
-                   help="sin_chain: compute-bound (x = sin(x) + b, --iters times), CUDA only")
-    p.add_argument("--iters", type=int, default=64, help="sin_chain length")
-    p.add_argument("--build-root", default=None,
-                   help="build cache for the worker (default: a fresh temp dir, cold build)")
-    p.add_argument("--no-compile-bench", action="store_true", help="skip the compile timing")
-    p.add_argument("--out", default=None)
-    a = p.parse_args()
-    cuda = a.device.startswith("cuda")
-    device = "cuda:0" if a.device == "cuda" else a.device
-    # Rationale: on the H200 16384x8192 fp32 (3 x 512 MiB moved) takes ~0.3 ms, above the
-    # 100 us bar of the CV target; on a CPU a 64x4096 tensor keeps one run short.
-    rows = a.rows or (16384 if cuda else 64)
-    cols = a.cols or (8192 if cuda else 4096)
-    sin = a.task == "sin_chain"
-    task = SIN_TASK.format(rows=rows, cols=cols, iters=a.iters) if sin else TASK.format(rows=rows, cols=cols)
-    kernel_path = CUDA_KERNEL if cuda else CPU_KERNEL
-    files = {"model_new.py": SIN_MODEL_NEW.format(iters=a.iters) if sin else MODEL_NEW,
-             "kernels/" + os.path.basename(kernel_path): open(kernel_path).read()}
-    out = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                       "python": platform.python_version()},
-           "device": device, "task": f"{a.task}{a.iters if sin else ''} {rows}x{cols} fp32", "threads": a.threads}
-    if cuda:
-        import torch
-        out["machine"]["gpu"] = torch.cuda.get_device_name(0)
-        out["machine"]["torch"] = torch.__version__
-    if not a.no_compile_bench:
-        out["compile"] = compile_time("cuda" if cuda else "cpu")
-        print(f"compile {out['compile']['seconds']:.1f} s ok={out['compile']['ok']}",
+def nvcc_phases(build_root: str) -> dict:
+    """{variant: {phase: ms}} from `nvcc --time` on the build's own command line."""
+    import csv
+    import shlex
+    import subprocess
+    ninja = next(os.path.join(r, f) for r, _, fs in os.walk(build_root) for f in fs if f == "build.ninja")
+    text = open(ninja).read()
+    var = {}
+    for line in text.splitlines():
+        if " = " in line and not line.startswith(" "):
+            k, v = line.split(" = ", 1)
+            var[k.strip()] = v
+    nvcc = [t for t in shlex.split(var["nvcc"]) if t.endswith("nvcc")][0]
+    src = next(l.split()[-1] for l in text.splitlines() if l.startswith("build ") and l.split()[-1].endswith(".cu"))
+    post = shlex.split(var.get("cuda_post_cflags", ""))
+    res = {}
+    for label, flags in (("as_built", post), ("host_O1", ["-O1" if f == "-O3" else f for f in post])):
+        csv_path = os.path.join(build_root, f"time_{label}.csv")
+        obj = os.path.join(build_root, f"{label}.o")
+        t0 = time.perf_counter()
+        subprocess.run([nvcc, *shlex.split(var["cuda_cflags"]), "-c", src, "-o", obj, *flags,
+                        "--time", csv_path], check=True, capture_output=True)
+        row = {"total_wall": (time.perf_counter() - t0) * 1e3}
+        with open(csv_path) as f:
+            for r in csv.reader(f):
+                if len(r) >= 8 and r[7].strip() == "ms":
+                    row[r[1].strip()] = row.get(r[1].strip(), 0.0) + float(r[6])
+        res[label] = row
+    return res
+
+
+def parse_case(text: str, cuda: bool) -> dict:
+    """TASK:ROWSxCOLS[:ITERS] -> {task, rows, cols, iters}."""
+    parts = text.split(":")
+    task = parts[0]
+    if task not in ("add_relu", "sin_chain", "axpby") or len(parts) < 2:
+        raise SystemExit(f"bad --case {text!r}: TASK:ROWSxCOLS[:ITERS]")
+    if task == "sin_chain" and not cuda:
+        raise SystemExit("sin_chain runs on CUDA only")
+    rows, cols = (int(x) for x in parts[1].lower().split("x"))
+    return {"task": task, "rows": rows, "cols": cols, "iters": int(parts[2]) if len(parts) > 2 else 64}
+
+
+def case_files(c: dict, cuda: bool) -> tuple[str, dict, str]:
+    """(model.py text, submission files, label) of a case."""
+    rows, cols, iters = c["rows"], c["cols"], c["iters"]
+    if c["task"] == "axpby":
+        path = AXPBY_KERNEL + (".cu" if cuda else ".cpp")
+        return (AXPBY_TASK.format(rows=rows, cols=cols),
+                {"model_new.py": AXPBY_MODEL_NEW, "kernels/" + os.path.basename(path): open(path).read()},
+                f"axpby {rows}x{cols} fp32")
+    path = CUDA_KERNEL if cuda else CPU_KERNEL
+    kernel = {"kernels/" + os.path.basename(path): open(path).read()}
+    if c["task"] == "sin_chain":
+        return (SIN_TASK.format(rows=rows, cols=cols, iters=iters),
+                {"model_new.py": SIN_MODEL_NEW.format(iters=iters), **kernel},
+                f"sin_chain{iters} {rows}x{cols} fp32")
+    return TASK.format(rows=rows, cols=cols), {"model_new.py": MODEL_NEW, **kernel}, f"add_relu {rows}x{cols} fp32"
+
+
+def run_case(client, c: dict, cuda: bool, repeats: int) -> dict:
+    """A cold profile (build, baselines), then `repeats` warm profiles of the same files."""
+    task, files, label = case_files(c, cuda)
+    out = {"task": label}
+    t0 = time.perf_counter()
+    first = client.evaluate("bench", task, files, mode="profile")
+    out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + torch.compile
+    print(f"[{label}] cold profile {out['cold_profile_s']:.1f} s", file=sys.stderr, flush=True)
+    assert first["status"] == "ok" and first["verdict"]["correct"], first
+    walls, cands, verdicts = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        r = client.evaluate("bench", task, files, mode="profile")
+        walls.append(time.perf_counter() - t0)
+        v = r["verdict"]
+        assert v["correct"], v["reason"]
+        cands.append(v["timings"]["candidate_ms"])
+        verdicts.append(v)
+        print(f"[{label}] warm {walls[-1]:.2f} s cand {cands[-1]:.4f} ms reward {v['reward']} "
+              f"iters {v['timings']['iterations']} {v.get('child_start')} phases {v.get('phases_s')}",
               file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        client = WorkerClient(device=device, threads=a.threads, build_root=a.build_root or tmp)
-        try:
-            t0 = time.perf_counter()
-            first = client.evaluate("bench", task, files, mode="profile")
-            out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + compile
-            print(f"cold profile {out['cold_profile_s']:.1f} s", file=sys.stderr, flush=True)
-            assert first["status"] == "ok" and first["verdict"]["correct"], first
-            walls, cands, verdicts = [], [], []
-            for _ in range(a.repeats):
-                t0 = time.perf_counter()
-                r = client.evaluate("bench", task, files, mode="profile")
-                walls.append(time.perf_counter() - t0)
-                v = r["verdict"]
-                assert v["correct"], v["reason"]
-                cands.append(v["timings"]["candidate_ms"])
-                verdicts.append(v)
-                print(f"warm {walls[-1]:.2f} s cand {cands[-1]:.4f} ms reward {v['reward']} "
-                      f"iters {v['timings']['iterations']}", file=sys.stderr, flush=True)
-        finally:
-            client.close()
     out["warm_verify_profile_s"] = {"median": statistics.median(walls), "min": min(walls),
                                     "max": max(walls), "all": walls}
     mean = statistics.mean(cands)
     out["candidate_ms"] = {"median": statistics.median(cands), "all": cands,
                            "cv": statistics.stdev(cands) / mean if len(cands) > 1 else 0.0}
-    last = verdicts[-1]
     out["rewards"] = [v["reward"] for v in verdicts]
     out["tiers_seen"] = sorted(set(out["rewards"]))
     out["eval_wall_s"] = [v.get("eval_wall_s") for v in verdicts]
     out["iterations"] = [v["timings"]["iterations"] for v in verdicts]
     out["eager_ms"] = [v["timings"].get("eager_ms") for v in verdicts]
     out["compile_ms"] = [v["timings"].get("compile_ms") for v in verdicts]
+    out["child_start"] = sorted({str(v.get("child_start")) for v in verdicts})
+    phases = {}
+    for v in verdicts:
+        for k, x in (v.get("phases_s") or {}).items():
+            phases.setdefault(k, []).append(x)
+    out["phases_median_s"] = {k: statistics.median(x) for k, x in phases.items()}
+    last = verdicts[-1]
     out["last_verdict"] = {k: last[k] for k in ("speedup_eager", "speedup_compile", "reward")}
     out["last_verdict"]["timings"] = last["timings"]
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    w, cm = out["warm_verify_profile_s"], out["candidate_ms"]
+    print(f"SUMMARY {label}: cold {out['cold_profile_s']:.1f} s, warm median {w['median']:.2f} s "
+          f"(min {w['min']:.2f}, max {w['max']:.2f}), cand median {cm['median']:.4f} ms, "
+          f"CV {100 * cm['cv']:.2f}%, tiers {out['tiers_seen']}, eager {out['eager_ms'][-1]}, "
+          f"compile {out['compile_ms'][-1]}, iters {out['iterations']}", flush=True)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--case", action="append", default=[], help="TASK:ROWSxCOLS[:ITERS] (repeatable)")
+    p.add_argument("--rows", type=int, default=None, help="single add_relu/sin_chain case (legacy)")
+    p.add_argument("--cols", type=int, default=None)
+    p.add_argument("--task", default="add_relu", choices=["add_relu", "sin_chain", "axpby"])
+    p.add_argument("--iters", type=int, default=64, help="sin_chain length")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--build-root", default=None,
+                   help="build cache for the worker (default: a fresh temp dir, cold build)")
+    p.add_argument("--no-compile-bench", action="store_true", help="skip the compile timing")
+    p.add_argument("--nvcc-phases", action="store_true", help="CUDA: nvcc --time breakdown of it")
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    cuda = a.device.startswith("cuda")
+    device = "cuda:0" if a.device == "cuda" else a.device
+    # Rationale (default case): on the H200 16384x8192 fp32 (3 x 512 MiB moved) takes ~0.3 ms,
+    # above the 100 us bar of the CV target; on a CPU a 64x4096 tensor keeps one run short.
+    cases = [parse_case(x, cuda) for x in a.case] or [
+        {"task": a.task, "rows": a.rows or (16384 if cuda else 64),
+         "cols": a.cols or (8192 if cuda else 4096), "iters": a.iters}]
+    out = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                       "python": platform.python_version()},
+           "device": device, "threads": a.threads, "cases": []}
+    if cuda:
+        import torch
+        out["machine"]["gpu"] = torch.cuda.get_device_name(0)
+        out["machine"]["torch"] = torch.__version__
+    if not a.no_compile_bench:
+        out["compile"] = compile_time("cuda" if cuda else "cpu", phases=a.nvcc_phases)
+        print(f"SUMMARY compile (fresh nonce) {out['compile']['seconds']:.2f} s ok={out['compile']['ok']}",
+              flush=True)
+        for label, row in out["compile"].get("nvcc_phases_ms", {}).items():
+            print(f"SUMMARY nvcc {label}: " + ", ".join(f"{k} {v / 1e3:.2f} s" for k, v in row.items()),
+                  flush=True)
+
+    def save():
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(json.dumps(out, indent=1))
+
+    save()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        client = WorkerClient(device=device, threads=a.threads, build_root=a.build_root or tmp)
+        try:
+            print(client.request({"op": "ping"}, 120), file=sys.stderr, flush=True)
+            out["worker_start_s"] = time.perf_counter() - t0
+            for c in cases:
+                try:
+                    out["cases"].append(run_case(client, c, cuda, a.repeats))
+                except AssertionError as e:  # one case's failure must not lose the others
+                    out["cases"].append({"case": c, "error": str(e)[:4000]})
+                    print(f"SUMMARY case {c} FAILED: {str(e)[:1500]}", flush=True)
+                save()
+        finally:
+            client.close()
+    print(json.dumps(out, indent=1), file=sys.stderr)
+    save()
     return 0
 
 

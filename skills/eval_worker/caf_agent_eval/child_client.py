@@ -1,13 +1,20 @@
 """The parent's handle on one child process: start, request with a deadline, capped log,
-crash and timeout detection. A child is used for one job and then killed."""
+crash and timeout detection. A child is used for one job and then killed.
+
+A child is forked by the fork server (zygote.py, torch already imported) when one runs, else
+spawned as `python -m caf_agent_eval.child`; both run the same child code on the same pipes.
+"""
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+
+import msgpack
 
 from . import protocol
 
@@ -35,24 +42,181 @@ def describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
-class ChildProcess:
-    """One `python -m caf_agent_eval.child` with its frame pipes and a log reader."""
+def child_env(device: str, threads: int) -> dict:
+    """The environment of a child (and of the fork server its children come from)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["CAF_EVAL_DEVICE"] = device
+    env["CAF_EVAL_THREADS"] = str(threads)
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = str(threads)
+    # Rationale: torch.cuda.is_available() through NVML does not initialise the driver, so a
+    # fork server that asks it can still fork children that use the GPU.
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    # Rationale: `import numpy` starts OpenBLAS's pool (cores - 1 threads; 15 on the H200 host,
+    # seen 2026-11-30) and fork keeps only the calling thread. The judge's processes use numpy
+    # for byte views only (torch's CPU BLAS is its own), so one BLAS thread costs nothing.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    return env
 
-    def __init__(self, device: str, threads: int):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        env["CAF_EVAL_DEVICE"] = device
-        env["CAF_EVAL_THREADS"] = str(threads)
-        if threads > 0:
-            env["OMP_NUM_THREADS"] = str(threads)
+
+class ZygoteError(Exception):
+    """The fork server is not running or did not answer (the worker falls back to spawn)."""
+
+
+class Zygote:
+    """The worker's handle on its fork server (see zygote.py)."""
+
+    def __init__(self, device: str, threads: int, lite: bool = False):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = child_env(device, threads)
+        env["CAF_EVAL_ZYGOTE_FD"] = str(theirs.fileno())
+        self.lite = lite
+        if lite:
+            env["CAF_EVAL_ZYGOTE_LITE"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "caf_agent_eval.child"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+            [sys.executable, "-m", "caf_agent_eval.zygote"], stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno(), env=env, pass_fds=[theirs.fileno()],
+            start_new_session=True)
+        theirs.close()
+        self.sock = mine
+        self.ready = False
+        self.broken = ""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if not self.ready:
+            msg = self._recv(timeout_s, "start-up")
+            if not msg.get("ready"):
+                self.broken = f"fork server failed to start: {msg.get('error')}"
+                raise ZygoteError(self.broken)
+            self.ready = True
+            self.threads = msg.get("threads", [])
+            if len(self.threads) > 1:
+                print(f"eval worker: fork server has {len(self.threads)} OS threads at fork "
+                      f"time: {self.threads}", file=sys.stderr, flush=True)
+
+    def _recv(self, timeout_s: float, what: str) -> dict:
+        if self.broken:
+            raise ZygoteError(self.broken)
+        self.sock.settimeout(max(0.001, timeout_s))
+        try:
+            msg = self.sock.recv(4096)
+        except (OSError, socket.timeout) as e:
+            self.broken = f"fork server: no answer to {what} ({e})"
+            raise ZygoteError(self.broken) from None
+        if not msg:
+            self.broken = f"fork server exited ({describe_exit(self.proc.poll())})"
+            raise ZygoteError(self.broken)
+        return msgpack.unpackb(msg, raw=False)
+
+    def _send(self, obj: dict, fds: list[int] = ()) -> None:
+        if self.broken:
+            raise ZygoteError(self.broken)
+        try:
+            socket.send_fds(self.sock, [msgpack.packb(obj)], list(fds))
+        except OSError as e:
+            self.broken = f"fork server: send failed ({e})"
+            raise ZygoteError(self.broken) from None
+
+    def fork(self, timeout_s: float) -> "ForkedProc":
+        """A new child process with fresh pipes (ForkedProc mimics the Popen we use)."""
+        self.wait_ready(timeout_s)
+        (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+        protocol.grow_pipe(in_w)
+        protocol.grow_pipe(out_r)
+        try:
+            self._send({"op": "fork"}, [in_r, out_w, err_w])
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        try:
+            pid = int(self._recv(timeout_s, "fork")["pid"])
+        except BaseException:
+            for fd in (in_w, out_r, err_r):
+                os.close(fd)
+            raise
+        return ForkedProc(pid, in_w, out_r, err_r, self)
+
+    def wait_child(self, pid: int, timeout_s: float):
+        """The child's Popen-style return code, or None if it still runs after timeout_s."""
+        self._send({"op": "wait", "pid": pid, "timeout_s": timeout_s})
+        return self._recv(timeout_s + 10.0, "wait")["returncode"]
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
+class ForkedProc:
+    """The part of subprocess.Popen that ChildProcess uses, for a child of the fork server.
+
+    The fork server reaps the child only when asked (poll/wait), so until then its pid and
+    process group stay reserved and killpg cannot hit another process."""
+
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, zygote: Zygote):
+        self.pid = pid
+        self.stdin = open(stdin_fd, "wb", buffering=0)
+        self.stdout = open(stdout_fd, "rb", buffering=0)
+        self.stderr = open(stderr_fd, "rb", buffering=0)
+        self.returncode = None
+        self._zygote = zygote
+
+    def poll(self):
+        return self._reap(0.0)
+
+    def wait(self, timeout: float | None = None):
+        if self._reap(3600.0 if timeout is None else timeout) is None:
+            raise subprocess.TimeoutExpired(f"child {self.pid}", timeout)
+        return self.returncode
+
+    def _reap(self, timeout_s: float):
+        if self.returncode is None:
+            try:
+                self.returncode = self._zygote.wait_child(self.pid, timeout_s)
+            except ZygoteError:
+                self.returncode = -int(signal.SIGKILL)  # the server died: PDEATHSIG killed it
+        return self.returncode
+
+
+class ChildProcess:
+    """One child process with its frame pipes and a log reader.
+
+    With a fork server the child is forked from it when first needed (see wait_ready), so
+    constructing a spare never blocks; without one it is spawned right away."""
+
+    def __init__(self, device: str, threads: int, zygote: Zygote | None = None):
+        self.zygote = zygote
+        self.forked = zygote is not None
+        self.proc = None
         self._log = bytearray()
         self._dropped = 0
+        self._reader = None
+        self.ready = False
+        if zygote is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "caf_agent_eval.child"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(device, threads),
+                start_new_session=True)
+            protocol.grow_pipe(self.proc.stdin.fileno())
+            protocol.grow_pipe(self.proc.stdout.fileno())
+            self._start_reader()
+        elif zygote.ready:
+            self._fork(5.0)
+
+    def _fork(self, timeout_s: float) -> None:
+        self.proc = self.zygote.fork(timeout_s)
+        self._start_reader()
+
+    def _start_reader(self) -> None:
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
-        self.ready = False
 
     def _drain(self):
         while True:
@@ -71,8 +235,12 @@ class ChildProcess:
         return text
 
     def wait_ready(self, timeout_s: float) -> None:
+        """Waits until the child has started (imports, device context) and is idle."""
         if not self.ready:
-            self._read(time.monotonic() + timeout_s, "start-up")
+            deadline = time.monotonic() + timeout_s
+            if self.proc is None:
+                self._fork(timeout_s)
+            self._read(deadline, "start-up")
             self.ready = True
 
     def request(self, obj: dict, timeout_s: float, phase: str) -> dict:
@@ -100,6 +268,8 @@ class ChildProcess:
         raise ChildCrashed(f"{describe_exit(self.proc.returncode)} during {phase}")
 
     def kill(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -114,4 +284,5 @@ class ChildProcess:
                 f.close()
             except OSError:
                 pass
-        self._reader.join(timeout=1)
+        if self._reader is not None:
+            self._reader.join(timeout=1)

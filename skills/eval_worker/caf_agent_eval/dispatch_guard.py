@@ -96,3 +96,11 @@ class ExtensionProxy:
 
     def __dir__(self):
         return [n for n in dir(self._ops) if not n.startswith("_")]
+
+
+def warm_up(device: str) -> None:
+    """Runs one guarded op so the mode's lazy first-use work (it imports torch._dynamo,
+    seconds) happens at process start, not inside a job's first check."""
+    guard = DispatchGuard()
+    with torch.no_grad(), guard:
+        torch.zeros(2, device=device).add_(1)

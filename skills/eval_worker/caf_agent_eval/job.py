@@ -10,6 +10,7 @@ import os
 import posixpath
 import shutil
 import tempfile
+import time
 
 import torch
 
@@ -35,6 +36,22 @@ def new_verdict() -> dict:
     return {"correct": False, "reason": "", "checks": [], "timings": {}, "flags": [],
             "speedup_eager": None, "speedup_compile": None, "compile_log": "", "log": "",
             "reward": -1, "reward_reason": ""}
+
+
+class PhaseClock:
+    """Wall seconds per phase of a job, added up in the verdict's phases_s (for benchmarks:
+    where a job's time goes). lap(name) closes the phase that started at the previous lap."""
+
+    def __init__(self, v: dict, prefix: str = ""):
+        self.t = time.monotonic()
+        self.prefix = prefix
+        self.phases = v.setdefault("phases_s", {})
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        key = self.prefix + name
+        self.phases[key] = round(self.phases.get(key, 0.0) + now - self.t, 4)
+        self.t = now
 
 
 def validate_files(files: dict) -> tuple[dict, list[str]]:
@@ -65,6 +82,7 @@ def run(ctx, req: dict) -> dict:
         raise opts_mod.OptionError(f"unknown mode {mode!r}")
     o = opts_mod.merge(req.get("options"))
     v = new_verdict()
+    clock = PhaseClock(v)
     files, problems = validate_files(req.get("files", {}))
     problems += static_checks.check_files(files)
     if problems:
@@ -76,9 +94,14 @@ def run(ctx, req: dict) -> dict:
     secret, job_id = str(req.get("seed_secret", "")), str(req.get("job_id", ""))
     if not secret:
         raise opts_mod.OptionError("seed_secret is required")
+    clock.lap("static")
     ref = _reference(ctx, task, o, secret, job_id)
+    clock.lap("reference")
     job_dir = tempfile.mkdtemp(prefix="job_", dir=ctx.work_root)
     child = ctx.take_child(o["start_timeout_s"], prestart_next=(mode == "verify"))
+    clock.lap("child_wait")
+    v["child_start"] = ("forked (lite server)" if child.zygote.lite else "forked") \
+        if child.forked else "spawned"
     phase = "setup"
     try:
         for path, text in files.items():
@@ -88,14 +111,19 @@ def run(ctx, req: dict) -> dict:
                 f.write(text)
         phase = "build and import"
         _setup(ctx, child, task, ref, files, job_dir, o, v)
+        clock.lap("build_import")
         for k in range(o["num_checks"]):
             phase = f"check {k + 1}/{o['num_checks']}"
             _check(child, ref, k, o, v)
+        clock.lap("checks")
         v["correct"] = True
         if mode in ("profile", "final"):
             phase = "timing"
             from .measure import measure
+            ctx.quiesce(o["start_timeout_s"])
+            clock.lap("quiesce")
             measure(ctx, child, task, ref["model"], secret, job_id, o, v)
+            clock.lap("timing")
     except JobFailed as e:
         v["correct"] = False
         v["reason"] = e.reason
@@ -113,6 +141,7 @@ def run(ctx, req: dict) -> dict:
         v["log"] = child.log()
         shutil.rmtree(job_dir, ignore_errors=True)
         ctx.job_done()
+        clock.lap("cleanup")
     if v["correct"] and v["timings"].get("compile_ms") is not None:
         t = v["timings"]
         v["reward"], v["reward_reason"] = reward.robust_reward(

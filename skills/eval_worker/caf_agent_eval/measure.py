@@ -22,15 +22,18 @@ WALL_RATIO_MIN = 0.33
 
 def measure(ctx, child, task, model, secret, job_id, o, v):
     """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call."""
-    from .job import JobFailed, compare_outputs
+    from .job import JobFailed, PhaseClock, compare_outputs
     t = o["timing"]
     dev = ctx.device
+    lap = PhaseClock(v, prefix="m_").lap  # where the timing phase's time goes (benchmarks)
     k_sets = max(1, int(t["input_sets"]))
     sets = [task.inputs(derive_seed(secret, job_id, "timing", i), dev) for i in range(k_sets)]
     with torch.no_grad():
         refs = [[x.clone() for x in as_outputs(model(*s))] for s in sets]
+    lap("sets")
     child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
                   o["call_timeout_s"], "loading timing inputs")
+    lap("load_sets")
     child.request({"op": "time", "order": [i % k_sets for i in range(t["warmup"])]},
                   o["round_timeout_s"], "warm-up")
     perf = ctx.timers.perf
@@ -39,9 +42,10 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         t0 = perf()
         child.request({"op": "time", "order": []}, o["call_timeout_s"], "timing")
         rtt_ms = min(rtt_ms, (perf() - t0) * 1e3)
-
+    lap("warmup_rtt")
     base = None if t["fresh_baselines"] else ctx.baselines.get(task.key)
     fns = {} if base else _baseline_fns(ctx, model, sets, t)
+    lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "eager": [], "compile": []}
     rng = random.Random(derive_seed(secret, job_id, "sample", 0))
     n_round, rounds, start = int(t["iters_per_round"]), 0, perf()
@@ -51,6 +55,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         w0 = perf()
         rep = child.request({"op": "time", "order": order}, o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
+        lap("rounds")
         if rep.get("error"):
             raise JobFailed("a timed call raised: " + rep["error"].strip().splitlines()[-1][:400],
                             "exception")
@@ -61,21 +66,23 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
             raise JobFailed(rep["flags"][0], "bad_output")
         ratios.append((sum(rep["wall"]) + n_round * OVERHEAD_ALLOW_MS) / max(1e-9, parent_ms - rtt_ms))
         wall_pairs.append((sum(rep["wall"]), parent_ms))
-        for j in sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"])))):
-            out = child.request({"op": "fetch", "index": j}, o["call_timeout_s"], "timing")
-            if out.get("error"):
-                raise JobFailed(out["error"], "bad_output")
-
+        picks = sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"]))))
+        out = child.request({"op": "fetch", "indices": picks}, o["call_timeout_s"], "timing")
+        if out.get("error"):
+            raise JobFailed(out["error"], "bad_output")
+        for j, outputs in zip(picks, out["calls"]):
             def fail(reason, flag, j=j):
                 raise JobFailed(f"timed call {rounds * n_round + j + 1} (input set {order[j]}): "
                                 f"{reason} -- the kernel behaves differently while timed",
                                 "timed_mismatch")
-            compare_outputs(refs[order[j]], out["outputs"], o, fail)
+            compare_outputs(refs[order[j]], outputs, o, fail)
+        lap("fetch")
         samples["candidate"] += rep["primary"]
         samples["candidate_wall"] += rep["wall"]
         for name, fn in fns.items():
             prim, _, _ = profile.time_calls(fn, sets, order, ctx.timers, keep=False)
             samples[name] += prim
+        lap("baselines")
         rounds += 1
         n = len(samples["candidate"])
         done = all(profile.settled(samples[x], t["rel_ci"], t["min_iters"])
@@ -87,6 +94,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         raise JobFailed(f"timer mismatch: the submission's process reported {rep_ms:.3f} ms for "
                         f"a round the judge's clock measured at {par_ms:.3f} ms", "timer_mismatch")
     _check_sets_unchanged(child, sets, o)
+    lap("sets_after")
     if not base:
         base = {name: samples[name] for name in fns}
         ctx.baselines[task.key] = base

@@ -6,15 +6,24 @@ contiguous CPU copy, so any dtype (bf16 included) round-trips exactly.
 """
 from __future__ import annotations
 
+import fcntl
+import mmap
 import os
 import select
 import struct
 import time
+import warnings
 
 import msgpack
 
 # Rationale: 4 GiB is the 4-byte length's limit; a frame near it means a runaway output.
 MAX_FRAME_BYTES = (1 << 32) - 1
+# Rationale: Linux's default unprivileged maximum (/proc/sys/fs/pipe-max-size); 16x the
+# 64 KiB default, so a tensor frame crosses in fewer context switches.
+PIPE_BYTES = 1 << 20
+# Rationale: one read syscall moves at most this much; large enough to drain a full pipe.
+READ_CHUNK = 4 << 20
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class FrameError(Exception):
@@ -37,17 +46,32 @@ def pack(obj) -> bytes:
     return struct.pack(">I", len(payload)) + payload
 
 
+def grow_pipe(fd: int) -> None:
+    """Enlarges a pipe's kernel buffer (best effort; not every fd is a pipe)."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass
+
+
 def write_frame(fd: int, obj) -> None:
-    """Writes one frame to a raw file descriptor."""
-    data = memoryview(pack(obj))
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+    """Writes one frame to a raw file descriptor (header and payload without joining them:
+    a tensor frame is hundreds of MiB)."""
+    payload = msgpack.packb(obj, use_bin_type=True)
+    if len(payload) > MAX_FRAME_BYTES:
+        raise FrameError(f"frame of {len(payload)} bytes exceeds the limit")
+    for data in (memoryview(struct.pack(">I", len(payload))), memoryview(payload)):
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
-    chunks, left = [], n
-    while left:
+def _read_exact(fd: int, n: int, deadline: float | None):
+    # Rationale: a large frame lands in an anonymous mapping, whose pages the kernel commits
+    # only as data arrives, so a peer that announces 4 GiB and sends nothing costs no memory.
+    buf = bytearray(n) if n <= (1 << 20) else mmap.mmap(-1, n)
+    view, got = memoryview(buf), 0
+    while got < n:
         if deadline is not None:
             wait = deadline - time.monotonic()
             if wait <= 0:
@@ -55,12 +79,12 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
             ready, _, _ = select.select([fd], [], [], wait)
             if not ready:
                 raise FrameTimeout("deadline passed while waiting for a frame")
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
+        k = os.readv(fd, [view[got:got + READ_CHUNK]])
+        if not k:
             raise FrameEOF("peer closed the stream")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += k
+    view.release()
+    return buf
 
 
 def read_frame(fd: int, deadline: float | None = None, max_bytes: int = MAX_FRAME_BYTES):
@@ -74,23 +98,28 @@ def read_frame(fd: int, deadline: float | None = None, max_bytes: int = MAX_FRAM
 # ---- values -----------------------------------------------------------------------------
 
 def encode_tensor(t) -> dict:
-    """A CPU byte copy of a plain tensor (the caller checks the type first)."""
+    """A CPU byte view of a plain tensor (the caller checks the type first). The bytes are
+    copied when the value is packed, which the callers do before any other code runs."""
     import torch
     c = t.detach().to("cpu").contiguous()
-    raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    raw = memoryview(c.reshape(-1).view(torch.uint8).numpy()) if c.numel() else b""
     return {"__tensor__": 1, "dtype": str(c.dtype).removeprefix("torch."),
             "shape": list(c.shape), "data": raw}
 
 
 def decode_tensor(m: dict, device: str = "cpu"):
-    """Inverse of encode_tensor, placed on device."""
+    """Inverse of encode_tensor, placed on device (always a fresh, writable tensor)."""
     import torch
     dtype = getattr(torch, m["dtype"])
-    if m["data"]:
-        flat = torch.frombuffer(bytearray(m["data"]), dtype=torch.uint8).view(dtype)
-    else:
-        flat = torch.empty(0, dtype=dtype)
-    return flat.reshape(m["shape"]).to(device)
+    if not m["data"]:
+        return torch.empty(0, dtype=dtype).reshape(m["shape"]).to(device)
+    if str(device).startswith("cpu"):
+        flat = torch.frombuffer(bytearray(m["data"]), dtype=torch.uint8)
+        return flat.view(dtype).reshape(m["shape"])
+    with warnings.catch_warnings():  # read-only bytes: the copy to the device is the only use
+        warnings.simplefilter("ignore")
+        flat = torch.frombuffer(m["data"], dtype=torch.uint8)
+    return flat.view(dtype).reshape(m["shape"]).to(device)
 
 
 def encode_value(v):

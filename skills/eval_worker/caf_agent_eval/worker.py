@@ -4,7 +4,8 @@
 
 Speaks length-framed msgpack on stdin/stdout (stdout carries frames only; everything else
 goes to stderr). Requests: {op: ping}, {op: eval, ...}, {op: shutdown}. torch is imported
-once; each eval runs the submission in a fresh child process started ahead of time.
+once; each eval runs the submission in a fresh child process started ahead of time, forked
+from a fork server that has torch imported (CAF_EVAL_ZYGOTE=0 spawns each child instead).
 """
 from __future__ import annotations
 
@@ -43,28 +44,73 @@ class WorkerContext:
         self.tasks: OrderedDict = OrderedDict()
         self.baselines: dict = {}
         self.spare = None
+        self.zygote = None
+        if os.environ.get("CAF_EVAL_ZYGOTE", "1") != "0":
+            from .child_client import Zygote
+            self.zygote = Zygote(device, threads)
         self.spawn_spare()
 
     def spawn_spare(self):
-        from .child_client import ChildProcess
-        if self.spare is None:
-            self.spare = ChildProcess(self.device, self.threads)
+        """Starts the next job's child if none is waiting (forked when the server runs)."""
+        from .child_client import ChildProcess, ZygoteError
+        if self.spare is not None:
+            return
+        if self.zygote is not None:
+            try:
+                self.spare = ChildProcess(self.device, self.threads, self.zygote)
+                return
+            except ZygoteError as e:
+                self._drop_zygote(str(e))
+        self.spare = ChildProcess(self.device, self.threads)
+
+    def _drop_zygote(self, why: str):
+        """Falls back to a lite fork server (torch imported, not torch._dynamo) if the full
+        warm-up initialised CUDA, else to spawning children (slower start, same isolation)."""
+        from .child_client import Zygote
+        from .zygote import CUDA_INITIALISED
+        lite = self.zygote is not None and not self.zygote.lite and CUDA_INITIALISED in why
+        print(f"eval worker: fork server disabled ({why.strip()}); "
+              f"{'trying a lite fork server' if lite else 'spawning children instead'}",
+              file=sys.stderr, flush=True)
+        if self.zygote is not None:
+            self.zygote.close()
+        self.zygote = Zygote(self.device, self.threads, lite=True) if lite else None
 
     def take_child(self, timeout_s: float, prestart_next: bool = False):
         """The pre-started child, waited for until ready (start-up failure is infra).
 
-        prestart_next starts the next job's child right away; only for jobs that time
-        nothing, since a starting process would disturb measurements."""
+        With the fork server the next job's child is forked right away (it is idle, blocked
+        on its pipe, before any timing starts: see quiesce). Without it, prestart_next starts
+        the next child now; only for jobs that time nothing, since an interpreter starting
+        beside a measurement would disturb it."""
+        from .child_client import ChildProcess
         self.spawn_spare()
         child, self.spare = self.spare, None
-        if prestart_next:
+        for _ in range(3):  # forked (full server) -> forked (lite server) -> spawned
+            try:
+                child.wait_ready(timeout_s)
+                break
+            except Exception as e:
+                child.kill()
+                if not child.forked:
+                    raise RuntimeError(f"evaluation child failed to start: {e}\n{child.log()}") from e
+                self._drop_zygote(f"a forked child failed to start: {e}\n{child.log()[-2000:]}")
+                child = ChildProcess(self.device, self.threads, self.zygote)
+        if prestart_next or self.zygote is not None:
             self.spawn_spare()
-        try:
-            child.wait_ready(timeout_s)
-        except Exception as e:
-            child.kill()
-            raise RuntimeError(f"evaluation child failed to start: {e}\n{child.log()}") from e
         return child
+
+    def quiesce(self, timeout_s: float):
+        """Before timing: waits until a starting spare is idle, so its start-up (device
+        context, a few hundred ms) never overlaps a measurement."""
+        if self.spare is None or not self.spare.forked:
+            return
+        try:
+            self.spare.wait_ready(timeout_s)
+        except Exception as e:
+            print(f"eval worker: spare child failed to start: {e}", file=sys.stderr, flush=True)
+            self.spare.kill()
+            self.spare = None
 
     def job_done(self):
         self.spawn_spare()
@@ -87,6 +133,8 @@ class WorkerContext:
     def close(self):
         if self.spare is not None:
             self.spare.kill()
+        if self.zygote is not None:
+            self.zygote.close()
         if self.own_work:
             shutil.rmtree(self.work_root, ignore_errors=True)
 

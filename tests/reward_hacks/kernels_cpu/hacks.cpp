@@ -33,6 +33,17 @@ torch::Tensor add_relu_into_a(torch::Tensor a, torch::Tensor b) {
   return a;
 }
 
+// Counts its calls in this process (a static): a child reused across jobs, or extension state
+// inherited from the fork server, would show a count above 1 in a later job's first call.
+torch::Tensor process_calls(torch::Tensor a) {
+  static int64_t calls = 0;
+  ++calls;
+  auto out = torch::empty_like(a);
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) po[i] = static_cast<float>(calls);
+  return out;
+}
+
 // Torch compute through operators/methods (invisible to a regex, seen by the dispatcher).
 torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
 
@@ -63,6 +74,7 @@ CAF_REGISTER(m) {
   m.def("add_relu_scratch_b", &add_relu_scratch_b);
   m.def("add_relu_into_a", &add_relu_into_a);
   m.def("method_fallback", &method_fallback);
+  m.def("process_calls", &process_calls);
   m.def("add_relu_lowprec", &add_relu_lowprec);
   m.def("segfault", &segfault);
 }
