@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
-for dir in sandbox policy learner gpu_pool datasets; do
+for dir in sandbox policy learner gpu_pool datasets serving; do
   [ -d "$dir" ] || continue
   if hits=$(grep -rnE '#\s*include\s*[<"]caf/' "$dir" --include='*.hpp' --include='*.cpp' --include='*.h'); then
     echo "layering: $dir/ includes CAF:"; echo "$hits"; fail=1
