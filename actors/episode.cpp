@@ -235,6 +235,7 @@ void next_turn(episode_actor* self) {
   req.task_id = st.start.task.task_id;
   req.turn = st.conv->turns();
   if (st.env.render_prompt) req.prompt_text = st.conv->prompt_text();
+  if (st.env.render_messages) req.messages_json = st.conv->messages_json();
   req.sampling = st.env.sampling;
   if (st.conv->token_mode()) {
     req.prompt_tokens = st.conv->prompt_tokens();

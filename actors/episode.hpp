@@ -34,6 +34,7 @@ struct episode_env {
   int64_t policy_timeout_ms = 120000;
   int64_t eval_timeout_ms = 600000;
   bool render_prompt = false;    ///< text backends that need the whole prompt
+  bool render_messages = false;  ///< chat backends (openai): send messages_json
   /// Token-level backends (libtorch): episodes keep the exact token sequence
   /// with this tokenizer and send it as prompt_tokens. Null: text mode.
   std::shared_ptr<const policy::tokenizer> tokenizer;

@@ -34,15 +34,19 @@ caf::behavior blocking_worker(caf::event_based_actor*, std::shared_ptr<rollout::
   };
 }
 
-caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend> backend) {
+caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend> backend, int32_t concurrency) {
   self->state.backend = backend;
-  caf::actor worker;
-  if (backend->blocking()) worker = self->spawn<caf::detached + caf::linked>(blocking_worker, backend);
+  // Blocking backends: `concurrency` detached workers, requests handed out in turn.
+  auto workers = std::make_shared<std::vector<caf::actor>>();
+  if (backend->blocking())
+    for (int32_t i = 0; i < std::max<int32_t>(1, concurrency); ++i)
+      workers->push_back(self->spawn<caf::detached + caf::linked>(blocking_worker, backend));
+  caf::actor worker = workers->empty() ? caf::actor{} : workers->front();
   return {
       [=](generate_request& req) -> caf::response_promise {
         auto rp = self->make_response_promise();
-        if (worker) {
-          rp.delegate(worker, std::move(req));
+        if (!workers->empty()) {
+          rp.delegate((*workers)[self->state.seq++ % workers->size()], std::move(req));
           return rp;
         }
         auto reply = self->state.backend->generate(req);
@@ -74,9 +78,9 @@ caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend
 
 }  // namespace
 
-caf::actor spawn_policy_server(caf::actor_system& sys,
-                               std::shared_ptr<rollout::policy_backend> backend) {
-  return sys.spawn(server, std::move(backend));
+caf::actor spawn_policy_server(caf::actor_system& sys, std::shared_ptr<rollout::policy_backend> backend,
+                               int32_t concurrency) {
+  return sys.spawn(server, std::move(backend), concurrency);
 }
 
 }  // namespace caf_agent

@@ -11,7 +11,7 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 1;
+inline constexpr uint32_t protocol_version = 2;  // 2: generate_request.messages_json
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {

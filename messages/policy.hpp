@@ -27,10 +27,13 @@ struct generate_request {
   std::string task_id;  ///< lets replay backends pick the recorded episode
   int32_t turn = 0;
   std::vector<int32_t> prompt_tokens;  ///< the whole conversation so far
-  std::string prompt_text;             ///< for text-level backends (sim, replay, openai)
+  std::string prompt_text;             ///< for text-level backends that take a rendered prompt
+  /// For chat backends (openai): the conversation as a JSON array of
+  /// {role, content, tool_calls: [{id, name, arguments}], tool_call_id}.
+  std::string messages_json;
   sampling_params sampling;
   CAF_AGENT_FIELDS(generate_request, episode_id, request_id, task_id, turn, prompt_tokens, prompt_text,
-                   sampling)
+                   messages_json, sampling)
 };
 
 /// Policy -> episode: the sampled assistant turn.

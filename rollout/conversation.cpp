@@ -13,6 +13,8 @@ conversation::conversation(std::string system_text, std::string task_text,
   for (auto& t : tools_) approx_chars_ += static_cast<int64_t>(policy::dump_json(t).size());
   messages_.push_back({"system", std::move(system_text), {}});
   messages_.push_back({"user", std::move(task_text), {}});
+  call_ids_.resize(2);
+  answers_to_.resize(2);
   if (!tok_) return;
   auto session = policy::chat_session::start(*tok_, messages_, tools_, fmt_);
   if (!session) {
@@ -101,6 +103,7 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
   approx_chars_ += static_cast<int64_t>(text.size());
   auto parsed = policy::parse_assistant_turn(text);
   policy::chat_message msg{"assistant", parsed.content, {}};
+  std::vector<std::string> ids;
   std::vector<action> out;
   for (auto& call : parsed.calls) {
     action a;
@@ -113,6 +116,7 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
       continue;
     }
     msg.tool_calls.push_back({call.name, call.arguments});
+    ids.push_back(a.call_id);
     a.name = call.name;
     a.arguments_json = policy::dump_json(call.arguments);
     if (call.name == "Bash" && call.arguments.is_object()) {
@@ -126,15 +130,37 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
     out.push_back(std::move(a));
   }
   messages_.push_back(std::move(msg));
+  call_ids_.push_back(std::move(ids));
+  answers_to_.emplace_back();
   return out;
 }
 
 void conversation::add_observation(const std::string& call_id, const std::string& output) {
-  (void) call_id;
   auto text = truncate(output, static_cast<size_t>(limits_.observation_limit_bytes));
   approx_chars_ += static_cast<int64_t>(text.size());
   if (session_) pending_obs_.push_back({"tool", text, {}});
   messages_.push_back({"tool", std::move(text), {}});
+  call_ids_.emplace_back();
+  answers_to_.push_back(call_id);
+}
+
+std::string conversation::messages_json() const {
+  policy::json_array out;
+  for (size_t i = 0; i < messages_.size(); ++i) {
+    const auto& m = messages_[i];
+    policy::json_object o{{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      policy::json_array calls;
+      for (size_t k = 0; k < m.tool_calls.size(); ++k)
+        calls.push_back(policy::json_object{{"id", k < call_ids_[i].size() ? call_ids_[i][k] : std::string{}},
+                                            {"name", m.tool_calls[k].name},
+                                            {"arguments", m.tool_calls[k].arguments}});
+      o.emplace_back("tool_calls", std::move(calls));
+    }
+    if (!answers_to_[i].empty()) o.emplace_back("tool_call_id", answers_to_[i]);
+    out.push_back(std::move(o));
+  }
+  return policy::dump_json(policy::json_value{std::move(out)});
 }
 
 std::vector<std::string> conversation::observations() const {

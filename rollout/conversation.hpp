@@ -59,6 +59,10 @@ class conversation {
   /// The whole conversation in the chat format, ending with the generation prompt.
   std::string prompt_text() const;
 
+  /// The conversation as a JSON array for chat backends (openai):
+  /// {role, content, tool_calls: [{id, name, arguments}], tool_call_id}.
+  std::string messages_json() const;
+
   /// Context size in tokens: exact in token mode, else estimated (4 bytes per token).
   int64_t context_tokens() const;
 
@@ -109,6 +113,8 @@ class conversation {
   policy::json_array tools_;
   conversation_limits limits_;
   std::vector<policy::chat_message> messages_;
+  std::vector<std::vector<std::string>> call_ids_;  ///< per message: its tool calls' ids
+  std::vector<std::string> answers_to_;              ///< per message: the call a tool message answers
   std::vector<std::string> assistant_texts_;
   int64_t approx_chars_ = 0;
   int32_t malformed_ = 0;

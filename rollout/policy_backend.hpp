@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "messages/policy.hpp"
+#include "policy/text/json.hpp"
 
 namespace caf_agent::rollout {
 
@@ -71,5 +72,23 @@ std::unique_ptr<policy_backend> make_sim_policy(sim_policy_options opts);
 /// backend when the file is missing or malformed (names the line).
 std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
                                                    std::string& error);
+
+/// Settings of the openai backend.
+struct openai_policy_options {
+  std::string base_url;          ///< http://HOST:PORT/v1
+  std::string api_key;           ///< "" = none
+  std::string model;             ///< sent as the request's model
+  int64_t timeout_ms = 120000;   ///< per attempt
+  int32_t max_retries = 2;       ///< connection errors, 429 and 5xx
+  policy::json_array tools;      ///< the tool schemas sent with every request
+};
+
+/// A client of any OpenAI-compatible chat server (vLLM, SGLang, the inference
+/// role). Needs generate_request::messages_json. The completion's text is the
+/// assistant turn in the chat format (content and <tool_call> blocks), its
+/// tokens and logprobs what the server returned (our server and vLLM with
+/// return_token_ids). publish_weights calls the server's update_weights_from_disk.
+/// Thread-safe: every call opens its own connection.
+std::unique_ptr<policy_backend> make_openai_policy(const openai_policy_options& opts, std::string& error);
 
 }  // namespace caf_agent::rollout

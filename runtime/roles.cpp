@@ -1,6 +1,7 @@
 // runtime/roles.cpp: see roles.hpp.
 #include "runtime/roles.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,8 @@
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
 #include "actors/engine_policy_server.hpp"
 #include "policy/model/engine_service.hpp"
+#include "serving/engine_chat_service.hpp"
+#include "serving/openai_server.hpp"
 #endif
 
 namespace caf_agent::runtime {
@@ -81,6 +84,24 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
     return rollout::make_sim_policy(o);
   }
   if (p.backend == "replay") return rollout::make_replay_policy(p.replay_path, 0, error);
+  if (p.backend == "openai") {
+    rollout::openai_policy_options o;
+    o.base_url = p.base_url;
+    o.model = p.model_name;
+    o.timeout_ms = p.request_timeout_ms;
+    o.max_retries = p.max_retries;
+    if (!p.api_key_env.empty()) {
+      const char* key = std::getenv(p.api_key_env.c_str());
+      if (!key) {
+        error = "policy.api_key_env: the environment variable " + p.api_key_env + " is not set";
+        return nullptr;
+      }
+      o.api_key = key;
+    }
+    auto schemas = policy::parse_json(sandbox::episode_sandbox::tool_schemas().dump());
+    if (schemas && schemas->is_array()) o.tools = schemas->as_array();
+    return rollout::make_openai_policy(o, error);
+  }
   error = "policy.backend '" + p.backend + "' is not available in this build";
   return nullptr;
 }
@@ -90,7 +111,11 @@ struct policy_endpoint {
   caf::actor server;
   std::shared_ptr<const policy::tokenizer> tokenizer;  ///< token-level backends only
   int64_t context_limit = 0;                           ///< 0: no limit beyond the config's
+  bool render_messages = false;                        ///< chat backends take messages_json
   std::string description;
+#ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
+  std::shared_ptr<policy::engine_service> engine;      ///< libtorch: shared with the HTTP server
+#endif
 };
 
 std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_endpoint& out) {
@@ -115,6 +140,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     out.context_limit = service->max_context();
     out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + p.dtype + ", batch " +
                       std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")";
+    out.engine = service;
     out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end);
     return {};
 #else
@@ -125,7 +151,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
   auto backend = make_backend(cfg, error);
   if (!backend) return error;
   out.description = backend->name();
-  out.server = spawn_policy_server(sys, backend);
+  out.render_messages = p.backend == "openai";
+  out.server = spawn_policy_server(sys, backend, p.backend == "openai" ? p.concurrency : 1);
   return {};
 }
 
@@ -177,6 +204,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.env.context_limit_tokens = pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit)
                                                      : r.context_limit_tokens;
   m.env.tokenizer = pol.tokenizer;
+  m.env.render_messages = pol.render_messages;
   m.env.sampling = sampling_of(cfg.policy);
   m.env.observation_limit_bytes = r.observation_limit_bytes;
   m.env.policy_timeout_ms = cfg.policy.request_timeout_ms;
@@ -203,6 +231,27 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
     policy_endpoint pol;
     if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
     log_info("inference", "policy: " + pol.description);
+#ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
+    if (pol.engine) {  // serve the same engine over OpenAI-compatible HTTP
+      auto tok = policy::tokenizer::from_file((fs::path{cfg.policy.model_dir} / "tokenizer.json").string());
+      if (!tok) return "policy.model_dir: " + tok.error().message;
+      auto name = cfg.policy.model_name.empty() ? fs::path{cfg.policy.model_dir}.filename().string()
+                                                : cfg.policy.model_name;
+      auto chat = serving::engine_chat_service::create(pol.engine, std::move(tok.value()), name);
+      if (!chat) return "inference: " + chat.error().message;
+      std::shared_ptr<serving::chat_service> service = std::move(chat.value());
+      serving::server_options so;
+      so.host = cfg.policy.serve_host;
+      so.port = static_cast<uint16_t>(cfg.policy.serve_port);
+      auto http = serving::openai_server::start(*service, so);
+      if (!http) return "policy.serve_port: " + http.error().message;
+      std::shared_ptr<serving::openai_server> server = std::move(http.value());
+      log_info("inference", "serving model '" + name + "' over OpenAI-compatible HTTP at " + server->base_url());
+      out.resources.push_back(service);  // released after the server (reverse order)
+      out.resources.push_back(server);
+      out.counts["http_server"] = 1;
+    }
+#endif
     if (auto coord = peer(peers, "coordinator"))
       caf::send_as(pol.server, coord, messages::service_announce{node_id, "policy"});
     out.actors.push_back(pol.server);
@@ -228,6 +277,7 @@ void stop_role(caf::actor_system& sys, role_actors& actors) {
   for (size_t i = 0; i < actors.actors.size(); ++i)
     self->receive([](caf::down_msg&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   actors.actors.clear();
+  while (!actors.resources.empty()) actors.resources.pop_back();
 }
 
 }  // namespace caf_agent::runtime

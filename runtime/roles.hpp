@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct role_actors {
   std::vector<caf::actor> actors;
   /// Named handles other roles of the same process wire to (e.g. "gpu_pool").
   std::map<std::string, caf::actor> named;
+  /// Non-actor parts the role owns (the inference role's HTTP server); released
+  /// by stop_role after the actors have stopped, in reverse order.
+  std::vector<std::shared_ptr<void>> resources;
 };
 
 /// Starts the actors of `role` (rollout, gpu-pool, learner, inference).

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ def build_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", REPO / "build"))
 
 
+import msgpack  # noqa: E402
 import pytest  # noqa: E402  (skip/fail helpers)
 
 
@@ -92,3 +94,20 @@ def make_tiny_checkpoint(out: pathlib.Path, seed: int) -> pathlib.Path:
                     "--tokenizer", str(tiny_model()), "--seed", str(seed)],
                    check=True, capture_output=True, timeout=300)
     return out
+
+
+def records_in(store):
+    """Every record of a trajectory store directory (CAFT frames of msgpack)."""
+    out = []
+    for seg in sorted(pathlib.Path(store).glob("segment-*.msgpack")):
+        data, pos = seg.read_bytes(), 0
+        while pos + 12 <= len(data):
+            (n,) = struct.unpack("<I", data[pos + 4:pos + 8])
+            out.append(msgpack.unpackb(data[pos + 12:pos + 12 + n], raw=False))
+            pos += 12 + n
+    return out
+
+
+def store_of(output):
+    """The trajectory store a run printed ("N records in DIR")."""
+    return [l.split(" in ")[-1].strip() for l in output.splitlines() if "records in" in l][-1]

@@ -1,5 +1,7 @@
 """Fixtures shared by every Python test (helpers live in cafagent_testlib.py)."""
 import pathlib
+import shutil
+import tempfile
 
 import pytest
 
@@ -23,3 +25,14 @@ def nodes(caf_agent, tmp_path):
     yield start
     for n in started:
         n.kill()
+
+
+@pytest.fixture
+def workspace_root():
+    """Sandbox uids must reach the workspaces: pytest's tmp dirs are mode 0700."""
+    ws = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
+    ws.chmod(0o755)
+    yield ws
+    leftovers = list(ws.iterdir())
+    shutil.rmtree(ws, ignore_errors=True)
+    assert not leftovers, f"workspaces left behind: {leftovers}"

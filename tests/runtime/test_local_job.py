@@ -3,38 +3,12 @@ through real sandboxes and real evaluations, prints the report, and exits 0; an
 interrupted run still gives every started episode its one record."""
 import os
 import pathlib
-import shutil
 import signal
-import struct
 import subprocess
-import tempfile
 
-import msgpack
 import pytest
 
-from cafagent_testlib import REPO, tiny_model
-
-
-def records_in(store):
-    out = []
-    for seg in sorted(pathlib.Path(store).glob("segment-*.msgpack")):
-        data, pos = seg.read_bytes(), 0
-        while pos + 12 <= len(data):
-            (n,) = struct.unpack("<I", data[pos + 4:pos + 8])
-            out.append(msgpack.unpackb(data[pos + 12:pos + 12 + n], raw=False))
-            pos += 12 + n
-    return out
-
-
-@pytest.fixture
-def workspace_root():
-    """Sandbox uids must reach the workspaces: pytest's tmp dirs are mode 0700."""
-    ws = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
-    ws.chmod(0o755)
-    yield ws
-    leftovers = list(ws.iterdir())
-    shutil.rmtree(ws, ignore_errors=True)
-    assert not leftovers, f"workspaces left behind: {leftovers}"
+from cafagent_testlib import REPO, records_in, store_of, tiny_model
 
 
 def local_config(tmp_path, ws):
@@ -45,10 +19,6 @@ def local_config(tmp_path, ws):
                    f'[gpu_pool]\nworker_python = "{python}"\n'
                    f'[policy]\nbackend = "replay"\n')
     return cfg
-
-
-def store_of(output):
-    return [l.split(" in ")[-1].strip() for l in output.splitlines() if "records in" in l][-1]
 
 
 def test_local_eval_run_reports_every_task(caf_agent, tmp_path, workspace_root):
