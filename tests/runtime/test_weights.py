@@ -54,3 +54,23 @@ def test_published_weights_reach_every_policy_service(caf_agent, nodes, tmp_path
     older = publish(caf_agent, addr, model, 0)  # version 0 after 1 was applied
     assert older.returncode == 1
     assert all("version 0" in l for l in older.stdout.strip().splitlines()), older.stdout
+
+
+def test_a_missing_or_corrupt_checkpoint_is_a_clear_start_error(caf_agent, tmp_path):
+    model = tiny_model()
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    for f in model.iterdir():
+        if f.is_file():
+            (corrupt / f.name).write_bytes(f.read_bytes())
+    (corrupt / "model.safetensors").write_bytes((model / "model.safetensors").read_bytes()[:1000])
+    for model_dir, expected in ((tmp_path / "missing", "tokenizer.json"),
+                                (corrupt, "corrupt or truncated")):
+        cfg = tmp_path / "bad.toml"
+        cfg.write_text(f'[runtime]\nrun_dir = "{tmp_path / "run"}"\n'
+                       f'[policy]\nbackend = "libtorch"\nmodel_dir = "{model_dir}"\n')
+        res = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--exit-after-start"],
+                             capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert res.returncode == 2, res.stderr
+        errors = [l for l in res.stderr.splitlines() if "policy.model_dir" in l]
+        assert len(errors) == 1 and expected in errors[0], res.stderr
