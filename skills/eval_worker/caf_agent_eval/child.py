@@ -3,7 +3,9 @@ parent asks for, and reports raw facts. It holds no reference outputs and decide
 every pass/fail decision is made in the parent (job.py) with trusted code.
 
 Started as `python -m caf_agent_eval.child`; frames on stdin/stdout (duplicated to private
-descriptors at start), everything the submission prints goes to stderr (the capped log).
+descriptors at start), large tensors' bytes as sealed memfds on the socket named by
+CAF_EVAL_FD_SOCK (shm_transport.py), everything the submission prints goes to stderr (the
+capped log).
 """
 from __future__ import annotations
 
@@ -29,11 +31,11 @@ def _err(e: BaseException) -> str:
 
 
 class Child:
-    def __init__(self, fd_in: int, fd_out: int):
+    def __init__(self, fd_in: int, fd_out: int, fd_sock=None):
         import torch
         from . import profile, protocol
         self.torch, self.protocol = torch, protocol
-        self.fd_in, self.fd_out = fd_in, fd_out
+        self.fd_in, self.fd_out, self.fd_sock = fd_in, fd_out, fd_sock
         self.device = os.environ.get("CAF_EVAL_DEVICE", "cpu")
         threads = int(os.environ.get("CAF_EVAL_THREADS", "0"))
         if threads > 0:
@@ -193,7 +195,7 @@ class Child:
         self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
         while True:
             try:
-                req = self.protocol.read_frame(self.fd_in)
+                req = self.protocol.read_frame(self.fd_in, fd_sock=self.fd_sock)
             except self.protocol.FrameEOF:
                 return
             op = req.get("op")
@@ -204,7 +206,26 @@ class Child:
                 reply = handler(req) if handler else {"error": f"unknown op {op!r}"}
             except BaseException as e:
                 reply = {"error": _err(e)}
-            self.protocol.write_frame(self.fd_out, reply)
+            lie = _test_lie()
+            if lie:
+                from ._test_lies import write_lying_frame
+                write_lying_frame(self.fd_out, self.fd_sock, reply, lie)
+            else:
+                self.protocol.write_frame(self.fd_out, reply, self.fd_sock)
+
+
+def _test_lie() -> str:
+    """Tests only (CAF_EVAL_TEST_HOOKS=1): how to lie in the next reply with tensors, read from
+    the file CAF_EVAL_CHILD_LIE_FILE names (set in the worker's environment, which no
+    submission reaches)."""
+    path = os.environ.get("CAF_EVAL_CHILD_LIE_FILE")
+    if os.environ.get("CAF_EVAL_TEST_HOOKS") != "1" or not path:
+        return ""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def main():
@@ -214,7 +235,12 @@ def main():
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)  # the submission's prints go to the capped log, never to the frame stream
-    Child(fd_in, fd_out).serve()
+    fd_sock = None
+    if os.environ.get("CAF_EVAL_FD_SOCK"):
+        import socket
+        fd_sock = socket.socket(fileno=int(os.environ.pop("CAF_EVAL_FD_SOCK")))
+        fd_sock.set_inheritable(False)  # the build's compilers must not hold it
+    Child(fd_in, fd_out, fd_sock).serve()
     sys.stdout.flush()
     os._exit(0)
 

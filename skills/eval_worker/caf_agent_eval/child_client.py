@@ -3,6 +3,8 @@ crash and timeout detection. A child is used for one job and then killed.
 
 A child is forked by the fork server (zygote.py, torch already imported) when one runs, else
 spawned as `python -m caf_agent_eval.child`; both run the same child code on the same pipes.
+Frames travel on pipes; large tensors' bytes on a SOCK_SEQPACKET socket pair as sealed memfds
+(shm_transport.py), whose child end the child finds in CAF_EVAL_FD_SOCK.
 """
 from __future__ import annotations
 
@@ -29,6 +31,17 @@ class ChildTimeout(Exception):
 
 class ChildCrashed(Exception):
     """The child exited or was killed by a signal while a request was pending."""
+
+
+class ChildProtocolError(Exception):
+    """The child sent a malformed frame or a lying tensor header/arena (it was killed)."""
+
+
+def fd_socket_pair() -> tuple[socket.socket, socket.socket]:
+    """(worker end, child end) of the descriptor channel; the child's end is inheritable."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.set_inheritable(True)
+    return mine, theirs
 
 
 def describe_exit(code: int | None) -> str:
@@ -122,20 +135,23 @@ class Zygote:
         """A new child process with fresh pipes (ForkedProc mimics the Popen we use)."""
         self.wait_ready(timeout_s)
         (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+        fd_sock, child_sock = fd_socket_pair()
         protocol.grow_pipe(in_w)
         protocol.grow_pipe(out_r)
         try:
-            self._send({"op": "fork"}, [in_r, out_w, err_w])
+            self._send({"op": "fork"}, [in_r, out_w, err_w, child_sock.fileno()])
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
+            child_sock.close()
         try:
             pid = int(self._recv(timeout_s, "fork")["pid"])
         except BaseException:
             for fd in (in_w, out_r, err_r):
                 os.close(fd)
+            fd_sock.close()
             raise
-        return ForkedProc(pid, in_w, out_r, err_r, self)
+        return ForkedProc(pid, in_w, out_r, err_r, fd_sock, self)
 
     def wait_child(self, pid: int, timeout_s: float):
         """The child's Popen-style return code, or None if it still runs after timeout_s."""
@@ -160,8 +176,10 @@ class ForkedProc:
     The fork server reaps the child only when asked (poll/wait), so until then its pid and
     process group stay reserved and killpg cannot hit another process."""
 
-    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int, zygote: Zygote):
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, stderr_fd: int,
+                 fd_sock: socket.socket, zygote: Zygote):
         self.pid = pid
+        self.fd_sock = fd_sock
         self.stdin = open(stdin_fd, "wb", buffering=0)
         self.stdout = open(stdout_fd, "rb", buffering=0)
         self.stderr = open(stderr_fd, "rb", buffering=0)
@@ -200,10 +218,17 @@ class ChildProcess:
         self._reader = None
         self.ready = False
         if zygote is None:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "caf_agent_eval.child"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(device, threads),
-                start_new_session=True)
+            fd_sock, child_sock = fd_socket_pair()
+            env = child_env(device, threads)
+            env["CAF_EVAL_FD_SOCK"] = str(child_sock.fileno())
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "caf_agent_eval.child"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                    pass_fds=[child_sock.fileno()], start_new_session=True)
+            finally:
+                child_sock.close()
+            self.proc.fd_sock = fd_sock
             protocol.grow_pipe(self.proc.stdin.fileno())
             protocol.grow_pipe(self.proc.stdout.fileno())
             self._start_reader()
@@ -244,21 +269,35 @@ class ChildProcess:
             self.ready = True
 
     def request(self, obj: dict, timeout_s: float, phase: str) -> dict:
-        """Sends a request and waits for its reply; raises ChildTimeout / ChildCrashed."""
+        """Sends a request and waits for its reply; raises ChildTimeout / ChildCrashed /
+        ChildProtocolError."""
         try:
-            protocol.write_frame(self.proc.stdin.fileno(), obj)
+            protocol.write_frame(self.proc.stdin.fileno(), obj, self.proc.fd_sock)
+        except protocol.FrameInvalid as e:
+            self._invalid(phase, e)
         except (BrokenPipeError, OSError):
             self._crashed(phase)
         return self._read(time.monotonic() + timeout_s, phase)
 
     def _read(self, deadline: float, phase: str) -> dict:
         try:
-            return protocol.read_frame(self.proc.stdout.fileno(), deadline)
+            rep = protocol.read_frame(self.proc.stdout.fileno(), deadline, fd_sock=self.proc.fd_sock)
         except protocol.FrameTimeout:
             self.kill()
             raise ChildTimeout(phase) from None
+        except protocol.FrameInvalid as e:
+            self._invalid(phase, e)
         except protocol.FrameError:
             self._crashed(phase)
+        except OSError as e:  # the descriptor channel failed (the child closed or broke it)
+            self._invalid(phase, e)
+        if not isinstance(rep, dict):
+            self._invalid(phase, f"a reply of type {type(rep).__name__}, not a map")
+        return rep
+
+    def _invalid(self, phase: str, why):
+        self.kill()
+        raise ChildProtocolError(f"invalid reply during {phase}: {why}")
 
     def _crashed(self, phase: str):
         try:
@@ -279,7 +318,7 @@ class ChildProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.fd_sock):
             try:
                 f.close()
             except OSError:

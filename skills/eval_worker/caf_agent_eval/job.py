@@ -16,7 +16,7 @@ import torch
 
 from . import options as opts_mod
 from . import protocol, reward, static_checks, verify
-from .child_client import ChildCrashed, ChildTimeout
+from .child_client import ChildCrashed, ChildProtocolError, ChildTimeout
 from .task import as_outputs, derive_seed
 
 # Rationale: only what the agent is meant to write crosses into the judge.
@@ -136,6 +136,10 @@ def run(ctx, req: dict) -> dict:
         v["correct"] = False
         v["flags"].append("crashed")
         v["reason"] = f"the submission crashed the evaluation process: {e}"
+    except ChildProtocolError as e:
+        v["correct"] = False
+        v["flags"].append("bad_frame")
+        v["reason"] = f"the evaluation process sent an {e} (process killed)"
     finally:
         child.kill()
         v["log"] = child.log()
@@ -222,6 +226,8 @@ def compare_outputs(refs, encoded, o, fail):
     for i, (r, e) in enumerate(zip(refs, encoded)):
         if e is None:
             fail(f"output {i} is not a plain tensor", "bad_output")
+        if not isinstance(e, dict) or "__tensor__" not in e:
+            fail(f"output {i} arrived as {type(e).__name__}, not a tensor map", "bad_frame")
         ok, why, _ = verify.compare(r, protocol.decode_tensor(e), o["atol"], o["rtol"], o["rel_l2"])
         if not ok:
             fail(f"output {i} {why}", "nan_inf" if "NaN" in why else "mismatch")

@@ -2,7 +2,9 @@
 
 A frame is a 4-byte big-endian length followed by a msgpack map. Tensors travel as
 maps {"__tensor__": 1, "dtype", "shape", "data"} holding the raw bytes of a
-contiguous CPU copy, so any dtype (bf16 included) round-trips exactly.
+contiguous CPU copy, so any dtype (bf16 included) round-trips exactly. Between the worker
+and its child (an fd socket given to write_frame/read_frame), large tensors' bytes travel
+out of band in a sealed memfd instead (shm_transport.py) and every tensor map is checked.
 """
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ class FrameEOF(FrameError):
     """The peer closed its end (it exited or crashed)."""
 
 
+class FrameInvalid(FrameError):
+    """The peer sent a malformed frame, a lying tensor header or a bad arena descriptor."""
+
+
 def pack(obj) -> bytes:
     """Encodes obj as one frame."""
     payload = msgpack.packb(obj, use_bin_type=True)
@@ -54,9 +60,18 @@ def grow_pipe(fd: int) -> None:
         pass
 
 
-def write_frame(fd: int, obj) -> None:
-    """Writes one frame to a raw file descriptor (header and payload without joining them:
-    a tensor frame is hundreds of MiB)."""
+def write_frame(fd: int, obj, fd_sock=None) -> None:
+    """Writes one frame to a raw file descriptor (header and payload without joining them).
+    With fd_sock (a Unix socket), large tensors go out of band: their arena's descriptor is
+    queued on fd_sock before the frame is written."""
+    if fd_sock is not None:
+        from . import shm_transport
+        obj, arena_fd = shm_transport.stage(obj)
+        if arena_fd is not None:
+            try:
+                shm_transport.send_fd(fd_sock, arena_fd)
+            finally:
+                os.close(arena_fd)
     payload = msgpack.packb(obj, use_bin_type=True)
     if len(payload) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(payload)} bytes exceeds the limit")
@@ -87,12 +102,23 @@ def _read_exact(fd: int, n: int, deadline: float | None):
     return buf
 
 
-def read_frame(fd: int, deadline: float | None = None, max_bytes: int = MAX_FRAME_BYTES):
-    """Reads one frame; deadline is a time.monotonic() value or None (block)."""
+def read_frame(fd: int, deadline: float | None = None, max_bytes: int = MAX_FRAME_BYTES,
+               fd_sock=None):
+    """Reads one frame; deadline is a time.monotonic() value or None (block). With fd_sock
+    every tensor map is checked and out-of-band bytes are copied in (shm_transport.resolve)."""
     (length,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
     if length > max_bytes:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
-    return msgpack.unpackb(_read_exact(fd, length, deadline), raw=False, strict_map_key=False)
+    try:
+        obj = msgpack.unpackb(_read_exact(fd, length, deadline), raw=False, strict_map_key=False)
+    except FrameError:
+        raise
+    except Exception as e:  # msgpack's errors: ExtraData, FormatError, StackError, TypeError
+        raise FrameInvalid(f"malformed frame ({type(e).__name__}: {str(e)[:200]})") from None
+    if fd_sock is not None:
+        from . import shm_transport
+        obj = shm_transport.resolve(obj, fd_sock)
+    return obj
 
 
 # ---- values -----------------------------------------------------------------------------
@@ -108,9 +134,13 @@ def encode_tensor(t) -> dict:
 
 
 def decode_tensor(m: dict, device: str = "cpu"):
-    """Inverse of encode_tensor, placed on device (always a fresh, writable tensor)."""
+    """Inverse of encode_tensor, placed on device (always a fresh, writable tensor). The
+    bytes of an out-of-band tensor are already a fresh torch.uint8 tensor (no copy on CPU)."""
     import torch
-    dtype = getattr(torch, m["dtype"])
+    from .shm_transport import dtype_of
+    dtype = dtype_of(m["dtype"])
+    if isinstance(m["data"], torch.Tensor):
+        return m["data"].view(dtype).reshape(m["shape"]).to(device)
     if not m["data"]:
         return torch.empty(0, dtype=dtype).reshape(m["shape"]).to(device)
     if str(device).startswith("cpu"):

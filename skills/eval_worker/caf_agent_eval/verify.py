@@ -56,6 +56,8 @@ def _first_index(mask: torch.Tensor):
 
 def inputs_unchanged(before: list, after: list) -> str | None:
     """None when every tensor input is bit-identical after the call, else a reason."""
+    if len(after) != len(before):
+        return f"{len(after)} inputs came back after the call, {len(before)} were sent"
     for i, (b, a) in enumerate(zip(before, after)):
         if isinstance(b, torch.Tensor):
             if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:

@@ -10,8 +10,9 @@ each forked child creates its own context. It holds nothing of the judge's (no r
 no seeds): what a child inherits from it is torch and the harness modules, already imported.
 
 Control messages travel on a SOCK_SEQPACKET socket (msgpack maps; the child's three pipe
-ends arrive as SCM_RIGHTS file descriptors with each fork request):
-    {op: fork} + 3 fds  -> {pid}
+ends and its end of the tensor descriptor socket arrive as SCM_RIGHTS file descriptors with
+each fork request):
+    {op: fork} + 4 fds  -> {pid}
     {op: wait, pid, timeout_s} -> {pid, returncode}   (None while it still runs)
 Children are reaped only on a wait request, so a child's pid (and process group) cannot be
 reused while the worker may still signal it.
@@ -67,7 +68,8 @@ def native_threads() -> list[str]:
 
 
 def _become_child(sock: socket.socket, fds: list[int], zygote_pid: int) -> None:
-    """In the forked process: own session, pipes on 0/1/2, then the child's main loop."""
+    """In the forked process: own session, pipes on 0/1/2, the descriptor socket's number in
+    CAF_EVAL_FD_SOCK, then the child's main loop."""
     code = 1
     try:
         sock.close()
@@ -76,11 +78,12 @@ def _become_child(sock: socket.socket, fds: list[int], zygote_pid: int) -> None:
         die_with_parent()
         if os.getppid() != zygote_pid:  # the fork server died before the line above
             os._exit(1)
-        for target, fd in zip((0, 1, 2), fds):
+        for target, fd in zip((0, 1, 2), fds[:3]):
             os.dup2(fd, target)
-        for fd in fds:
+        for fd in fds[:3]:
             if fd > 2:
                 os.close(fd)
+        os.environ["CAF_EVAL_FD_SOCK"] = str(fds[3])
         from . import child
         child.main()  # exits the process
         code = 0
@@ -113,14 +116,14 @@ def serve(sock: socket.socket) -> int:
     sock.send(msgpack.packb({"ready": True, "pid": me, "threads": native_threads()}))
     while True:
         try:
-            msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 3)
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
         except OSError:
             return 0
         if not msg:
             return 0  # the worker closed its end
         req = msgpack.unpackb(msg, raw=False)
         op = req.get("op") if isinstance(req, dict) else None
-        if op == "fork" and len(fds) == 3:
+        if op == "fork" and len(fds) == 4:
             pid = os.fork()
             if pid == 0:
                 _become_child(sock, fds, me)
