@@ -5,7 +5,8 @@
 
 #include <string>
 #include <utility>
-#include <variant>
+
+#include "policy/text/result.hpp"
 
 namespace caf_agent::serving {
 
@@ -51,55 +52,9 @@ inline serving_error make_serving_error(errc code, std::string message, std::str
 
 /// Holds either a value of type T or a serving_error.
 template <class T>
-class result {
- public:
-  /// Wraps a value.
-  result(T value) : data_(std::move(value)) {}
-  /// Wraps an error.
-  result(serving_error err) : data_(std::move(err)) {}
-
-  /// True when a value is held.
-  bool ok() const noexcept { return data_.index() == 0; }
-  /// True when a value is held.
-  explicit operator bool() const noexcept { return ok(); }
-  /// The value; only valid when ok().
-  T& value() & { return std::get<0>(data_); }
-  /// The value; only valid when ok().
-  const T& value() const& { return std::get<0>(data_); }
-  /// The value, moved out; only valid when ok().
-  T&& value() && { return std::get<0>(std::move(data_)); }
-  /// The value; only valid when ok().
-  T& operator*() & { return value(); }
-  /// The value; only valid when ok().
-  const T& operator*() const& { return value(); }
-  /// Member access to the value; only valid when ok().
-  T* operator->() { return &value(); }
-  /// Member access to the value; only valid when ok().
-  const T* operator->() const { return &value(); }
-  /// The error; only valid when !ok().
-  const serving_error& error() const { return std::get<1>(data_); }
-
- private:
-  std::variant<T, serving_error> data_;
-};
+using result = policy::basic_result<T, serving_error>;
 
 /// A result without a value: success or a serving_error.
-class status {
- public:
-  /// Success.
-  status() = default;
-  /// Failure.
-  status(serving_error err) : err_(std::move(err)), ok_(false) {}
-  /// True on success.
-  bool ok() const noexcept { return ok_; }
-  /// True on success.
-  explicit operator bool() const noexcept { return ok_; }
-  /// The error; only meaningful when !ok().
-  const serving_error& error() const { return err_; }
-
- private:
-  serving_error err_;
-  bool ok_ = true;
-};
+using status = policy::basic_status<serving_error>;
 
 }  // namespace caf_agent::serving

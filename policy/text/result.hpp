@@ -15,14 +15,15 @@ struct text_error {
   std::string message;
 };
 
-/// Holds either a value of type T or a text_error.
-template <class T>
-class result {
+/// Holds either a value of type T or an error of type E (E must differ from T).
+/// policy:: uses E = text_error; serving/ uses its own error with a code.
+template <class T, class E>
+class basic_result {
 public:
   /// Wraps a value.
-  result(T value) : data_(std::move(value)) {}
+  basic_result(T value) : data_(std::move(value)) {}
   /// Wraps an error.
-  result(text_error err) : data_(std::move(err)) {}
+  basic_result(E err) : data_(std::move(err)) {}
 
   /// True when a value is held.
   bool ok() const noexcept { return data_.index() == 0; }
@@ -45,30 +46,38 @@ public:
   const T* operator->() const { return &value(); }
 
   /// The error; only valid when !ok().
-  const text_error& error() const { return std::get<1>(data_); }
+  const E& error() const { return std::get<1>(data_); }
 
 private:
-  std::variant<T, text_error> data_;
+  std::variant<T, E> data_;
 };
 
-/// A result without a value: success or a text_error.
-class status {
+/// A result without a value: success or an error of type E.
+template <class E>
+class basic_status {
 public:
   /// Success.
-  status() = default;
+  basic_status() = default;
   /// Failure.
-  status(text_error err) : err_(std::move(err)), ok_(false) {}
+  basic_status(E err) : err_(std::move(err)), ok_(false) {}
   /// True on success.
   bool ok() const noexcept { return ok_; }
   /// True on success.
   explicit operator bool() const noexcept { return ok_; }
   /// The error; only meaningful when !ok().
-  const text_error& error() const { return err_; }
+  const E& error() const { return err_; }
 
 private:
-  text_error err_;
+  E err_;
   bool ok_ = true;
 };
+
+/// Holds either a value of type T or a text_error.
+template <class T>
+using result = basic_result<T, text_error>;
+
+/// A result without a value: success or a text_error.
+using status = basic_status<text_error>;
 
 /// Shorthand for building an error value.
 inline text_error make_error(std::string message) {
