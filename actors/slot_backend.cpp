@@ -44,6 +44,7 @@ class worker_slot final : public slot_backend {
     c.device = o.device;
     c.threads = o.threads;
     c.stderr_path = o.stderr_path;
+    if (!o.build_root.empty()) c.env["CAF_EVAL_BUILD_ROOT"] = o.build_root;
     return c;
   }
 

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -59,6 +62,7 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     w.threads = g.cpu_threads_per_slot;
     w.deadline_ms = g.job_deadline_s * 1000;
     w.stderr_path = cfg.runtime.run_dir + "/eval-worker-" + std::to_string(i) + ".log";
+    w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
     backends.push_back(make_worker_slot(w));
   }
   if (g.backend != "sim" && !fs::exists(g.worker_python))
@@ -133,13 +137,31 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.max_batch = p.max_batch;
     o.engine.max_context = p.max_context;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
-    auto engine = policy::engine_service::open(o);
-    if (!engine) return "policy.model_dir: " + engine.error().message;
-    std::shared_ptr<policy::engine_service> service = std::move(engine.value());
+    // Rationale: roles started in one process (the local role runs inference and rollout side
+    // by side) share one engine per model and settings instead of loading the model twice;
+    // each role keeps its own policy server actor in front of it.
+    static std::mutex shared_mutex;
+    static std::map<std::string, std::weak_ptr<policy::engine_service>> shared_engines;
+    const auto key = p.model_dir + "|" + p.device + "|" + p.dtype + "|" + std::to_string(p.max_batch) + "|" +
+                     std::to_string(p.max_context);
+    std::shared_ptr<policy::engine_service> service;
+    bool shared = false;
+    {
+      std::lock_guard lock(shared_mutex);
+      service = shared_engines[key].lock();
+      shared = service != nullptr;
+      if (!service) {
+        auto engine = policy::engine_service::open(o);
+        if (!engine) return "policy.model_dir: " + engine.error().message;
+        service = std::move(engine.value());
+        shared_engines[key] = service;
+      }
+    }
     out.tokenizer = std::make_shared<const policy::tokenizer>(std::move(tok.value()));
     out.context_limit = service->max_context();
     out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + p.dtype + ", batch " +
-                      std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")";
+                      std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")" +
+                      (shared ? ", the engine this process already loaded" : "");
     out.engine = service;
     out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end);
     return {};

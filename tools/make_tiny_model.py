@@ -44,7 +44,7 @@ def make_config(vocab, hidden, layers, eos):
         num_hidden_layers=layers, num_attention_heads=heads,
         # Rationale: 2 key/value heads keep grouped-query attention exercised at any width.
         num_key_value_heads=2 if heads % 2 == 0 else 1,
-        max_position_embeddings=4096, tie_word_embeddings=True,
+        max_position_embeddings=8192, tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=eos, pad_token_id=None)
 
 

@@ -89,7 +89,8 @@ AXPBY_MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass
 MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
              "    def forward(self, a, b):\n        return caf_ext.add_relu(a, b)\n")
 CPU_KERNEL = os.path.join(ROOT, "tests", "reward_hacks", "kernels_cpu", "elementwise.cpp")
-CUDA_KERNEL = os.path.join(ROOT, "tests", "reward_hacks", "cuda", "kernels_cuda", "elementwise.cu")
+CUDA_KERNELS = [os.path.join(ROOT, "tests", "reward_hacks", "cuda", "kernels_cuda", f)
+                for f in ("elementwise.cu", "elementwise.cpp")]
 AXPBY_KERNEL = os.path.join(ROOT, "bench", "judge", "kernels", "axpby")
 
 SMALL_CPP = '''#include "caf_kernel.h"
@@ -119,51 +120,60 @@ CAF_REGISTER(m) {{ m.def("scale", &scale); }}
 '''
 
 
-def compile_time(flavour: str, phases: bool = False) -> dict:
-    """A small extension with a fresh nonce (no build-cache hit; ccache may still help).
-    phases (CUDA): re-runs its nvcc command with --time, as built (host -O3) and with host
-    -O1, to show where the compile time goes."""
-    src = (SMALL_CU if flavour == "cuda" else SMALL_CPP).format(nonce=secrets.token_hex(8))
-    name = "kernels/scale.cu" if flavour == "cuda" else "kernels/scale.cpp"
+SPLIT_CU = '''#include "caf_cuda.h"
+// nonce {nonce}
+__global__ void k(const float* p, float* q, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) q[i] = 2.f * p[i];
+}}
+void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s) {{
+  k<<<caf::blocks_for(n, 256), 256, 0, s>>>(p, q, n);
+}}
+'''
+SPLIT_CPP = '''#include "caf_kernel.h"
+// nonce {nonce}
+void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s);
+torch::Tensor scale(torch::Tensor a) {{
+  auto o = torch::empty_like(a);
+  scale_launch(a.data_ptr<float>(), o.data_ptr<float>(), a.numel(), caf::stream());
+  return o;
+}}
+CAF_REGISTER(m) {{ m.def("scale", &scale); }}
+'''
+
+
+def compile_time(flavour: str, repeats: int = 3) -> dict:
+    """Compile times of a small extension, each with a fresh nonce (no build-cache hit), in one
+    build root: the precompiled header (once per worker), then `repeats` builds of the
+    workspace layout (CUDA: a light .cu + a .cpp on the precompiled header; CPU: one .cpp),
+    then (CUDA) one build of the single-TU layout whose .cu includes the torch headers."""
+    def one(files):
+        t0 = time.perf_counter()
+        res = build.build({**files, "model_new.py": ""}, flavour, d)
+        return {"ok": res.ok, "seconds": time.perf_counter() - t0, "steps_s": res.seconds,
+                "log": res.log[-800:]}
+
+    def nonce():
+        return secrets.token_hex(8)
+    out = {}
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
-        res = build.build({name: src, "model_new.py": ""}, flavour, d)
-        dt = time.perf_counter() - t0
-        out = {"ok": res.ok, "seconds": dt, "log": res.log[-500:]}
-        if phases and res.ok and flavour == "cuda":
-            out["nvcc_phases_ms"] = nvcc_phases(d)
+        ok, log, where = build.prepare(flavour, d)
+        out["pch"] = {"ok": ok and where is not None, "seconds": time.perf_counter() - t0, "log": log[-800:]}
+        runs = []
+        for _ in range(repeats):
+            if flavour == "cuda":
+                n = nonce()
+                runs.append(one({"kernels/scale.cu": SPLIT_CU.format(nonce=n),
+                                 "kernels/scale_op.cpp": SPLIT_CPP.format(nonce=n)}))
+            else:
+                runs.append(one({"kernels/scale.cpp": SMALL_CPP.format(nonce=nonce())}))
+        out["workspace_layout"] = runs
+        out["seconds"] = statistics.median(r["seconds"] for r in runs)
+        out["ok"] = all(r["ok"] for r in runs)
+        if flavour == "cuda":
+            out["single_tu_torch_in_cu"] = one({"kernels/scale.cu": SMALL_CU.format(nonce=nonce())})
     return out
-
-
-def nvcc_phases(build_root: str) -> dict:
-    """{variant: {phase: ms}} from `nvcc --time` on the build's own command line."""
-    import csv
-    import shlex
-    import subprocess
-    ninja = next(os.path.join(r, f) for r, _, fs in os.walk(build_root) for f in fs if f == "build.ninja")
-    text = open(ninja).read()
-    var = {}
-    for line in text.splitlines():
-        if " = " in line and not line.startswith(" "):
-            k, v = line.split(" = ", 1)
-            var[k.strip()] = v
-    nvcc = [t for t in shlex.split(var["nvcc"]) if t.endswith("nvcc")][0]
-    src = next(l.split()[-1] for l in text.splitlines() if l.startswith("build ") and l.split()[-1].endswith(".cu"))
-    post = shlex.split(var.get("cuda_post_cflags", ""))
-    res = {}
-    for label, flags in (("as_built", post), ("host_O1", ["-O1" if f == "-O3" else f for f in post])):
-        csv_path = os.path.join(build_root, f"time_{label}.csv")
-        obj = os.path.join(build_root, f"{label}.o")
-        t0 = time.perf_counter()
-        subprocess.run([nvcc, *shlex.split(var["cuda_cflags"]), "-c", src, "-o", obj, *flags,
-                        "--time", csv_path], check=True, capture_output=True)
-        row = {"total_wall": (time.perf_counter() - t0) * 1e3}
-        with open(csv_path) as f:
-            for r in csv.reader(f):
-                if len(r) >= 8 and r[7].strip() == "ms":
-                    row[r[1].strip()] = row.get(r[1].strip(), 0.0) + float(r[6])
-        res[label] = row
-    return res
 
 
 def parse_case(text: str, cuda: bool) -> dict:
@@ -182,12 +192,13 @@ def case_files(c: dict, cuda: bool) -> tuple[str, dict, str]:
     """(model.py text, submission files, label) of a case."""
     rows, cols, iters = c["rows"], c["cols"], c["iters"]
     if c["task"] == "axpby":
-        path = AXPBY_KERNEL + (".cu" if cuda else ".cpp")
+        paths = [AXPBY_KERNEL + ".cu", AXPBY_KERNEL + "_op.cpp"] if cuda else [AXPBY_KERNEL + ".cpp"]
         return (AXPBY_TASK.format(rows=rows, cols=cols),
-                {"model_new.py": AXPBY_MODEL_NEW, "kernels/" + os.path.basename(path): open(path).read()},
+                {"model_new.py": AXPBY_MODEL_NEW,
+                 **{"kernels/" + os.path.basename(p): open(p).read() for p in paths}},
                 f"axpby {rows}x{cols} fp32")
-    path = CUDA_KERNEL if cuda else CPU_KERNEL
-    kernel = {"kernels/" + os.path.basename(path): open(path).read()}
+    paths = CUDA_KERNELS if cuda else [CPU_KERNEL]
+    kernel = {"kernels/" + os.path.basename(p): open(p).read() for p in paths}
     if c["task"] == "sin_chain":
         return (SIN_TASK.format(rows=rows, cols=cols, iters=iters),
                 {"model_new.py": SIN_MODEL_NEW.format(iters=iters), **kernel},
@@ -195,19 +206,22 @@ def case_files(c: dict, cuda: bool) -> tuple[str, dict, str]:
     return TASK.format(rows=rows, cols=cols), {"model_new.py": MODEL_NEW, **kernel}, f"add_relu {rows}x{cols} fp32"
 
 
-def run_case(client, c: dict, cuda: bool, repeats: int) -> dict:
-    """A cold profile (build, baselines), then `repeats` warm profiles of the same files."""
+def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = None) -> dict:
+    """A cold profile (build, baselines), then `repeats` warm profiles of the same files.
+    options: evaluation options for every profile (e.g. timing.warmup_s for an A/B)."""
     task, files, label = case_files(c, cuda)
-    out = {"task": label}
+    if options:
+        label += " " + json.dumps(options, sort_keys=True)
+    out = {"task": label, "options": options}
     t0 = time.perf_counter()
-    first = client.evaluate("bench", task, files, mode="profile")
+    first = client.evaluate("bench", task, files, mode="profile", options=options)
     out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + torch.compile
     print(f"[{label}] cold profile {out['cold_profile_s']:.1f} s", file=sys.stderr, flush=True)
     assert first["status"] == "ok" and first["verdict"]["correct"], first
     walls, cands, verdicts = [], [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        r = client.evaluate("bench", task, files, mode="profile")
+        r = client.evaluate("bench", task, files, mode="profile", options=options)
         walls.append(time.perf_counter() - t0)
         v = r["verdict"]
         assert v["correct"], v["reason"]
@@ -227,6 +241,9 @@ def run_case(client, c: dict, cuda: bool, repeats: int) -> dict:
     out["iterations"] = [v["timings"]["iterations"] for v in verdicts]
     out["eager_ms"] = [v["timings"].get("eager_ms") for v in verdicts]
     out["compile_ms"] = [v["timings"].get("compile_ms") for v in verdicts]
+    out["hidden_work_ms"] = [v["timings"].get("hidden_work_ms") for v in verdicts]
+    out["gap_median_ms"] = [v["timings"].get("gap_median_ms") for v in verdicts]
+    out["in_profile_cv"] = [v["timings"].get("cv") for v in verdicts]
     out["child_start"] = sorted({str(v.get("child_start")) for v in verdicts})
     phases = {}
     for v in verdicts:
@@ -257,7 +274,9 @@ def main() -> int:
     p.add_argument("--build-root", default=None,
                    help="build cache for the worker (default: a fresh temp dir, cold build)")
     p.add_argument("--no-compile-bench", action="store_true", help="skip the compile timing")
-    p.add_argument("--nvcc-phases", action="store_true", help="CUDA: nvcc --time breakdown of it")
+    p.add_argument("--ab", action="append", default=[], metavar="JSON",
+                   help="after each case, its profiles again with these evaluation options, e.g. "
+                        "'{\"timing\": {\"flush_in_stream\": true}}' (repeatable; an A/B on one worker)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     cuda = a.device.startswith("cuda")
@@ -275,12 +294,15 @@ def main() -> int:
         out["machine"]["gpu"] = torch.cuda.get_device_name(0)
         out["machine"]["torch"] = torch.__version__
     if not a.no_compile_bench:
-        out["compile"] = compile_time("cuda" if cuda else "cpu", phases=a.nvcc_phases)
-        print(f"SUMMARY compile (fresh nonce) {out['compile']['seconds']:.2f} s ok={out['compile']['ok']}",
-              flush=True)
-        for label, row in out["compile"].get("nvcc_phases_ms", {}).items():
-            print(f"SUMMARY nvcc {label}: " + ", ".join(f"{k} {v / 1e3:.2f} s" for k, v in row.items()),
-                  flush=True)
+        cm = out["compile"] = compile_time("cuda" if cuda else "cpu")
+        print(f"SUMMARY compile: precompiled header {cm['pch']['seconds']:.2f} s "
+              f"(ok={cm['pch']['ok']}); workspace layout, fresh nonce: median {cm['seconds']:.2f} s "
+              f"of {[round(r['seconds'], 2) for r in cm['workspace_layout']]} ok={cm['ok']}, steps "
+              f"{cm['workspace_layout'][-1]['steps_s']}", flush=True)
+        if "single_tu_torch_in_cu" in cm:
+            one = cm["single_tu_torch_in_cu"]
+            print(f"SUMMARY compile: single TU with torch headers in the .cu {one['seconds']:.2f} s "
+                  f"ok={one['ok']}", flush=True)
 
     def save():
         if a.out:
@@ -295,12 +317,13 @@ def main() -> int:
             print(client.request({"op": "ping"}, 120), file=sys.stderr, flush=True)
             out["worker_start_s"] = time.perf_counter() - t0
             for c in cases:
-                try:
-                    out["cases"].append(run_case(client, c, cuda, a.repeats))
-                except AssertionError as e:  # one case's failure must not lose the others
-                    out["cases"].append({"case": c, "error": str(e)[:4000]})
-                    print(f"SUMMARY case {c} FAILED: {str(e)[:1500]}", flush=True)
-                save()
+                for opts in [None] + [json.loads(x) for x in a.ab]:
+                    try:
+                        out["cases"].append(run_case(client, c, cuda, a.repeats, opts))
+                    except AssertionError as e:  # one case's failure must not lose the others
+                        out["cases"].append({"case": c, "options": opts, "error": str(e)[:4000]})
+                        print(f"SUMMARY case {c} {opts} FAILED: {str(e)[:1500]}", flush=True)
+                    save()
         finally:
             client.close()
     print(json.dumps(out, indent=1), file=sys.stderr)

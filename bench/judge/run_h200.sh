@@ -7,6 +7,9 @@
 #        bench/judge/external/cuda_agent_workdir, not part of this repo); suite: the CUDA
 #        reward-hack suite. Steps run one after another, never side by side (uncontended).
 # Caps (seconds, env): BT bench, AT agent, ST suite. Defaults fit one 600 s device call.
+# BENCH_ARGS: more bench_judge.py flags (e.g. --no-compile-bench); AB: evaluation options as
+# JSON for an A/B of every case (e.g. AB='{"timing": {"flush_in_stream": true}}'); CASES: the
+# bench's cases, space-separated (default: the four below).
 # Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log.
 set -u
 OUT=${OUT:-/tmp/judge-h200}; mkdir -p "$OUT"
@@ -21,13 +24,20 @@ steps=${*:-all}; [ "$steps" = all ] && steps="bench agent suite"
 # pays for cold disk reads the other does not.
 TI=$($PY -c 'import torch.utils.cpp_extension as c; print(c.include_paths()[0])' 2>/dev/null)
 find "$TI" /usr/local/cuda/include -name '*.h' -type f -print0 2>/dev/null | xargs -0 cat > /dev/null 2>&1
+# SM clock, power and temperature every 200 ms while the steps run (read-only queries).
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+  --format=csv -lms 200 > "$OUT/smi.csv" 2>&1 &
+SMI=$!
 for s in $steps; do
   case $s in
   bench)
+    cases=""; for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
+      cases="$cases --case $c"; done
+    # shellcheck disable=SC2086
     timeout "${BT:-170}" $PY bench/judge/bench_judge.py --device cuda --build-root "$CAF_EVAL_BUILD_ROOT" \
-      --case axpby:1x128 --case add_relu:16x16384 --case sin_chain:1024x8192:64 \
-      --case sin_chain:1024x8192:256 --nvcc-phases --out "$OUT/bench.json" 2> "$OUT/bench.log"
-    echo "bench rc=$?" ;;
+      $cases ${BENCH_ARGS:-} ${AB:+--ab "$AB"} --out "$OUT/bench.json" 2> "$OUT/bench.log" \
+      | tee "$OUT/bench_summary.txt"
+    echo "bench rc=${PIPESTATUS[0]}" ;;
   agent)
     timeout "${AT:-100}" bash bench/judge/time_cuda_agent.sh bench/judge/external/cuda_agent_workdir "$OUT"
     echo "agent rc=$?" ;;
@@ -37,3 +47,4 @@ for s in $steps; do
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac
 done
+kill $SMI 2>/dev/null

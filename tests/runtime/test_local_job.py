@@ -73,11 +73,13 @@ def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tm
     model = tiny_model()
     cfg = local_config(tmp_path, workspace_root)
     cfg.write_text(cfg.read_text().replace('backend = "replay"', f'backend = "libtorch"\nmodel_dir = "{model}"\n'
-                                           'max_new_tokens = 48\nmax_batch = 4\nseed = 7'))
+                                           'max_new_tokens = 48\nmax_batch = 4\nseed = 7\nmax_context = 8192'))
     res = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--episodes", "3"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "policy: libtorch" in res.stderr, res.stderr[-2000:]
+    # The local role's inference and rollout roles share one loaded model.
+    assert res.stderr.count("the engine this process already loaded") == 1, res.stderr[-2000:]
     records = records_in(store_of(res.stdout))
     assert len(records) == 3
 

@@ -26,6 +26,7 @@ backend = "libtorch"
 model_dir = "{model}"
 model_name = "tiny"
 max_batch = 4
+max_context = 8192
 serve_port = 0
 """)
     port = free_port()

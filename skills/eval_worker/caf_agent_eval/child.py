@@ -166,14 +166,15 @@ class Child:
         tampered = self.timers.tampered()
         try:
             with torch.no_grad():
-                primary, wall, outs = profile.time_calls(
-                    self.model, self.sets, req["order"], self.timers, keep=True)
+                r = profile.time_calls(self.model, self.sets, req["order"], self.timers, keep=True,
+                                       flush_in_stream=bool(req.get("flush_in_stream")))
         except BaseException as e:
             return {"error": _err(e)}
-        self.round_outputs = outs
+        self.round_outputs = r.outs
         flags = ["forward left a Python thread running"] \
             if threading.active_count() > self.threads_before else []
-        return {"primary": primary, "wall": wall, "tampered": tampered, "flags": flags}
+        return {"primary": r.primary, "wall": r.wall, "gap": r.gap, "ref_gap": r.ref_gap,
+                "tampered": tampered, "flags": flags}
 
     def fetch(self, req):
         """The outputs of the last round's timed calls at req["indices"]."""

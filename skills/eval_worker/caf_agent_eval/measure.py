@@ -3,6 +3,7 @@ torch.compile rounds in the parent (interleaved when the baselines are measured)
 correctness of timed calls, a wall-clock cross-check, statistics and the roofline floor."""
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -18,6 +19,10 @@ OVERHEAD_ALLOW_MS = 0.2
 # The best round is used because scheduler noise on a loaded host only ever inflates the
 # parent's measurement; a forged timer is low in every round.
 WALL_RATIO_MIN = 0.33
+# Default of the timing.warmup_s option on a GPU (see options.py), and the most calls a
+# time-based warm-up makes (a task of microseconds reaches 0.25 s only after many calls).
+GPU_WARMUP_S = 0.25
+MAX_WARMUP_CALLS = 5000
 
 
 def measure(ctx, child, task, model, secret, job_id, o, v):
@@ -34,8 +39,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
                   o["call_timeout_s"], "loading timing inputs")
     lap("load_sets")
-    child.request({"op": "time", "order": [i % k_sets for i in range(t["warmup"])]},
-                  o["round_timeout_s"], "warm-up")
+    warm_s = warm_up(child, k_sets, t, o, dev)
     perf = ctx.timers.perf
     rtt_ms = float("inf")
     for _ in range(3):  # the smallest round trip: the harness cost of a round with no calls
@@ -47,13 +51,15 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     fns = {} if base else _baseline_fns(ctx, model, sets, t)
     lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "eager": [], "compile": []}
+    gaps = {name: ([], []) for name in ("candidate", "eager", "compile")}  # (gap, ref_gap)
     rng = random.Random(derive_seed(secret, job_id, "sample", 0))
     n_round, rounds, start = int(t["iters_per_round"]), 0, perf()
     ratios, wall_pairs = [], []
     while True:
         order = [(rounds * n_round + i) % k_sets for i in range(n_round)]
         w0 = perf()
-        rep = child.request({"op": "time", "order": order}, o["round_timeout_s"], "timing")
+        rep = child.request({"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"]},
+                            o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
         lap("rounds")
         if rep.get("error"):
@@ -64,6 +70,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
                             "timer_tampering")
         if rep.get("flags"):
             raise JobFailed(rep["flags"][0], "bad_output")
+        _check_round_reply(rep, n_round, ctx.timers.cuda)
         ratios.append((sum(rep["wall"]) + n_round * OVERHEAD_ALLOW_MS) / max(1e-9, parent_ms - rtt_ms))
         wall_pairs.append((sum(rep["wall"]), parent_ms))
         picks = sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"]))))
@@ -79,9 +86,14 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         lap("fetch")
         samples["candidate"] += rep["primary"]
         samples["candidate_wall"] += rep["wall"]
+        gaps["candidate"][0].extend(rep["gap"])
+        gaps["candidate"][1].extend(rep["ref_gap"])
         for name, fn in fns.items():
-            prim, _, _ = profile.time_calls(fn, sets, order, ctx.timers, keep=False)
-            samples[name] += prim
+            r = profile.time_calls(fn, sets, order, ctx.timers, keep=False,
+                                   flush_in_stream=t["flush_in_stream"])
+            samples[name] += r.primary
+            gaps[name][0].extend(r.gap)
+            gaps[name][1].extend(r.ref_gap)
         lap("baselines")
         rounds += 1
         n = len(samples["candidate"])
@@ -96,9 +108,36 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     _check_sets_unchanged(child, sets, o)
     lap("sets_after")
     if not base:
-        base = {name: samples[name] for name in fns}
+        base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1]}
+                for name in fns}
         ctx.baselines[task.key] = base
-    _summarise(ctx, sets[0], refs[0], samples, base, t, v)
+    _summarise(ctx, sets[0], refs[0], samples, gaps["candidate"], base, t, v)
+    v["timings"]["warmup_s"] = warm_s
+
+
+def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:
+    """`warmup` calls, then more rounds until their call times add up to timing.warmup_s
+    (each round sized from the calls seen so far). Returns the seconds of calls made.
+    Errors are left for the timed rounds, which report them."""
+    target = t["warmup_s"]
+    if target is None:
+        target = GPU_WARMUP_S if dev.startswith("cuda") else 0.0
+    n = max(1, int(t["warmup"]))
+    spent_ms, calls = 0.0, 0
+    while True:
+        rep = child.request({"op": "time", "order": [i % k_sets for i in range(n)],
+                             "flush_in_stream": t["flush_in_stream"]},
+                            o["round_timeout_s"], "warm-up")
+        if rep.get("error") or not rep.get("wall"):
+            break
+        spent_ms += sum(rep["wall"])
+        calls += n
+        left_ms = target * 1e3 - spent_ms
+        if left_ms <= 0 or calls >= MAX_WARMUP_CALLS:
+            break
+        per_call = max(1e-3, spent_ms / calls)
+        n = int(min(MAX_WARMUP_CALLS - calls, max(1, left_ms / per_call + 1), 1000))
+    return spent_ms / 1e3
 
 
 def _baseline_fns(ctx, model, sets, t):
@@ -119,6 +158,30 @@ def _no_grad(fn):
     return call
 
 
+def _check_round_reply(rep: dict, n: int, cuda: bool) -> None:
+    """The child's timing numbers are untrusted input: lists of finite, non-negative floats,
+    one per call (empty-call gaps: at least one on a GPU)."""
+    from .job import JobFailed
+
+    def floats(key, length):
+        xs = rep.get(key)
+        ok = isinstance(xs, list) and (len(xs) == length if length is not None else len(xs) >= 1) \
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                    and x >= 0 for x in xs)
+        if not ok:
+            raise JobFailed(f"the evaluation process sent an invalid timing reply ({key})", "bad_frame")
+    floats("primary", n)
+    floats("wall", n)
+    if cuda:
+        floats("gap", n)
+        floats("ref_gap", None)
+    else:
+        rep.setdefault("gap", [])
+        rep.setdefault("ref_gap", [])
+        if rep["gap"] or rep["ref_gap"]:
+            raise JobFailed("the evaluation process sent an invalid timing reply (gap)", "bad_frame")
+
+
 def _check_sets_unchanged(child, sets, o):
     from .job import JobFailed
     rep = child.request({"op": "sets_after"}, o["call_timeout_s"], "timing")
@@ -128,18 +191,30 @@ def _check_sets_unchanged(child, sets, o):
             raise JobFailed(f"timing input set {i}: {why}", "input_mutation")
 
 
-def _summarise(ctx, inputs, outputs, samples, base, t, v):
+def _summarise(ctx, inputs, outputs, samples, cand_gaps, base, t, v):
     from .job import JobFailed
-    cand, lo, hi = profile.median_ci(samples["candidate"])
+    event, lo, hi = profile.median_ci(samples["candidate"])
+    hidden = profile.hidden_work_ms(cand_gaps[0], cand_gaps[1], event)
+    cand = event + hidden
     timings = {"candidate_ms": cand, "candidate_wall_ms": profile.median_ci(samples["candidate_wall"])[0],
-               "ci95": {"candidate": [lo, hi]}, "iterations": len(samples["candidate"]),
-               "cv": {"candidate": profile.cv(samples["candidate"])}}
+               "ci95": {"candidate": [lo + hidden, hi + hidden]},
+               "iterations": len(samples["candidate"]),
+               "cv": {"candidate": profile.cv(samples["candidate"])},
+               "hidden_work_ms": {"candidate": hidden}}
+    if cand_gaps[0]:
+        timings["gap_median_ms"] = {"candidate": profile.median_ci(cand_gaps[0])[0],
+                                    "candidate_ref": profile.median_ci(cand_gaps[1])[0]}
+    if hidden > 0:
+        v["flags"].append("side_stream_work")
     for name in ("eager", "compile"):
         if name in base:
-            med, blo, bhi = profile.median_ci(base[name])
-            timings[f"{name}_ms"] = med
-            timings["ci95"][name] = [blo, bhi]
-            timings["cv"][name] = profile.cv(base[name])
+            b = base[name]
+            med, blo, bhi = profile.median_ci(b["primary"])
+            extra = profile.hidden_work_ms(b["gap"], b["ref_gap"], med)
+            timings[f"{name}_ms"] = med + extra
+            timings["ci95"][name] = [blo + extra, bhi + extra]
+            timings["cv"][name] = profile.cv(b["primary"])
+            timings["hidden_work_ms"][name] = extra
     gbps = profile.peak_gbps(ctx.device, t["peak_gbps"])
     floor = profile.roofline_floor_ms(list(inputs) + list(outputs), gbps)
     timings["roofline_floor_ms"] = floor

@@ -15,18 +15,37 @@ DEFAULTS = {
     "timing": {
         "input_sets": 3,         # Rationale: rotating sets defeat input-keyed caching.
         "warmup": 3,
+        # Rationale: an idle GPU sits at a low clock (an H200 read 465 MHz SM at idle) and
+        # takes tens to hundreds of ms of load to reach its boost clock; timing before that
+        # reads a slow first stretch (2.9% CV across profiles of a 0.63 ms task, 2026-11-30).
+        # None: 0.25 s of calls on a GPU, none on a CPU.
+        "warmup_s": None,
         "iters_per_round": 10,
-        "min_iters": 20,         # Rationale: n >= 20 makes the order-statistic CI meaningful.
+        # Rationale: the order-statistic CI is coarse at 20 calls (a tight middle hides wide
+        # tails: medians of 20-call profiles varied more than their CIs said, H200
+        # 2026-11-30); 50 calls cost ~0.1 s on a 1 ms task.
+        "min_iters": 50,
         "max_iters": 300,
-        "rel_ci": 0.01,          # Rationale: stop once the median is known to within 1%.
+        # Rationale: stop once the median's 95% CI is within +-0.5%. At +-1% (20 calls of a
+        # task whose calls vary by 3-4%) the medians of 10 profiles still varied by 1.3%
+        # (H200, 2026-11-30); the target is a CV of 1% across profiles.
+        "rel_ci": 0.005,
         "budget_s": 2.0,         # Rationale: keeps verify+profile within ~3 s per job.
         "samples_per_round": 2,  # timed calls whose outputs are checked, per round
         "peak_gbps": 0.0,        # 0: from the device table in profile.PEAK_GBPS
         "roofline_enforce": None,  # None: enforce on CUDA only (CPU caches beat DRAM floors)
+        # True (GPU): the L2 flush is queued after the sync, right before the start event (as
+        # triton's do_bench does), so the memset covers the host's launch path and the event
+        # time holds less host latency. Not yet measured on a GPU; off by default.
+        "flush_in_stream": False,
         "fresh_baselines": False,  # True: re-measure eager/compile interleaved for this job
         "compile_baseline": True,
     },
 }
+
+
+# The types an option whose default is None (meaning "decide by device") may take.
+NONE_DEFAULT_TYPES = {"timing.warmup_s": (int, float), "timing.roofline_enforce": (bool,)}
 
 
 class OptionError(ValueError):
@@ -52,8 +71,13 @@ def merge(request_options: dict | None) -> dict:
 
 
 def _typed(name, default, value):
-    if default is None or value is None:
+    if value is None:
         return value
+    if default is None:
+        types = NONE_DEFAULT_TYPES.get(name, ())
+        if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+            raise OptionError(f"option '{name}' has the wrong type ({type(value).__name__})")
+        return float(value) if float in types and bool not in types else value
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise OptionError(f"option '{name}' must be a boolean")

@@ -36,6 +36,7 @@ def warm_up(lite: bool) -> None:
     import torch
     from . import build, child, dispatch_guard, measure, profile, protocol, task  # noqa: F401
     from torch.utils import cpp_extension  # noqa: F401
+    build.cxx_std()
     if not lite:
         import torch._dynamo  # noqa: F401  (TorchDispatchMode's first use imports it: ~3 s)
         dispatch_guard.warm_up("cpu")

@@ -1,16 +1,30 @@
-// caf_kernel.h: the one header a kernel in kernels/ includes (fixed infrastructure; the
-// judge uses its own pristine copy, so edits here have no effect on verification).
+// caf_kernel.h: the header of the torch-facing side of your kernels (fixed infrastructure;
+// the judge uses its own pristine copy, so edits here have no effect on verification).
 //
-// Register each op once, anywhere in kernels/:
+// Split every op in two files:
 //
-//   torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) { ... }
+//   kernels/add_relu.cu   -- #include "caf_cuda.h" only: __global__ kernels and a plain launcher
+//                            taking raw pointers, sizes and a cudaStream_t (fast to compile);
+//   kernels/add_relu.cpp  -- #include "caf_kernel.h": checks shapes, allocates the output,
+//                            calls the launcher on caf::stream(), registers the op:
+//
+//   void add_relu_launch(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+//   torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) {
+//     auto out = torch::empty_like(a);
+//     add_relu_launch(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(),
+//                     a.numel(), caf::stream());
+//     return out;
+//   }
 //   CAF_REGISTER(m) { m.def("add_relu", &add_relu); }
 //
-// and call it from model_new.py as `import caf_ext; caf_ext.add_relu(a, b)`.
+// and call it from model_new.py as `import caf_ext; caf_ext.add_relu(a, b)`. The build
+// precompiles this header once, so .cpp files cost ~1-2 s; a .cu that includes it pays for
+// the torch headers three times over (~15 s). The CPU flavour has only .cpp files.
 // Allowed torch API: tensor types, allocation (torch::empty/empty_like/zeros), accessors
 // (data_ptr, sizes, strides, packed_accessor), device/stream plumbing; cuBLAS for GEMM and
 // cuDNN for convolution. Every other torch/at:: call is a fallback and fails verification.
-#pragma once
+#ifndef CAF_KERNEL_H
+#define CAF_KERNEL_H
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -46,3 +60,12 @@ using at::zeros_like;
 #ifndef CAF_CHECK
 #define CAF_CHECK(cond, ...) TORCH_CHECK(cond, __VA_ARGS__)
 #endif
+
+#if defined(CAF_KERNEL_CUDA)
+namespace caf {
+// The stream torch is using now: launch every kernel on it.
+inline cudaStream_t stream() { return at::cuda::getCurrentCUDAStream(); }
+}  // namespace caf
+#endif
+
+#endif  // CAF_KERNEL_H

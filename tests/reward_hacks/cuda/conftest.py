@@ -15,7 +15,7 @@ KERNELS_CUDA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels
 
 def cuda_kernels() -> dict:
     return {f"kernels/{os.path.basename(p)}": open(p).read()
-            for p in sorted(glob.glob(os.path.join(KERNELS_CUDA, "*.cu")))}
+            for p in sorted(glob.glob(os.path.join(KERNELS_CUDA, "*.cu")) + glob.glob(os.path.join(KERNELS_CUDA, "*.cpp")))}
 
 
 class CudaJudge(Judge):

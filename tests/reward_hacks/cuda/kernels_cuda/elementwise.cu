@@ -1,6 +1,7 @@
-// Honest CUDA kernels (add+relu, the fused chain, row softmax) and the kernels the CUDA
-// adversarial cases use. Compiled once per session.
-#include "caf_kernel.h"
+// Honest CUDA kernels (add+relu, the fused chain, row softmax, the sin chain) and the kernels
+// the CUDA adversarial cases use: device code and plain launchers only (caf_cuda.h, no torch;
+// the torch-facing ops are in elementwise.cpp). Compiled once per session.
+#include "caf_cuda.h"
 
 namespace {
 
@@ -53,70 +54,23 @@ __global__ void sin_chain_k(const float* a, const float* b, float* o, int64_t n,
 
 __global__ void null_write_k(float* p) { p[threadIdx.x] = 1.f; }
 
-inline int blocks(int64_t n) { return static_cast<int>((n + 255) / 256); }
-
-torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) {
-  auto o = torch::empty_like(a);
-  add_relu_k<<<blocks(a.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel());
-  return o;
-}
-
-// Runs on a side stream and does not join it: correct only after a device-wide sync.
-torch::Tensor add_relu_side_stream(torch::Tensor a, torch::Tensor b) {
-  auto o = torch::empty_like(a);
-  auto side = at::cuda::getStreamFromPool();
-  add_relu_k<<<blocks(a.numel()), 256, 0, side>>>(a.data_ptr<float>(), b.data_ptr<float>(),
-                                                  o.data_ptr<float>(), a.numel());
-  return o;
-}
-
-torch::Tensor fused_chain(torch::Tensor x, torch::Tensor y) {
-  auto o = torch::empty_like(x);
-  chain_k<<<blocks(x.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<float>(), y.data_ptr<float>(), o.data_ptr<float>(), x.numel());
-  return o;
-}
-
-torch::Tensor softmax(torch::Tensor x) {
-  auto o = torch::empty_like(x);
-  softmax_k<<<static_cast<unsigned>(x.size(0)), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<float>(), o.data_ptr<float>(), x.size(1));
-  return o;
-}
-
-torch::Tensor sin_chain(torch::Tensor a, torch::Tensor b, int64_t iters) {
-  auto o = torch::empty_like(a);
-  sin_chain_k<<<blocks(a.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(), iters);
-  return o;
-}
-
-torch::Tensor empty_out(torch::Tensor a) { return torch::empty_like(a); }
-
-torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
-
-torch::Tensor add_relu_into_a(torch::Tensor a, torch::Tensor b) {
-  add_relu_k<<<blocks(a.numel()), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      a.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), a.numel());
-  return a;
-}
-
-torch::Tensor illegal_access(torch::Tensor a) {
-  null_write_k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(nullptr);
-  return torch::empty_like(a);
-}
-
 }  // namespace
 
-CAF_REGISTER(m) {
-  m.def("add_relu", &add_relu);
-  m.def("add_relu_side_stream", &add_relu_side_stream);
-  m.def("fused_chain", &fused_chain);
-  m.def("softmax", &softmax);
-  m.def("sin_chain", &sin_chain);
-  m.def("empty_out", &empty_out);
-  m.def("method_fallback", &method_fallback);
-  m.def("add_relu_into_a", &add_relu_into_a);
-  m.def("illegal_access", &illegal_access);
+void add_relu_launch(const float* a, const float* b, float* o, int64_t n, cudaStream_t s) {
+  add_relu_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(a, b, o, n);
 }
+
+void fused_chain_launch(const float* x, const float* y, float* o, int64_t n, cudaStream_t s) {
+  chain_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(x, y, o, n);
+}
+
+void softmax_launch(const float* x, float* o, int64_t rows, int64_t cols, cudaStream_t s) {
+  softmax_k<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, o, cols);
+}
+
+void sin_chain_launch(const float* a, const float* b, float* o, int64_t n, int64_t iters,
+                      cudaStream_t s) {
+  sin_chain_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(a, b, o, n, iters);
+}
+
+void null_write_launch(cudaStream_t s) { null_write_k<<<1, 32, 0, s>>>(nullptr); }

@@ -1,0 +1,144 @@
+"""The submission builder (skills/eval_worker/caf_agent_eval/build.py): precompiled header,
+side-by-side translation units, logs that name the agent's files, CUDA arch flags."""
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "skills", "eval_worker"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reward_hacks"))
+
+from caf_agent_eval import build  # noqa: E402
+from hack_helpers import build_root  # noqa: E402
+
+# Includes a standard header before caf_kernel.h: the forced include keeps the precompiled
+# header usable whatever the agent's include order.
+SCALE_CPP = '''#include <cstring>
+#include "caf_kernel.h"
+// nonce {nonce}
+namespace {{
+torch::Tensor scale_{nonce}(torch::Tensor a) {{
+  auto o = torch::empty_like(a);
+  const float* p = a.data_ptr<float>();
+  float* q = o.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) q[i] = 3.f * p[i];
+  return o;
+}}
+}}  // namespace
+CAF_REGISTER(m) {{ m.def("scale_{nonce}", &scale_{nonce}); }}
+'''
+HELPER_CPP = '''// nonce {nonce}
+float helper_{nonce}(float x) {{ return 2.f * x; }}
+'''
+
+LOAD_AND_CALL = '''
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+x = torch.arange(6, dtype=torch.float32)
+print(getattr(torch.ops.caf_ext, sys.argv[2])(x).tolist())
+'''
+
+
+def _nonce():
+    return "n" + secrets.token_hex(6)
+
+
+def test_cpu_build_on_the_precompiled_header_runs(tmp_path):
+    root = build_root()
+    n = _nonce()
+    files = {"kernels/scale.cpp": SCALE_CPP.format(nonce=n),
+             "kernels/helper.cpp": HELPER_CPP.format(nonce=n), "model_new.py": ""}
+    res = build.build(files, "cpu", root)
+    assert res.ok, res.log
+    assert "pch" in res.seconds and "kernels/scale.cpp" in res.seconds and "link" in res.seconds
+    # -Winvalid-pch: a precompiled header gcc could not use would print a warning here.
+    assert "warnings" not in res.log and "pch" not in res.log.replace("precompiled header", ""), res.log
+    ok, _, pch_dir = build.prepare("cpu", root)
+    assert ok and os.path.exists(os.path.join(pch_dir, "caf_kernel.h.gch"))
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, res.library, f"scale_{n}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([3.0 * i for i in range(6)])
+    again = build.build(files, "cpu", root)
+    assert again.ok and again.cached and again.library == res.library
+
+
+def test_build_without_the_precompiled_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("CAF_EVAL_PCH", "0")
+    n = _nonce()
+    res = build.build({"kernels/scale.cpp": SCALE_CPP.format(nonce=n)}, "cpu", str(tmp_path))
+    assert res.ok, res.log
+    assert "pch" not in os.listdir(tmp_path)
+
+
+def test_compile_error_names_the_agents_file_not_the_judges_paths(tmp_path):
+    bad = '#include "caf_kernel.h"\ntorch::Tensor f(torch::Tensor a) { return a }\n'
+    res = build.build({"kernels/sub/bad.cpp": bad}, "cpu", build_root())
+    assert not res.ok
+    assert "kernels/sub/bad.cpp:2" in res.log, res.log
+    assert build_root() not in res.log
+
+
+def test_link_error_is_reported(tmp_path):
+    src = '#include "caf_kernel.h"\nvoid missing();\nstatic int x = (missing(), 0);\n'
+    res = build.build({"kernels/a.cpp": src + f"// {_nonce()}\n"}, "cpu", build_root())
+    # A shared library may leave symbols undefined; the loader names them at load time.
+    assert res.ok, res.log
+    out = subprocess.run([sys.executable, "-c", "import sys, torch; torch.ops.load_library(sys.argv[1])",
+                          res.library], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "undefined symbol" in out.stderr
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("9.0", ["-gencode=arch=compute_90,code=sm_90"]),
+    ("8.0;9.0a", ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"]),
+    ("9.0+PTX", ["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"]),
+])
+def test_cuda_arch_flags(monkeypatch, spec, expected):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", spec)
+    assert build.cuda_arch_flags() == expected
+
+
+def test_bad_cuda_arch_list_is_a_compile_error_naming_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "hopper")
+    res = build.build({"kernels/a.cu": "__global__ void k() {}\n"}, "cuda", str(tmp_path))
+    assert not res.ok and "TORCH_CUDA_ARCH_LIST" in res.log and "hopper" in res.log
+
+
+SPLIT_CU = '''#include "caf_cuda.h"
+// nonce {nonce}
+__global__ void k(const float* p, float* q, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) q[i] = 2.f * p[i];
+}}
+void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s) {{
+  k<<<caf::blocks_for(n, 256), 256, 0, s>>>(p, q, n);
+}}
+'''
+SPLIT_CPP = '''#include "caf_kernel.h"
+void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s);
+torch::Tensor scale(torch::Tensor a) {
+  auto o = torch::empty_like(a);
+  scale_launch(a.data_ptr<float>(), o.data_ptr<float>(), a.numel(), caf::stream());
+  return o;
+}
+CAF_REGISTER(m) { m.def("scale", &scale); }
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="no CUDA toolkit")
+def test_cuda_workspace_layout_builds_without_a_gpu(monkeypatch):
+    """The agent's sandbox has nvcc and no GPU: the light .cu + torch-facing .cpp layout
+    builds for the default arch and exports the launcher the .cpp calls."""
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    files = {"kernels/scale.cu": SPLIT_CU.format(nonce=_nonce()), "kernels/scale_op.cpp": SPLIT_CPP}
+    res = build.build(files, "cuda", build_root())
+    assert res.ok, res.log
+    syms = subprocess.run(["nm", "-D", "--defined-only", res.library], capture_output=True, text=True).stdout
+    assert "scale_launch" in syms

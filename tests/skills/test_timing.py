@@ -1,0 +1,110 @@
+"""Timing statistics of the judge (skills/eval_worker/caf_agent_eval/profile.py, measure.py):
+hidden side-stream work from gap medians, validation of a child's timing reply, warm-up."""
+import os
+import random
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "skills", "eval_worker"))
+
+from caf_agent_eval import measure, options, profile  # noqa: E402
+from caf_agent_eval.job import JobFailed  # noqa: E402
+
+
+def jitter(n, base, spread, seed):
+    rng = random.Random(seed)
+    return [base + rng.expovariate(1.0 / spread) for _ in range(n)]
+
+
+def test_honest_gaps_add_nothing_despite_per_call_jitter():
+    # Host wake-up jitter of ~30 us per call on a 0.6 ms kernel, the same in both lists.
+    gap = jitter(200, 0.012, 0.03, 1)
+    empty = jitter(100, 0.012, 0.03, 2)
+    assert profile.hidden_work_ms(gap, empty, 0.6) == 0.0
+
+
+def test_side_stream_work_is_added_as_the_median_excess():
+    hidden = 0.1  # 0.1 ms of work finishing after the stop event, every call
+    gap = [x + hidden for x in jitter(200, 0.012, 0.03, 3)]
+    empty = jitter(100, 0.012, 0.03, 4)
+    got = profile.hidden_work_ms(gap, empty, 0.0)
+    assert got == pytest.approx(hidden, abs=0.015)
+
+
+def test_hidden_work_below_the_floor_counts_as_zero():
+    empty = [0.010] * 50
+    assert profile.hidden_work_ms([0.012] * 50, empty, 0.05) == 0.0     # 2 us < 3 us
+    assert profile.hidden_work_ms([0.040] * 50, empty, 0.5) == pytest.approx(0.030)
+    assert profile.hidden_work_ms([0.030] * 50, empty, 0.5) == 0.0      # 20 us < 5% of 0.5 ms
+    assert profile.hidden_work_ms([], empty, 1.0) == 0.0
+
+
+GOOD = {"primary": [0.5, 0.6], "wall": [0.7, 0.8], "gap": [0.01, 0.02], "ref_gap": [0.01]}
+
+
+@pytest.mark.parametrize("key,value", [
+    ("primary", [0.5]),                 # one value short
+    ("wall", "fast"),                   # not a list
+    ("gap", [0.01, float("nan")]),      # not finite
+    ("primary", [0.5, -1.0]),           # negative
+    ("ref_gap", []),                  # no empty-call gap on a GPU
+    ("gap", [True, 0.01]),              # a bool is not a time
+])
+def test_a_lying_childs_timing_reply_is_a_bad_frame(key, value):
+    rep = dict(GOOD, **{key: value})
+    with pytest.raises(JobFailed) as e:
+        measure._check_round_reply(rep, 2, cuda=True)
+    assert e.value.flag == "bad_frame" and key in str(e.value)
+
+
+def test_cpu_replies_carry_no_gaps():
+    measure._check_round_reply({"primary": [1.0], "wall": [1.0]}, 1, cuda=False)
+    with pytest.raises(JobFailed):
+        measure._check_round_reply({"primary": [1.0], "wall": [1.0], "gap": [0.1]}, 1, cuda=False)
+
+
+def test_time_calls_on_cpu_reports_wall_time_and_no_gaps():
+    timers = profile.Timers("cpu")
+    r = profile.time_calls(lambda x: x * 2, [(3,), (4,)], [0, 1, 0], timers, keep=True)
+    assert r.outs == [6, 8, 6] and len(r.primary) == 3 and r.primary == r.wall
+    assert r.gap == [] and r.ref_gap == []
+
+
+class FakeChild:
+    """Answers warm-up `time` requests with a fixed per-call time."""
+
+    def __init__(self, per_call_ms):
+        self.per_call_ms = per_call_ms
+        self.calls = []
+
+    def request(self, req, timeout, what):
+        self.calls.append(len(req["order"]))
+        return {"wall": [self.per_call_ms] * len(req["order"]), "primary": []}
+
+
+def test_warm_up_runs_until_the_time_is_spent():
+    t = options.merge({"timing": {"warmup_s": 0.25}})["timing"]
+    child = FakeChild(0.6)
+    spent = measure.warm_up(child, 3, t, {"round_timeout_s": 60}, "cuda:0")
+    assert spent >= 0.25 and spent < 0.25 + 0.6e-3 * 2
+    assert child.calls[0] == t["warmup"] and len(child.calls) <= 4
+
+
+def test_warm_up_is_off_by_default_on_a_cpu_and_capped_on_tiny_calls():
+    t = options.merge({})["timing"]
+    child = FakeChild(0.6)
+    assert measure.warm_up(child, 3, t, {"round_timeout_s": 60}, "cpu") == pytest.approx(3 * 0.6e-3)
+    tiny = FakeChild(1e-4)
+    measure.warm_up(tiny, 3, t, {"round_timeout_s": 60}, "cuda:0")
+    assert sum(tiny.calls) <= measure.MAX_WARMUP_CALLS
+
+
+def test_flush_in_stream_is_an_option_and_a_no_op_on_a_cpu():
+    assert options.merge({"timing": {"flush_in_stream": True}})["timing"]["flush_in_stream"] is True
+    with pytest.raises(options.OptionError):
+        options.merge({"timing": {"flush_in_stream": "yes"}})
+    r = profile.time_calls(lambda x: x + 1, [(1,)], [0, 0], profile.Timers("cpu"), keep=True,
+                           flush_in_stream=True)
+    assert r.outs == [2, 2] and len(r.primary) == 2
