@@ -46,7 +46,7 @@ LOG_CAP_BYTES = 16 * 1024
 # see `nvcc -dryrun`); host -O1 was tried and did not shorten the compile on the H200
 # (2026-11-30: host gcc phase 4.3 s at -O1 vs 4.5 s at -O3, total 14.8 vs 14.4 s), so it stays.
 # --expt-relaxed-constexpr: torch's headers (for a .cu that includes them) need it.
-CUDA_FLAGS = ["-O3", "-lineinfo", "-DCAF_KERNEL_CUDA", "--expt-relaxed-constexpr"]
+CUDA_FLAGS = ["-O3", "-lineinfo", "--expt-relaxed-constexpr"]
 # Rationale: OpenMP is the CPU flavour's sanctioned parallelism. No fast-math: it changes
 # results beyond the tolerance silently.
 CXX_FLAGS = ["-O3", "-fPIC", "-fopenmp"]
@@ -106,15 +106,17 @@ class Toolchain:
     def includes(self, extra: list[str]) -> list[str]:
         return [*(f"-I{d}" for d in extra), *(a for d in self.isystem for a in ("-isystem", d))]
 
+    def _cxx(self) -> list[str]:
+        """The host compiler and every flag that must match between the PCH and its users."""
+        return [*self.cxx, *CXX_FLAGS, f"-std={self.std}", *self.defines]
+
     def cxx_cmd(self, src: str, obj: str, include_dirs: list[str], pch_dir: str | None) -> list[str]:
         force = ["-include", PCH_HEADER, "-Winvalid-pch"] if pch_dir else []
         dirs = ([pch_dir] if pch_dir else []) + include_dirs
-        return [*self.cxx, *CXX_FLAGS, f"-std={self.std}", *self.defines, *force,
-                *self.includes(dirs), "-c", src, "-o", obj]
+        return [*self._cxx(), *force, *self.includes(dirs), "-c", src, "-o", obj]
 
     def pch_cmd(self, header: str, out: str, include_dirs: list[str]) -> list[str]:
-        return [*self.cxx, *CXX_FLAGS, f"-std={self.std}", *self.defines,
-                *self.includes(include_dirs), "-x", "c++-header", header, "-o", out]
+        return [*self._cxx(), *self.includes(include_dirs), "-x", "c++-header", header, "-o", out]
 
     def nvcc_cmd(self, src: str, obj: str, include_dirs: list[str]) -> list[str]:
         return [*self.nvcc, *CUDA_FLAGS, f"-std={self.std}", *self.defines, *self.arch,

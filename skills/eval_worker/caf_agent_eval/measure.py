@@ -58,8 +58,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     while True:
         order = [(rounds * n_round + i) % k_sets for i in range(n_round)]
         w0 = perf()
-        rep = child.request({"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"]},
-                            o["round_timeout_s"], "timing")
+        rep = child.request(_time_request(order, t), o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
         lap("rounds")
         if rep.get("error"):
@@ -115,6 +114,10 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     v["timings"]["warmup_s"] = warm_s
 
 
+def _time_request(order: list[int], t: dict) -> dict:
+    return {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"]}
+
+
 def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:
     """`warmup` calls, then more rounds until their call times add up to timing.warmup_s
     (each round sized from the calls seen so far). Returns the seconds of calls made.
@@ -125,8 +128,7 @@ def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:
     n = max(1, int(t["warmup"]))
     spent_ms, calls = 0.0, 0
     while True:
-        rep = child.request({"op": "time", "order": [i % k_sets for i in range(n)],
-                             "flush_in_stream": t["flush_in_stream"]},
+        rep = child.request(_time_request([i % k_sets for i in range(n)], t),
                             o["round_timeout_s"], "warm-up")
         if rep.get("error") or not rep.get("wall"):
             break
@@ -160,7 +162,7 @@ def _no_grad(fn):
 
 def _check_round_reply(rep: dict, n: int, cuda: bool) -> None:
     """The child's timing numbers are untrusted input: lists of finite, non-negative floats,
-    one per call (empty-call gaps: at least one on a GPU)."""
+    one per call (reference-call gaps: at least one on a GPU)."""
     from .job import JobFailed
 
     def floats(key, length):
