@@ -109,25 +109,7 @@ def test_bad_cuda_arch_list_is_a_compile_error_naming_it(monkeypatch, tmp_path):
     assert not res.ok and "TORCH_CUDA_ARCH_LIST" in res.log and "hopper" in res.log
 
 
-SPLIT_CU = '''#include "caf_cuda.h"
-// nonce {nonce}
-__global__ void k(const float* p, float* q, int64_t n) {{
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) q[i] = 2.f * p[i];
-}}
-void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s) {{
-  k<<<caf::blocks_for(n, 256), 256, 0, s>>>(p, q, n);
-}}
-'''
-SPLIT_CPP = '''#include "caf_kernel.h"
-void scale_launch(const float* p, float* q, int64_t n, cudaStream_t s);
-torch::Tensor scale(torch::Tensor a) {
-  auto o = torch::empty_like(a);
-  scale_launch(a.data_ptr<float>(), o.data_ptr<float>(), a.numel(), caf::stream());
-  return o;
-}
-CAF_REGISTER(m) { m.def("scale", &scale); }
-'''
+AXPBY = os.path.join(ROOT, "bench", "judge", "kernels")
 
 
 @pytest.mark.slow
@@ -137,8 +119,9 @@ def test_cuda_workspace_layout_builds_without_a_gpu(monkeypatch):
     """The agent's sandbox has nvcc and no GPU: the light .cu + torch-facing .cpp layout
     builds for the default arch and exports the launcher the .cpp calls."""
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    files = {"kernels/scale.cu": SPLIT_CU.format(nonce=_nonce()), "kernels/scale_op.cpp": SPLIT_CPP}
+    files = {f"kernels/{name}": open(os.path.join(AXPBY, name)).read() + f"// {_nonce()}\n"
+             for name in ("axpby.cu", "axpby_op.cpp")}
     res = build.build(files, "cuda", build_root())
     assert res.ok, res.log
     syms = subprocess.run(["nm", "-D", "--defined-only", res.library], capture_output=True, text=True).stdout
-    assert "scale_launch" in syms
+    assert "axpby_launch" in syms

@@ -114,12 +114,7 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
               for _ in order] if timers.cuda else None
     for k, idx in enumerate(order):
         args = input_sets[idx]
-        if flush_in_stream:
-            sync()
-            timers.flush()
-        else:
-            timers.flush()
-            sync()
+        _flush_and_sync(timers, flush_in_stream)
         w0 = perf()
         if events:
             timers.record(events[k][0])
@@ -146,12 +141,7 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
         refs = []
         for _ in range(max(REF_CALLS_MIN, len(order) // 2)):
             ev = tuple(timers.event_cls(enable_timing=True) for _ in range(3))
-            if flush_in_stream:
-                sync()
-                timers.flush()
-            else:
-                timers.flush()
-                sync()
+            _flush_and_sync(timers, flush_in_stream)
             timers.record(ev[0])
             timers.gpu_sleep(cycles)
             timers.record(ev[1])
@@ -163,6 +153,16 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
     else:
         r.primary = list(r.wall)
     return r
+
+
+def _flush_and_sync(timers: Timers, flush_in_stream: bool) -> None:
+    """Before a timed call: L2 flush and device-wide sync, in the order the option asks."""
+    if flush_in_stream:
+        timers.sync()
+        timers.flush()
+    else:
+        timers.flush()
+        timers.sync()
 
 
 def hidden_work_ms(gap: list[float], ref_gap: list[float], primary_median: float) -> float:
