@@ -24,6 +24,7 @@ import inspect
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -215,10 +216,24 @@ def _jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
 
 
-def _run(cmd: list[str], cwd: str) -> tuple[bool, str, float]:
+def _run(cmd: list[str], cwd: str, deadline: float | None = None) -> tuple[bool, str, float]:
+    """Runs one compiler command in its own process group; past `deadline` (a monotonic
+    time) the whole group is killed and the step fails with a timeout."""
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace")
-    return proc.returncode == 0, proc.stdout + proc.stderr, time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return False, f"timed out after {time.perf_counter() - t0:.0f} s (build deadline)", \
+            time.perf_counter() - t0
+    return proc.returncode == 0, out, time.perf_counter() - t0
 
 
 def prepare(flavour: str, build_root: str, cuda: bool | None = None) -> tuple[bool, str, str | None]:
@@ -252,8 +267,11 @@ def prepare(flavour: str, build_root: str, cuda: bool | None = None) -> tuple[bo
         return True, "precompiled header built", pch_dir
 
 
-def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = False) -> BuildResult:
-    """Builds (or reuses) the library for these files; never raises on a compile error."""
+def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = False,
+          timeout_s: float | None = None) -> BuildResult:
+    """Builds (or reuses) the library for these files; never raises on a compile error.
+    timeout_s: for the compile and link steps together (the precompiled header, shared with
+    other builds, is not counted); past it the compilers are killed and the build fails."""
     sources = kernel_sources(files)
     compiled_rel = [p for p in sorted(sources) if p.endswith((".cpp", ".cc", ".cu"))]
     if not compiled_rel:
@@ -279,7 +297,8 @@ def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = 
             with open(dst, "w") as f:
                 f.write(text)
         seconds: dict = {}
-        ok, log = _compile(tc, src_dir, compiled_rel, out_dir, lib, build_root, verbose, seconds)
+        ok, log = _compile(tc, src_dir, compiled_rel, out_dir, lib, build_root, verbose, seconds,
+                           timeout_s)
         if ok:
             with open(os.path.join(out_dir, "ok"), "w") as f:
                 f.write(key)
@@ -287,7 +306,8 @@ def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = 
 
 
 def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str,
-             build_root: str, verbose: bool, seconds: dict) -> tuple[bool, str]:
+             build_root: str, verbose: bool, seconds: dict,
+             timeout_s: float | None = None) -> tuple[bool, str]:
     notes = []
     pch_dir = None
     if any(p.endswith((".cpp", ".cc")) for p in rel):
@@ -296,6 +316,7 @@ def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str
         seconds["pch"] = time.perf_counter() - t0
         if not pch_ok:
             notes.append(pch_log)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     include_dirs = [INFRA_INCLUDE, os.path.join(src_dir, "kernels")]
     cmds = []
     for i, path in enumerate(rel):
@@ -306,7 +327,7 @@ def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str
         else:
             cmds.append((path, obj, tc.cxx_cmd(src, obj, include_dirs, pch_dir)))
     with ThreadPoolExecutor(max_workers=min(_jobs(), len(cmds))) as pool:
-        results = list(pool.map(lambda c: _run(c[2], out_dir), cmds))
+        results = list(pool.map(lambda c: _run(c[2], out_dir, deadline), cmds))
     logs = []
     for (path, _, cmd), (ok, out, dt) in zip(cmds, results):
         seconds[path] = dt
@@ -319,7 +340,7 @@ def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str
             logs.append(f"{path}: warnings\n{text}")
     if not all(r[0] for r in results):
         return False, "compile failed:\n" + "\n".join(notes + logs)
-    ok, out, seconds["link"] = _run(tc.link_cmd([c[1] for c in cmds], lib), out_dir)
+    ok, out, seconds["link"] = _run(tc.link_cmd([c[1] for c in cmds], lib), out_dir, deadline)
     if not ok:
         return False, "compile failed: link error\n" + "\n".join(notes + logs + [out])
     return True, "\n".join(["compiled", *notes, *logs])

@@ -180,6 +180,7 @@ def _setup(ctx, child, task, ref, files, job_dir, o, v):
         "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
         "out_specs": specs}, o["build_timeout_s"], "build and import")
     v["compile_log"] = rep.get("compile_log", "")
+    v["cached_build"] = bool(rep.get("cached_build"))  # False: the slot paid for the compile
     if not rep.get("ok"):
         stage = rep.get("stage", "setup")
         what = {"compile": "compile error (see compile_log)",

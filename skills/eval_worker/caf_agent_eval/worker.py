@@ -159,12 +159,42 @@ def handle(ctx: WorkerContext, req: dict) -> tuple[dict, bool]:
             return {"job_id": job_id, "status": "infra_error", "error": text}, True
         verdict["eval_wall_s"] = time.monotonic() - t0
         return {"job_id": job_id, "status": "ok", "verdict": verdict}, True
+    if op == "build":
+        return build_request(ctx, req), True
     if os.environ.get("CAF_EVAL_TEST_HOOKS") == "1":
         if op == "debug_crash":
             os.kill(os.getpid(), signal.SIGSEGV)
         if op == "debug_hang":
             time.sleep(3600)
     return {"status": "infra_error", "error": f"unknown op {op!r}"}, True
+
+
+def build_request(ctx: WorkerContext, req: dict) -> dict:
+    """{"op": "build", "job_id", "files", "flavour"?, "timeout_s"?}: builds the submission's
+    kernels into this worker's build root, the one its jobs' children build into, so a job
+    with the same sources finds the library built. Runs only the compilers: no submission
+    code runs here. A worker on a CPU host can build for a GPU slot (flavour "cuda",
+    TORCH_CUDA_ARCH_LIST set): the build stage that keeps compiles off the slot's time."""
+    from . import build, options, static_checks
+    job_id = req.get("job_id", "")
+    files = req.get("files")
+    flavour = req.get("flavour", ctx.flavour)
+    timeout_s = req.get("timeout_s", options.DEFAULTS["build_timeout_s"])
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in files.items()):
+        return {"job_id": job_id, "status": "infra_error", "error": "build: files must map paths to text"}
+    if flavour not in ("cpu", "cuda") or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+        return {"job_id": job_id, "status": "infra_error",
+                "error": "build: flavour must be cpu or cuda and timeout_s a positive number"}
+    problems = [p for path, text in build.kernel_sources(files).items()
+                for p in static_checks.check_cpp(text, path)]
+    if problems:  # the job itself will fail these checks; compiling them is wasted work
+        return {"job_id": job_id, "status": "ok", "ok": False, "cached": False,
+                "log": "static checks failed: " + "; ".join(problems)[:4000], "seconds": {}}
+    t0 = time.monotonic()
+    res = build.build(files, flavour, ctx.build_root, timeout_s=float(timeout_s))
+    return {"job_id": job_id, "status": "ok", "ok": res.ok, "cached": res.cached, "log": res.log,
+            "seconds": {**(res.seconds or {}), "total": time.monotonic() - t0}}
 
 
 def main(argv=None):
