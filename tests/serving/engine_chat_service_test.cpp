@@ -14,6 +14,7 @@
 #include "serving/engine_chat_service.hpp"
 #include "serving/openai_client.hpp"
 #include "serving/openai_server.hpp"
+#include "tests/policy/model/random_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 using namespace caf_agent;
@@ -68,30 +69,10 @@ fs::path work_dir() {
   return dir;
 }
 
-// A random checkpoint. Rationale: std 0.3 weights give peaked distributions, so greedy and
-// sampled runs differ and two seeds give visibly different models.
+// A random checkpoint of the tokenizer's vocabulary.
 std::string make_model(const std::string& name, uint64_t seed) {
-  policy::model_config c;
-  c.family = policy::model_family::qwen2;
-  c.vocab_size = static_cast<int64_t>(tok().id_limit());
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 2048;
-  c.attention_bias = true;
-  c.tie_word_embeddings = true;
-  torch::manual_seed(seed);
-  policy::tensor_map tensors;
-  for (const auto& [key, shape] : policy::expected_parameter_shapes(c))
-    tensors[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape) : 0.3 * torch::randn(shape);
-  const auto dir = (work_dir() / name).string();
-  auto model = policy::decoder::from_tensors(c, tensors, torch::kCPU, torch::kFloat32);
-  EXPECT_TRUE(model) << model.error().message;
-  EXPECT_TRUE(model.value().save(dir));
-  return dir;
+  return policy::test_support::write_random_checkpoint(
+      policy::test_support::tiny_qwen2_config(static_cast<int64_t>(tok().id_limit()), 2048), work_dir() / name, seed);
 }
 
 const std::string& model_a() {

@@ -90,10 +90,22 @@ inline uint16_t closed_port() {
   return port;
 }
 
+/// Appends what arrives on fd before `deadline`; false once the deadline passes or the peer
+/// closes.
+inline bool receive_some(int fd, std::string& data, std::chrono::steady_clock::time_point deadline) {
+  char buf[4096];
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  pollfd p{fd, POLLIN, 0};
+  if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  if (n <= 0) return false;
+  data.append(buf, static_cast<size_t>(n));
+  return true;
+}
+
 /// Reads one HTTP request (headers and Content-Length body) within timeout_ms.
 inline std::string read_request(int fd, int timeout_ms) {
   std::string data;
-  char buf[4096];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     const size_t head = data.find("\r\n\r\n");
@@ -103,12 +115,7 @@ inline std::string read_request(int fd, int timeout_ms) {
         if (auto p = data.find(key); p != std::string::npos && p < head) length = std::stoul(data.substr(p + std::strlen(key)));
       if (data.size() >= head + 4 + length) return data;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return data;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return data;
-    data.append(buf, static_cast<size_t>(n));
+    if (!receive_some(fd, data, deadline)) return data;
   }
 }
 
@@ -202,16 +209,10 @@ inline void send_all(int fd, const std::string& bytes) {
 /// Reads until the peer closes or timeout_ms passes.
 inline std::string read_until_close(int fd, int timeout_ms) {
   std::string data;
-  char buf[4096];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return data;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return data;
-    data.append(buf, static_cast<size_t>(n));
+  while (receive_some(fd, data, deadline)) {
   }
+  return data;
 }
 
 /// Sends raw bytes to port and returns everything received until the server closes.

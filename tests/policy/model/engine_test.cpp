@@ -14,41 +14,20 @@
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/engine_service.hpp"
+#include "tests/policy/model/random_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 using namespace caf_agent::policy;
 
 namespace {
 
-model_config tiny_config() {
-  model_config c;
-  c.family = model_family::qwen2;
-  c.vocab_size = 96;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.attention_bias = true;
-  c.tie_word_embeddings = true;
-  return c;
-}
+model_config tiny_config() { return test_support::tiny_qwen2_config(96, 64); }
 
-// A random Qwen2-shaped checkpoint in a fresh directory. Rationale: std 0.3 weights give
-// peaked, seed-dependent distributions so greedy and sampled paths differ visibly.
+// A random Qwen2-shaped checkpoint in a fresh directory.
 std::string make_model(const std::string& name, uint64_t seed) {
-  auto dir = fs::temp_directory_path() / ("policy_engine_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  torch::manual_seed(seed);
-  tensor_map tensors;
-  for (const auto& [key, shape] : expected_parameter_shapes(tiny_config()))
-    tensors[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape) : 0.3 * torch::randn(shape);
-  auto model = decoder::from_tensors(tiny_config(), tensors, torch::kCPU, torch::kFloat32);
-  EXPECT_TRUE(model) << model.error().message;
-  EXPECT_TRUE(model.value().save(dir.string()));
-  return dir.string();
+  return test_support::write_random_checkpoint(
+      tiny_config(), fs::temp_directory_path() / ("policy_engine_test_" + name + "_" + std::to_string(::getpid())),
+      seed);
 }
 
 const std::string& model_a() {
