@@ -8,8 +8,10 @@
 #        reward-hack suite. Steps run one after another, never side by side (uncontended).
 # Caps (seconds, env): BT bench, AT agent, ST suite. Defaults fit one 600 s device call.
 # BENCH_ARGS: more bench_judge.py flags (e.g. --no-compile-bench); AB: evaluation options as
-# JSON for an A/B of every case (e.g. AB='{"timing": {"flush_in_stream": true}}'); CASES: the
-# bench's cases, space-separated (default: the four below).
+# JSON for an A/B of every case (e.g. AB='{"timing": {"flush_in_stream": true}}'; several arms
+# separated by ';'); CASES: the
+# bench's cases, space-separated (default: the four below). SUITE_TIMING: timing options as
+# JSON for the suite's evaluations (tests/reward_hacks/hack_helpers.py, CAF_SUITE_TIMING).
 # Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log.
 set -u
 OUT=${OUT:-/tmp/judge-h200}; mkdir -p "$OUT"
@@ -33,16 +35,18 @@ for s in $steps; do
   bench)
     cases=""; for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
       cases="$cases --case $c"; done
+    abs=(); IFS=';' read -r -a arms <<< "${AB:-}"
+    for x in "${arms[@]}"; do [ -n "${x// }" ] && abs+=(--ab "$x"); done
     # shellcheck disable=SC2086
     timeout "${BT:-170}" $PY bench/judge/bench_judge.py --device cuda --build-root "$CAF_EVAL_BUILD_ROOT" \
-      $cases ${BENCH_ARGS:-} ${AB:+--ab "$AB"} --out "$OUT/bench.json" 2> "$OUT/bench.log" \
+      $cases ${BENCH_ARGS:-} "${abs[@]}" --out "$OUT/bench.json" 2> "$OUT/bench.log" \
       | tee "$OUT/bench_summary.txt"
     echo "bench rc=${PIPESTATUS[0]}" ;;
   agent)
     timeout "${AT:-100}" bash bench/judge/time_cuda_agent.sh bench/judge/external/cuda_agent_workdir "$OUT"
     echo "agent rc=$?" ;;
   suite)
-    timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda \
+    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda \
       > "$OUT/suite.log" 2>&1
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac

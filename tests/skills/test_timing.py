@@ -106,5 +106,41 @@ def test_flush_in_stream_is_an_option_and_a_no_op_on_a_cpu():
     with pytest.raises(options.OptionError):
         options.merge({"timing": {"flush_in_stream": "yes"}})
     r = profile.time_calls(lambda x: x + 1, [(1,)], [0, 0], profile.Timers("cpu"), keep=True,
-                           flush_in_stream=True)
+                           flush_in_stream=True, hold_ms=0.1)
     assert r.outs == [2, 2] and len(r.primary) == 2
+
+
+class _LoggingTimers:
+    """A GPU Timers stand-in that logs the order of what time_calls asks of it."""
+    cuda = True
+
+    def __init__(self):
+        self.log = []
+        self.perf = lambda: 0.0
+        self.event_cls = lambda enable_timing: object()
+        self.record = lambda ev: self.log.append("record")
+        self.elapsed = lambda a, b: 1.0
+        self.sync = lambda: self.log.append("sync")
+        self.flush = lambda: self.log.append("flush")
+        self.gpu_sleep = lambda cycles: self.log.append(f"spin{cycles}")
+
+    def sleep_cycles(self, ms):
+        return int(ms * 1000)
+
+
+@pytest.mark.parametrize("flush_in_stream,hold_ms,before", [
+    (False, 0.0, ["flush", "sync"]),
+    (True, 0.0, ["sync", "flush"]),
+    (True, 0.1, ["sync", "flush", "spin100"]),
+    (False, 0.05, ["flush", "sync", "spin50"]),
+])
+def test_the_order_of_flush_sync_and_hold_before_each_timed_call(flush_in_stream, hold_ms, before):
+    timers = _LoggingTimers()
+    fn = lambda: timers.log.append("call")
+    profile.time_calls(fn, [()], [0], timers, keep=False, flush_in_stream=flush_in_stream,
+                       hold_ms=hold_ms)
+    one_call = before + ["record", "call", "record", "sync", "record"]
+    assert timers.log[:len(one_call)] == one_call
+    # The reference calls (a spin as long as the median call) are framed the same way.
+    ref = timers.log[len(one_call) + 1:]  # after the sync that ends the timed calls
+    assert ref[:len(before) + 2] == before + ["record", "spin1000"]

@@ -167,7 +167,8 @@ class Child:
         try:
             with torch.no_grad():
                 r = profile.time_calls(self.model, self.sets, req["order"], self.timers, keep=True,
-                                       flush_in_stream=bool(req.get("flush_in_stream")))
+                                       flush_in_stream=bool(req.get("flush_in_stream")),
+                                       hold_ms=float(req.get("hold_ms") or 0.0))
         except BaseException as e:
             return {"error": _err(e)}
         self.round_outputs = r.outs

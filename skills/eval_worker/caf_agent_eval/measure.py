@@ -89,7 +89,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         gaps["candidate"][1].extend(rep["ref_gap"])
         for name, fn in fns.items():
             r = profile.time_calls(fn, sets, order, ctx.timers, keep=False,
-                                   flush_in_stream=t["flush_in_stream"])
+                                   flush_in_stream=t["flush_in_stream"], hold_ms=t["hold_ms"])
             samples[name] += r.primary
             gaps[name][0].extend(r.gap)
             gaps[name][1].extend(r.ref_gap)
@@ -115,7 +115,8 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
 
 
 def _time_request(order: list[int], t: dict) -> dict:
-    return {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"]}
+    return {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"],
+            "hold_ms": t["hold_ms"]}
 
 
 def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:

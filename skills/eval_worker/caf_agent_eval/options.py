@@ -38,6 +38,9 @@ DEFAULTS = {
         # triton's do_bench does), so the memset covers the host's launch path and the event
         # time holds less host latency. Not yet measured on a GPU; off by default.
         "flush_in_stream": False,
+        # > 0 (GPU): a GPU spin of this many ms after the flush and sync, before the start
+        # event, so the call is queued before its start event fires. Not yet measured; 0: off.
+        "hold_ms": 0.0,
         "fresh_baselines": False,  # True: re-measure eager/compile interleaved for this job
         "compile_baseline": True,
     },

@@ -99,12 +99,14 @@ class RoundTimes:
 
 
 def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: bool,
-               flush_in_stream: bool = False) -> RoundTimes:
+               flush_in_stream: bool = False, hold_ms: float = 0.0) -> RoundTimes:
     """Runs fn on input_sets[i] for i in order.
 
     Each iteration: flush L2, device-wide sync, start, call, stop, device-wide sync, and on a
     GPU a third event after that sync (flush_in_stream: sync, then flush, so the flush's
-    memset runs while the host enqueues the start event and the call). The sync is device-wide (not stream-local) so work a
+    memset runs while the host enqueues the start event and the call; hold_ms > 0: then a GPU
+    spin of that length, so the call is queued before the start event fires and the event
+    time holds no host launch latency). The sync is device-wide (not stream-local) so work a
     submission puts on side streams has finished before the next call; how long it ran past
     the stop event shows in `gap` beyond `ref_gap` (see hidden_work_ms).
     """
@@ -112,9 +114,10 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
     perf, sync = timers.perf, timers.sync
     events = [tuple(timers.event_cls(enable_timing=True) for _ in range(3))
               for _ in order] if timers.cuda else None
+    hold = timers.sleep_cycles(hold_ms) if timers.cuda and hold_ms > 0 else 0
     for k, idx in enumerate(order):
         args = input_sets[idx]
-        _flush_and_sync(timers, flush_in_stream)
+        _flush_and_sync(timers, flush_in_stream, hold)
         w0 = perf()
         if events:
             timers.record(events[k][0])
@@ -141,7 +144,7 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
         refs = []
         for _ in range(max(REF_CALLS_MIN, len(order) // 2)):
             ev = tuple(timers.event_cls(enable_timing=True) for _ in range(3))
-            _flush_and_sync(timers, flush_in_stream)
+            _flush_and_sync(timers, flush_in_stream, hold)
             timers.record(ev[0])
             timers.gpu_sleep(cycles)
             timers.record(ev[1])
@@ -155,14 +158,17 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
     return r
 
 
-def _flush_and_sync(timers: Timers, flush_in_stream: bool) -> None:
-    """Before a timed call: L2 flush and device-wide sync, in the order the option asks."""
+def _flush_and_sync(timers: Timers, flush_in_stream: bool, hold_cycles: int = 0) -> None:
+    """Before a timed call: L2 flush and device-wide sync, in the order the option asks, then
+    (hold_cycles > 0) a GPU spin that keeps the stream busy while the host launches."""
     if flush_in_stream:
         timers.sync()
         timers.flush()
     else:
         timers.flush()
         timers.sync()
+    if hold_cycles:
+        timers.gpu_sleep(hold_cycles)
 
 
 def hidden_work_ms(gap: list[float], ref_gap: list[float], primary_median: float) -> float:
