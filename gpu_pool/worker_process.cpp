@@ -153,6 +153,7 @@ std::optional<worker_failure> worker_process::start() {
   for (const auto& [k, v] : cfg_.env) child_env[k] = v;
   std::vector<std::string> args = {"-m", "caf_agent_eval.worker", "--device", cfg_.device,
                                    "--threads", std::to_string(cfg_.threads)};
+  if (cfg_.build_only) args.push_back("--build-only");
   auto p = std::make_unique<impl>();
   try {
     bp::pipe to_child(in_pipe[0], in_pipe[1]);
@@ -211,16 +212,31 @@ std::optional<std::string> worker_process::call(const std::string& payload, mill
   return std::nullopt;
 }
 
+std::optional<worker_failure> worker_process::ensure_running(std::string& died_while_idle) {
+  if (running()) return std::nullopt;
+  if (impl_ && impl_->child.valid()) {  // it was started and has ended since
+    died_while_idle = "worker " + describe_exit(impl_->child.native_exit_code()) + " while idle";
+    stop();
+    ++restarts_;
+  }
+  return start();
+}
+
+build_outcome worker_process::build(const build_request& req, milliseconds deadline) {
+  std::string died_while_idle;
+  if (auto f = ensure_running(died_while_idle)) return {std::nullopt, *f, died_while_idle};
+  worker_failure f;
+  auto payload = call(encode_build_request(req), deadline, &f);
+  if (!payload) return {std::nullopt, f, died_while_idle};
+  std::string error;
+  auto resp = decode_build_response(*payload, &error);
+  if (!resp) return {std::nullopt, fail_and_restart(worker_error_code::protocol_error, error), died_while_idle};
+  return {std::move(resp), std::nullopt, died_while_idle};
+}
+
 eval_outcome worker_process::evaluate(const eval_request& req, milliseconds deadline) {
   std::string died_while_idle;
-  if (!running()) {
-    if (impl_ && impl_->child.valid()) {  // it was started and has ended since
-      died_while_idle = "worker " + describe_exit(impl_->child.native_exit_code()) + " while idle";
-      stop();
-      ++restarts_;
-    }
-    if (auto f = start()) return {std::nullopt, *f, died_while_idle};
-  }
+  if (auto f = ensure_running(died_while_idle)) return {std::nullopt, *f, died_while_idle};
   worker_failure f;
   auto payload = call(encode_request(req), deadline, &f);
   if (!payload) return {std::nullopt, f, died_while_idle};

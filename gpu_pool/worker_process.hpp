@@ -1,10 +1,10 @@
 #pragma once
-#include <atomic>
 /// gpu_pool/worker_process.hpp: owns one persistent Python eval worker (Boost.Process):
 /// spawn, request with a deadline, kill-and-restart on deadline or crash.
 
 #include "gpu_pool/worker_protocol.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -22,6 +22,8 @@ struct worker_config {
   int threads = 0;                            ///< torch threads (0: torch's default)
   std::map<std::string, std::string> env;     ///< extra environment (e.g. CAF_EVAL_BUILD_ROOT)
   std::string stderr_path;                    ///< file for the worker's stderr; empty: discard
+  /// A builder (--build-only): answers build requests only; no device context, no children.
+  bool build_only = false;
   /// Rationale: the worker imports torch and pre-starts a child that imports it again;
   /// on a loaded 2-core machine that takes up to a minute.
   std::chrono::milliseconds start_timeout{std::chrono::seconds(120)};
@@ -63,6 +65,14 @@ struct eval_outcome {
   std::string died_while_idle;
 };
 
+/// The result of build(): a response, or a failure (a hung compiler is killed by the worker
+/// itself at the request's timeout_s; `deadline` is the backstop for a hung worker).
+struct build_outcome {
+  std::optional<build_response> response;  ///< set on success
+  std::optional<worker_failure> failure;   ///< set on failure
+  std::string died_while_idle;             ///< as in eval_outcome
+};
+
 /// A failed verdict describing a submission-fault failure (crash or timeout).
 verdict verdict_for_failure(const worker_failure& f);
 
@@ -80,6 +90,9 @@ class worker_process {
 
   /// Sends one request and waits up to `deadline` for the response.
   eval_outcome evaluate(const eval_request& req, std::chrono::milliseconds deadline);
+
+  /// Sends one build request and waits up to `deadline` for the response.
+  build_outcome build(const build_request& req, std::chrono::milliseconds deadline);
 
   /// Sends any op map (as msgpack) and returns the raw response payload (tests, ping).
   std::optional<std::string> call(const std::string& payload, std::chrono::milliseconds deadline,
@@ -101,6 +114,8 @@ class worker_process {
  private:
   struct impl;
   worker_failure fail_and_restart(worker_error_code code, std::string message);
+  /// Starts the worker if it is not running; says how it ended if it had died while idle.
+  std::optional<worker_failure> ensure_running(std::string& died_while_idle);
   worker_config cfg_;
   std::unique_ptr<impl> impl_;
   int restarts_ = 0;

@@ -53,7 +53,8 @@ json verdict_json(const verdict& v) {
   for (const auto& c : v.checks)
     checks.push_back({{"index", c.index}, {"passed", c.passed}, {"reason", c.reason}});
   json j = {{"correct", v.correct}, {"reason", v.reason}, {"checks", checks},
-            {"flags", v.flags}, {"compile_log", v.compile_log}, {"log", v.log}};
+            {"flags", v.flags}, {"compile_log", v.compile_log}, {"log", v.log},
+            {"cached_build", v.cached_build}};
   j["timings"] = json::object();
   if (v.has_timings) {
     const auto& t = v.times;
@@ -73,6 +74,7 @@ verdict verdict_from(const json& j) {
   v.reason = str_or_empty(j, "reason");
   v.compile_log = str_or_empty(j, "compile_log");
   v.log = str_or_empty(j, "log");
+  if (auto it = j.find("cached_build"); it != j.end() && it->is_boolean()) v.cached_build = it->get<bool>();
   if (auto it = j.find("flags"); it != j.end() && it->is_array())
     for (const auto& f : *it)
       if (f.is_string()) v.flags.push_back(f.get<std::string>());
@@ -194,6 +196,67 @@ std::optional<eval_response> decode_response(std::string_view payload, std::stri
     return std::nullopt;
   }
   return r;
+}
+
+bool has_kernel_sources(const std::map<std::string, std::string>& files) {
+  // The translation units among skills/eval_worker/caf_agent_eval/static_checks.py's
+  // CPP_SUFFIXES (headers alone compile to nothing).
+  static const char* suffixes[] = {".cpp", ".cc", ".cu"};
+  for (const auto& [path, text] : files) {
+    if (path.rfind("kernels/", 0) != 0) continue;
+    for (const char* suf : suffixes)
+      if (path.ends_with(suf)) return true;
+  }
+  return false;
+}
+
+std::string encode_build_request(const build_request& r) {
+  json files = json::object();
+  for (const auto& [path, text] : r.files) files[path] = text;
+  json j = {{"op", "build"}, {"job_id", r.job_id}, {"files", files}};
+  if (!r.flavour.empty()) j["flavour"] = r.flavour;
+  put(j, "timeout_s", r.timeout_s);
+  auto bytes = json::to_msgpack(j);
+  return {bytes.begin(), bytes.end()};
+}
+
+std::optional<build_response> decode_build_response(std::string_view payload, std::string* error) {
+  auto j = parse(payload, error);
+  if (!j) return std::nullopt;
+  build_response r;
+  r.job_id = str_or_empty(*j, "job_id");
+  const std::string status = str_or_empty(*j, "status");
+  if (status == "infra_error") {
+    r.infra_error = true;
+    r.error = str_or_empty(*j, "error");
+    return r;
+  }
+  auto ok = j->find("ok");
+  if (status != "ok" || ok == j->end() || !ok->is_boolean()) {
+    if (error) *error = "build response has no status \"ok\" with a boolean \"ok\"";
+    return std::nullopt;
+  }
+  r.ok = ok->get<bool>();
+  r.cached = j->value("cached", false);
+  r.log = str_or_empty(*j, "log");
+  if (auto it = j->find("seconds"); it != j->end() && it->is_object())
+    for (const auto& [step, secs] : it->items())
+      if (secs.is_number()) r.seconds[step] = secs.get<double>();
+  return r;
+}
+
+std::string encode_build_response(const build_response& r) {
+  json j = {{"job_id", r.job_id}, {"status", r.infra_error ? "infra_error" : "ok"}};
+  if (r.infra_error) {
+    j["error"] = r.error;
+  } else {
+    j["ok"] = r.ok;
+    j["cached"] = r.cached;
+    j["log"] = r.log;
+    j["seconds"] = r.seconds;
+  }
+  auto bytes = json::to_msgpack(j);
+  return {bytes.begin(), bytes.end()};
 }
 
 std::string frame(std::string_view payload) {

@@ -81,6 +81,7 @@ struct verdict {
   double speedup_compile = 0;            ///< compile_ms / candidate_ms (0 when absent)
   std::string compile_log;               ///< capped compiler output
   std::string log;                       ///< capped output of the submission
+  bool cached_build = false;             ///< the job found its library built (no compile on the slot)
 };
 
 /// The worker's answer: status "ok" carries a verdict, "infra_error" an error text.
@@ -90,6 +91,38 @@ struct eval_response {
   std::string error;    ///< text of an infra error
   verdict result;       ///< the verdict when !infra_error
 };
+
+/// A build-stage request: compile the submission's kernels into the build root the slots'
+/// jobs use, so the job that follows finds them built (no submission code runs).
+struct build_request {
+  std::string job_id;                          ///< echoed in the response
+  std::map<std::string, std::string> files;    ///< model_new.py and kernels/** (sources are picked)
+  std::string flavour;                         ///< "cpu" or "cuda"; empty: the worker's own
+  std::optional<double> timeout_s;            ///< deadline of the build (the worker's default)
+};
+
+/// The answer to a build request.
+struct build_response {
+  std::string job_id;         ///< from the request
+  bool infra_error = false;   ///< the builder, not the submission, failed
+  std::string error;          ///< text of an infra error
+  bool ok = false;            ///< built (or found built)
+  bool cached = false;        ///< found built: nothing was compiled
+  std::string log;            ///< compiler output or the static checks' findings (capped)
+  std::map<std::string, double> seconds;  ///< per step ("total", "pch", "kernels/x.cpp", "link")
+};
+
+/// True when `files` hold kernel sources a build would compile (kernels/*.cpp, *.cu, ...).
+bool has_kernel_sources(const std::map<std::string, std::string>& files);
+
+/// Encodes a build request as a msgpack map (no frame header).
+std::string encode_build_request(const build_request& req);
+
+/// Decodes a builder's response; nullopt with *error set on malformed input.
+std::optional<build_response> decode_build_response(std::string_view payload, std::string* error);
+
+/// Encodes a build response (the inverse of decode_build_response; tests and fakes).
+std::string encode_build_response(const build_response& resp);
 
 /// Encodes a request as a msgpack map (no frame header).
 std::string encode_request(const eval_request& req);

@@ -7,10 +7,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include <signal.h>
+#include <unistd.h>
 
 namespace gp = caf_agent::gpu_pool;
 using namespace std::chrono_literals;
@@ -64,6 +66,22 @@ gp::eval_request request(const std::string& forward_body) {
   r.seed_secret = "test-secret";
   r.device = "cpu";
   return r;
+}
+
+// A CPU transpose kernel under a fresh symbol, so its build is never in a cache already.
+std::map<std::string, std::string> kernel_submission(const std::string& nonce) {
+  return {{"kernels/t.cpp",
+           "#include \"caf_kernel.h\"\n"
+           "torch::Tensor tr_" + nonce + "(torch::Tensor x) {\n"
+           "  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), \"2-d contiguous\");\n"
+           "  auto out = torch::empty({x.size(1), x.size(0)}, x.options());\n"
+           "  const float* p = x.data_ptr<float>(); float* o = out.data_ptr<float>();\n"
+           "  for (int64_t i = 0; i < x.size(0); ++i)\n"
+           "    for (int64_t j = 0; j < x.size(1); ++j) o[j * x.size(0) + i] = p[i * x.size(1) + j];\n"
+           "  return out;\n}\n"
+           "CAF_REGISTER(m) { m.def(\"tr_" + nonce + "\", &tr_" + nonce + "); }\n"},
+          {"model_new.py", "import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
+                           "    def forward(self, x):\n        return caf_ext.tr_" + nonce + "(x)\n"}};
 }
 
 std::string op(const char* name) {
@@ -177,4 +195,51 @@ TEST(worker_process, worker_killed_while_idle_is_reported_and_replaced) {
   EXPECT_EQ(w.restarts(), 1);
   auto again = w.evaluate(request("return x.t().contiguous()"), 300s);
   EXPECT_TRUE(again.died_while_idle.empty());
+}
+
+// The pool's build stage on real processes: a --build-only worker compiles into a build root,
+// and a judging worker sharing that root finds the library built (no compile on its time).
+TEST(worker_process, builder_compiles_for_a_judging_worker) {
+  auto c = config(false);
+  if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  auto root = std::filesystem::temp_directory_path() /
+              ("caf_build_stage_" + std::to_string(::getpid()));
+  c->env["CAF_EVAL_BUILD_ROOT"] = root.string();
+  c->env["CAF_EVAL_PCH"] = "0";  // one small unit: the precompiled header would cost more
+  auto b = *c;
+  b.build_only = true;
+  gp::worker_process builder(b);
+  gp::worker_process judge(*c);
+  const std::string nonce = "n" + std::to_string(::getpid());
+
+  gp::build_request br;
+  br.job_id = "b1";
+  br.files = kernel_submission(nonce);
+  auto built = builder.build(br, 600s);
+  ASSERT_TRUE(built.response) << built.failure->message;
+  ASSERT_FALSE(built.response->infra_error) << built.response->error;
+  EXPECT_TRUE(built.response->ok) << built.response->log;
+  EXPECT_FALSE(built.response->cached);
+  EXPECT_GT(built.response->seconds.at("total"), 0.0);
+
+  auto req = request("");
+  req.files = kernel_submission(nonce);
+  auto v = judge.evaluate(req, 300s);
+  ASSERT_TRUE(v.response) << v.failure->message;
+  EXPECT_TRUE(v.response->result.correct) << v.response->result.reason;
+  EXPECT_TRUE(v.response->result.cached_build);
+
+  // A compile error comes back as a failed build with the compiler's words, not a failure.
+  br.files["kernels/t.cpp"] += "\nint broken( {\n";
+  auto bad = builder.build(br, 600s);
+  ASSERT_TRUE(bad.response);
+  EXPECT_FALSE(bad.response->ok);
+  EXPECT_NE(bad.response->log.find("kernels/t.cpp"), std::string::npos) << bad.response->log;
+
+  // A builder judges nothing.
+  auto refused = builder.evaluate(req, 60s);
+  ASSERT_TRUE(refused.response);
+  EXPECT_TRUE(refused.response->infra_error);
+  EXPECT_NE(refused.response->error.find("--build-only"), std::string::npos);
+  std::filesystem::remove_all(root);
 }

@@ -124,3 +124,70 @@ TEST(worker_protocol, oversize_frame_is_rejected) {
   EXPECT_FALSE(r.next(&err));
   EXPECT_NE(err.find("exceeds"), std::string::npos);
 }
+
+TEST(worker_protocol, build_request_carries_files_flavour_and_timeout) {
+  gp::build_request r;
+  r.job_id = "b7";
+  r.files = {{"kernels/a.cu", "__global__ void k() {}"}, {"model_new.py", "x = 1"}};
+  r.flavour = "cuda";
+  r.timeout_s = 30.0;
+  auto bytes = gp::encode_build_request(r);
+  auto j = nlohmann::json::from_msgpack(bytes);
+  EXPECT_EQ(j["op"], "build");
+  EXPECT_EQ(j["job_id"], "b7");
+  EXPECT_EQ(j["files"]["kernels/a.cu"], "__global__ void k() {}");
+  EXPECT_EQ(j["flavour"], "cuda");
+  EXPECT_EQ(j["timeout_s"], 30.0);
+  r.flavour.clear();
+  r.timeout_s.reset();
+  auto plain = nlohmann::json::from_msgpack(gp::encode_build_request(r));
+  EXPECT_FALSE(plain.contains("flavour"));  // the worker's own flavour and deadline apply
+  EXPECT_FALSE(plain.contains("timeout_s"));
+}
+
+TEST(worker_protocol, build_response_round_trips_and_bad_ones_are_errors) {
+  gp::build_response r;
+  r.job_id = "b7";
+  r.ok = false;
+  r.log = "kernels/a.cu(3): error: identifier \"x\" is undefined";
+  r.seconds = {{"total", 1.5}, {"kernels/a.cu", 1.2}};
+  std::string err;
+  auto back = gp::decode_build_response(gp::encode_build_response(r), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_FALSE(back->infra_error);
+  EXPECT_FALSE(back->ok);
+  EXPECT_EQ(back->log, r.log);
+  EXPECT_DOUBLE_EQ(back->seconds.at("kernels/a.cu"), 1.2);
+
+  gp::build_response infra;
+  infra.infra_error = true;
+  infra.error = "build: flavour must be cpu or cuda";
+  back = gp::decode_build_response(gp::encode_build_response(infra), &err);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->infra_error);
+  EXPECT_EQ(back->error, infra.error);
+
+  // An "ok" without a boolean "ok" (e.g. an eval verdict sent to the wrong caller) is malformed.
+  auto wrong = nlohmann::json::to_msgpack(nlohmann::json{{"status", "ok"}, {"verdict", {}}});
+  err.clear();
+  EXPECT_FALSE(gp::decode_build_response(std::string(wrong.begin(), wrong.end()), &err));
+  EXPECT_NE(err.find("\"ok\""), std::string::npos) << err;
+}
+
+TEST(worker_protocol, kernel_sources_are_translation_units_under_kernels) {
+  EXPECT_TRUE(gp::has_kernel_sources({{"kernels/a.cu", ""}, {"model_new.py", ""}}));
+  EXPECT_TRUE(gp::has_kernel_sources({{"kernels/sub/b.cpp", ""}}));
+  EXPECT_FALSE(gp::has_kernel_sources({{"model_new.py", ""}}));
+  EXPECT_FALSE(gp::has_kernel_sources({{"kernels/only.cuh", ""}, {"kernels/notes.md", ""}}));
+  EXPECT_FALSE(gp::has_kernel_sources({{"other/a.cpp", ""}}));
+}
+
+TEST(worker_protocol, verdict_says_whether_the_build_was_cached) {
+  gp::eval_response r;
+  r.job_id = "j";
+  r.result.cached_build = true;
+  std::string err;
+  auto back = gp::decode_response(gp::encode_response(r), &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_TRUE(back->result.cached_build);
+}

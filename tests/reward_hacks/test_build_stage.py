@@ -4,7 +4,7 @@ refuses bad requests clearly, skips sources the static checks reject, and a comp
 its deadline is killed."""
 import secrets
 
-from hack_helpers import Judge, cpu_kernels
+from hack_helpers import Judge, WorkerClient, build_root, cpu_kernels
 
 AB = "class ModelNew(nn.Module):\n    def forward(self, a, b):\n"
 SCALE = '''#include "caf_kernel.h"
@@ -56,3 +56,22 @@ def test_a_compile_past_its_deadline_is_killed(judge):
 def test_the_worker_still_judges_after_build_requests(judge: Judge):
     v = judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n")
     assert v["correct"] is True, v["reason"]
+
+
+def test_a_build_only_worker_builds_for_a_judging_worker_and_judges_nothing(judge):
+    """The pool's build stage: a separate --build-only worker sharing the judging worker's
+    build root compiles; the judging worker's job then finds the library built."""
+    nonce = "n" + secrets.token_hex(6)
+    kernels = {**cpu_kernels(), "kernels/extra.cpp": SCALE.format(nonce=nonce)}
+    builder = WorkerClient(device="cpu", build_root=build_root(), build_only=True)
+    try:
+        assert builder.request({"op": "ping"}, 120)["status"] == "ok"
+        rep = builder.request({"op": "build", "job_id": "b", "files": kernels}, 600)
+        assert rep["status"] == "ok" and rep["ok"] is True and rep["cached"] is False, rep
+        refused = builder.request({"op": "eval", "job_id": "e", "mode": "verify",
+                                   "task_name": "t", "model_py": "", "files": {}}, 60)
+        assert refused["status"] == "infra_error" and "--build-only" in refused["error"]
+    finally:
+        builder.close()
+    v = judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", kernels=kernels)
+    assert v["correct"] is True and v["cached_build"] is True, v["reason"]

@@ -17,14 +17,14 @@ class WorkerClient:
     """Starts `python -m caf_agent_eval.worker` and exchanges frames with it."""
 
     def __init__(self, device: str = "cpu", threads: int = 0, build_root: str | None = None,
-                 env: dict | None = None, python: str | None = None):
+                 env: dict | None = None, python: str | None = None, build_only: bool = False):
         e = dict(os.environ)
         e["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + e.get("PYTHONPATH", "")
         if build_root:
             e["CAF_EVAL_BUILD_ROOT"] = build_root
         e.update(env or {})
         cmd = [python or sys.executable, "-m", "caf_agent_eval.worker", "--device", device,
-               "--threads", str(threads)]
+               "--threads", str(threads)] + (["--build-only"] if build_only else [])
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=e)
 
     def request(self, obj: dict, timeout_s: float = 600.0) -> dict:

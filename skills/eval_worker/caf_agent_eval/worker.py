@@ -26,25 +26,31 @@ TASK_CACHE_SIZE = 16
 class WorkerContext:
     """State shared by the jobs of one worker: device, caches, the spare child."""
 
-    def __init__(self, device: str, threads: int, work_dir: str | None, build_root: str | None):
+    def __init__(self, device: str, threads: int, work_dir: str | None, build_root: str | None,
+                 build_only: bool = False):
         import torch
         from . import profile
         self.device = device
         self.flavour = "cuda" if device.startswith("cuda") else "cpu"
         self.threads = threads
+        # A build-only worker (the pool's build stage) runs compilers for `device`'s flavour
+        # and nothing else: no device context, no timers, no evaluation children.
+        self.build_only = build_only
         if threads > 0:
             torch.set_num_threads(threads)
-        if self.flavour == "cuda":
+        if self.flavour == "cuda" and not build_only:
             torch.cuda.set_device(device)
         self.own_work = work_dir is None
         self.work_root = work_dir or tempfile.mkdtemp(prefix="caf_eval_")
         os.makedirs(self.work_root, exist_ok=True)
         self.build_root = build_root or os.path.join(self.work_root, "build")
-        self.timers = profile.Timers(device)
+        self.timers = None if build_only else profile.Timers(device)
         self.tasks: OrderedDict = OrderedDict()
         self.baselines: dict = {}
         self.spare = None
         self.zygote = None
+        if build_only:
+            return
         if os.environ.get("CAF_EVAL_ZYGOTE", "1") != "0":
             from .child_client import Zygote
             self.zygote = Zygote(device, threads)
@@ -149,6 +155,9 @@ def handle(ctx: WorkerContext, req: dict) -> tuple[dict, bool]:
                 "torch": torch.__version__}, True
     if op == "shutdown":
         return {"status": "ok"}, False
+    if op == "eval" and ctx.build_only:
+        return {"job_id": req.get("job_id", ""), "status": "infra_error",
+                "error": "this eval worker was started with --build-only: it answers build requests only"}, True
     if op == "eval":
         job_id = req.get("job_id", "")
         t0 = time.monotonic()
@@ -203,13 +212,15 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--build-root", default=os.environ.get("CAF_EVAL_BUILD_ROOT"))
+    parser.add_argument("--build-only", action="store_true",
+                        help="answer build requests only (the pool's build stage)")
     args = parser.parse_args(argv)
     from . import protocol
     # No PDEATHSIG here: it fires when the spawning *thread* ends, and the owner's thread is
     # an actor's; the worker exits on EOF of its stdin instead (children follow, PDEATHSIG).
     fd_in, fd_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)  # stray prints (torch warnings, model.py) must not corrupt the frames
-    ctx = WorkerContext(args.device, args.threads, args.work_dir, args.build_root)
+    ctx = WorkerContext(args.device, args.threads, args.work_dir, args.build_root, args.build_only)
     try:
         while True:
             try:
