@@ -1,6 +1,7 @@
 // actors/gpu_pool.cpp: see gpu_pool.hpp.
 #include "actors/gpu_pool.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -8,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "gpu_pool/worker_protocol.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -57,6 +59,26 @@ caf::behavior slot_actor(caf::stateful_actor<slot_state>* self, std::shared_ptr<
   };
 }
 
+// -- builder ---------------------------------------------------------------
+
+struct builder_state {
+  static inline const char* name = "eval_builder";
+};
+
+caf::behavior builder_actor(caf::stateful_actor<builder_state>* self, std::shared_ptr<build_backend> be,
+                            caf::actor manager, int32_t index) {
+  self->attach_functor([be] { be->stop(); });
+  return {
+      [=](atoms::build, eval_request& req) {
+        auto t0 = now_us();
+        auto r = be->build(req);
+        if (!r.notice.empty()) log_error("gpu-pool", "builder" + std::to_string(index) + ": " + r.notice);
+        self->send(manager, atoms::built::value, index, req.job_id, r.ok, r.infra_failure, r.log,
+                   now_us() - t0);
+      },
+  };
+}
+
 // -- manager ---------------------------------------------------------------
 
 struct job_entry {
@@ -64,7 +86,12 @@ struct job_entry {
   caf::response_promise promise;
   int64_t enqueued_us = 0;
   int attempts = 0;
+  int64_t build_us = 0;  // time in a builder (0: none)
 };
+
+// Rationale: the compiler's last words name the error; the agent's own ./compile shows
+// the whole log.
+constexpr size_t build_log_tail_chars = 3000;
 
 struct manager_state {
   gpu_pool_options opts;
@@ -73,6 +100,10 @@ struct manager_state {
   std::map<uint64_t, job_entry> jobs;  // queued or running
   std::deque<uint64_t> parked;         // queue full: waiting for a credit (bounded by episodes)
   std::vector<caf::actor> subscribers;
+  std::vector<caf::actor> builders;
+  std::vector<bool> builder_busy;
+  std::deque<uint64_t> to_build;  // jobs waiting for a builder
+  double builds = 0, build_failures = 0, build_infra = 0, build_us_total = 0;
   bool open = true;
   double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
   double busy_integral_us = 0;
@@ -129,6 +160,40 @@ void dispatch(manager_actor* self) {
   publish_credits(self);
 }
 
+void dispatch_builds(manager_actor* self) {
+  auto& st = self->state;
+  for (size_t i = 0; i < st.builders.size() && !st.to_build.empty(); ++i) {
+    if (st.builder_busy[i]) continue;
+    auto id = st.to_build.front();
+    st.to_build.pop_front();
+    st.builder_busy[i] = true;
+    self->send(st.builders[i], atoms::build::value, st.jobs.at(id).req);
+  }
+}
+
+/// Hands a stored job to the slot scheduler (or parks it while the queue is full).
+void admit(manager_actor* self, uint64_t id) {
+  auto& st = self->state;
+  auto& e = st.jobs.at(id);
+  auto kind = e.req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+  auto admitted = st.sched->submit({id, e.req.episode_id, kind});
+  if (admitted == gpu_pool::admit_result::queue_full) {
+    st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
+  } else if (admitted != gpu_pool::admit_result::queued) {
+    eval_result r;
+    r.job_id = id;
+    r.build_us = e.build_us;
+    r.status = admitted == gpu_pool::admit_result::no_slots ? "infra_error" : "rejected";
+    r.reason = admitted == gpu_pool::admit_result::no_slots
+                   ? "every eval slot is quarantined"
+                   : "episode already has an evaluation outstanding";
+    e.promise.deliver(std::move(r));
+    st.jobs.erase(id);
+    return;
+  }
+  dispatch(self);
+}
+
 caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
@@ -140,25 +205,52 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
     promise.deliver(std::move(r));
     return promise;
   }
-  auto kind = req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
   auto id = req.job_id;
-  st.jobs[id] = {req, promise, now_us()};
-  auto admitted = st.sched->submit({id, req.episode_id, kind});
-  if (admitted == gpu_pool::admit_result::queue_full) {
-    st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
-  } else if (admitted != gpu_pool::admit_result::queued) {
-    eval_result r;
-    r.job_id = id;
-    r.status = admitted == gpu_pool::admit_result::no_slots ? "infra_error" : "rejected";
-    r.reason = admitted == gpu_pool::admit_result::no_slots
-                   ? "every eval slot is quarantined"
-                   : "episode already has an evaluation outstanding";
-    st.jobs.erase(id);
-    promise.deliver(std::move(r));
-    return promise;
+  bool build_first = !st.builders.empty() && gpu_pool::has_kernel_sources(req.files);
+  st.jobs[id] = {std::move(req), promise, now_us()};
+  if (build_first) {
+    st.to_build.push_back(id);
+    dispatch_builds(self);
+  } else {
+    admit(self, id);
   }
-  dispatch(self);
   return promise;
+}
+
+void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool infra,
+              std::string& log, int64_t build_us) {
+  auto& st = self->state;
+  st.builder_busy.at(static_cast<size_t>(builder)) = false;
+  st.builds += 1;
+  st.build_us_total += static_cast<double>(build_us);
+  auto it = st.jobs.find(id);
+  if (it != st.jobs.end()) {
+    auto& e = it->second;
+    e.build_us = build_us;
+    if (infra) {
+      st.build_infra += 1;
+      log_error(st.opts.name, "builder" + std::to_string(builder) + " failed on job " + std::to_string(id) +
+                                  " (" + log.substr(0, 500) + "); its slot builds it instead");
+      admit(self, id);
+    } else if (!ok) {
+      st.build_failures += 1;
+      eval_result r;
+      r.job_id = id;
+      r.status = "ok";
+      r.correct = false;
+      r.reason = "compile error: " +
+                 (log.size() > build_log_tail_chars ? "..." + log.substr(log.size() - build_log_tail_chars) : log);
+      r.reward = e.req.mode == "final" ? -1 : 0;
+      r.build_us = build_us;
+      r.queue_us = now_us() - e.enqueued_us - build_us;
+      r.slot = "builder" + std::to_string(builder);
+      e.promise.deliver(std::move(r));
+      st.jobs.erase(it);
+    } else {
+      admit(self, id);
+    }
+  }
+  dispatch_builds(self);
 }
 
 void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
@@ -180,7 +272,8 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
     return;
   }
   if (it != st.jobs.end()) {
-    res.queue_us = now_us() - it->second.enqueued_us - res.run_us;
+    res.build_us = it->second.build_us;
+    res.queue_us = now_us() - it->second.enqueued_us - res.run_us - res.build_us;
     it->second.promise.deliver(std::move(res));
     st.jobs.erase(it);
   }
@@ -197,6 +290,12 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
       [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
       [=](atoms::done, int32_t slot, eval_result& res, bool infra) { on_done(self, slot, res, infra); },
       [=](std::vector<caf::actor>& slots) { self->state.slots = std::move(slots); },
+      [=](atoms::build, std::vector<caf::actor>& builders) {
+        self->state.builder_busy.assign(builders.size(), false);
+        self->state.builders = std::move(builders);
+      },
+      [=](atoms::built, int32_t builder, uint64_t id, bool ok, bool infra, std::string& log,
+          int64_t build_us) { on_built(self, builder, id, ok, infra, log, build_us); },
       [=](atoms::subscribe) {
         auto s = caf::actor_cast<caf::actor>(self->current_sender());
         if (!s) return;
@@ -218,6 +317,11 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
                 {"saturated_busy_us", st.saturated_busy_us},
                 {"saturated_slot_us", st.saturated_slot_us},
                 {"run_us_total", st.run_us_total},
+                {"builders", double(st.builders.size())},
+                {"building", double(st.to_build.size() + std::count(st.builder_busy.begin(),
+                                                                     st.builder_busy.end(), true))},
+                {"builds", st.builds},                    {"build_failures", st.build_failures},
+                {"build_infra", st.build_infra},          {"build_us_total", st.build_us_total},
                 {"uptime_us", double(now_us() - st.started_us)}};
       },
       [=](atoms::ping, int32_t slot) -> caf::response_promise {
@@ -235,8 +339,22 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
 }  // namespace
 
 caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
-                          std::vector<std::unique_ptr<slot_backend>> backends) {
+                          std::vector<std::unique_ptr<slot_backend>> backends,
+                          std::vector<std::unique_ptr<build_backend>> builders) {
   auto mgr = sys.spawn(manager, opts, backends.size());
+  // The builders' list is in the manager's mailbox before this returns, so before any job.
+  std::vector<caf::actor> build_actors;
+  int32_t b = 0;
+  for (auto& be : builders) {
+    std::shared_ptr<build_backend> shared{std::move(be)};
+    mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
+    auto actor = sys.spawn<caf::detached>(builder_actor, shared, mgr, b++);
+    mgr->attach_functor([actor](const caf::error&) {
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    });
+    build_actors.push_back(actor);
+  }
+  caf::anon_send(mgr, atoms::build::value, std::move(build_actors));
   std::vector<caf::actor> slots;
   int32_t i = 0;
   for (auto& b : backends) {

@@ -21,6 +21,7 @@ void fill_from_verdict(messages::eval_result& out, const gpu_pool::verdict& v,
   out.status = "ok";
   out.correct = v.correct;
   out.reason = v.reason;
+  out.cached_build = v.cached_build;
   if (v.has_timings) {
     out.candidate_ms = v.times.candidate_ms;
     out.eager_ms = v.times.eager_ms;
@@ -94,6 +95,48 @@ class worker_slot final : public slot_backend {
   gpu_pool::worker_process worker_;
 };
 
+class worker_builder final : public build_backend {
+ public:
+  explicit worker_builder(const worker_slot_options& o)
+      : opts_(o), worker_(config(o)) {}
+
+  static gpu_pool::worker_config config(const worker_slot_options& o) {
+    auto c = worker_slot::make_config(o);
+    c.build_only = true;
+    return c;
+  }
+
+  build_reply build(const messages::eval_request& req) override {
+    build_reply out;
+    gpu_pool::build_request b;
+    b.job_id = std::to_string(req.job_id);
+    b.files = req.files;
+    b.flavour = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+    // The worker kills a compiler at its own build deadline (a verdict on the sources);
+    // this deadline is the backstop for a builder that stops answering.
+    auto deadline = std::chrono::milliseconds(req.deadline_ms > 0 ? req.deadline_ms : opts_.deadline_ms);
+    auto outcome = worker_.build(b, deadline);
+    if (!outcome.died_while_idle.empty())
+      out.notice = "builder " + outcome.died_while_idle + "; restarted it before job " + b.job_id;
+    if (outcome.response && !outcome.response->infra_error) {
+      out.ok = outcome.response->ok;
+      out.cached = outcome.response->cached;
+      out.log = outcome.response->log;
+    } else {
+      out.infra_failure = true;
+      out.log = outcome.response ? outcome.response->error
+                                 : (outcome.failure ? outcome.failure->message : std::string{"unknown"});
+    }
+    return out;
+  }
+  void stop() override { worker_.stop(); }
+  void abort() override { worker_.abort(); }
+
+ private:
+  worker_slot_options opts_;
+  gpu_pool::worker_process worker_;
+};
+
 class sim_slot final : public slot_backend {
  public:
   sim_slot(double mean_ms, double correct_rate, uint64_t seed)
@@ -130,6 +173,10 @@ class sim_slot final : public slot_backend {
 
 std::unique_ptr<slot_backend> make_worker_slot(const worker_slot_options& opts) {
   return std::make_unique<worker_slot>(opts);
+}
+
+std::unique_ptr<build_backend> make_worker_builder(const worker_slot_options& opts) {
+  return std::make_unique<worker_builder>(opts);
 }
 
 std::unique_ptr<slot_backend> make_sim_slot(double mean_ms, double correct_rate, uint64_t seed) {

@@ -37,6 +37,28 @@ class slot_backend {
   virtual void abort() {}
 };
 
+/// The outcome of a build ahead of a job (the pool's build stage).
+struct build_reply {
+  bool ok = false;             ///< built, or found built
+  bool infra_failure = false;  ///< the builder failed, not the sources: the slot builds instead
+  bool cached = false;         ///< found built: nothing compiled
+  std::string log;             ///< the compiler's output or the static checks' findings
+  std::string notice;          ///< something the pool should log (a builder restarted)
+};
+
+/// What a build-stage actor runs: compiles a job's kernels where its slot's job will find
+/// them (no actor code). Blocking.
+class build_backend {
+ public:
+  virtual ~build_backend() = default;
+  /// Builds req's kernel sources. Never throws.
+  virtual build_reply build(const messages::eval_request& req) = 0;
+  /// Releases the builder process, if any.
+  virtual void stop() {}
+  /// Safe from any thread: makes a blocked build() return at once (shutdown).
+  virtual void abort() {}
+};
+
 /// Settings of a real worker slot.
 struct worker_slot_options {
   std::string python;
@@ -53,6 +75,11 @@ struct worker_slot_options {
 
 /// The real backend: a persistent eval worker process.
 std::unique_ptr<slot_backend> make_worker_slot(const worker_slot_options& opts);
+
+/// The real builder: a persistent --build-only eval worker (compilers only, on CPU cores)
+/// building for `opts.device`'s flavour into `opts.build_root`, which must be the build root
+/// of the slots it serves.
+std::unique_ptr<build_backend> make_worker_builder(const worker_slot_options& opts);
 
 /// The sim backend: lognormal latency around `mean_ms`; correct with probability
 /// `correct_rate`.

@@ -66,4 +66,6 @@ using open = caf::atom_constant<caf::atom("open")>;
 using close = caf::atom_constant<caf::atom("close")>;
 using done = caf::atom_constant<caf::atom("done")>;
 using run = caf::atom_constant<caf::atom("run")>;
+using build = caf::atom_constant<caf::atom("build")>;
+using built = caf::atom_constant<caf::atom("built")>;
 }  // namespace caf_agent::atoms

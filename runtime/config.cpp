@@ -93,6 +93,7 @@ void gpu_pool_config::read(section_reader& r) {
   r.read("job_deadline_s", job_deadline_s);
   r.read("quarantine_after_failures", quarantine_after_failures);
   r.read("cpu_threads_per_slot", cpu_threads_per_slot);
+  r.read("build_workers", build_workers);
   r.read("worker_python", worker_python);
   r.read("backend", backend);
 }
@@ -103,6 +104,8 @@ void gpu_pool_config::validate(section_reader& r) const {
   require_positive(r, "job_deadline_s", job_deadline_s);
   require_positive(r, "quarantine_after_failures", quarantine_after_failures);
   require_positive(r, "cpu_threads_per_slot", cpu_threads_per_slot);
+  if (build_workers < -1) r.error("build_workers", "must be >= -1 (-1: one per slot on cuda, none on cpu), got " +
+                                                       std::to_string(build_workers));
   require_one_of(r, "device", device, {"cpu", "cuda"});
   require_one_of(r, "backend", backend, {"worker", "sim"});
 }

@@ -62,6 +62,12 @@ struct gpu_pool_config {
   int64_t job_deadline_s = 300;
   int32_t quarantine_after_failures = 3;
   int32_t cpu_threads_per_slot = 1;
+  /// Build-stage workers (compilers on CPU cores, ahead of the slots): -1 = one per slot
+  /// when device = cuda (compiles stay off GPU time), none on cpu (a CPU slot's build and
+  /// its cores are the same resource); 0 = none (each job builds on its slot).
+  int32_t build_workers = -1;
+  /// build_workers with -1 resolved.
+  int32_t builders() const { return build_workers >= 0 ? build_workers : device == "cuda" ? slots : 0; }
   std::string worker_python = ".venv/bin/python";
   std::string backend = "worker";   ///< worker (real eval worker) or sim
   void read(section_reader& r);

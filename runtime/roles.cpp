@@ -65,16 +65,32 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
     backends.push_back(make_worker_slot(w));
   }
+  // The build stage: builders share the slots' build root, so a slot's job finds its
+  // library built. Devices only pick the flavour (cuda: nvcc); builders run on CPU cores.
+  std::vector<std::unique_ptr<build_backend>> builders;
+  for (int i = 0; g.backend != "sim" && i < g.builders(); ++i) {
+    worker_slot_options w;
+    w.python = g.worker_python;
+    w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
+    w.device = g.device == "cuda" ? "cuda:" + std::to_string(i % g.slots) : "cpu";
+    w.threads = 1;
+    w.deadline_ms = g.job_deadline_s * 1000;
+    w.stderr_path = cfg.runtime.run_dir + "/eval-builder-" + std::to_string(i) + ".log";
+    w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
+    builders.push_back(make_worker_builder(w));
+  }
   if (g.backend != "sim" && !fs::exists(g.worker_python))
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
   std::error_code ec;
   fs::create_directories(cfg.runtime.run_dir, ec);
   gpu_pool_options opts{static_cast<size_t>(g.queue_capacity), g.quarantine_after_failures, "gpu_pool"};
-  auto pool = spawn_gpu_pool(sys, opts, std::move(backends));
+  const auto builder_count = static_cast<int32_t>(builders.size());
+  auto pool = spawn_gpu_pool(sys, opts, std::move(backends), std::move(builders));
   out.actors.push_back(pool);
   out.named["gpu_pool"] = pool;
   out.counts["gpu_pool_manager"] = 1;
   out.counts[g.backend == "sim" ? "sim_slots" : "eval_slots"] = g.slots;
+  if (builder_count > 0) out.counts["eval_builders"] = builder_count;
   if (auto coord = peer(peers, "coordinator"))
     caf::send_as(pool, coord, messages::service_announce{node_id, "gpu_pool"});
   return {};

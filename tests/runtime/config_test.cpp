@@ -110,3 +110,19 @@ TEST(config, string_arrays_type_checked) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(has_error(r, "'policy.temperature' must be a number, got boolean"));
 }
+
+TEST(config, build_workers_default_to_one_per_cuda_slot_and_none_on_cpu) {
+  auto cpu = parse_config("[gpu_pool]\nslots = 2\n", "t.toml");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu.config.gpu_pool.builders(), 0);
+  auto cuda = parse_config("[gpu_pool]\nslots = 4\ndevice = \"cuda\"\n", "t.toml");
+  ASSERT_TRUE(cuda.ok());
+  EXPECT_EQ(cuda.config.gpu_pool.builders(), 4);
+  auto off = parse_config("[gpu_pool]\ndevice = \"cuda\"\nbuild_workers = 0\n", "t.toml");
+  EXPECT_EQ(off.config.gpu_pool.builders(), 0);
+  auto two = parse_config("[gpu_pool]\nbuild_workers = 2\n", "t.toml");
+  EXPECT_EQ(two.config.gpu_pool.builders(), 2);
+  auto bad = parse_config("[gpu_pool]\nbuild_workers = -2\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(has_error(bad, "gpu_pool.build_workers"));
+}
