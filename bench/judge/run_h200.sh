@@ -46,7 +46,7 @@ for s in $steps; do
     timeout "${AT:-100}" bash bench/judge/time_cuda_agent.sh bench/judge/external/cuda_agent_workdir "$OUT"
     echo "agent rc=$?" ;;
   suite)
-    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda \
+    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda tests/skills \
       > "$OUT/suite.log" 2>&1
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac

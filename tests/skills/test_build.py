@@ -125,3 +125,20 @@ def test_cuda_workspace_layout_builds_without_a_gpu(monkeypatch):
     assert res.ok, res.log
     syms = subprocess.run(["nm", "-D", "--defined-only", res.library], capture_output=True, text=True).stdout
     assert "axpby_launch" in syms
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="no CUDA toolkit")
+def test_the_judges_hold_kernel_builds_once_and_loads_without_the_dispatcher(monkeypatch, tmp_path):
+    """hold.py: nvcc builds the SM-filling hold kernel as a plain C library (cached per build
+    root); with no GPU, loading it works and asking its geometry is a clear error."""
+    from caf_agent_eval import hold
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    lib, log = hold.build(str(tmp_path))
+    assert lib and log == "built", log
+    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+    assert "caf_hold" in syms and "caf_hold_geometry" in syms
+    assert hold.build(str(tmp_path)) == (lib, "cached")
+    with pytest.raises(RuntimeError, match="fills every SM"):
+        hold.Hold(lib, 0)  # no device here: the geometry query fails, named

@@ -123,6 +123,8 @@ class _LoggingTimers:
         self.sync = lambda: self.log.append("sync")
         self.flush = lambda: self.log.append("flush")
         self.gpu_sleep = lambda cycles: self.log.append(f"spin{cycles}")
+        self.hold = lambda ms, stream: self.log.append(f"hold{ms}@{stream}")
+        self.current_stream = lambda: type("S", (), {"cuda_stream": 7})()
 
     def sleep_cycles(self, ms):
         return int(ms * 1000)
@@ -131,8 +133,8 @@ class _LoggingTimers:
 @pytest.mark.parametrize("flush_in_stream,hold_ms,before", [
     (False, 0.0, ["flush", "sync"]),
     (True, 0.0, ["sync", "flush"]),
-    (True, 0.1, ["sync", "flush", "spin100"]),
-    (False, 0.05, ["flush", "sync", "spin50"]),
+    (True, 0.1, ["sync", "flush", "hold0.1@7"]),
+    (False, 0.05, ["flush", "sync", "hold0.05@7"]),
 ])
 def test_the_order_of_flush_sync_and_hold_before_each_timed_call(flush_in_stream, hold_ms, before):
     timers = _LoggingTimers()
@@ -144,3 +146,56 @@ def test_the_order_of_flush_sync_and_hold_before_each_timed_call(flush_in_stream
     # The reference calls (a spin as long as the median call) are framed the same way.
     ref = timers.log[len(one_call) + 1:]  # after the sync that ends the timed calls
     assert ref[:len(before) + 2] == before + ["record", "spin1000"]
+
+
+def test_without_a_loaded_hold_kernel_the_calls_are_not_held():
+    timers = _LoggingTimers()
+    timers.hold = None
+    fn = lambda: timers.log.append("call")
+    r = profile.time_calls(fn, [()], [0], timers, keep=False, hold_ms=0.1)
+    assert r.held is False and not any(x.startswith("hold") for x in timers.log)
+    timers = _LoggingTimers()
+    assert profile.time_calls(lambda: None, [()], [0], timers, keep=False, hold_ms=0.1).held
+
+
+def test_a_cpu_timer_has_no_hold_and_says_why():
+    t = profile.Timers("cpu")
+    assert t.hold is None and "CPU" in t.hold_error
+    r = profile.time_calls(lambda: 1, [()], [0, 0], t, keep=False, hold_ms=0.1)
+    assert r.held is False
+
+
+@pytest.mark.gpu
+def test_the_hold_fills_every_sm_so_a_side_stream_waits_for_it(tmp_path):
+    """On a GPU: the hold's blocks use every thread slot of every SM, and a kernel queued on
+    another stream while the hold runs finishes after it (a one-thread spin would let it
+    finish first). This is what keeps side-stream work from running before a start event."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from caf_agent_eval import hold
+    lib, log = hold.build(str(tmp_path))
+    assert lib, log
+    h = hold.Hold(lib, torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(0)
+    assert h.threads * h.blocks == props.multi_processor_count * props.max_threads_per_multi_processor
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    for held in (True, False):
+        torch.cuda.synchronize()
+        hold_end = torch.cuda.Event(enable_timing=True)
+        side_end = torch.cuda.Event(enable_timing=True)
+        if held:
+            h(2.0, main.cuda_stream)  # 2 ms
+        else:
+            torch.cuda._sleep(2_000_000)  # one thread spinning (~1 ms at H200 clocks)
+        hold_end.record(main)
+        with torch.cuda.stream(side):
+            x = torch.ones(1 << 20, device="cuda")
+            x.mul_(2)
+        side_end.record(side)
+        torch.cuda.synchronize()
+        after_ms = hold_end.elapsed_time(side_end)  # > 0: the side stream's work ended later
+        if held:
+            assert after_ms > 0, f"side-stream work ended {-after_ms:.3f} ms before the hold"
+        else:
+            assert after_ms < 0  # the control: beside a one-thread spin it runs at once

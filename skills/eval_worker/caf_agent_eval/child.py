@@ -175,7 +175,8 @@ class Child:
         flags = ["forward left a Python thread running"] \
             if threading.active_count() > self.threads_before else []
         return {"primary": r.primary, "wall": r.wall, "gap": r.gap, "ref_gap": r.ref_gap,
-                "tampered": tampered, "flags": flags}
+                "tampered": tampered, "flags": flags, "held": r.held,
+                "hold_error": self.timers.hold_error}
 
     def fetch(self, req):
         """The outputs of the last round's timed calls at req["indices"]."""

@@ -39,7 +39,10 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
                   o["call_timeout_s"], "loading timing inputs")
     lap("load_sets")
-    warm_s = warm_up(child, k_sets, t, o, dev)
+    # The candidate and the baselines are timed the same way: held on a GPU where this worker
+    # built the hold kernel (hold.py), else not; cached baselines are keyed by that method.
+    hold_ms = t["hold_ms"] if ctx.timers.cuda and ctx.timers.hold is not None else 0.0
+    warm_s = warm_up(child, k_sets, t, o, dev, hold_ms)
     perf = ctx.timers.perf
     rtt_ms = float("inf")
     for _ in range(3):  # the smallest round trip: the harness cost of a round with no calls
@@ -47,7 +50,8 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         child.request({"op": "time", "order": []}, o["call_timeout_s"], "timing")
         rtt_ms = min(rtt_ms, (perf() - t0) * 1e3)
     lap("warmup_rtt")
-    base = None if t["fresh_baselines"] else ctx.baselines.get(task.key)
+    base_key = (task.key, bool(t["flush_in_stream"]), hold_ms)
+    base = None if t["fresh_baselines"] else ctx.baselines.get(base_key)
     fns = {} if base else _baseline_fns(ctx, model, sets, t)
     lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "eager": [], "compile": []}
@@ -58,12 +62,16 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     while True:
         order = [(rounds * n_round + i) % k_sets for i in range(n_round)]
         w0 = perf()
-        rep = child.request(_time_request(order, t), o["round_timeout_s"], "timing")
+        rep = child.request(_time_request(order, t, hold_ms), o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
         lap("rounds")
         if rep.get("error"):
             raise JobFailed("a timed call raised: " + rep["error"].strip().splitlines()[-1][:400],
                             "exception")
+        if rep.get("held") is not (hold_ms > 0):  # the judge's own failure, not a verdict
+            how = "with" if hold_ms else "without"
+            raise RuntimeError(f"timing: the evaluation process was to time {how} the hold "
+                               f"kernel and did not ({str(rep.get('hold_error'))[:300]})")
         if rep.get("tampered"):
             raise JobFailed("timing functions were replaced: " + ", ".join(rep["tampered"]),
                             "timer_tampering")
@@ -89,7 +97,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         gaps["candidate"][1].extend(rep["ref_gap"])
         for name, fn in fns.items():
             r = profile.time_calls(fn, sets, order, ctx.timers, keep=False,
-                                   flush_in_stream=t["flush_in_stream"], hold_ms=t["hold_ms"])
+                                   flush_in_stream=t["flush_in_stream"], hold_ms=hold_ms)
             samples[name] += r.primary
             gaps[name][0].extend(r.gap)
             gaps[name][1].extend(r.ref_gap)
@@ -109,17 +117,17 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     if not base:
         base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1]}
                 for name in fns}
-        ctx.baselines[task.key] = base
+        ctx.baselines[base_key] = base
     _summarise(ctx, sets[0], refs[0], samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
 
 
-def _time_request(order: list[int], t: dict) -> dict:
+def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:
     return {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"],
-            "hold_ms": t["hold_ms"]}
+            "hold_ms": hold_ms}
 
 
-def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:
+def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0) -> float:
     """`warmup` calls, then more rounds until their call times add up to timing.warmup_s
     (each round sized from the calls seen so far). Returns the seconds of calls made.
     Errors are left for the timed rounds, which report them."""
@@ -129,7 +137,7 @@ def warm_up(child, k_sets: int, t: dict, o: dict, dev: str) -> float:
     n = max(1, int(t["warmup"]))
     spent_ms, calls = 0.0, 0
     while True:
-        rep = child.request(_time_request([i % k_sets for i in range(n)], t),
+        rep = child.request(_time_request([i % k_sets for i in range(n)], t, hold_ms),
                             o["round_timeout_s"], "warm-up")
         if rep.get("error") or not rep.get("wall"):
             break

@@ -35,12 +35,18 @@ DEFAULTS = {
         "peak_gbps": 0.0,        # 0: from the device table in profile.PEAK_GBPS
         "roofline_enforce": None,  # None: enforce on CUDA only (CPU caches beat DRAM floors)
         # True (GPU): the L2 flush is queued after the sync, right before the start event (as
-        # triton's do_bench does), so the memset covers the host's launch path and the event
-        # time holds less host latency. Not yet measured on a GPU; off by default.
+        # triton's do_bench does), so the memset covers the host's launch path. Off: work on
+        # a side stream can run beside the memset, before the start event (the CUDA suite's
+        # side-stream tests fail with it, H200 2026-11-30); hold_ms does the same job safely.
         "flush_in_stream": False,
-        # > 0 (GPU): a GPU spin of this many ms after the flush and sync, before the start
-        # event, so the call is queued before its start event fires. Not yet measured; 0: off.
-        "hold_ms": 0.0,
+        # > 0 (GPU): the hold kernel (hold.py: every SM's thread slots, spinning) for this many
+        # ms after the flush and sync, before the start event, so the call is queued before
+        # its start event fires. Rationale: 0.1 ms covers the host's launch path of a Python
+        # forward (tens of us). H200, sin_chain 1024x8192, 10 profiles: CV 2.13% without a
+        # hold, 0.01% with a 0.1 ms one-thread spin (2026-11-30, bench/results/
+        # 2026-11-30-judge-h200-4-run1); a one-thread spin let side-stream work run before
+        # the start event, hence the SM-filling kernel. 0: off.
+        "hold_ms": 0.1,
         "fresh_baselines": False,  # True: re-measure eager/compile interleaved for this job
         "compile_baseline": True,
     },

@@ -7,6 +7,7 @@ changes nothing it measures (and Timers.tampered() reports the attempt).
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -55,12 +56,27 @@ class Timers:
                                (torch.cuda.Event, "elapsed_time", self.elapsed)]
             self.gpu_sleep = torch._C._cuda_sleep
             self._identity.append((torch._C, "_cuda_sleep", self.gpu_sleep))
+            self.current_stream = torch.cuda.current_stream
+            self._identity.append((torch.cuda, "current_stream", self.current_stream))
+            # The hold kernel (hold.py), if the worker built it: loaded through ctypes, so
+            # nothing registered with torch can replace it.
+            self.hold, self.hold_error = None, ""
+            from . import hold
+            lib = os.environ.get(hold.ENV_LIB)
+            if lib:
+                try:
+                    self.hold = hold.Hold(lib, torch.cuda.current_device())
+                except Exception as e:
+                    self.hold_error = str(e)
+            else:
+                self.hold_error = "the worker built no hold kernel"
             self._cycles_per_ms = None
             self.flush_buf = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device) if flush else None
             self.zero = torch.Tensor.zero_
         else:
             self.sync = lambda: None
             self.flush_buf = None
+            self.hold, self.hold_error = None, "no hold on a CPU"
 
     def tampered(self) -> list[str]:
         """Names of timing functions that were replaced since construction."""
@@ -96,17 +112,19 @@ class RoundTimes:
     gap: list = field(default_factory=list)
     ref_gap: list = field(default_factory=list)
     outs: list = field(default_factory=list)
+    held: bool = False  # each call was preceded by the hold kernel
 
 
 def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: bool,
                flush_in_stream: bool = False, hold_ms: float = 0.0) -> RoundTimes:
     """Runs fn on input_sets[i] for i in order.
 
-    Each iteration: flush L2, device-wide sync, start, call, stop, device-wide sync, and on a
-    GPU a third event after that sync (flush_in_stream: sync, then flush, so the flush's
-    memset runs while the host enqueues the start event and the call; hold_ms > 0: then a GPU
-    spin of that length, so the call is queued before the start event fires and the event
-    time holds no host launch latency). The sync is device-wide (not stream-local) so work a
+    Each iteration: flush L2 and device-wide sync (flush_in_stream: sync, then flush, so the
+    memset runs while the host enqueues); on a GPU with hold_ms > 0 and the hold kernel loaded
+    (hold.py), the hold: every SM's thread slots spinning for hold_ms, so the call is queued
+    before its start event fires (the event time holds no host launch latency) and
+    side-stream work cannot start before it; then start, call, stop, device-wide sync, and on
+    a GPU a third event after that sync. The sync is device-wide (not stream-local) so work a
     submission puts on side streams has finished before the next call; how long it ran past
     the stop event shows in `gap` beyond `ref_gap` (see hidden_work_ms).
     """
@@ -114,7 +132,8 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
     perf, sync = timers.perf, timers.sync
     events = [tuple(timers.event_cls(enable_timing=True) for _ in range(3))
               for _ in order] if timers.cuda else None
-    hold = timers.sleep_cycles(hold_ms) if timers.cuda and hold_ms > 0 else 0
+    hold = hold_ms if timers.cuda and hold_ms > 0 and timers.hold is not None else 0.0
+    r.held = hold > 0
     for k, idx in enumerate(order):
         args = input_sets[idx]
         _flush_and_sync(timers, flush_in_stream, hold)
@@ -158,17 +177,17 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
     return r
 
 
-def _flush_and_sync(timers: Timers, flush_in_stream: bool, hold_cycles: int = 0) -> None:
+def _flush_and_sync(timers: Timers, flush_in_stream: bool, hold_ms: float = 0.0) -> None:
     """Before a timed call: L2 flush and device-wide sync, in the order the option asks, then
-    (hold_cycles > 0) a GPU spin that keeps the stream busy while the host launches."""
+    (hold_ms > 0) the hold kernel on the current stream."""
     if flush_in_stream:
         timers.sync()
         timers.flush()
     else:
         timers.flush()
         timers.sync()
-    if hold_cycles:
-        timers.gpu_sleep(hold_cycles)
+    if hold_ms:
+        timers.hold(hold_ms, timers.current_stream().cuda_stream)
 
 
 def hidden_work_ms(gap: list[float], ref_gap: list[float], primary_median: float) -> float:
