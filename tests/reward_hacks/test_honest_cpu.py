@@ -70,3 +70,4 @@ def test_add_relu_profiled_tier_is_consistent(judge):
     assert v["correct"] is True, v["reason"]
     _tier_consistent(v)
     assert v["reward"] in (1, 2, 3)
+    assert v["timings"]["hold_ms"] == 0  # no hold kernel on a CPU

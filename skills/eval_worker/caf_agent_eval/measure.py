@@ -120,6 +120,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         ctx.baselines[base_key] = base
     _summarise(ctx, sets[0], refs[0], samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
+    v["timings"]["hold_ms"] = hold_ms  # 0: timed without the hold kernel (CPU, or none built)
 
 
 def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:

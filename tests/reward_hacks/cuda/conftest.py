@@ -19,6 +19,8 @@ def cuda_kernels() -> dict:
 
 
 class CudaJudge(Judge):
+    kernels = staticmethod(cuda_kernels)  # the shared CUDA kernel library's files
+
     def __call__(self, task, model_new, mode="verify", kernels=None, options=None, header=True):
         return super().__call__(task, model_new, mode, cuda_kernels() if kernels is None else kernels,
                                 options, header)

@@ -15,6 +15,7 @@ def test_honest_add_relu_profiles(cuda_judge):
     v = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
     assert v["correct"] is True, v["reason"]
     assert v["reward"] >= 1 and v["timings"]["iterations"] >= 20
+    assert v["timings"]["hold_ms"] > 0  # timed with the hold kernel (the worker built it)
 
 
 def test_honest_fused_chain_beats_eager(cuda_judge):
@@ -109,3 +110,24 @@ def test_timer_patching_is_rejected(cuda_judge):
     v = cuda_judge("add_relu", "torch.cuda.Event.elapsed_time = lambda s, e: 1e-6\n" + AB +
                    "        return caf_ext.add_relu(a, b)\n", kernels={})
     assert_rejected(v, "static_check", "monkey-patching")
+
+
+def test_a_build_only_worker_builds_cuda_kernels_the_judging_worker_then_finds(cuda_judge):
+    """The pool's build stage on a GPU host: a --build-only worker (no device context) compiles
+    the CUDA kernels into the judging worker's build root with the same flags, so the job
+    compiles nothing on the slot (cached_build)."""
+    import os
+    import secrets
+    from hack_helpers import WorkerClient, build_root
+    kernels = {**cuda_judge.kernels(), "kernels/nonce.cu": f"// {secrets.token_hex(8)}\n"}
+    builder = WorkerClient(device="cuda:0", build_root=build_root(), build_only=True,
+                           env={"MAX_JOBS": "8", "TORCH_CUDA_ARCH_LIST": os.environ.get(
+                               "TORCH_CUDA_ARCH_LIST", "9.0")})
+    try:
+        rep = builder.request({"op": "build", "job_id": "b", "files": kernels}, 600)
+    finally:
+        builder.close()
+    assert rep["status"] == "ok" and rep["ok"] is True and rep["cached"] is False, rep
+    v = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", kernels=kernels)
+    assert v["correct"] is True, v["reason"]
+    assert v["cached_build"] is True
