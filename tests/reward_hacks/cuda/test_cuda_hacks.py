@@ -16,12 +16,14 @@ def test_honest_add_relu_profiles(cuda_judge):
     assert v["correct"] is True, v["reason"]
     assert v["reward"] >= 1 and v["timings"]["iterations"] >= 20
     assert v["timings"]["hold_ms"] > 0  # timed with the hold kernel (the worker built it)
+    assert "side_stream_work" not in v["flags"], v["timings"]  # no false positive
 
 
 def test_honest_fused_chain_beats_eager(cuda_judge):
     v = cuda_judge("fused_elementwise", XY + "        return caf_ext.fused_chain(x, y)\n", mode="profile")
     assert v["correct"] is True, v["reason"]
     assert v["speedup_eager"] > 1.05 and v["reward"] >= 2, v["timings"]
+    assert "side_stream_work" not in v["flags"], v["timings"]
 
 
 def test_honest_softmax(cuda_judge):
