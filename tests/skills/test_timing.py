@@ -35,8 +35,8 @@ def test_side_stream_work_is_added_as_the_median_excess():
 
 def test_hidden_work_below_the_floor_counts_as_zero():
     empty = [0.010] * 50
-    assert profile.hidden_work_ms([0.0105] * 50, empty, 0.005) == 0.0   # 0.5 us < 1 us
-    assert profile.hidden_work_ms([0.012] * 50, empty, 0.005) == pytest.approx(0.002)  # 2 us
+    assert profile.hidden_work_ms([0.012] * 50, empty, 0.005) == 0.0    # 2 us < 3 us
+    assert profile.hidden_work_ms([0.014] * 50, empty, 0.005) == pytest.approx(0.004)  # 4 us
     assert profile.hidden_work_ms([0.040] * 50, empty, 0.5) == pytest.approx(0.030)
     assert profile.hidden_work_ms([0.030] * 50, empty, 0.5) == 0.0      # 20 us < 5% of 0.5 ms
     assert profile.hidden_work_ms([], empty, 1.0) == 0.0

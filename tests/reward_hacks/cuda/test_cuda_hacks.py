@@ -31,13 +31,27 @@ def test_honest_softmax(cuda_judge):
     assert v["correct"] is True, v["reason"]
 
 
+# 512x16384 fp32: 96 MiB moved, ~25 us, well above the 3 us floor under which
+# side-stream work goes uncounted (docs/JUDGE.md, residual risks: on the ~4 us 16x16384
+# task most of it can escape).
+ADD_RELU_MEDIUM = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                   "    def forward(self, a, b):\n        return torch.relu(a + b)\n\n"
+                   "def get_inputs():\n"
+                   "    return [torch.randn(512, 16384), torch.randn(512, 16384)]\n\n"
+                   "def get_init_inputs():\n    return []\n")
+
+
 def test_side_stream_work_is_counted_not_hidden(cuda_judge):
     # Work left on a side stream is finished by the device-wide sync: correct, and its time
     # is not below the honest single-stream kernel's (it cannot escape the timer).
-    honest = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
-    side = cuda_judge("add_relu", AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
+    honest = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
+                               AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+    side = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
+                             AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
     assert side["correct"] is True, side["reason"]
-    assert side["timings"]["candidate_ms"] > 0.5 * honest["timings"]["candidate_ms"]
+    assert "side_stream_work" in side["flags"], side["timings"]
+    assert side["timings"]["candidate_ms"] > 0.8 * honest["timings"]["candidate_ms"], \
+        (side["timings"], honest["timings"])
 
 
 # 8192x4096 fp32: the honest kernel moves 384 MiB (~0.1 ms on the H200), far above launch
