@@ -222,28 +222,25 @@ std::optional<worker_failure> worker_process::ensure_running(std::string& died_w
   return start();
 }
 
-build_outcome worker_process::build(const build_request& req, milliseconds deadline) {
+template <class Outcome, class Decode>
+Outcome worker_process::exchange(const std::string& payload, milliseconds deadline, Decode decode) {
   std::string died_while_idle;
   if (auto f = ensure_running(died_while_idle)) return {std::nullopt, *f, died_while_idle};
   worker_failure f;
-  auto payload = call(encode_build_request(req), deadline, &f);
-  if (!payload) return {std::nullopt, f, died_while_idle};
+  auto reply = call(payload, deadline, &f);
+  if (!reply) return {std::nullopt, f, died_while_idle};
   std::string error;
-  auto resp = decode_build_response(*payload, &error);
+  auto resp = decode(*reply, &error);
   if (!resp) return {std::nullopt, fail_and_restart(worker_error_code::protocol_error, error), died_while_idle};
   return {std::move(resp), std::nullopt, died_while_idle};
 }
 
+build_outcome worker_process::build(const build_request& req, milliseconds deadline) {
+  return exchange<build_outcome>(encode_build_request(req), deadline, decode_build_response);
+}
+
 eval_outcome worker_process::evaluate(const eval_request& req, milliseconds deadline) {
-  std::string died_while_idle;
-  if (auto f = ensure_running(died_while_idle)) return {std::nullopt, *f, died_while_idle};
-  worker_failure f;
-  auto payload = call(encode_request(req), deadline, &f);
-  if (!payload) return {std::nullopt, f, died_while_idle};
-  std::string error;
-  auto resp = decode_response(*payload, &error);
-  if (!resp) return {std::nullopt, fail_and_restart(worker_error_code::protocol_error, error), died_while_idle};
-  return {std::move(resp), std::nullopt, died_while_idle};
+  return exchange<eval_outcome>(encode_request(req), deadline, decode_response);
 }
 
 worker_failure worker_process::fail_and_restart(worker_error_code code, std::string message) {

@@ -116,6 +116,10 @@ class worker_process {
   worker_failure fail_and_restart(worker_error_code code, std::string message);
   /// Starts the worker if it is not running; says how it ended if it had died while idle.
   std::optional<worker_failure> ensure_running(std::string& died_while_idle);
+  /// One request and its decoded response (evaluate, build): a malformed response restarts
+  /// the worker as a protocol error.
+  template <class Outcome, class Decode>
+  Outcome exchange(const std::string& payload, std::chrono::milliseconds deadline, Decode decode);
   worker_config cfg_;
   std::unique_ptr<impl> impl_;
   int restarts_ = 0;

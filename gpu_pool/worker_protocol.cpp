@@ -102,6 +102,21 @@ verdict verdict_from(const json& j) {
   return v;
 }
 
+std::string to_msgpack(const json& j) {
+  auto bytes = json::to_msgpack(j);
+  return {bytes.begin(), bytes.end()};
+}
+
+/// The fields every worker response starts with; true when it is an infra error (complete).
+template <class Response>
+bool read_head(const json& j, Response& r) {
+  r.job_id = str_or_empty(j, "job_id");
+  if (str_or_empty(j, "status") != "infra_error") return false;
+  r.infra_error = true;
+  r.error = str_or_empty(j, "error");
+  return true;
+}
+
 std::optional<json> parse(std::string_view payload, std::string* error) {
   json j = json::from_msgpack(payload.begin(), payload.end(), true, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -129,8 +144,7 @@ std::string encode_request(const eval_request& r) {
             {"task", {{"name", r.task_name}, {"model_py", r.model_py}}}, {"files", files},
             {"seed_secret", r.seed_secret}, {"device", r.device},
             {"options", options_json(r.options)}};
-  auto bytes = json::to_msgpack(j);
-  return {bytes.begin(), bytes.end()};
+  return to_msgpack(j);
 }
 
 std::optional<eval_request> decode_request(std::string_view payload, std::string* error) {
@@ -170,22 +184,15 @@ std::string encode_response(const eval_response& r) {
   json j = {{"job_id", r.job_id}, {"status", r.infra_error ? "infra_error" : "ok"}};
   if (r.infra_error) j["error"] = r.error;
   else j["verdict"] = verdict_json(r.result);
-  auto bytes = json::to_msgpack(j);
-  return {bytes.begin(), bytes.end()};
+  return to_msgpack(j);
 }
 
 std::optional<eval_response> decode_response(std::string_view payload, std::string* error) {
   auto j = parse(payload, error);
   if (!j) return std::nullopt;
   eval_response r;
-  r.job_id = str_or_empty(*j, "job_id");
-  const std::string status = str_or_empty(*j, "status");
-  if (status == "infra_error") {
-    r.infra_error = true;
-    r.error = str_or_empty(*j, "error");
-    return r;
-  }
-  if (status != "ok" || !j->contains("verdict") || !(*j)["verdict"].is_object()) {
+  if (read_head(*j, r)) return r;
+  if (str_or_empty(*j, "status") != "ok" || !j->contains("verdict") || !(*j)["verdict"].is_object()) {
     if (error) *error = "response has no status \"ok\" with a verdict map";
     return std::nullopt;
   }
@@ -216,23 +223,16 @@ std::string encode_build_request(const build_request& r) {
   json j = {{"op", "build"}, {"job_id", r.job_id}, {"files", files}};
   if (!r.flavour.empty()) j["flavour"] = r.flavour;
   put(j, "timeout_s", r.timeout_s);
-  auto bytes = json::to_msgpack(j);
-  return {bytes.begin(), bytes.end()};
+  return to_msgpack(j);
 }
 
 std::optional<build_response> decode_build_response(std::string_view payload, std::string* error) {
   auto j = parse(payload, error);
   if (!j) return std::nullopt;
   build_response r;
-  r.job_id = str_or_empty(*j, "job_id");
-  const std::string status = str_or_empty(*j, "status");
-  if (status == "infra_error") {
-    r.infra_error = true;
-    r.error = str_or_empty(*j, "error");
-    return r;
-  }
+  if (read_head(*j, r)) return r;
   auto ok = j->find("ok");
-  if (status != "ok" || ok == j->end() || !ok->is_boolean()) {
+  if (str_or_empty(*j, "status") != "ok" || ok == j->end() || !ok->is_boolean()) {
     if (error) *error = "build response has no status \"ok\" with a boolean \"ok\"";
     return std::nullopt;
   }
@@ -255,8 +255,7 @@ std::string encode_build_response(const build_response& r) {
     j["log"] = r.log;
     j["seconds"] = r.seconds;
   }
-  auto bytes = json::to_msgpack(j);
-  return {bytes.begin(), bytes.end()};
+  return to_msgpack(j);
 }
 
 std::string frame(std::string_view payload) {

@@ -20,6 +20,7 @@
 
 #include "actors/gpu_pool.hpp"
 #include "messages/type_ids.hpp"
+#include "tests/support/eval_worker_support.hpp"
 
 using namespace caf_agent;
 using namespace caf_agent::messages;
@@ -202,15 +203,13 @@ TEST(gpu_pool_build_stage, many_jobs_through_two_builders_and_one_slot_each_get_
 
 // The real path on CPU: a --build-only eval worker and a judging worker sharing a build root.
 TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
-  const char* src = std::getenv("CAF_AGENT_SOURCE_DIR");
-  std::string root = src ? src : ".";
-  std::string python = std::getenv("CAF_AGENT_PYTHON") ? std::getenv("CAF_AGENT_PYTHON") : root + "/.venv/bin/python";
-  if (!std::filesystem::exists(python)) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  auto python = test_support::venv_python();
+  if (!python) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
   ::setenv("CAF_EVAL_PCH", "0", 1);  // one small unit: the precompiled header would cost more
   auto build_root = std::filesystem::temp_directory_path() / ("caf_pool_build_" + std::to_string(::getpid()));
   worker_slot_options w;
-  w.python = python;
-  w.package_dir = root + "/skills/eval_worker";
+  w.python = *python;
+  w.package_dir = test_support::source_dir() + "/skills/eval_worker";
   w.device = "cpu";
   w.threads = 1;
   w.build_root = build_root.string();
@@ -229,22 +228,8 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   req.episode_id = 1;
   req.mode = "verify";
   req.task.task_id = "transpose";
-  req.task.model_py =
-      "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
-      "    def forward(self, x):\n        return x.t().contiguous()\n\n"
-      "def get_inputs():\n    return [torch.randn(8, 33)]\n\ndef get_init_inputs():\n    return []\n";
-  req.files["kernels/t.cpp"] =
-      "#include \"caf_kernel.h\"\n"
-      "torch::Tensor tr_" + nonce + "(torch::Tensor x) {\n"
-      "  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), \"2-d contiguous\");\n"
-      "  auto out = torch::empty({x.size(1), x.size(0)}, x.options());\n"
-      "  const float* p = x.data_ptr<float>(); float* o = out.data_ptr<float>();\n"
-      "  for (int64_t i = 0; i < x.size(0); ++i)\n"
-      "    for (int64_t j = 0; j < x.size(1); ++j) o[j * x.size(0) + i] = p[i * x.size(1) + j];\n"
-      "  return out;\n}\n"
-      "CAF_REGISTER(m) { m.def(\"tr_" + nonce + "\", &tr_" + nonce + "); }\n";
-  req.files["model_new.py"] = "import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
-                              "    def forward(self, x):\n        return caf_ext.tr_" + nonce + "(x)\n";
+  req.task.model_py = test_support::transpose_task_py();
+  req.files = test_support::transpose_kernel_submission(nonce);
   caf::scoped_actor self{sys};
   auto ask = [&](const eval_request& r) {
     eval_result out;

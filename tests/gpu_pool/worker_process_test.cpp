@@ -2,6 +2,7 @@
 // a verdict for an honest and a cheating submission, a submission that hangs, and a worker
 // that crashes or stops answering (killed, restarted, reported as a value).
 #include "gpu_pool/worker_process.hpp"
+#include "tests/support/eval_worker_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,27 +16,10 @@
 #include <unistd.h>
 
 namespace gp = caf_agent::gpu_pool;
+namespace ts = caf_agent::test_support;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A layout-only task: an honest ModelNew needs no compiled kernel (views and copies are
-// allowed ops), so the test exercises the whole judge without a C++ build.
-const char* k_task = R"(import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x.t().contiguous()
-
-batch_size = 8
-
-def get_inputs():
-    return [torch.randn(batch_size, 33)]
-
-def get_init_inputs():
-    return []
-)";
 
 std::string model_new(const std::string& body) {
   return "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
@@ -43,15 +27,11 @@ std::string model_new(const std::string& body) {
 }
 
 std::optional<gp::worker_config> config(bool test_hooks) {
-  const char* src = std::getenv("CAF_AGENT_SOURCE_DIR");
-  std::string root = src ? src : ".";
-  std::string python;
-  if (const char* p = std::getenv("CAF_AGENT_PYTHON")) python = p;
-  else if (std::filesystem::exists(root + "/.venv/bin/python")) python = root + "/.venv/bin/python";
-  else return std::nullopt;
+  auto python = ts::venv_python();
+  if (!python) return std::nullopt;
   gp::worker_config c;
-  c.python = python;
-  c.package_dir = root + "/skills/eval_worker";
+  c.python = *python;
+  c.package_dir = ts::source_dir() + "/skills/eval_worker";
   c.threads = 1;
   if (test_hooks) c.env["CAF_EVAL_TEST_HOOKS"] = "1";
   return c;
@@ -61,27 +41,11 @@ gp::eval_request request(const std::string& forward_body) {
   gp::eval_request r;
   r.job_id = "t1";
   r.task_name = "transpose";
-  r.model_py = k_task;
+  r.model_py = ts::transpose_task_py();
   r.files["model_new.py"] = model_new(forward_body);
   r.seed_secret = "test-secret";
   r.device = "cpu";
   return r;
-}
-
-// A CPU transpose kernel under a fresh symbol, so its build is never in a cache already.
-std::map<std::string, std::string> kernel_submission(const std::string& nonce) {
-  return {{"kernels/t.cpp",
-           "#include \"caf_kernel.h\"\n"
-           "torch::Tensor tr_" + nonce + "(torch::Tensor x) {\n"
-           "  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), \"2-d contiguous\");\n"
-           "  auto out = torch::empty({x.size(1), x.size(0)}, x.options());\n"
-           "  const float* p = x.data_ptr<float>(); float* o = out.data_ptr<float>();\n"
-           "  for (int64_t i = 0; i < x.size(0); ++i)\n"
-           "    for (int64_t j = 0; j < x.size(1); ++j) o[j * x.size(0) + i] = p[i * x.size(1) + j];\n"
-           "  return out;\n}\n"
-           "CAF_REGISTER(m) { m.def(\"tr_" + nonce + "\", &tr_" + nonce + "); }\n"},
-          {"model_new.py", "import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
-                           "    def forward(self, x):\n        return caf_ext.tr_" + nonce + "(x)\n"}};
 }
 
 std::string op(const char* name) {
@@ -214,7 +178,7 @@ TEST(worker_process, builder_compiles_for_a_judging_worker) {
 
   gp::build_request br;
   br.job_id = "b1";
-  br.files = kernel_submission(nonce);
+  br.files = ts::transpose_kernel_submission(nonce);
   auto built = builder.build(br, 600s);
   ASSERT_TRUE(built.response) << built.failure->message;
   ASSERT_FALSE(built.response->infra_error) << built.response->error;
@@ -223,7 +187,7 @@ TEST(worker_process, builder_compiles_for_a_judging_worker) {
   EXPECT_GT(built.response->seconds.at("total"), 0.0);
 
   auto req = request("");
-  req.files = kernel_submission(nonce);
+  req.files = ts::transpose_kernel_submission(nonce);
   auto v = judge.evaluate(req, 300s);
   ASSERT_TRUE(v.response) << v.failure->message;
   EXPECT_TRUE(v.response->result.correct) << v.response->result.reason;
