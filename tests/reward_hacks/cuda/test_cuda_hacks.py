@@ -42,13 +42,18 @@ ADD_RELU_MEDIUM = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module
 
 
 def test_side_stream_work_is_counted_not_hidden(cuda_judge):
-    # Work left on a side stream is finished by the device-wide sync: correct, and its time
-    # is not below the honest single-stream kernel's (it cannot escape the timer).
+    # Work left on a side stream cannot win: either it races the judge's work still queued on
+    # the current stream (the output poisoning; the kernel never waited for it) and a check
+    # sees the poison -- reward -1 (H200 2026-11-30: check 5/5, NaN at (0, 0)) -- or the
+    # device-wide sync finishes it and its time is counted, flagged, not below the honest
+    # single-stream kernel's.
     honest = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
                                AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
     side = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
                              AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
-    assert side["correct"] is True, side["reason"]
+    if not side["correct"]:
+        assert side["reward"] == -1 and "check" in side["reason"], side["reason"]
+        return
     assert "side_stream_work" in side["flags"], side["timings"]
     assert side["timings"]["candidate_ms"] > 0.8 * honest["timings"]["candidate_ms"], \
         (side["timings"], honest["timings"])
