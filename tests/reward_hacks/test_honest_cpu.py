@@ -71,3 +71,6 @@ def test_add_relu_profiled_tier_is_consistent(judge):
     _tier_consistent(v)
     assert v["reward"] in (1, 2, 3)
     assert v["timings"]["hold_ms"] == 0  # no hold kernel on a CPU
+    assert set(v["timings"]["launch_ms"]) == {"candidate", "eager", "compile"}
+    assert all(ms > 0 for ms in v["timings"]["launch_ms"].values())
+    assert v["timings"]["hold_short"] == []

@@ -42,7 +42,8 @@ def test_hidden_work_below_the_floor_counts_as_zero():
     assert profile.hidden_work_ms([], empty, 1.0) == 0.0
 
 
-GOOD = {"primary": [0.5, 0.6], "wall": [0.7, 0.8], "gap": [0.01, 0.02], "ref_gap": [0.01]}
+GOOD = {"primary": [0.5, 0.6], "wall": [0.7, 0.8], "launch": [0.02, 0.03], "gap": [0.01, 0.02],
+        "ref_gap": [0.01]}
 
 
 @pytest.mark.parametrize("key,value", [
@@ -52,6 +53,7 @@ GOOD = {"primary": [0.5, 0.6], "wall": [0.7, 0.8], "gap": [0.01, 0.02], "ref_gap
     ("primary", [0.5, -1.0]),           # negative
     ("ref_gap", []),                  # no empty-call gap on a GPU
     ("gap", [True, 0.01]),              # a bool is not a time
+    ("launch", None),                   # missing
 ])
 def test_a_lying_childs_timing_reply_is_a_bad_frame(key, value):
     rep = dict(GOOD, **{key: value})
@@ -61,9 +63,10 @@ def test_a_lying_childs_timing_reply_is_a_bad_frame(key, value):
 
 
 def test_cpu_replies_carry_no_gaps():
-    measure._check_round_reply({"primary": [1.0], "wall": [1.0]}, 1, cuda=False)
+    measure._check_round_reply({"primary": [1.0], "wall": [1.0], "launch": [0.5]}, 1, cuda=False)
     with pytest.raises(JobFailed):
-        measure._check_round_reply({"primary": [1.0], "wall": [1.0], "gap": [0.1]}, 1, cuda=False)
+        measure._check_round_reply({"primary": [1.0], "wall": [1.0], "launch": [0.5], "gap": [0.1]},
+                                   1, cuda=False)
 
 
 def test_time_calls_on_cpu_reports_wall_time_and_no_gaps():
@@ -71,6 +74,7 @@ def test_time_calls_on_cpu_reports_wall_time_and_no_gaps():
     r = profile.time_calls(lambda x: x * 2, [(3,), (4,)], [0, 1, 0], timers, keep=True)
     assert r.outs == [6, 8, 6] and len(r.primary) == 3 and r.primary == r.wall
     assert r.gap == [] and r.ref_gap == []
+    assert len(r.launch) == 3 and all(0 <= a <= w for a, w in zip(r.launch, r.wall))
 
 
 class FakeChild:

@@ -175,7 +175,7 @@ class Child:
         flags = ["forward left a Python thread running"] \
             if threading.active_count() > self.threads_before else []
         return {"primary": r.primary, "wall": r.wall, "gap": r.gap, "ref_gap": r.ref_gap,
-                "tampered": tampered, "flags": flags, "held": r.held,
+                "tampered": tampered, "flags": flags, "held": r.held, "launch": r.launch,
                 "hold_error": self.timers.hold_error}
 
     def fetch(self, req):

@@ -54,7 +54,8 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     base = None if t["fresh_baselines"] else ctx.baselines.get(base_key)
     fns = {} if base else _baseline_fns(ctx, model, sets, t)
     lap("baseline_setup")
-    samples = {"candidate": [], "candidate_wall": [], "eager": [], "compile": []}
+    samples = {"candidate": [], "candidate_wall": [], "candidate_launch": [], "eager": [], "compile": []}
+    launches = {"eager": [], "compile": []}
     gaps = {name: ([], []) for name in ("candidate", "eager", "compile")}  # (gap, ref_gap)
     rng = random.Random(derive_seed(secret, job_id, "sample", 0))
     n_round, rounds, start = int(t["iters_per_round"]), 0, perf()
@@ -93,12 +94,14 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         lap("fetch")
         samples["candidate"] += rep["primary"]
         samples["candidate_wall"] += rep["wall"]
+        samples["candidate_launch"] += rep["launch"]
         gaps["candidate"][0].extend(rep["gap"])
         gaps["candidate"][1].extend(rep["ref_gap"])
         for name, fn in fns.items():
             r = profile.time_calls(fn, sets, order, ctx.timers, keep=False,
                                    flush_in_stream=t["flush_in_stream"], hold_ms=hold_ms)
             samples[name] += r.primary
+            launches[name] += r.launch
             gaps[name][0].extend(r.gap)
             gaps[name][1].extend(r.ref_gap)
         lap("baselines")
@@ -115,12 +118,18 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     _check_sets_unchanged(child, sets, o)
     lap("sets_after")
     if not base:
-        base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1]}
-                for name in fns}
+        base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1],
+                       "launch": launches[name]} for name in fns}
         ctx.baselines[base_key] = base
     _summarise(ctx, sets[0], refs[0], samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
     v["timings"]["hold_ms"] = hold_ms  # 0: timed without the hold kernel (CPU, or none built)
+    # The host's share of a call before it returns (median ms): when it is longer than the
+    # hold, the GPU waited for the host inside the timed span and the time includes the rest.
+    launch = {"candidate": profile.median_ci(samples["candidate_launch"])[0],
+              **{name: profile.median_ci(b["launch"])[0] for name, b in base.items()}}
+    v["timings"]["launch_ms"] = launch
+    v["timings"]["hold_short"] = sorted(k for k, ms in launch.items() if hold_ms and ms > hold_ms)
 
 
 def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:
@@ -184,6 +193,7 @@ def _check_round_reply(rep: dict, n: int, cuda: bool) -> None:
             raise JobFailed(f"the evaluation process sent an invalid timing reply ({key})", "bad_frame")
     floats("primary", n)
     floats("wall", n)
+    floats("launch", n)
     if cuda:
         floats("gap", n)
         floats("ref_gap", None)

@@ -116,6 +116,7 @@ class RoundTimes:
     gap: list = field(default_factory=list)
     ref_gap: list = field(default_factory=list)
     outs: list = field(default_factory=list)
+    launch: list = field(default_factory=list)  # per call, host ms from the start event's record to fn's return
     held: bool = False  # each call was preceded by the hold kernel
 
 
@@ -145,6 +146,7 @@ def time_calls(fn, input_sets: list, order: list[int], timers: Timers, keep: boo
         if events:
             timers.record(events[k][0])
         out = fn(*args)
+        r.launch.append((perf() - w0) * 1e3)
         if events:
             timers.record(events[k][1])
         sync()

@@ -17,6 +17,7 @@ def test_honest_add_relu_profiles(cuda_judge):
     assert v["reward"] >= 1 and v["timings"]["iterations"] >= 20
     assert v["timings"]["hold_ms"] > 0  # timed with the hold kernel (the worker built it)
     assert "side_stream_work" not in v["flags"], v["timings"]  # no false positive
+    assert "candidate" not in v["timings"]["hold_short"], v["timings"]["launch_ms"]
 
 
 def test_honest_fused_chain_beats_eager(cuda_judge):
