@@ -11,21 +11,26 @@ import pytest
 from cafagent_testlib import REPO, records_in, store_of, tiny_model
 
 
-def local_config(tmp_path, ws):
+def local_config(tmp_path, ws, build_workers=-1):
     python = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
     cfg = tmp_path / "local.toml"
     cfg.write_text(f'[cluster]\nport = 0\n[runtime]\nrun_dir = "{tmp_path / "run"}"\n'
                    f'[sandbox]\nworkspace_root = "{ws}"\n'
-                   f'[gpu_pool]\nworker_python = "{python}"\n'
+                   f'[gpu_pool]\nworker_python = "{python}"\nbuild_workers = {build_workers}\n'
                    f'[policy]\nbackend = "replay"\n')
     return cfg
 
 
 def test_local_eval_run_reports_every_task(caf_agent, tmp_path, workspace_root):
-    cfg = local_config(tmp_path, workspace_root)
+    # With a build stage (the default only on CUDA slots): the recorded kernels below are
+    # compiled by a --build-only worker ahead of the slot, and judged the same.
+    cfg = local_config(tmp_path, workspace_root, build_workers=1)
     res = subprocess.run([str(caf_agent), "--role", "local", "--eval", "--config", str(cfg)],
                          capture_output=True, text=True, timeout=900, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "started gpu-pool: eval_builders=1, eval_slots=1" in res.stderr
+    builder_log = (tmp_path / "run" / "eval-builder-0.log").read_text()
+    assert "build for job" in builder_log and ": ok in" in builder_log, builder_log[-2000:]
     assert "level    episodes" in res.stdout and "terminations:" in res.stdout
     tasks = sorted(p.stem for p in (REPO / "skills" / "tasks").glob("*.py"))
     records = records_in(store_of(res.stdout))

@@ -212,8 +212,11 @@ def build_request(ctx: WorkerContext, req: dict) -> dict:
                 "log": "static checks failed: " + "; ".join(problems)[:4000], "seconds": {}}
     t0 = time.monotonic()
     res = build.build(files, flavour, ctx.build_root, timeout_s=float(timeout_s))
+    total = time.monotonic() - t0
+    print(f"eval worker: build for job {job_id}: {'ok' if res.ok else 'failed'} in {total:.2f} s"
+          f"{' (cached)' if res.cached else ''}", file=sys.stderr, flush=True)
     return {"job_id": job_id, "status": "ok", "ok": res.ok, "cached": res.cached, "log": res.log,
-            "seconds": {**(res.seconds or {}), "total": time.monotonic() - t0}}
+            "seconds": {**(res.seconds or {}), "total": total}}
 
 
 def main(argv=None):
