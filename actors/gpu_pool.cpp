@@ -141,12 +141,17 @@ void publish_credits(manager_actor* self) {
   for (auto& s : st.subscribers) self->send(s, pc);
 }
 
+/// Final evaluations go before intermediate ones.
+gpu_pool::job_kind kind_of(const eval_request& req) {
+  return req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+}
+
 void dispatch(manager_actor* self) {
   auto& st = self->state;
   while (!st.parked.empty() && st.sched->credits() > 0) {
     auto id = st.parked.front();
     auto& e = st.jobs.at(id);
-    auto kind = e.req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+    auto kind = kind_of(e.req);
     if (st.sched->submit({id, e.req.episode_id, kind}) != gpu_pool::admit_result::queued) break;
     st.parked.pop_front();
   }
@@ -175,7 +180,7 @@ void dispatch_builds(manager_actor* self) {
 void admit(manager_actor* self, uint64_t id) {
   auto& st = self->state;
   auto& e = st.jobs.at(id);
-  auto kind = e.req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+  auto kind = kind_of(e.req);
   auto admitted = st.sched->submit({id, e.req.episode_id, kind});
   if (admitted == gpu_pool::admit_result::queue_full) {
     st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
