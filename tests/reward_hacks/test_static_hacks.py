@@ -46,6 +46,16 @@ CASES = {
     "exec_hidden_code": (
         FWD + "        exec('import os')\n        return caf_ext.add_relu(a, b)\n", "exec"),
     "python_syntax_error": (FWD + "        return caf_ext.add_relu(a, b\n", "syntax error"),
+    # torch imports sys: through it the harness's own allowlist could be widened.
+    "harness_via_torch_sys": (
+        FWD + "        torch.sys.modules['caf_agent_eval.dispatch_guard'].ALLOWED_OPS.update({'add', 'relu'})\n"
+              "        return torch.relu(a + b)\n", "reaches the interpreter"),
+    # Own names do not unlock torch's or nn.Module's private members of the same name.
+    "own_name_shadowing_module_internals": (
+        "class ModelNew(nn.Module):\n    def _forward_hooks(self):\n        return 0\n"
+        "    def _C(self):\n        return 0\n    def forward(self, a, b):\n"
+        "        self._forward_hooks.clear()\n        with torch._C._DisableTorchDispatch():\n"
+        "            return torch.relu(a + b)\n", "private attribute `._forward_hooks`"),
 }
 
 
@@ -93,3 +103,31 @@ def test_comments_do_not_trigger_cpp_checks():
            'torch::Tensor f(torch::Tensor a) { CAF_CHECK(a.dim() == 2, "at::relu"); '
            'return torch::empty_like(a); }\n')
     assert check_cpp(src, "kernels/ok.cpp") == []
+
+
+OWN_HELPERS = """class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._scale = 1.0
+        self._block = self._make_layer(2)
+    def _make_layer(self, n):
+        return nn.Sequential(*[nn.Identity() for _ in range(n)])
+    def _make_stage(self, a, b):
+        return caf_ext.add_relu(self._block(a), b)
+    def forward(self, a, b):
+        return self._make_stage(a, b)
+"""
+
+
+def test_own_private_helpers_are_allowed(judge):
+    # KernelBench's level-3 references call their own helpers (self._make_layer, ...).
+    v = judge("add_relu", OWN_HELPERS)
+    assert v["correct"] is True, v["reason"]
+    assert v["flags"] == []
+
+
+def test_private_names_the_submission_does_not_define_are_refused():
+    from caf_agent_eval.static_checks import check_python
+    src = "import torch\nimport torch.nn as nn\n" + OWN_HELPERS.replace(
+        "return self._make_stage(a, b)", "return self._other(a, b)")
+    assert any("private attribute `._other`" in p for p in check_python(src))

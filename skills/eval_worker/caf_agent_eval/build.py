@@ -32,6 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from . import symbols
 from .static_checks import CPP_SUFFIXES
 
 INFRA_INCLUDE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -66,6 +67,7 @@ class BuildResult:
     log: str
     cached: bool = False
     seconds: dict | None = None
+    rejected: bool = False  # built, but the native-code check (symbols.py) refused it
 
 
 class Toolchain:
@@ -190,12 +192,21 @@ def _infra_digest() -> bytes:
     return h.digest()
 
 
+@functools.lru_cache(maxsize=None)
+def _policy_digest() -> bytes:
+    """The native-code policy's source: a changed allowlist re-checks every cached build."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "symbols.py"), "rb") as f:
+        return hashlib.sha256(f.read()).digest()
+
+
 def content_hash(files: dict[str, str], flavour: str, toolchain_key: str = "") -> str:
-    """Hash of everything that determines the library (sources, infra headers, toolchain)."""
+    """Hash of everything that determines the library (sources, infra headers, toolchain,
+    the native-code policy that accepted it)."""
     import torch
     h = hashlib.sha256()
     h.update(f"{flavour}|{torch.__version__}|{toolchain_key}|".encode())
     h.update(_infra_digest())
+    h.update(_policy_digest())
     for path, text in sorted(kernel_sources(files).items()):
         h.update(path.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest()[:24]
@@ -289,6 +300,9 @@ def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(os.path.join(out_dir, "ok")):
             return BuildResult(True, lib, "cached build", cached=True)
+        if os.path.exists(os.path.join(out_dir, "rejected")):
+            with open(os.path.join(out_dir, "rejected")) as f:
+                return BuildResult(False, None, f.read(), cached=True, rejected=True)
         shutil.rmtree(out_dir, ignore_errors=True)
         src_dir = os.path.join(out_dir, "src")
         for path, text in sources.items():
@@ -300,9 +314,29 @@ def build(files: dict[str, str], flavour: str, build_root: str, verbose: bool = 
         ok, log = _compile(tc, src_dir, compiled_rel, out_dir, lib, build_root, verbose, seconds,
                            timeout_s)
         if ok:
+            t0 = time.perf_counter()
+            problems = symbols.check_library(lib)
+            seconds["symbols"] = time.perf_counter() - t0
+            if problems:
+                text = cap_log(native_code_log(problems))
+                with open(os.path.join(out_dir, "rejected"), "w") as f:
+                    f.write(text)
+                os.unlink(lib)
+                return BuildResult(False, None, text, seconds=seconds, rejected=True)
             with open(os.path.join(out_dir, "ok"), "w") as f:
                 f.write(key)
         return BuildResult(ok, lib if ok else None, cap_log(log), seconds=seconds)
+
+
+NATIVE_CODE_FAILED = "native code check failed"
+
+
+def native_code_log(problems: list[str]) -> str:
+    """The build log of a library the native-code check refused."""
+    return (f"{NATIVE_CODE_FAILED}: the built extension calls functions the judge does not "
+            "allow (write the computation yourself; see the rules in SKILL.md). A symbol "
+            "you meant to define in kernels/** but did not is listed too.\n"
+            + "\n".join(problems))
 
 
 def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str,
@@ -346,8 +380,15 @@ def _compile(tc: Toolchain, src_dir: str, rel: list[str], out_dir: str, lib: str
     return True, "\n".join(["compiled", *notes, *logs])
 
 
+def verify_native(library: str | None) -> list[str]:
+    """The native-code check again, right before loading (the build root is shared: a
+    library is checked by the process that runs it, not only by the one that built it)."""
+    return symbols.check_library(library) if library else []
+
+
 def load(library: str | None) -> None:
-    """Loads a built library into this process (registers the caf_ext ops)."""
+    """Loads a built library into this process (registers the caf_ext ops); static
+    initialisers of the library run here."""
     if library:
         import torch
         torch.ops.load_library(library)

@@ -48,6 +48,7 @@ class Child:
         dispatch_guard.warm_up(self.device)  # the guard's first use costs seconds
         self.Tensor = torch.Tensor
         self.model = None
+        self.library, self.compile_log, self.cached_build = None, "", False
         self.out_specs: list = []
         self.kept: list = []        # outputs of earlier calls, kept alive (buffer-reuse check)
         self.sets: list = []
@@ -55,16 +56,33 @@ class Child:
         self.threads_before = threading.active_count()
 
     # ---- setup --------------------------------------------------------------------------
-    def setup(self, req):
-        from . import build, dispatch_guard
-        torch = self.torch
+    def build(self, req):
+        """Compiles kernels/** (compilers are processes: before the system-call filter)."""
+        from . import build
         res = build.build(req["files"], req["flavour"], req["build_root"])
         if not res.ok:
-            return {"ok": False, "stage": "compile", "error": "compile error", "compile_log": res.log}
+            stage = "native" if res.rejected else "compile"
+            return {"ok": False, "stage": stage, "error": "compile error", "compile_log": res.log}
+        self.library, self.compile_log, self.cached_build = res.library, res.log, res.cached
+        return {"ok": True, "compile_log": res.log, "cached_build": res.cached}
+
+    def load(self, req):
+        """Checks the library's native symbols again, installs the system-call filter, then
+        runs submission code for the first time: the library's static initialisers, the
+        import of model_new.py, ModelNew(...) and its state_dict (own deadline: load_timeout_s)."""
+        from . import build, dispatch_guard, seccomp
+        torch = self.torch
+        log = self.compile_log
+        problems = build.verify_native(self.library)
+        if problems:
+            return {"ok": False, "stage": "native", "error": "compile error",
+                    "compile_log": build.native_code_log(problems)}
+        if seccomp.wanted():
+            seccomp.install(allow_rdwr_open=self.device.startswith("cuda"))
         try:
-            build.load(res.library)
+            build.load(self.library)
         except Exception as e:
-            return {"ok": False, "stage": "load", "error": _err(e), "compile_log": res.log}
+            return {"ok": False, "stage": "load", "error": _err(e), "compile_log": log}
         sys.modules["caf_ext"] = dispatch_guard.ExtensionProxy(torch.ops.caf_ext)
         try:
             spec = importlib.util.spec_from_file_location(
@@ -73,7 +91,7 @@ class Child:
             sys.modules["model_new"] = mod
             spec.loader.exec_module(mod)
         except BaseException as e:
-            return {"ok": False, "stage": "import", "error": _err(e), "compile_log": res.log}
+            return {"ok": False, "stage": "import", "error": _err(e), "compile_log": log}
         try:
             decode = self.protocol.decode_value
             init_inputs = decode(req["init_inputs"])
@@ -82,11 +100,11 @@ class Child:
             if sd or list(model.state_dict()):
                 model.load_state_dict(sd, strict=bool(req.get("strict", True)))
         except BaseException as e:
-            return {"ok": False, "stage": "init", "error": _err(e), "compile_log": res.log}
+            return {"ok": False, "stage": "init", "error": _err(e), "compile_log": log}
         self.model = model
         self.out_specs = req.get("out_specs", [])
         self.threads_before = threading.active_count()
-        return {"ok": True, "compile_log": res.log, "cached_build": res.cached}
+        return {"ok": True, "compile_log": log, "cached_build": self.cached_build}
 
     # ---- checks -------------------------------------------------------------------------
     def poison(self):
@@ -193,7 +211,7 @@ class Child:
         return {"sets": [self.protocol.encode_value(s) for s in self.sets]}
 
     def serve(self):
-        handlers = {"setup": self.setup, "call": self.call, "load_sets": self.load_sets,
+        handlers = {"build": self.build, "load": self.load, "call": self.call, "load_sets": self.load_sets,
                     "time": self.time_round, "fetch": self.fetch, "sets_after": self.sets_after}
         self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
         while True:

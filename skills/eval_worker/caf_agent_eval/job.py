@@ -109,7 +109,7 @@ def run(ctx, req: dict) -> dict:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             with open(dst, "w") as f:
                 f.write(text)
-        phase = "build and import"
+        phase = "build, load and import"
         _setup(ctx, child, task, ref, files, job_dir, o, v)
         clock.lap("build_import")
         for k in range(o["num_checks"]):
@@ -128,14 +128,20 @@ def run(ctx, req: dict) -> dict:
         v["correct"] = False
         v["reason"] = e.reason
         v["flags"].append(e.flag)
-    except ChildTimeout:
+    except ChildTimeout as e:
         v["correct"] = False
         v["flags"].append("timeout")
-        v["reason"] = f"timeout: {phase} did not finish within its deadline (process killed)"
+        where = str(e) if phase.startswith("build") and str(e) else phase
+        v["reason"] = f"timeout: {where} did not finish within its deadline (process killed)"
     except ChildCrashed as e:
         v["correct"] = False
-        v["flags"].append("crashed")
-        v["reason"] = f"the submission crashed the evaluation process: {e}"
+        if "SIGSYS" in str(e):  # seccomp.py: killed for a forbidden system call
+            v["flags"].append("forbidden_syscall")
+            v["reason"] = ("the submission made a forbidden system call (a new process, exec, a "
+                           f"socket or ptrace): the evaluation process was killed ({e})")
+        else:
+            v["flags"].append("crashed")
+            v["reason"] = f"the submission crashed the evaluation process: {e}"
     except ChildProtocolError as e:
         v["correct"] = False
         v["flags"].append("bad_frame")
@@ -173,22 +179,36 @@ def _reference(ctx, task, o, secret, job_id) -> dict:
 
 
 def _setup(ctx, child, task, ref, files, job_dir, o, v):
-    specs = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in ref["outputs"][0]]
-    rep = child.request({
-        "op": "setup", "files": files, "flavour": ctx.flavour, "build_root": ctx.build_root,
-        "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
-        "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
-        "out_specs": specs}, o["build_timeout_s"], "build and import")
+    """Two requests with their own deadlines: the build (compilers: build_timeout_s), then
+    the load (the first submission code: static initialisers, the import, ModelNew(...):
+    load_timeout_s), so a spin at load time holds the slot for seconds, not the build's 300."""
+    rep = child.request({"op": "build", "files": files, "flavour": ctx.flavour,
+                         "build_root": ctx.build_root}, o["build_timeout_s"], "build")
+    if rep.get("ok"):
+        v["cached_build"] = bool(rep.get("cached_build"))  # False: the slot paid for the compile
+        specs = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in ref["outputs"][0]]
+        rep = child.request({
+            "op": "load", "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
+            "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
+            "out_specs": specs}, o["load_timeout_s"], "load and import")
     v["compile_log"] = rep.get("compile_log", "")
-    v["cached_build"] = bool(rep.get("cached_build"))  # False: the slot paid for the compile
     if not rep.get("ok"):
         stage = rep.get("stage", "setup")
+        if stage == "setup":  # the child's own code raised (e.g. no libseccomp): the judge's failure
+            raise RuntimeError(f"evaluation process setup failed: {rep.get('error', '')[-2000:]}")
         what = {"compile": "compile error (see compile_log)",
+                "native": "native code check failed (see compile_log)",
                 "load": "the extension failed to load (missing symbol?)",
                 "import": "model_new.py failed to import",
                 "init": "ModelNew could not be built or take the reference's state_dict"}
-        detail = rep.get("error", "") if stage != "compile" else ""
+        detail = rep.get("error", "") if stage not in ("compile", "native") else \
+            (_first_problem(v["compile_log"]) if stage == "native" else "")
         raise JobFailed(f"{what.get(stage, stage)}: {detail}".strip().rstrip(":"), stage)
+
+
+def _first_problem(log: str) -> str:
+    lines = [ln for ln in log.splitlines() if ln.startswith("the extension calls")]
+    return "; ".join(lines[:3])[:1500]
 
 
 def _check(child, ref, k, o, v):

@@ -30,6 +30,52 @@ BANNED_CALLS = {"eval", "exec", "compile", "open", "__import__", "getattr", "set
 
 ALLOWED_DUNDER = {"__init__", "__name__"}
 
+# Rationale: modules that hand out the interpreter, the process or the harness. torch's own
+# modules import them (`torch.os`, `torch.sys.modules[...]`, `torch.serialization.os.system`
+# are plain public attributes), so an attribute of one of these names is refused wherever it
+# appears: no kernel wrapper names its own attribute `os` or `sys`.
+INTERPRETER_MODULES = {
+    "os", "sys", "subprocess", "socket", "builtins", "importlib", "ctypes", "gc", "inspect",
+    "threading", "multiprocessing", "signal", "shutil", "pathlib", "pickle", "marshal",
+    "runpy", "pty", "mmap", "resource", "fcntl", "tempfile", "posix", "sysconfig", "site",
+    "traceback", "linecache", "concurrent", "asyncio", "selectors", "select",
+}
+# Roots through which a submission names its own members (self._make_layer(...)).
+OWN_ROOTS = {"self", "cls", "super"}
+
+
+def _module_internals() -> set[str]:
+    """Private names of torch.nn.Module (its hooks, parameter dicts, _apply, ...): a
+    submission may not use them even if it defines a member of the same name."""
+    try:
+        import torch
+        return {n for n in dir(torch.nn.Module) if n.startswith("_")} | \
+            {n for n in vars(torch.nn.Module()) if n.startswith("_")}
+    except Exception:  # no torch where the checks run: every private nn.Module name refused
+        return {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
+                "_backward_hooks", "_state_dict_hooks", "_apply", "_call_impl", "_version"}
+
+
+def _own_names(tree) -> set[str]:
+    """Private names the submission itself defines: methods and class attributes of its
+    classes, and attributes it assigns on self (what KernelBench's level-3 references do:
+    self._make_layer(...), self._make_stage(...))."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    for t in (item.targets if isinstance(item, ast.Assign) else [item.target]):
+                        if isinstance(t, ast.Name):
+                            names.add(t.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
+                isinstance(node.value, ast.Name) and node.value.id == "self":
+            names.add(node.attr)
+    own = {n for n in names if n.startswith("_") and not (n.startswith("__") and n.endswith("__"))}
+    return own - _module_internals() if own else own
+
 
 def check_python(source: str, filename: str = "model_new.py") -> list[str]:
     """Returns the rule violations of a model_new.py source (empty when clean)."""
@@ -40,6 +86,7 @@ def check_python(source: str, filename: str = "model_new.py") -> list[str]:
     problems: list[str] = []
     has_model_new = False
     module_aliases: set[str] = set()
+    own = _own_names(tree)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         where = f"{filename}:{line}"
@@ -64,8 +111,12 @@ def check_python(source: str, filename: str = "model_new.py") -> list[str]:
                 if _root_name(base) in {"Model"} or _attr_tail(base) == "Model":
                     problems.append(f"{where}: class {node.name} subclasses the reference Model")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_") and node.attr not in ALLOWED_DUNDER:
+            if node.attr.startswith("_") and node.attr not in ALLOWED_DUNDER and \
+                    not (node.attr in own and _root_name(node.value) in OWN_ROOTS):
                 problems.append(f"{where}: access to private attribute `.{node.attr}`")
+            if node.attr in INTERPRETER_MODULES:
+                problems.append(f"{where}: `.{node.attr}` reaches the interpreter or the "
+                                "process (modules like os/sys are not allowed, however reached)")
             if _root_name(node.value) == "torch" and _first_attr(node) in BANNED_TORCH_ATTRS:
                 problems.append(f"{where}: torch.{_first_attr(node)} is not allowed")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):

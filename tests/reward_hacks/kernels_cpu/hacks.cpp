@@ -44,9 +44,6 @@ torch::Tensor process_calls(torch::Tensor a) {
   return out;
 }
 
-// Torch compute through operators/methods (invisible to a regex, seen by the dispatcher).
-torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
-
 // Lowered precision: results rounded to multiples of 1/16, well beyond the tolerance.
 torch::Tensor add_relu_lowprec(torch::Tensor a, torch::Tensor b) {
   auto out = torch::empty_like(a);
@@ -73,7 +70,6 @@ CAF_REGISTER(m) {
   m.def("empty_out", &empty_out);
   m.def("add_relu_scratch_b", &add_relu_scratch_b);
   m.def("add_relu_into_a", &add_relu_into_a);
-  m.def("method_fallback", &method_fallback);
   m.def("process_calls", &process_calls);
   m.def("add_relu_lowprec", &add_relu_lowprec);
   m.def("segfault", &segfault);
