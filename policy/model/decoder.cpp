@@ -167,15 +167,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
   const auto& w = layers_[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
-  auto k_btke = torch::linear(x_btd, w.k_w, w.k_b).view({b, t, k, e});
-  auto v_bkte = torch::linear(x_btd, w.v_w, w.v_b).view({b, t, k, e}).transpose(1, 2);
-  if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE.
-    q_bthe = rms_norm(q_bthe, w.q_norm_e, config_.rms_norm_eps);
-    k_btke = rms_norm(k_btke, w.k_norm_e, config_.rms_norm_eps);
-  }
-  auto q_bhte = apply_rope(q_bthe.transpose(1, 2), positions_bt, rope_);
-  auto k_bkte = apply_rope(k_btke.transpose(1, 2), positions_bt, rope_);
+  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, positions_bt);
   torch::Tensor out_bhte;
   if (use.cache != nullptr && use.slot < 0) {
     // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
@@ -201,6 +193,70 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
                                                 std::nullopt, /*enable_gqa=*/h != k);
   }
   return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
+}
+
+std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
+                                                  const torch::Tensor& positions_bt) const {
+  const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
+  auto q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
+  auto k_btke = torch::linear(x_btd, w.k_w, w.k_b).view({b, t, k, e});
+  auto v_bkte = torch::linear(x_btd, w.v_w, w.v_b).view({b, t, k, e}).transpose(1, 2);
+  if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE.
+    q_bthe = rms_norm(q_bthe, w.q_norm_e, config_.rms_norm_eps);
+    k_btke = rms_norm(k_btke, w.k_norm_e, config_.rms_norm_eps);
+  }
+  return {apply_rope(q_bthe.transpose(1, 2), positions_bt, rope_),
+          apply_rope(k_btke.transpose(1, 2), positions_bt, rope_), v_bkte};
+}
+
+decoder decoder::cast(torch::ScalarType dtype) const {
+  if (dtype == dtype_) return *this;
+  decoder out;
+  out.config_ = config_;
+  out.device_ = device_;
+  out.dtype_ = dtype;
+  for (const auto& [name, tensor] : params_) out.params_[name] = tensor.to(dtype);
+  // Rationale: rope_table::make computes in fp32 and casts, so casting the fp32 table is equal.
+  out.rope_ = rope_table{rope_.cos_pe.to(dtype), rope_.sin_pe.to(dtype)};
+  out.bind_layers();
+  return out;
+}
+
+torch::Tensor decoder::embed(const torch::Tensor& tokens_1t) const {
+  return torch::embedding(params_.at("model.embed_tokens.weight"), tokens_1t);
+}
+
+torch::Tensor decoder::final_norm(const torch::Tensor& x_xd) const {
+  return rms_norm(x_xd, params_.at("model.norm.weight"), config_.rms_norm_eps);
+}
+
+const torch::Tensor& decoder::lm_head_weight() const {
+  return config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
+}
+
+torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_1td,
+                                    const torch::Tensor& positions_1t,
+                                    const std::vector<int64_t>& seq_offsets) const {
+  const double eps = config_.rms_norm_eps;
+  const int64_t t = x_1td.size(1), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
+  auto [q_1hte, k_1kte, v_1kte] = project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), positions_1t);
+  // Rationale: one causal attention call per sequence instead of a block-diagonal mask: no
+  // [t, t] mask (17 G entries at 131k tokens), and is_causal keeps CUDA on the flash kernel.
+  std::vector<torch::Tensor> parts_1hse;
+  for (size_t i = 0; i + 1 < seq_offsets.size(); ++i) {
+    const int64_t begin = seq_offsets[i], len = seq_offsets[i + 1] - seq_offsets[i];
+    if (len == 0) continue;
+    parts_1hse.push_back(at::scaled_dot_product_attention(
+        q_1hte.narrow(2, begin, len), k_1kte.narrow(2, begin, len), v_1kte.narrow(2, begin, len), {},
+        0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/h != k));
+  }
+  auto out_1hte = parts_1hse.size() == 1 ? parts_1hse.front() : torch::cat(parts_1hse, 2);
+  auto attn_1td = torch::linear(out_1hte.transpose(1, 2).reshape({1, t, h * e}), w.o_w, w.o_b);
+  auto x2_1td = x_1td + attn_1td;
+  return x2_1td + swiglu(rms_norm(x2_1td, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w, w.up_b,
+                         w.down_w, w.down_b);
 }
 
 torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,

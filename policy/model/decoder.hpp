@@ -8,6 +8,7 @@
 // Shape legend: b batch, t query positions, s key positions, d hidden, h query heads,
 // k key/value heads, e head_dim, v vocab, n slots of the KV cache, c cache capacity (context).
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,6 +89,29 @@ class decoder {
     torch::Tensor post_norm_d, gate_w, gate_b, up_w, up_b, down_w, down_b;
   };
 
+  /// Training entry points (learner/train_forward): the pieces of a causal pass over packed
+  /// sequences, so that a caller can checkpoint each block and chunk the LM head.
+  ///
+  /// A decoder whose parameters are `p.to(dtype)` of this one's: differentiable casts, so
+  /// gradients of a bf16 compute copy reach fp32 master weights. Same tensors when the dtype
+  /// already matches.
+  decoder cast(torch::ScalarType dtype) const;
+  /// Token embeddings [1, t, d] of `tokens_1t`.
+  torch::Tensor embed(const torch::Tensor& tokens_1t) const;
+  /// The weights of block `index` (0 <= index < num_hidden_layers).
+  const layer_refs& layer(int64_t index) const { return layers_.at(static_cast<size_t>(index)); }
+  /// One block (pre-norm attention and SwiGLU MLP with residuals) with weights `w` over packed
+  /// sequences: `x_1td` holds them end to end, `seq_offsets` (n + 1 cumulative lengths from 0
+  /// to t) their boundaries, `positions_1t` the positions (restarting at 0 per sequence).
+  /// Attention is causal within each sequence and never crosses one (one attention call per
+  /// sequence, so CUDA runs the flash kernel with is_causal).
+  torch::Tensor packed_block(const layer_refs& w, const torch::Tensor& x_1td, const torch::Tensor& positions_1t,
+                             const std::vector<int64_t>& seq_offsets) const;
+  /// The final RMSNorm.
+  torch::Tensor final_norm(const torch::Tensor& x_xd) const;
+  /// The LM head's weight [v, d] (the embedding when tied).
+  const torch::Tensor& lm_head_weight() const;
+
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
   status assign(const tensor_map& tensors);
@@ -114,6 +138,9 @@ class decoder {
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const torch::Tensor& positions_bt,
                           const cache_use& use) const;
+  /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
+  std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
+                                           const torch::Tensor& positions_bt) const;
   torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
                            const cache_use& use) const;
   torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
