@@ -141,3 +141,24 @@ def test_the_judges_hold_kernel_builds_once_and_loads_without_the_dispatcher(mon
     assert hold.build(str(tmp_path)) == (lib, "cached")
     with pytest.raises(RuntimeError, match="fills every SM"):
         hold.Hold(lib, 0)  # no device here: the geometry query fails, named
+
+
+def test_the_documented_addmm_gemm_path_builds_as_documented():
+    """SKILL.md's GEMM example, taken from SKILL.md itself, builds with caf_kernel.h alone,
+    passes the native-code check (at::addmm is a sanctioned entry point) and computes
+    bias + x @ w^T."""
+    import re
+    text = open(os.path.join(ROOT, "skills", "workspace", "SKILL.md")).read()
+    snippet = next(b for b in re.findall(r"```cpp\n(.*?)```", text, re.S) if "at::addmm" in b)
+    n = _nonce()
+    src = ('#include "caf_kernel.h"\n' + snippet.replace("linear(", f"linear_{n}(") +
+           f'CAF_REGISTER(m) {{ m.def("linear_{n}", &linear_{n}); }}\n')
+    res = build.build({"kernels/linear.cpp": src}, "cpu", build_root())
+    assert res.ok, res.log
+    check = ("import sys, torch\ntorch.ops.load_library(sys.argv[1])\n"
+             "x, w, b = torch.randn(4, 8), torch.randn(3, 8), torch.randn(3)\n"
+             "y = getattr(torch.ops.caf_ext, sys.argv[2])(x, w, b)\n"
+             "print(torch.allclose(y, torch.addmm(b, x, w.t()), atol=1e-5))\n")
+    out = subprocess.run([sys.executable, "-c", check, res.library, f"linear_{n}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr

@@ -189,15 +189,40 @@ class Child:
                                        hold_ms=float(req.get("hold_ms") or 0.0))
         except BaseException as e:
             return {"error": _err(e)}
-        self.round_outputs = r.outs
-        flags = ["forward left a Python thread running"] \
-            if threading.active_count() > self.threads_before else []
+        flags = self._reused_buffers(r.outs)
+        self.round_outputs = r.outs  # the previous round's outputs stayed alive until here
+        if threading.active_count() > self.threads_before:
+            flags.append("forward left a Python thread running")
         return {"primary": r.primary, "wall": r.wall, "gap": r.gap, "ref_gap": r.ref_gap,
                 "tampered": tampered, "flags": flags, "held": r.held, "launch": r.launch,
                 "hold_error": self.timers.hold_error}
 
+    def _reused_buffers(self, outs) -> list[str]:
+        """A timed call whose output shares storage with another output that is still alive
+        (this round's, the previous round's, the checks' kept outputs) returned a cached
+        result: honest outputs are new tensors."""
+        from .task import as_outputs
+        seen = {}
+        for o in self.kept:
+            seen[o.untyped_storage().data_ptr()] = "a verification call"
+        for out in self.round_outputs:
+            for o in as_outputs(out):
+                if type(o) is self.Tensor and o.numel():
+                    seen[o.untyped_storage().data_ptr()] = "the previous round"
+        for k, out in enumerate(outs):
+            for o in as_outputs(out):
+                if type(o) is not self.Tensor or not o.numel():
+                    continue
+                ptr = o.untyped_storage().data_ptr()
+                if ptr in seen:
+                    return [f"timed call {k + 1} of a round returned the buffer of an earlier "
+                            f"call's output ({seen[ptr]}): a cached result"]
+                seen[ptr] = "this round"
+        return []
+
     def fetch(self, req):
-        """The outputs of the last round's timed calls at req["indices"]."""
+        """The outputs of the last round's timed calls at req["indices"], and the input sets
+        at req["sets"] as they are now (the parent checks them for mutation)."""
         from .task import as_outputs
         calls = []
         for i in req["indices"]:
@@ -205,7 +230,8 @@ class Child:
             if any(type(o) is not self.Tensor for o in outs):
                 return {"error": "a timed call returned something other than plain tensors"}
             calls.append([self.protocol.encode_tensor(o) for o in outs])
-        return {"calls": calls}
+        sets = [[self.protocol.encode_value(x) for x in self.sets[j]] for j in req.get("sets", [])]
+        return {"calls": calls, "sets": sets}
 
     def sets_after(self, req):
         return {"sets": [self.protocol.encode_value(s) for s in self.sets]}

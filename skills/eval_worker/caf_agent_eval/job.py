@@ -18,6 +18,7 @@ from . import options as opts_mod
 from . import protocol, reward, static_checks, verify
 from .child_client import ChildCrashed, ChildProtocolError, ChildTimeout
 from .task import as_outputs, derive_seed
+from .task_check import TaskError
 
 # Rationale: only what the agent is meant to write crosses into the judge.
 MAX_FILES = 64
@@ -83,14 +84,22 @@ def run(ctx, req: dict) -> dict:
     o = opts_mod.merge(req.get("options"))
     v = new_verdict()
     clock = PhaseClock(v)
+    task_req = req["task"]
+    try:  # a task that cannot be judged is refused before any submission is looked at
+        task = ctx.task(task_req["name"], task_req["model_py"], mode, o)
+    except TaskError as e:
+        v["flags"].append("task_error")
+        v["task_error"] = str(e)
+        v["reason"] = f"task error: {e}"
+        v["reward"], v["reward_reason"] = None, "the task cannot be judged (not the submission's doing)"
+        return v
+    clock.lap("task")
     files, problems = validate_files(req.get("files", {}))
     problems += static_checks.check_files(files)
     if problems:
         v["flags"].append("static_check")
         v["reason"] = "static check failed: " + "; ".join(problems[:8])
         return v
-    task_req = req["task"]
-    task = ctx.task(task_req["name"], task_req["model_py"])
     secret, job_id = str(req.get("seed_secret", "")), str(req.get("job_id", ""))
     if not secret:
         raise opts_mod.OptionError("seed_secret is required")

@@ -26,23 +26,30 @@ MAX_WARMUP_CALLS = 5000
 
 
 def measure(ctx, child, task, model, secret, job_id, o, v):
-    """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call."""
+    """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call.
+
+    With timing.fresh_inputs (the default) every timed call gets an input set no earlier
+    call of the job saw: each round's sets are drawn from new seeds and sent to the child
+    between rounds (outside the timed region), so a cache keyed on an input's address or a
+    few of its values never hits, and one keyed on the address alone returns wrong values
+    that the sampled comparisons catch. The warm-up uses sets of its own."""
     from .job import JobFailed, PhaseClock, compare_outputs
     t = o["timing"]
     dev = ctx.device
     lap = PhaseClock(v, prefix="m_").lap  # where the timing phase's time goes (benchmarks)
-    k_sets = max(1, int(t["input_sets"]))
-    sets = [task.inputs(derive_seed(secret, job_id, "timing", i), dev) for i in range(k_sets)]
+    n_round = int(t["iters_per_round"])
+    fresh = bool(t["fresh_inputs"])
+    k_warm = max(1, int(t["input_sets"]))
+    warm_sets = [task.inputs(derive_seed(secret, job_id, "warmup", i), dev) for i in range(k_warm)]
     with torch.no_grad():
-        refs = [[x.clone() for x in as_outputs(model(*s))] for s in sets]
+        ref0 = [x.clone() for x in as_outputs(model(*warm_sets[0]))]  # for the roofline floor
     lap("sets")
-    child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
-                  o["call_timeout_s"], "loading timing inputs")
+    _load_sets(child, warm_sets, o)
     lap("load_sets")
     # The candidate and the baselines are timed the same way: held on a GPU where this worker
     # built the hold kernel (hold.py), else not; cached baselines are keyed by that method.
     hold_ms = t["hold_ms"] if ctx.timers.cuda and ctx.timers.hold is not None else 0.0
-    warm_s = warm_up(child, k_sets, t, o, dev, hold_ms)
+    warm_s = warm_up(child, k_warm, t, o, dev, hold_ms)
     perf = ctx.timers.perf
     rtt_ms = float("inf")
     for _ in range(3):  # the smallest round trip: the harness cost of a round with no calls
@@ -50,18 +57,28 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         child.request({"op": "time", "order": []}, o["call_timeout_s"], "timing")
         rtt_ms = min(rtt_ms, (perf() - t0) * 1e3)
     lap("warmup_rtt")
-    base_key = (task.key, bool(t["flush_in_stream"]), hold_ms)
+    # Keyed by everything that decides what was measured: a cache filled by a job without
+    # the compile baseline must not serve a job that wants it.
+    base_key = (task.key, bool(t["flush_in_stream"]), hold_ms, bool(t["compile_baseline"]))
     base = None if t["fresh_baselines"] else ctx.baselines.get(base_key)
-    fns = {} if base else _baseline_fns(ctx, model, sets, t)
+    fns = {} if base else _baseline_fns(ctx, model, warm_sets, t)
     lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "candidate_launch": [], "eager": [], "compile": []}
     launches = {"eager": [], "compile": []}
     gaps = {name: ([], []) for name in ("candidate", "eager", "compile")}  # (gap, ref_gap)
     rng = random.Random(derive_seed(secret, job_id, "sample", 0))
-    n_round, rounds, start = int(t["iters_per_round"]), 0, perf()
+    rounds, start = 0, perf()
     ratios, wall_pairs = [], []
+    sets = warm_sets
     while True:
-        order = [(rounds * n_round + i) % k_sets for i in range(n_round)]
+        if fresh:
+            sets = [task.inputs(derive_seed(secret, job_id, "timing", rounds * n_round + i), dev)
+                    for i in range(n_round)]
+            _load_sets(child, sets, o)
+            order = list(range(n_round))
+            lap("load_sets")
+        else:
+            order = [(rounds * n_round + i) % k_warm for i in range(n_round)]
         w0 = perf()
         rep = child.request(_time_request(order, t, hold_ms), o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
@@ -82,15 +99,22 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         ratios.append((sum(rep["wall"]) + n_round * OVERHEAD_ALLOW_MS) / max(1e-9, parent_ms - rtt_ms))
         wall_pairs.append((sum(rep["wall"]), parent_ms))
         picks = sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"]))))
-        out = child.request({"op": "fetch", "indices": picks}, o["call_timeout_s"], "timing")
+        out = child.request({"op": "fetch", "indices": picks, "sets": [order[j] for j in picks]},
+                            o["call_timeout_s"], "timing")
         if out.get("error"):
             raise JobFailed(out["error"], "bad_output")
-        for j, outputs in zip(picks, out["calls"]):
-            def fail(reason, flag, j=j):
-                raise JobFailed(f"timed call {rounds * n_round + j + 1} (input set {order[j]}): "
-                                f"{reason} -- the kernel behaves differently while timed",
+        for j, outputs, after in zip(picks, out["calls"], out.get("sets") or []):
+            where = f"timed call {rounds * n_round + j + 1} (input set {order[j]})"
+
+            def fail(reason, flag, where=where):
+                raise JobFailed(f"{where}: {reason} -- the kernel behaves differently while timed",
                                 "timed_mismatch")
-            compare_outputs(refs[order[j]], outputs, o, fail)
+            with torch.no_grad():
+                ref = [x.clone() for x in as_outputs(model(*sets[order[j]]))]
+            compare_outputs(ref, outputs, o, fail)
+            why = verify.inputs_unchanged(sets[order[j]], [protocol.decode_value(x) for x in after])
+            if why:
+                raise JobFailed(f"{where}: {why}", "input_mutation")
         lap("fetch")
         samples["candidate"] += rep["primary"]
         samples["candidate_wall"] += rep["wall"]
@@ -121,7 +145,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1],
                        "launch": launches[name]} for name in fns}
         ctx.baselines[base_key] = base
-    _summarise(ctx, sets[0], refs[0], samples, gaps["candidate"], base, t, v)
+    _summarise(ctx, warm_sets[0], ref0, samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
     v["timings"]["hold_ms"] = hold_ms  # 0: timed without the hold kernel (CPU, or none built)
     # The host's share of a call before it returns (median ms): when it is longer than the
@@ -130,6 +154,11 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
               **{name: profile.median_ci(b["launch"])[0] for name, b in base.items()}}
     v["timings"]["launch_ms"] = launch
     v["timings"]["hold_short"] = sorted(k for k, ms in launch.items() if hold_ms and ms > hold_ms)
+
+
+def _load_sets(child, sets: list, o: dict) -> None:
+    child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
+                  o["call_timeout_s"], "loading timing inputs")
 
 
 def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:

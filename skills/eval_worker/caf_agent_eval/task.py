@@ -43,6 +43,7 @@ class Task:
             if not hasattr(self.module, attr):
                 raise ValueError(f"task {name}: model.py defines no `{attr}`")
         self.strict = bool(getattr(self.module, "STATE_DICT_STRICT", True))
+        self.checked: set = set()  # validations passed (task_check.py), by mode and tolerance
 
     def init_inputs(self, seed: int):
         torch.manual_seed(seed)

@@ -55,6 +55,9 @@ class WorkerContext:
                       flush=True)
         self.timers = None if build_only else profile.Timers(device)
         self.tasks: OrderedDict = OrderedDict()
+        self.task_errors: dict = {}  # (task hash, mode, tolerances) -> why it cannot be judged
+        from .task_check import memory_limit
+        self.memory_limit = None if build_only else memory_limit(device)
         self.baselines: dict = {}
         self.spare = None
         self.zygote = None
@@ -130,21 +133,49 @@ class WorkerContext:
     def job_done(self):
         self.spawn_spare()
 
-    def task(self, name: str, model_py: str):
+    def task(self, name: str, model_py: str, mode: str = "verify", o: dict | None = None):
+        """The loaded task, validated for this mode and tolerance (task_check.py; verdicts
+        cached by task hash). Raises task_check.TaskError for a task that cannot be judged."""
         import hashlib
+        import traceback
+        from . import options, task_check
         from .task import Task, drop_task_module
+        o = o or options.DEFAULTS
         key = hashlib.sha256(model_py.encode()).hexdigest()[:16]
-        if key in self.tasks:
+        check_key = (key, "verify" if mode == "verify" else "profile",
+                     float(o["atol"]), float(o["rtol"]), float(o["rel_l2"]))
+        if check_key in self.task_errors:
+            raise task_check.TaskError(self.task_errors[check_key])
+        t = self.tasks.get(key)
+        if t is not None:
             self.tasks.move_to_end(key)
-            return self.tasks[key]
-        t = Task(name, model_py, self.work_root)
-        self.tasks[key] = t
-        if len(self.tasks) > TASK_CACHE_SIZE:
-            _, old = self.tasks.popitem(last=False)
-            for k in [k for k in self.baselines if k[0] == old.key]:
-                del self.baselines[k]
-            drop_task_module(old)
+        else:
+            try:
+                t = Task(name, model_py, self.work_root)
+            except Exception as e:
+                last = traceback.format_exception_only(type(e), e)[-1].strip()
+                self._task_failed(check_key, f"the task's model.py failed to load: {last[:800]}")
+            self.tasks[key] = t
+            if len(self.tasks) > TASK_CACHE_SIZE:
+                _, old = self.tasks.popitem(last=False)
+                for k in [k for k in self.baselines if k[0] == old.key]:
+                    del self.baselines[k]
+                drop_task_module(old)
+        if check_key not in t.checked:
+            try:
+                task_check.check_size(t, check_key[1], self.memory_limit)
+                task_check.check_reference(t, self.device, *check_key[2:])
+            except task_check.TaskError as e:
+                self._task_failed(check_key, str(e))
+            t.checked.add(check_key)
         return t
+
+    def _task_failed(self, check_key, reason: str):
+        from .task_check import TaskError
+        if len(self.task_errors) >= 4 * TASK_CACHE_SIZE:
+            self.task_errors.pop(next(iter(self.task_errors)))
+        self.task_errors[check_key] = reason
+        raise TaskError(reason)
 
     def close(self):
         if self.spare is not None:

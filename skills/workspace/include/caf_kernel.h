@@ -22,11 +22,20 @@
 // the torch headers three times over (~15 s). The CPU flavour has only .cpp files.
 // Allowed torch API: tensor types, allocation (torch::empty/empty_like/zeros), accessors
 // (data_ptr, sizes, strides, packed_accessor), device/stream plumbing; cuBLAS for GEMM and
-// cuDNN for convolution. Every other torch/at:: call is a fallback and fails verification.
+// cuDNN for convolution (at::mm/addmm/bmm/baddbmm/convolution, declared below). Every other
+// torch/at:: call is a fallback and fails verification: after the build the judge reads the
+// library's undefined symbols and refuses any torch function outside that list by name.
 #ifndef CAF_KERNEL_H
 #define CAF_KERNEL_H
 
 #include <ATen/core/Tensor.h>
+// The sanctioned library calls (cuBLAS GEMM, cuDNN convolution; SKILL.md): at::mm,
+// at::addmm, at::bmm, at::baddbmm and at::convolution work with this header alone.
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>

@@ -3,6 +3,7 @@
 #include "caf_kernel.h"
 
 #include <cmath>
+#include <iostream>
 
 namespace {
 
@@ -57,6 +58,35 @@ torch::Tensor add_relu_lowprec(torch::Tensor a, torch::Tensor b) {
   return out;
 }
 
+// Caches its output keyed on the inputs' addresses and two sampled values, and returns the
+// stored tensor on a hit (printing "cache hit" to the log): with inputs rotated among a few
+// sets, timed calls after the first few cost a lookup. Fresh inputs per timed call make it
+// miss every time; a hit would return an earlier call's buffer, which the child flags.
+torch::Tensor add_relu_cached(torch::Tensor a, torch::Tensor b) {
+  struct Entry {
+    const float* pa = nullptr;
+    const float* pb = nullptr;
+    float a0 = 0.f, b_last = 0.f;
+    torch::Tensor out;
+  };
+  static Entry entries[8];
+  static int next = 0;
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  const int64_t n = a.numel();
+  for (const Entry& e : entries)
+    if (e.out.defined() && e.pa == pa && e.pb == pb && e.a0 == pa[0] && e.b_last == pb[n - 1]) {
+      std::cerr << "cache hit\n";
+      return e.out;
+    }
+  auto out = torch::empty_like(a);
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i] > 0.f ? pa[i] + pb[i] : 0.f;
+  entries[next] = Entry{pa, pb, pa[0], pb[n - 1], out};
+  next = (next + 1) % 8;
+  return out;
+}
+
 // Dereferences a null pointer: the evaluation process dies with SIGSEGV.
 torch::Tensor segfault(torch::Tensor a) {
   volatile float* p = nullptr;
@@ -73,4 +103,5 @@ CAF_REGISTER(m) {
   m.def("process_calls", &process_calls);
   m.def("add_relu_lowprec", &add_relu_lowprec);
   m.def("segfault", &segfault);
+  m.def("add_relu_cached", &add_relu_cached);
 }

@@ -1,0 +1,58 @@
+"""Tasks the judge cannot judge soundly are refused at load with the reason (verdict flag
+`task_error`, status ok: the task's fault, neither the submission's nor the slot's), never
+judged: outputs that do not depend on the input or are constant within tolerance (a
+constant-writing submission would pass), a reference that raises, a model.py that does not
+load, a task too large for the slot (estimated on meta tensors, nothing allocated)."""
+import pytest
+
+HEADER = "import torch\nimport torch.nn as nn\n\n"
+INPUTS = "\ndef get_inputs():\n    return [torch.randn(16, 4096)]\n\ndef get_init_inputs():\n    return []\n"
+CONSTANT_WRITER = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\n"
+                   "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                   "        return torch.zeros(x.shape[0], 64)\n")
+
+
+def model(forward_body: str, inputs: str = INPUTS) -> str:
+    return (HEADER + "class Model(nn.Module):\n    def forward(self, x):\n" + forward_body + inputs)
+
+
+TASKS = {
+    # name: (model.py, words of the reason)
+    "output_independent_of_input": (model("        return 5.0 + 1e-4 * x[:, :64]\n"),
+                                    "does not depend on its input"),
+    "constant_output": (model("        return torch.ones(x.shape[0], 64) * x.sum()\n"),
+                        "is constant within"),
+    "reference_raises_shape_mismatch": (
+        HEADER + "class Model(nn.Module):\n    def forward(self, predictions, targets):\n"
+        "        return torch.mean(torch.clamp(1 - predictions * targets, min=0))\n"
+        "\ndef get_inputs():\n    return [torch.randn(128), torch.randint(0, 2, (64,)).float() * 2 - 1]\n"
+        "\ndef get_init_inputs():\n    return []\n",
+        "the task's reference raised: RuntimeError: The size of tensor a (128) must match"),
+    "model_py_does_not_load": (HEADER + "class Model(nn.Module:\n", "the task's model.py failed to load"),
+    "too_large_for_the_slot": (model("        return x * 2\n", "\ndef get_inputs():\n    return "
+                                     "[torch.randn(1 << 17, 1 << 16)]\n\ndef get_init_inputs():\n    return []\n"),
+                               "task too large for this slot"),
+}
+
+
+def evaluate(judge, name, model_py, src=CONSTANT_WRITER, mode="verify"):
+    resp = judge.client.evaluate(name, model_py, {"model_new.py": src}, mode=mode)
+    assert resp["status"] == "ok", resp.get("error")  # not an infrastructure error
+    return resp["verdict"]
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_task_is_refused_with_its_reason(judge, name):
+    model_py, words = TASKS[name]
+    v = evaluate(judge, name, model_py)
+    assert v["flags"] == ["task_error"], v
+    assert words in v["task_error"] and v["reason"].startswith("task error: "), v["reason"]
+    assert v["correct"] is False and v["reward"] is None
+    assert "Traceback" not in v["reason"]
+    again = evaluate(judge, name, model_py, mode="profile" if name != "too_large_for_the_slot" else "verify")
+    assert again["flags"] == ["task_error"] and words in again["task_error"]
+
+
+def test_too_large_names_the_memory_it_needs(judge):
+    v = evaluate(judge, "too_large", TASKS["too_large_for_the_slot"][0])
+    assert "needs about" in v["reason"] and "one input set 32.00 GiB" in v["reason"], v["reason"]
