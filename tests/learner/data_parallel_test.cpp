@@ -1,0 +1,274 @@
+// The c10d process group with real shard processes on loopback: the gloo all-reduce equals the
+// mean computed locally, broadcast and barrier work, and a peer that dies or hangs makes the
+// other fail with an error within the timeout instead of hanging.
+//
+// The test binary is also the shard: `learner_data_parallel_test --shard SCENARIO RANK WORLD
+// PORT` runs one rank of a scenario (this file's main), which the tests start with posix_spawn.
+
+#include "learner/data_parallel.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+extern char** environ;
+
+namespace caf_agent::learner {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// ---- the shard side -------------------------------------------------------------------------
+
+// Rank k's "gradients": distinct per rank, one non-contiguous, several dtypes and sizes, so
+// that the 256-byte buckets below split and group them.
+std::vector<torch::Tensor> gradients_of(int64_t k) {
+  const double s = static_cast<double>(k + 1);
+  return {torch::arange(100, torch::kFloat32) * s + 0.25,
+          torch::sin(torch::arange(35, torch::kFloat32).reshape({7, 5}) * s).t(),
+          torch::cos(torch::arange(3, torch::kFloat64) * s),
+          torch::full({1}, static_cast<float>(k * k))};
+}
+
+process_group_options options_for(int64_t rank, int64_t world, uint16_t port, std::chrono::milliseconds timeout) {
+  process_group_options o;
+  o.rank = rank;
+  o.world_size = world;
+  o.master_addr = "127.0.0.1";
+  o.master_port = port;
+  o.timeout = timeout;
+  o.backend = dp_backend::gloo;
+  o.bucket_bytes = 256;  // Rationale: small, so the test's few tensors make several buckets
+  return o;
+}
+
+int shard_mean(int64_t rank, int64_t world, uint16_t port) {
+  auto pg = process_group::create(options_for(rank, world, port, std::chrono::seconds(30)));
+  if (!pg) return std::cerr << pg.error().message << "\n", 2;
+  auto grads = gradients_of(rank);
+  std::vector<torch::Tensor> expected;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    auto sum = torch::zeros_like(grads[i], torch::kFloat64);
+    for (int64_t k = 0; k < world; ++k) sum += gradients_of(k)[i].to(torch::kFloat64);
+    expected.push_back(sum / static_cast<double>(world));
+  }
+  if (auto ok = (*pg)->all_reduce_mean(grads); !ok) return std::cerr << ok.error().message << "\n", 3;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const double diff = (grads[i].to(torch::kFloat64) - expected[i]).abs().max().item<double>();
+    if (!(diff <= 1e-6)) return std::cerr << "tensor " << i << " differs from the local mean by " << diff << "\n", 4;
+  }
+  // Broadcast from rank 0 and from the last rank.
+  std::vector<torch::Tensor> params{torch::full({10}, static_cast<float>(rank)), torch::full({2, 2}, rank * 2.0)};
+  if (auto ok = (*pg)->broadcast(params, 0); !ok) return std::cerr << ok.error().message << "\n", 5;
+  if (params[0].abs().max().item<float>() != 0 || params[1].abs().max().item<double>() != 0) return 6;
+  std::vector<torch::Tensor> last{torch::full({3}, static_cast<float>(rank))};
+  if (auto ok = (*pg)->broadcast(last, world - 1); !ok) return 7;
+  if (last[0].min().item<float>() != static_cast<float>(world - 1)) return 8;
+  std::vector<torch::Tensor> ints{torch::tensor({rank}, torch::kInt64)};
+  if (auto ok = (*pg)->all_reduce(ints, reduce_op::max); !ok || ints[0].item<int64_t>() != world - 1) return 9;
+  if (auto ok = (*pg)->barrier(); !ok) return std::cerr << ok.error().message << "\n", 10;
+  std::cout << "rank " << rank << " ok\n";
+  return 0;
+}
+
+// rank 1 takes part in one all-reduce and then dies (scenario die) or stops answering (hang);
+// rank 0's second all-reduce must fail within the timeout. Exit 0 when it does.
+int shard_peer_lost(int64_t rank, int64_t world, uint16_t port, bool hang) {
+  const auto timeout = std::chrono::milliseconds(2000);  // Rationale: short, to keep the test fast
+  auto pg = process_group::create(options_for(rank, world, port, timeout));
+  if (!pg) return std::cerr << pg.error().message << "\n", 2;
+  std::vector<torch::Tensor> grads{torch::ones({16})};
+  if (auto ok = (*pg)->all_reduce_mean(grads); !ok) return std::cerr << ok.error().message << "\n", 3;
+  if (rank != 0) {
+    if (hang) std::this_thread::sleep_for(std::chrono::seconds(120));  // the test kills it
+    _exit(0);  // dies without a goodbye: no destructor, no barrier
+  }
+  const auto start = clock_type::now();
+  auto second = (*pg)->all_reduce_mean(grads);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - start);
+  if (second) return std::cerr << "the all-reduce with a lost peer succeeded\n", 4;
+  std::cout << "error after " << waited.count() << " ms: " << second.error().message << "\n";
+  // Rationale: the timeout plus slack for a loaded 2-core CI machine.
+  if (waited > timeout + std::chrono::seconds(5)) return 5;
+  auto third = (*pg)->barrier();  // the group is poisoned: fails at once, no second wait
+  if (third || third.error().message.find("failed earlier") == std::string::npos) return 6;
+  std::cout.flush();
+  _exit(0);  // Rationale: skip the backend's teardown, which may wait on the lost peer
+}
+
+int run_shard(int argc, char** argv) {
+  if (argc != 6) return std::cerr << "usage: --shard SCENARIO RANK WORLD PORT\n", 64;
+  const std::string scenario = argv[2];
+  const int64_t rank = std::stoll(argv[3]);
+  const int64_t world = std::stoll(argv[4]);
+  const auto port = static_cast<uint16_t>(std::stoi(argv[5]));
+  if (scenario == "mean") return shard_mean(rank, world, port);
+  if (scenario == "die") return shard_peer_lost(rank, world, port, false);
+  if (scenario == "hang") return shard_peer_lost(rank, world, port, true);
+  return 64;
+}
+
+// ---- the test side --------------------------------------------------------------------------
+
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct shard {
+  pid_t pid = -1;
+  std::string log;  // stdout and stderr of the shard
+  int status = -1;  // waitpid status once it ended
+};
+
+// Starts `world` shards of `scenario`, each with its output in a file.
+std::vector<shard> start_shards(const std::string& scenario, int64_t world) {
+  const auto port = std::to_string(free_port());
+  std::vector<shard> shards(world);
+  for (int64_t r = 0; r < world; ++r) {
+    shards[r].log = testing::TempDir() + "learner_dp_" + scenario + "_" + std::to_string(r) + "_" + port + ".log";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, shards[r].log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const std::string rank = std::to_string(r), w = std::to_string(world);
+    std::vector<std::string> args{"/proc/self/exe", "--shard", scenario, rank, w, port};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&shards[r].pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  return shards;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits for shard `which` (or all when -1) until `deadline`; kills every shard still running
+// afterwards, so a hang fails the test instead of hanging it. True when the awaited ones ended.
+bool wait_shards(std::vector<shard>& shards, std::chrono::seconds deadline, int which = -1) {
+  const auto until = clock_type::now() + deadline;
+  bool done = false;
+  while (!done && clock_type::now() < until) {
+    done = true;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      auto& s = shards[i];
+      if (s.status == -1 && waitpid(s.pid, &s.status, WNOHANG) == 0) s.status = -1;
+      if ((which < 0 || static_cast<int>(i) == which) && s.status == -1) done = false;
+    }
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& s : shards) {
+    if (s.status == -1) {
+      kill(s.pid, SIGKILL);
+      waitpid(s.pid, &s.status, 0);
+    }
+  }
+  return done;
+}
+
+bool exited_zero(const shard& s) { return WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0; }
+
+// Removes the shards' logs once a test passed (a failing test keeps them for a look).
+void remove_logs(const std::vector<shard>& shards) {
+  if (testing::Test::HasFailure()) return;
+  for (const auto& s : shards) std::remove(s.log.c_str());
+}
+
+// Rationale: a few seconds per shard on a loaded 2-core machine (each loads LibTorch).
+constexpr auto shard_deadline = std::chrono::seconds(60);
+
+TEST(DataParallel, GlooAllReduceEqualsTheLocalMean) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  for (int64_t world : {2, 3}) {
+    auto shards = start_shards("mean", world);
+    ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
+    for (int64_t r = 0; r < world; ++r)
+      EXPECT_TRUE(exited_zero(shards[r])) << "world " << world << " rank " << r << ": " << read_file(shards[r].log);
+    remove_logs(shards);
+  }
+}
+
+TEST(DataParallel, APeerThatDiesFailsTheAllReduce) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  auto shards = start_shards("die", 2);
+  ASSERT_TRUE(wait_shards(shards, shard_deadline));
+  const auto log = read_file(shards[0].log);
+  EXPECT_TRUE(exited_zero(shards[0])) << log;
+  EXPECT_NE(log.find("all_reduce mean (gloo, rank 0 of 2) failed"), std::string::npos) << log;
+  remove_logs(shards);
+}
+
+TEST(DataParallel, APeerThatHangsTimesOut) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  auto shards = start_shards("hang", 2);
+  // Only rank 0 must end by itself; rank 1 sleeps and is killed afterwards.
+  ASSERT_TRUE(wait_shards(shards, shard_deadline, 0));
+  const auto log = read_file(shards[0].log);
+  EXPECT_TRUE(exited_zero(shards[0])) << log;
+  EXPECT_NE(log.find("failed"), std::string::npos) << log;
+  remove_logs(shards);
+}
+
+TEST(DataParallel, RendezvousWithoutPeersTimesOut) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  const auto start = clock_type::now();
+  auto pg = process_group::create(options_for(0, 2, free_port(), std::chrono::milliseconds(1500)));
+  const auto waited = clock_type::now() - start;
+  ASSERT_FALSE(pg);
+  EXPECT_NE(pg.error().message.find("rendezvous failed"), std::string::npos) << pg.error().message;
+  EXPECT_LT(waited, std::chrono::seconds(15));
+}
+
+TEST(DataParallel, WorldOfOneAndBadInput) {
+  auto pg = process_group::create(options_for(0, 1, 0, std::chrono::seconds(1)));
+  ASSERT_TRUE(pg) << pg.error().message;
+  std::vector<torch::Tensor> grads{torch::full({3}, 2.0f)};
+  ASSERT_TRUE((*pg)->all_reduce_mean(grads));
+  EXPECT_EQ(grads[0][0].item<float>(), 2.0f);
+  EXPECT_TRUE((*pg)->barrier());
+  std::vector<torch::Tensor> ints{torch::ones({2}, torch::kInt64)};
+  EXPECT_FALSE((*pg)->all_reduce_mean(ints));  // the mean of integers is not a gradient
+  std::vector<torch::Tensor> undefined{torch::Tensor{}};
+  EXPECT_FALSE((*pg)->all_reduce(undefined, reduce_op::sum));
+  EXPECT_FALSE(process_group::create(options_for(2, 2, 0, std::chrono::seconds(1))));  // rank >= world
+  EXPECT_FALSE(process_group::create(options_for(0, 0, 0, std::chrono::seconds(1))));
+}
+
+}  // namespace
+}  // namespace caf_agent::learner
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--shard") return caf_agent::learner::run_shard(argc, argv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
