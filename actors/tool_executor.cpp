@@ -14,6 +14,7 @@
 #include "actors/workspace.hpp"
 #include "messages/type_ids.hpp"
 #include "sandbox/episode_sandbox.hpp"
+#include "sandbox/submission.hpp"
 
 namespace caf_agent {
 using sandbox_ptr = std::shared_ptr<sandbox::episode_sandbox>;
@@ -76,9 +77,8 @@ caf::behavior executor(caf::event_based_actor* self, tool_executor_options opts)
         return true;
       },
       [=](atoms::lookup, sandbox_ptr box) -> caf::message {
-        std::string error;
-        auto files = collect_submission(box->config().workspace, error);
-        return caf::make_message(error, std::move(files));
+        auto sub = sandbox::collect_submission(box->config().workspace.string());
+        return caf::make_message(std::move(sub.error), std::move(sub.files));
       },
   };
 }

@@ -2,27 +2,10 @@
 #include "actors/workspace.hpp"
 
 #include <fstream>
-#include <map>
-#include <sstream>
 
 namespace caf_agent {
 
 namespace fs = std::filesystem;
-
-namespace {
-// Rationale: a kernel submission is a few source files; 1 MiB per file and
-// 4 MiB in all is far above any real one and keeps a runaway write from
-// flooding the GPU pool's messages.
-constexpr uintmax_t max_file_bytes = 1u << 20;
-constexpr uintmax_t max_total_bytes = 4u << 20;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-}  // namespace
 
 fs::path make_workspace(const std::string& root, const std::string& template_dir,
                         const std::string& harness_dir, uint64_t episode,
@@ -54,29 +37,6 @@ fs::path make_workspace(const std::string& root, const std::string& template_dir
 std::vector<std::string> protected_workspace_paths() {
   return {"model.py", "SKILL.md", "compile", "verify", "profile", "include", ".harness",
           "workspace", ".flavour"};
-}
-
-std::map<std::string, std::string> collect_submission(const fs::path& dir, std::string& error) {
-  std::map<std::string, std::string> files;
-  uintmax_t total = 0;
-  auto add = [&](const fs::path& p) {
-    std::error_code ec;
-    auto size = fs::file_size(p, ec);
-    auto rel = fs::relative(p, dir, ec).string();
-    if (ec || size > max_file_bytes) {
-      error = rel + " is larger than " + std::to_string(max_file_bytes) + " bytes";
-      return;
-    }
-    total += size;
-    if (total > max_total_bytes) error = "the submission is larger than 4 MiB in all";
-    else files[rel] = read_file(p);
-  };
-  if (fs::is_regular_file(dir / "model_new.py")) add(dir / "model_new.py");
-  std::error_code ec;
-  if (fs::is_directory(dir / "kernels"))
-    for (auto& e : fs::recursive_directory_iterator(dir / "kernels", ec))
-      if (e.is_regular_file() && !e.is_symlink() && error.empty()) add(e.path());
-  return files;
 }
 
 }  // namespace caf_agent

@@ -21,9 +21,4 @@ std::filesystem::path make_workspace(const std::string& root, const std::string&
 /// Infrastructure paths the agent may read but not change.
 std::vector<std::string> protected_workspace_paths();
 
-/// The files the judge takes from a workspace: model_new.py and kernels/**.
-/// Sets `error` when they exceed the size limits (names the file).
-std::map<std::string, std::string> collect_submission(const std::filesystem::path& dir,
-                                                      std::string& error);
-
 }  // namespace caf_agent

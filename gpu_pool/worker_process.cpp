@@ -3,6 +3,9 @@
 #include "gpu_pool/worker_process.hpp"
 
 #include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+
+#include "sandbox/fd_hygiene.hpp"
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -160,12 +163,17 @@ std::optional<worker_failure> worker_process::start() {
     bp::pipe from_child(out_pipe[0], out_pipe[1]);
     const auto exe = bp::search_path(cfg_.python).empty() ? boost::filesystem::path(cfg_.python)
                                                            : bp::search_path(cfg_.python);
+    // The worker's children run the agent's native code: none of the node's descriptors
+    // (trajectory store, sockets) may reach them, so all but 0-2 close at exec.
+    const auto no_inherited_fds = bp::extend::on_exec_setup = [](auto&) {
+      if (!sandbox::mark_fds_cloexec_from(3)) ::_exit(126);
+    };
     if (cfg_.stderr_path.empty())
       p->child = bp::child(exe, args, bp::std_in < to_child, bp::std_out > from_child,
-                           bp::std_err > bp::null, child_env);
+                           bp::std_err > bp::null, child_env, no_inherited_fds);
     else
       p->child = bp::child(exe, args, bp::std_in < to_child, bp::std_out > from_child,
-                           bp::std_err > cfg_.stderr_path, child_env);
+                           bp::std_err > cfg_.stderr_path, child_env, no_inherited_fds);
     // Keep our ends; the child's ends close in this process when the pipe objects go.
     p->to_fd = ::dup(to_child.native_sink());
     p->from_fd = ::dup(from_child.native_source());

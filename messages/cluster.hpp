@@ -11,7 +11,7 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 2;  // 2: generate_request.messages_json
+inline constexpr uint32_t protocol_version = 3;  // 2: generate_request.messages_json; 3: node_info.notes
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {
@@ -23,7 +23,9 @@ struct node_info {
   int32_t gpus = 0;
   std::map<std::string, int64_t> actor_counts;  ///< actor kind -> how many it runs
   int64_t started_at_ms = 0;                     ///< unix epoch milliseconds
-  CAF_AGENT_FIELDS(node_info, node_id, role, host, pid, cores, gpus, actor_counts, started_at_ms)
+  /// What operators should know about the node, e.g. "sandbox: no per-episode cgroup: why".
+  std::vector<std::string> notes;
+  CAF_AGENT_FIELDS(node_info, node_id, role, host, pid, cores, gpus, actor_counts, started_at_ms, notes)
 };
 
 /// A node asks to join; the sender is the node's agent actor, which the coordinator monitors.

@@ -39,6 +39,7 @@ void print_snapshot(const messages::cluster_snapshot& snap) {
                 n.info.cores, n.info.gpus, format_age(snap.now_ms - n.last_seen_ms).c_str(),
                 actors.c_str());
     if (!n.reason.empty() && n.state != "up") std::printf("    reason: %s\n", n.reason.c_str());
+    for (const auto& note : n.info.notes) std::printf("    note: %s\n", note.c_str());
   }
   std::fflush(stdout);
 }

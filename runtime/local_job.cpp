@@ -52,7 +52,7 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
     auto err = start_role(sys, role, cfg, peers, actors);
     caf::actor agent;
     if (err.empty())
-      err = join_cluster(sys, coord, describe_node("local/" + make_node_id(role), role, actors.counts),
+      err = join_cluster(sys, coord, describe_node("local/" + make_node_id(role), role, actors.counts, actors.notes),
                          cfg.cluster.connect_timeout_ms, {}, agent);
     started.push_back(std::move(actors));
     if (!err.empty()) {

@@ -17,7 +17,8 @@
 namespace caf_agent::runtime {
 
 messages::node_info describe_node(const std::string& node_id, const std::string& role,
-                                  const std::map<std::string, int64_t>& actor_counts) {
+                                  const std::map<std::string, int64_t>& actor_counts,
+                                  const std::vector<std::string>& notes) {
   messages::node_info info;
   info.node_id = node_id;
   info.role = role;
@@ -27,6 +28,7 @@ messages::node_info describe_node(const std::string& node_id, const std::string&
   info.gpus = count_gpus();
   info.actor_counts = actor_counts;
   info.started_at_ms = unix_ms();
+  info.notes = notes;
   return info;
 }
 

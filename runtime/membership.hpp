@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -13,9 +14,10 @@
 
 namespace caf_agent::runtime {
 
-/// What this process tells the coordinator about itself.
+/// What this process tells the coordinator about itself (`notes`: what operators should see).
 messages::node_info describe_node(const std::string& node_id, const std::string& role,
-                                  const std::map<std::string, int64_t>& actor_counts);
+                                  const std::map<std::string, int64_t>& actor_counts,
+                                  const std::vector<std::string>& notes = {});
 
 /// Registers `info` through a new node agent (returned in `agent`); blocks until
 /// the coordinator accepts or refuses. Returns "" or the error. `on_lost` (may be

@@ -64,7 +64,7 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
   auto node_id = make_node_id(role);
   caf::actor agent;
   auto on_lost = [&latch](const std::string& why) { latch.trigger(3, why); };
-  if (auto err = join_cluster(sys, coord.handle, describe_node(node_id, role, actors.counts),
+  if (auto err = join_cluster(sys, coord.handle, describe_node(node_id, role, actors.counts, actors.notes),
                               cfg.cluster.connect_timeout_ms, on_lost, agent);
       !err.empty()) {
     log_error("caf-agent", err);

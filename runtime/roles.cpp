@@ -225,6 +225,12 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
     t.path_env = (venv / "bin").string() + ":/usr/local/bin:/usr/bin:/bin";
   }
   auto tools = spawn_tool_executors(sys, t);
+  if (t.mode == "sandbox") {
+    const auto& cg = sandbox::probe_cgroups();
+    out.notes.push_back(cg.mode == "none" ? "sandbox: no per-episode cgroup: " + cg.detail
+                                          : "sandbox: per-episode cgroups (" + cg.mode + "), " + cg.detail);
+    log_info("rollout", out.notes.back());
+  }
   auto policy = pol.server;
   log_info("rollout", "policy: " + pol.description);
   if (auto coord = peer(peers, "coordinator"))

@@ -23,6 +23,8 @@ struct role_actors {
   /// Non-actor parts the role owns (the inference role's HTTP server); released
   /// by stop_role after the actors have stopped, in reverse order.
   std::vector<std::shared_ptr<void>> resources;
+  /// Facts about the role operators should see (registered with the node, shown by the inspector).
+  std::vector<std::string> notes;
 };
 
 /// Starts the actors of `role` (rollout, gpu-pool, learner, inference).

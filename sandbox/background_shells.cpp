@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "sandbox/line_regex.hpp"
+
 #include <mutex>
-#include <regex.h>
 #include <thread>
 
 namespace caf_agent::sandbox {
@@ -76,8 +77,10 @@ private:
   std::thread reader_;
 };
 
-background_shells::background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap)
-    : max_live_(max_live), buffer_bytes_(buffer_bytes), output_cap_(output_cap) {}
+background_shells::background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap,
+                                     std::size_t regex_max_program_bytes)
+    : max_live_(max_live), buffer_bytes_(buffer_bytes), output_cap_(output_cap),
+      regex_max_program_bytes_(regex_max_program_bytes) {}
 
 background_shells::~background_shells() { kill_all(); }
 
@@ -112,18 +115,17 @@ tool_outcome background_shells::output(const nlohmann::json& args) {
   if (it == shells_.end()) return error_outcome(fmt::format("no background shell with id '{}'", id));
   auto [text, status] = it->second->drain();
   if (filter) {
-    regex_t re;
-    if (::regcomp(&re, filter->c_str(), REG_EXTENDED | REG_NOSUB | REG_NEWLINE) != 0)
-      return error_outcome(fmt::format("invalid filter regex '{}'", *filter));
+    std::string regex_error;
+    const auto re = line_regex::compile(*filter, false, regex_max_program_bytes_, regex_error);
+    if (!re) return error_outcome("invalid filter: " + regex_error);
     std::string kept;
     for (std::size_t pos = 0; pos < text.size();) {
       std::size_t end = text.find('\n', pos);
       if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(pos, end - pos);
-      if (::regexec(&re, line.c_str(), 0, nullptr, 0) == 0) kept += line + "\n";
+      const std::string_view line(text.data() + pos, end - pos);
+      if (re->search(line)) kept.append(line).push_back('\n');
       pos = end + 1;
     }
-    ::regfree(&re);
     text = std::move(kept);
   }
   std::string body = text.empty() ? "(no new output)" : to_observation(std::move(text), output_cap_);

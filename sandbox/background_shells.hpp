@@ -17,8 +17,10 @@ class background_shell;
 /// The background shells of one episode (bounded by `max_background_shells`).
 class background_shells {
 public:
-  /// Shells keep at most `buffer_bytes` of unread output each and at most `max_live` run at once.
-  background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap);
+  /// Shells keep at most `buffer_bytes` of unread output each and at most `max_live` run at once;
+  /// BashOutput filters compile within `regex_max_program_bytes` (see line_regex).
+  background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap,
+                    std::size_t regex_max_program_bytes);
   ~background_shells();
   /// Starts `spec`; returns the agent-visible outcome with the new shell id.
   tool_outcome start(const spawn_spec& spec, const std::string& command);
@@ -35,6 +37,7 @@ private:
   std::size_t max_live_;
   std::size_t buffer_bytes_;
   std::size_t output_cap_;
+  std::size_t regex_max_program_bytes_;
   std::size_t next_id_ = 1;
   std::map<std::string, std::unique_ptr<background_shell>> shells_;
 };

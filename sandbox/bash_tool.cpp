@@ -46,7 +46,7 @@ tool_outcome format_bash_result(const run_result& r, double timeout_s, std::size
   return {limit_kill ? tool_status::killed : tool_status::ok, std::move(text), r.exit_code};
 }
 
-tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_workspace, int uid,
+tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_workspace, const spawn_identity& who,
                        background_shells& shells, const nlohmann::json& args) {
   tool_args a(args, "Bash");
   a.reject_unknown({"command", "timeout", "description", "run_in_background"});
@@ -58,7 +58,8 @@ tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_worksp
   if (command.find('\0') != std::string::npos) return error_outcome("invalid arguments for Bash: 'command' contains a NUL byte");
   // Rationale: 100 kB is far more than any hand-written command; a longer one is data.
   if (command.size() > 100000) return error_outcome("invalid arguments for Bash: 'command' is longer than 100000 bytes");
-  const auto spec = sandboxed_bash(cfg, host_workspace, command, uid);
+  auto spec = sandboxed_bash(cfg, host_workspace, command, who.uid);
+  spec.cgroup_procs_fds = who.cgroup_procs_fds;
   if (background) return shells.start(spec, command);
   const double timeout_s = timeout_ms ? *timeout_ms / 1000.0 : cfg.default_timeout_s;
   return format_bash_result(run_process(spec, timeout_s, cfg.output_cap_bytes), timeout_s, cfg.output_cap_bytes);

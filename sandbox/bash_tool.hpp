@@ -8,9 +8,9 @@
 
 namespace caf_agent::sandbox {
 
-/// Runs `command` (foreground with a timeout, or as a background shell) as host `uid`
-/// (-1: ours) in the workspace `host_workspace`.
-tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_workspace, int uid,
+/// Runs `command` (foreground with a timeout, or as a background shell) as `who` (host uid,
+/// cgroups) in the workspace `host_workspace`.
+tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_workspace, const spawn_identity& who,
                        background_shells& shells, const nlohmann::json& args);
 
 struct run_result;

@@ -58,12 +58,16 @@ std::vector<std::string> bwrap_args(const sandbox_config& cfg, const std::string
                                 "--hostname", "sandbox", "--die-with-parent", "--new-session"};
   for (const auto& p : cfg.system_ro_binds) a.insert(a.end(), {"--ro-bind-try", p, p});
   add_root_links(a);
-  a.insert(a.end(), {"--dev", "/dev", "--proc", "/proc", "--size", std::to_string(cfg.tmpfs_bytes), "--tmpfs", "/tmp"});
+  // Every RAM-backed mount is capped: /tmp and /dev/shm get sized tmpfs; bwrap's own root and
+  // /dev tmpfs (which hold only mount points and device nodes) are remounted read-only below,
+  // so the agent cannot fill them with files (they are otherwise writable and unbounded).
+  a.insert(a.end(), {"--dev", "/dev", "--size", std::to_string(cfg.shm_bytes), "--tmpfs", "/dev/shm", "--proc",
+                     "/proc", "--size", std::to_string(cfg.tmpfs_bytes), "--tmpfs", "/tmp"});
   a.insert(a.end(), {"--bind", host_workspace, cfg.mount_point});
   for (const auto& rel : cfg.protected_paths)
     a.insert(a.end(), {"--ro-bind-try", host_workspace + "/" + rel, cfg.mount_point + "/" + rel});
   for (const auto& b : cfg.extra_ro_binds) a.insert(a.end(), {"--ro-bind", b.source, b.dest.empty() ? b.source : b.dest});
-  a.insert(a.end(), {"--chdir", cfg.mount_point});
+  a.insert(a.end(), {"--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cfg.mount_point});
   return a;
 }
 

@@ -59,14 +59,26 @@ std::string sandbox_config::validate() const {
   if (read_default_lines == 0) return "read_default_lines must be > 0";
   if (read_max_line_chars < 80) return "read_max_line_chars must be >= 80";
   if (grep_max_file_bytes == 0) return "grep_max_file_bytes must be > 0";
+  // Rationale: RE2 needs some tens of kB for even a trivial program.
+  if (regex_max_program_bytes < (64U << 10)) return "regex_max_program_bytes must be >= 64 KiB";
   if (background_buffer_bytes < 1024) return "background_buffer_bytes must be >= 1024";
   if (tmpfs_bytes < (1ULL << 20)) return "tmpfs_bytes must be >= 1 MiB";
+  if (shm_bytes < (1ULL << 20)) return "shm_bytes must be >= 1 MiB";
   if (host_uid_count == 0 || host_uid_base < 1000 || host_uid_base + std::uint64_t{host_uid_count} > 0xFFFFFFFEULL)
     return "host_uid_base/host_uid_count must describe a range of unprivileged uids (>= 1000)";
   if (uid_lock_dir.empty() || uid_lock_dir[0] != '/') return "uid_lock_dir must be absolute";
   if (bwrap_path.empty()) return "bwrap_path must not be empty";
   if (bash_path.empty() || bash_path[0] != '/') return "bash_path must be absolute";
   if (auto e = check_limits(limits); !e.empty()) return e;
+  if (cgroup != "auto" && cgroup != "required" && cgroup != "off")
+    return fmt::format("cgroup must be \"auto\", \"required\" or \"off\", got \"{}\"", cgroup);
+  // Rationale: below 256 MiB a compiler or the Python interpreter cannot start.
+  if (episode_limits.memory_bytes != 0 && episode_limits.memory_bytes < (256ULL << 20))
+    return "episode_limits.memory_bytes must be 0 (no limit) or >= 256 MiB";
+  if (episode_limits.max_pids != 0 && episode_limits.max_pids < 16) return "episode_limits.max_pids must be 0 or >= 16";
+  if (!(episode_limits.cpus >= 0)) return "episode_limits.cpus must be >= 0";
+  // Rationale: the template and harness need a few MB before the agent writes anything.
+  if (workspace_bytes != 0 && workspace_bytes < (16ULL << 20)) return "workspace_bytes must be 0 (no cap) or >= 16 MiB";
   return check_binds(*this);
 }
 

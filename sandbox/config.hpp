@@ -2,6 +2,8 @@
 /// @file config.hpp
 /// Configuration of one episode's sandbox, with defaults and validation.
 
+#include "sandbox/episode_cgroup.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -79,6 +81,10 @@ struct sandbox_config {
   /// Largest file Grep scans, bytes (larger ones are skipped).
   // Rationale: skips build artefacts and data blobs so one Grep stays in milliseconds.
   std::size_t grep_max_file_bytes = 8ULL << 20;
+  /// Memory budget of one compiled Grep pattern or BashOutput filter (RE2 program), bytes.
+  // Rationale: real search patterns compile to a few kB; 2 MiB admits any sane pattern and
+  // refuses counted-repetition blow-ups such as (a{1000}){1000} before they cost the host.
+  std::size_t regex_max_program_bytes = 2ULL << 20;
   /// Background shells alive at once per episode.
   // Rationale: a server plus a watcher or two; each shell holds processes and a buffer.
   std::size_t max_background_shells = 4;
@@ -88,6 +94,22 @@ struct sandbox_config {
   /// Size of the private /tmp tmpfs inside the sandbox, bytes.
   // Rationale: /tmp lives in RAM; 1 GiB fits compiler temporaries, not a RAM-filling attack.
   std::uint64_t tmpfs_bytes = 1ULL << 30;
+  /// Size of the /dev/shm tmpfs inside the sandbox, bytes.
+  // Rationale: 64 MiB, Docker's default, is what torch's and Python's shared-memory users
+  // expect; it is RAM, so it is bounded like /tmp.
+  std::uint64_t shm_bytes = 64ULL << 20;
+  /// The episode's cgroup: "auto" (one per episode where the host lets us make it, else none,
+  /// reported by probe_cgroups and in the metrics), "required" (no sandbox without one), or
+  /// "off".
+  std::string cgroup = "auto";
+  /// Limits of the episode's cgroup (memory, processes, CPU of the whole episode).
+  cgroup_limits episode_limits;
+  /// Size cap of the workspace, bytes (0: none). When the node may mount (root), the
+  /// workspace becomes a tmpfs of this size, so files count toward the episode's memory
+  /// budget and a full workspace is ENOSPC for the agent, not a full host disk.
+  // Rationale: a workspace holds sources, a build tree and a few profiles: tens of MB; 2 GiB
+  // is generous yet six `yes > f` files can no longer fill the node's disk.
+  std::uint64_t workspace_bytes = 2ULL << 30;
   /// Write/Edit/MultiEdit of an existing file need a prior Read (or Write) of it in this
   /// episode, and fail if it changed since. Rationale: the contract coding agents are
   /// trained on; it stops blind overwrites of files the agent never saw.

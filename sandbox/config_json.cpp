@@ -33,6 +33,15 @@ setter limit(T resource_limits::*member) {
   };
 }
 
+template <class T>
+setter episode_limit(T cgroup_limits::*member) {
+  return [member](const json& v, sandbox_config& c) -> std::string {
+    if (!v.is_number() || v.get<double>() < 0) return "must be a non-negative number";
+    c.episode_limits.*member = v.get<T>();
+    return {};
+  };
+}
+
 std::string read_binds(const json& v, sandbox_config& c) {
   if (!v.is_array()) return "must be an array of {source, dest}";
   c.extra_ro_binds.clear();
@@ -68,9 +77,11 @@ const std::map<std::string, setter>& setters() {
       {"read_default_lines", field(&sandbox_config::read_default_lines)},
       {"read_max_line_chars", field(&sandbox_config::read_max_line_chars)},
       {"grep_max_file_bytes", field(&sandbox_config::grep_max_file_bytes)},
+      {"regex_max_program_bytes", field(&sandbox_config::regex_max_program_bytes)},
       {"max_background_shells", field(&sandbox_config::max_background_shells)},
       {"background_buffer_bytes", field(&sandbox_config::background_buffer_bytes)},
       {"tmpfs_bytes", field(&sandbox_config::tmpfs_bytes)},
+      {"shm_bytes", field(&sandbox_config::shm_bytes)},
       {"require_read_before_edit", field(&sandbox_config::require_read_before_edit)},
       {"keep_workspace", field(&sandbox_config::keep_workspace)},
       {"host_uid_base", field(&sandbox_config::host_uid_base)},
@@ -86,6 +97,11 @@ const std::map<std::string, setter>& setters() {
       {"limits.max_processes", limit(&resource_limits::max_processes)},
       {"limits.file_size_bytes", limit(&resource_limits::file_size_bytes)},
       {"limits.open_files", limit(&resource_limits::open_files)},
+      {"cgroup", field(&sandbox_config::cgroup)},
+      {"workspace_bytes", field(&sandbox_config::workspace_bytes)},
+      {"episode_limits.memory_bytes", episode_limit(&cgroup_limits::memory_bytes)},
+      {"episode_limits.max_pids", episode_limit(&cgroup_limits::max_pids)},
+      {"episode_limits.cpus", episode_limit(&cgroup_limits::cpus)},
   };
   return table;
 }
@@ -93,9 +109,9 @@ const std::map<std::string, setter>& setters() {
 std::string apply(const json& j, const std::string& prefix, sandbox_config& out) {
   for (const auto& [key, value] : j.items()) {
     const std::string name = prefix + key;
-    if (name == "limits") {
-      if (!value.is_object()) return "config key 'limits' must be an object";
-      if (auto e = apply(value, "limits.", out); !e.empty()) return e;
+    if (name == "limits" || name == "episode_limits") {
+      if (!value.is_object()) return fmt::format("config key '{}' must be an object", name);
+      if (auto e = apply(value, name + ".", out); !e.empty()) return e;
       continue;
     }
     auto it = setters().find(name);

@@ -63,7 +63,7 @@ tool_outcome file_tools::edit(const nlohmann::json& args) {
     text = std::move(file.data);
   }
   std::size_t pos = 0;
-  if (auto err = apply_edit(text, e, pos); !err.empty()) return error_outcome(err);
+  if (auto err = apply_edit(text, e, pos, cfg_.limits.file_size_bytes); !err.empty()) return error_outcome(err);
   const std::string shown = ws_.visible(target.real_rel);
   const auto msg = fmt::format("The file {} has been updated. Result around the edit:\n{}", shown,
                                snippet(text, pos, e.new_string.size(), cfg_.read_max_line_chars));
@@ -93,7 +93,7 @@ tool_outcome file_tools::multi_edit(const nlohmann::json& args) {
   }
   for (std::size_t i = 0; i < edits.size(); ++i) {
     std::size_t pos = 0;
-    if (auto err = apply_edit(text, edits[i], pos); !err.empty())
+    if (auto err = apply_edit(text, edits[i], pos, cfg_.limits.file_size_bytes); !err.empty())
       return error_outcome(fmt::format("edit {} of {} failed, no edits were applied: {}", i + 1, edits.size(), err));
   }
   return commit(target, text, path,

@@ -3,6 +3,7 @@
 #include "sandbox/background_shells.hpp"
 #include "sandbox/bash_tool.hpp"
 #include "sandbox/bwrap.hpp"
+#include "sandbox/episode_cgroup.hpp"
 #include "sandbox/file_tools.hpp"
 #include "sandbox/grep_glob.hpp"
 #include "sandbox/todo_list.hpp"
@@ -11,10 +12,14 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,10 +31,24 @@ struct episode_sandbox::state {
   std::unique_ptr<workspace_paths> ws;
   std::unique_ptr<file_tools> files;
   std::unique_ptr<background_shells> shells;
+  std::unique_ptr<episode_cgroup> cgroup;
+  std::string cgroup_note;     ///< Why there is no cgroup, when there is none.
+  bool workspace_mounted = false;
+  std::string workspace_note;  ///< Why the workspace has no size cap, when it has none.
   todo_list todos;
   tool_metrics metrics;
   bool closed = false;
   int uid() const { return lease ? static_cast<int>(lease->uid()) : -1; }
+  spawn_identity identity() const {
+    return {uid(), cgroup ? cgroup->procs_fds() : std::vector<int>{}};
+  }
+  /// Unmounts the workspace's tmpfs (also when create() fails after mounting it).
+  void unmount_workspace() {
+    if (workspace_mounted && ws) (void)::umount2(ws->host_root().c_str(), MNT_DETACH);
+    else if (workspace_mounted) (void)::umount2(cfg.workspace.c_str(), MNT_DETACH);
+    workspace_mounted = false;
+  }
+  ~state() { unmount_workspace(); }
 };
 
 namespace {
@@ -63,6 +82,33 @@ void chown_workspace(const workspace_paths& ws, const sandbox_config& cfg, unsig
   (void)cfg;
 }
 
+/// Puts the workspace on a tmpfs of `bytes` (its current files are copied in), so the agent's
+/// files are bounded and charged to the episode's memory. "" on success, else why not.
+std::string cap_workspace(const std::string& host, std::uint64_t bytes) {
+  namespace fs = std::filesystem;
+  static std::atomic<unsigned> counter{0};
+  const std::string staging = fmt::format("{}.fill-{}-{}", host, ::getpid(), counter++);
+  if (::rename(host.c_str(), staging.c_str()) != 0) return fmt::format("cannot stage the workspace: {}", std::strerror(errno));
+  auto restore = [&](std::string why) {
+    std::error_code ec;
+    fs::remove(host, ec);
+    (void)::rename(staging.c_str(), host.c_str());
+    return why;
+  };
+  if (::mkdir(host.c_str(), 0700) != 0) return restore(fmt::format("mkdir: {}", std::strerror(errno)));
+  const std::string opts = fmt::format("size={},mode=0700", bytes);
+  if (::mount("tmpfs", host.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+    return restore(fmt::format("mounting a tmpfs on the workspace failed: {}", std::strerror(errno)));
+  std::error_code ec;
+  fs::copy(staging, host, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) {
+    (void)::umount2(host.c_str(), MNT_DETACH);
+    return restore(fmt::format("copying the workspace onto its tmpfs failed: {}", ec.message()));
+  }
+  fs::remove_all(staging, ec);
+  return {};
+}
+
 }  // namespace
 
 create_result episode_sandbox::create(sandbox_config cfg) {
@@ -72,6 +118,28 @@ create_result episode_sandbox::create(sandbox_config cfg) {
   const auto& c = s->cfg;
   const bool bwrap = c.isolation == "bwrap";
   const std::string host = std::filesystem::canonical(c.workspace).string();
+  if (c.cgroup != "off") {
+    static std::atomic<unsigned long> serial{0};
+    std::string err;
+    s->cgroup = episode_cgroup::create(fmt::format("caf-agent-{}-{}", ::getpid(), serial++), c.episode_limits, err);
+    if (!s->cgroup) {
+      if (c.cgroup == "required") return {nullptr, "sandbox: no cgroup for the episode (cgroup = \"required\"): " + err};
+      s->cgroup_note = err;
+    }
+  } else {
+    s->cgroup_note = "disabled by config (cgroup = \"off\")";
+  }
+  if (c.workspace_bytes == 0) {
+    s->workspace_note = "disabled by config (workspace_bytes = 0)";
+  } else if (c.keep_workspace) {
+    s->workspace_note = "not with keep_workspace (the tmpfs would vanish on close)";
+  } else if (::geteuid() != 0) {
+    s->workspace_note = "mounting a tmpfs needs root";
+  } else if (auto why = cap_workspace(host, c.workspace_bytes); !why.empty()) {
+    s->workspace_note = why;
+  } else {
+    s->workspace_mounted = true;
+  }
   if (::geteuid() == 0) {
     if (auto err = check_traversable(host); !err.empty()) return {nullptr, err};
     std::string err;
@@ -85,7 +153,8 @@ create_result episode_sandbox::create(sandbox_config cfg) {
     if (auto err = probe_bwrap(c, host, s->uid()); !err.empty()) return {nullptr, err};
   const file_owner owner{s->uid(), s->uid()};
   s->files = std::make_unique<file_tools>(*s->ws, s->cfg, owner);
-  s->shells = std::make_unique<background_shells>(c.max_background_shells, c.background_buffer_bytes, c.output_cap_bytes);
+  s->shells = std::make_unique<background_shells>(c.max_background_shells, c.background_buffer_bytes, c.output_cap_bytes,
+                                                  c.regex_max_program_bytes);
   return {std::unique_ptr<episode_sandbox>(new episode_sandbox(std::move(s))), ""};
 }
 
@@ -97,7 +166,10 @@ void episode_sandbox::close() {
   if (s_->closed) return;
   s_->closed = true;
   s_->shells->kill_all();
+  if (s_->cgroup) s_->cgroup->kill_all();  // every process of the episode, whatever its uid
   s_->lease.reset();  // kills every remaining process of the episode uid
+  s_->cgroup.reset();  // removes the (now empty) group
+  s_->unmount_workspace();
   if (!s_->cfg.keep_workspace) {
     std::error_code ec;
     std::filesystem::remove_all(s_->ws->host_root(), ec);
@@ -114,7 +186,7 @@ tool_result episode_sandbox::execute(const tool_call& call) {
     } else {
       auto& st = *s_;
       static const std::map<std::string, std::function<tool_outcome(state&, const nlohmann::json&)>> table = {
-          {"Bash", [](state& x, const nlohmann::json& a) { return bash_tool(x.cfg, x.ws->host_root(), x.uid(), *x.shells, a); }},
+          {"Bash", [](state& x, const nlohmann::json& a) { return bash_tool(x.cfg, x.ws->host_root(), x.identity(), *x.shells, a); }},
           {"BashOutput", [](state& x, const nlohmann::json& a) { return x.shells->output(a); }},
           {"KillBash", [](state& x, const nlohmann::json& a) { return x.shells->kill(a); }},
           {"Read", [](state& x, const nlohmann::json& a) { return x.files->read(a); }},
@@ -145,5 +217,15 @@ const tool_metrics& episode_sandbox::metrics() const { return s_->metrics; }
 const nlohmann::json& episode_sandbox::todos() const { return s_->todos.items(); }
 int episode_sandbox::host_uid() const { return s_->uid(); }
 const sandbox_config& episode_sandbox::config() const { return s_->cfg; }
+
+nlohmann::json episode_sandbox::containment() const {
+  nlohmann::json j;
+  j["cgroup"] = s_->cgroup ? s_->cgroup->mode() : "none: " + s_->cgroup_note;
+  j["memory_peak_bytes"] = s_->cgroup ? s_->cgroup->memory_peak_bytes() : 0;
+  j["memory_limit_hits"] = s_->cgroup ? s_->cgroup->memory_limit_hits() : 0;
+  if (s_->workspace_mounted) j["workspace_cap"] = s_->cfg.workspace_bytes;
+  else j["workspace_cap"] = "none: " + s_->workspace_note;
+  return j;
+}
 
 }  // namespace caf_agent::sandbox

@@ -51,6 +51,9 @@ public:
   int host_uid() const;
   /// The configuration in effect.
   const sandbox_config& config() const;
+  /// What bounds this episode as a whole: {"cgroup": "v1"|"v2"|"none: why", "workspace_cap":
+  /// bytes or "none: why", "memory_peak_bytes", "memory_limit_hits"}.
+  nlohmann::json containment() const;
 
 private:
   struct state;

@@ -44,11 +44,14 @@ std::string number_lines(std::string_view text, std::size_t first_line, std::siz
   return out;
 }
 
-std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos) {
+std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos, std::size_t max_bytes) {
   if (e.old_string == e.new_string)
     return "no changes to make: old_string and new_string are exactly the same";
   if (e.old_string.empty()) {
     if (!text.empty()) return "old_string is empty but the file is not; give the exact text to replace";
+    if (e.new_string.size() > max_bytes)
+      return fmt::format("the result would be {} bytes, over the file size limit of {} bytes",
+                         e.new_string.size(), max_bytes);
     text = e.new_string;
     first_pos = 0;
     return {};
@@ -64,6 +67,14 @@ std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first
     return fmt::format("found {} matches of old_string, but replace_all is false; set replace_all "
                        "to true to replace every occurrence, or add surrounding context to make "
                        "the match unique:\n{}", count, e.old_string);
+  // Compared by division, so count * new_string.size() cannot overflow into a small number.
+  const std::size_t removed = count * e.old_string.size();
+  const std::size_t kept = text.size() - removed;
+  if (e.new_string.size() != 0 && count > (max_bytes - std::min(kept, max_bytes)) / e.new_string.size())
+    return fmt::format("the result would exceed the file size limit of {} bytes ({} replacements of {} bytes); "
+                       "nothing was changed", max_bytes, count, e.new_string.size());
+  if (kept > max_bytes)
+    return fmt::format("the result would exceed the file size limit of {} bytes", max_bytes);
   first_pos = text.find(e.old_string);
   std::string out;
   out.reserve(text.size() + count * e.new_string.size());

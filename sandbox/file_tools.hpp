@@ -51,8 +51,12 @@ struct text_edit {
 };
 
 /// Applies `e` to `text`; returns an agent-visible error or "" (then `text` is updated and
-/// `first_pos` is the byte offset of the first replacement).
-std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos);
+/// `first_pos` is the byte offset of the first replacement). The size of the result is
+/// computed before it is built: an edit whose result would exceed `max_bytes` is refused
+/// without allocating it (a replace_all of a 1-byte string by a 100 kB one would otherwise
+/// grow the host process by gigabytes before the write-size check).
+std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos,
+                       std::size_t max_bytes);
 
 /// Formats lines of `text` from 1-based `first_line` as `cat -n` output: at most `max_lines`
 /// lines and about `max_bytes` bytes, lines cut at `max_line_chars`. `emitted` gets the count.

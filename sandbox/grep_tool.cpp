@@ -1,6 +1,7 @@
 #include "sandbox/file_io.hpp"
 #include "sandbox/glob_match.hpp"
 #include "sandbox/grep_glob.hpp"
+#include "sandbox/line_regex.hpp"
 #include "sandbox/output_format.hpp"
 #include "sandbox/workspace_walk.hpp"
 
@@ -9,43 +10,10 @@
 #include <algorithm>
 #include <fcntl.h>
 #include <map>
-#include <regex.h>
 #include <sys/stat.h>
 
 namespace caf_agent::sandbox {
 namespace {
-
-/// Owns a compiled POSIX regex. Rationale: glibc's matcher is not recursive, so a long line
-/// or a nasty pattern cannot overflow the stack the way std::regex can.
-struct compiled_regex {
-  regex_t re{};
-  bool ok = false;
-  ~compiled_regex() { if (ok) ::regfree(&re); }
-  bool search(std::string_view line) const {
-    regmatch_t m{};
-    m.rm_so = 0;
-    m.rm_eo = static_cast<regoff_t>(line.size());
-    return ::regexec(&re, line.data(), 1, &m, REG_STARTEND) == 0;
-  }
-};
-
-/// Translates the Perl classes ripgrep users type (\d, \D) into POSIX ERE.
-std::string to_ere(std::string_view p) {
-  std::string out;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    if (p[i] == '\\' && i + 1 < p.size()) {
-      const char c = p[i + 1];
-      if (c == 'd') { out += "[0-9]"; ++i; continue; }
-      if (c == 'D') { out += "[^0-9]"; ++i; continue; }
-      out += p[i];
-      out += c;
-      ++i;
-      continue;
-    }
-    out += p[i];
-  }
-  return out;
-}
 
 const std::map<std::string, std::vector<std::string>>& type_globs() {
   static const std::map<std::string, std::vector<std::string>> t = {
@@ -65,7 +33,7 @@ struct grep_options {
 };
 
 /// Appends the content-mode lines of one file; returns the number of matching lines.
-std::size_t grep_content(const std::string& shown, std::string_view text, const compiled_regex& re,
+std::size_t grep_content(const std::string& shown, std::string_view text, const line_regex& re,
                          const grep_options& o, std::string& out) {
   std::vector<std::string_view> lines;
   for (std::size_t pos = 0; pos < text.size();) {
@@ -162,14 +130,9 @@ tool_outcome grep_tool(const workspace_paths& ws, const sandbox_config& cfg, con
   if (auto err = parse_options(a, o); !err.empty()) return error_outcome("invalid arguments for Grep: " + err);
   if (globs.size() == 1 && globs[0] == "\x01unknown")
     return error_outcome("invalid arguments for Grep: unknown 'type' (known: py, cpp, c, cuda, md, json, sh, txt, toml, yaml, js, ts, rust)");
-  compiled_regex re;
-  const int rc = ::regcomp(&re.re, to_ere(pattern).c_str(), REG_EXTENDED | REG_NEWLINE | (icase ? REG_ICASE : 0));
-  if (rc != 0) {
-    char msg[256];
-    ::regerror(rc, &re.re, msg, sizeof(msg));
-    return error_outcome(fmt::format("invalid regex '{}': {}", pattern, msg));
-  }
-  re.ok = true;
+  std::string regex_error;
+  const auto re = line_regex::compile(pattern, icase, cfg.regex_max_program_bytes, regex_error);
+  if (!re) return error_outcome(regex_error);
   std::vector<walk_entry> files;
   if (auto err = collect_files(ws, path, globs, files, o.single_file); !err.empty()) return error_outcome(err);
   std::sort(files.begin(), files.end(), [&](const walk_entry& x, const walk_entry& y) {
@@ -185,7 +148,7 @@ tool_outcome grep_tool(const workspace_paths& ws, const sandbox_config& cfg, con
     if (!file.error.empty() || looks_binary(file.data)) continue;
     const std::string shown = ws.visible(f.rel);
     std::string chunk;
-    const std::size_t n = grep_content(shown, file.data, re, o, chunk);
+    const std::size_t n = grep_content(shown, file.data, *re, o, chunk);
     if (n == 0) continue;
     total_matches += n;
     if (o.mode == "content") out += chunk;

@@ -1,5 +1,8 @@
 #include "sandbox/process_runner.hpp"
 
+#include "sandbox/episode_cgroup.hpp"
+#include "sandbox/fd_hygiene.hpp"
+
 #include <boost/process/args.hpp>
 #include <boost/process/child.hpp>
 #include <boost/process/env.hpp>
@@ -61,8 +64,12 @@ void child_setup(const spawn_spec& s) {
     const rlimit rl{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
     if (::setrlimit(res, &rl) != 0) child_fail("setrlimit");
   }
+  // Nothing of the host's but stdin/stdout/stderr and the named descriptors crosses exec.
+  if (!mark_fds_cloexec_from(3)) child_fail("close_range(CLOEXEC)");
   for (int fd : s.inherit_fds)
     if (::fcntl(fd, F_SETFD, 0) != 0) child_fail("fcntl(inherit fd)");
+  // Join the episode's cgroups while still root (the fds were opened by the parent).
+  if (!join_cgroups(s.cgroup_procs_fds)) child_fail("join the episode's cgroup");
   if (s.gid >= 0) {
     // Raw syscalls: glibc's wrappers synchronise threads, which is unsafe after fork.
     if (::syscall(SYS_setgroups, 0, nullptr) != 0) child_fail("setgroups");

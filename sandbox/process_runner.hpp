@@ -29,6 +29,17 @@ struct spawn_spec {
   int gid = -1;
   /// Descriptors (O_CLOEXEC in the parent) that the child must inherit.
   std::vector<int> inherit_fds;
+  /// cgroup.procs descriptors (episode_cgroup::procs_fds) the child joins before exec; a
+  /// failed join stops the child, so nothing of an episode runs outside its group.
+  std::vector<int> cgroup_procs_fds;
+};
+
+/// Who an episode's processes run as: the host uid (-1: ours) and the cgroups they join.
+struct spawn_identity {
+  /// Host uid (and gid) of the episode; -1 keeps the caller's.
+  int uid = -1;
+  /// See spawn_spec::cgroup_procs_fds.
+  std::vector<int> cgroup_procs_fds;
 };
 
 /// A started process group; killed on destruction.
