@@ -162,3 +162,19 @@ def test_the_documented_addmm_gemm_path_builds_as_documented():
     out = subprocess.run([sys.executable, "-c", check, res.library, f"linear_{n}"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="no binutils")
+def test_native_check_reads_the_same_symbols_as_nm():
+    """symbols.py reads .dynsym in-process; it must list what `nm -D --undefined-only` does."""
+    from caf_agent_eval import symbols
+    files = {"kernels/scale.cpp": SCALE_CPP.format(nonce="nmparity")}
+    res = build.build(files, "cpu", build_root())
+    assert res.ok, res.log
+    out = subprocess.run(["nm", "-D", "--undefined-only", "--format=posix", res.library],
+                         capture_output=True, text=True, check=True).stdout
+    expected = sorted({line.split()[0].split("@")[0] for line in out.splitlines() if line.strip()})
+    assert sorted(set(symbols.undefined_names(res.library))) == expected
+    assert symbols.demangle("_ZN2at4_ops5addmm4callERKNS_6TensorES4_S4_RKN3c106ScalarES8_") == \
+        "at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor const&, " \
+        "c10::Scalar const&, c10::Scalar const&)"

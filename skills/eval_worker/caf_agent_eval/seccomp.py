@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 
 # libseccomp's constants (seccomp.h).
@@ -62,6 +63,12 @@ DENY_OTHER = ["io_uring_setup", "io_uring_enter", "io_uring_register", "bpf",
               "open_by_handle_at", "pidfd_open", "pidfd_send_signal", "pidfd_getfd"]
 
 
+def load_library() -> None:
+    """Loads libseccomp ahead of time (the fork server does, so children need not)."""
+    _lib()
+
+
+@functools.lru_cache(maxsize=1)
 def _lib():
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)

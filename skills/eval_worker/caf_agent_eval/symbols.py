@@ -3,10 +3,10 @@
 The source checks (static_checks.py) read text, and text can be aliased (`namespace A = at;`,
 a function pointer to `std::system`, a hand-written prototype of the CPython API). The
 linker cannot be fooled that way: every function the library calls in another library is an
-undefined symbol in its dynamic symbol table. After the link, the judge lists them
-(`nm -D --undefined-only`, demangled with `c++filt`, both from binutils, which the compilers
-need anyway) and allows only the families below; anything else fails the build, naming the
-symbol. docs/JUDGE.md has the list and what it leaves open.
+undefined symbol in its dynamic symbol table. After the link, the judge lists them (what
+`nm -D --undefined-only` prints, read from the ELF file in-process; demangled with
+libstdc++'s __cxa_demangle) and allows only the families below; anything else fails the
+build, naming the symbol. docs/JUDGE.md has the list and what it leaves open.
 
 Allowed families (each with the reason it is needed):
 - C runtime support the compiler emits (`__cxa_*`, `__gxx_personality_v0`, `_Unwind_*`,
@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
-import subprocess
 
 # Rationale: the C functions a kernel library legitimately calls. Memory/string functions
 # and libm are what compiled C++ emits for copies, formatting and math; the rest is the
@@ -313,29 +311,76 @@ def _aten_op_rule(name: str) -> str | None:
 
 
 class SymbolToolError(RuntimeError):
-    """nm or c++filt is missing or failed (the judge's own failure, not the submission's)."""
+    """The library could not be read (the judge's own failure, not the submission's)."""
+
+
+_SHT_DYNSYM = 11
+
+
+def undefined_names(library: str) -> list[str]:
+    """The mangled names of the undefined symbols in an ELF64 little-endian library's
+    dynamic symbol table (.dynsym): what `nm -D --undefined-only` lists, read in-process
+    (no tool to run: the child checks its library again right before loading it)."""
+    import struct
+    try:
+        with open(library, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SymbolToolError(f"cannot read the extension: {e}") from None
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise SymbolToolError("the extension is not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for sec in sections:
+        if sec[1] != _SHT_DYNSYM:
+            continue
+        offset, size, link, entsize = sec[4], sec[5], sec[6], sec[9] or 24
+        strtab_off = sections[link][4]
+        for k in range(1, size // entsize):  # entry 0 is the null symbol
+            st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", data, offset + k * entsize)
+            if st_shndx == 0 and st_name:
+                end = data.index(b"\0", strtab_off + st_name)
+                names.append(data[strtab_off + st_name:end].decode("ascii", "replace"))
+    return names
+
+
+@functools.lru_cache(maxsize=1)
+def _demangler():
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libstdc++.so.6")
+    except OSError as e:
+        raise SymbolToolError(f"libstdc++ (for __cxa_demangle) is not loadable: {e}") from None
+    fn = lib.__cxa_demangle
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free = ctypes.CDLL(None).free
+    free.argtypes = [ctypes.c_void_p]
+    return fn, free
+
+
+def demangle(name: str) -> str:
+    """The C++ name of a mangled symbol (libstdc++'s __cxa_demangle); the name itself when
+    it is not a mangled C++ name."""
+    import ctypes
+    if not name.startswith("_Z"):
+        return name
+    fn, free = _demangler()
+    status = ctypes.c_int(0)
+    ptr = fn(name.encode(), None, None, ctypes.byref(status))
+    if not ptr or status.value != 0:
+        return name
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        free(ptr)
 
 
 def undefined_symbols(library: str) -> list[tuple[str, str]]:
     """(mangled, demangled) of every undefined dynamic symbol of `library`."""
-    nm, cxxfilt = shutil.which("nm"), shutil.which("c++filt")
-    if not nm or not cxxfilt:
-        raise SymbolToolError("nm and c++filt (binutils) are needed to check the extension")
-    r = subprocess.run([nm, "-D", "--undefined-only", "--format=posix", library],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SymbolToolError(f"nm failed on the extension: {r.stderr.strip()[:500]}")
-    mangled = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
-    if not mangled:
-        return []
-    d = subprocess.run([cxxfilt], input="\n".join(s.split("@")[0] for s in mangled),
-                       capture_output=True, text=True)
-    if d.returncode != 0:
-        raise SymbolToolError(f"c++filt failed: {d.stderr.strip()[:500]}")
-    demangled = d.stdout.splitlines()
-    if len(demangled) != len(mangled):
-        raise SymbolToolError("c++filt returned a different number of names")
-    return list(zip(mangled, demangled))
+    return [(n, demangle(n)) for n in undefined_names(library)]
 
 
 def check_library(library: str) -> list[str]:

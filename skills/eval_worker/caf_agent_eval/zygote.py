@@ -37,6 +37,13 @@ def warm_up(lite: bool) -> None:
     from . import build, child, dispatch_guard, measure, profile, protocol, task  # noqa: F401
     from torch.utils import cpp_extension  # noqa: F401
     build.cxx_std()
+    from . import seccomp, symbols
+    symbols.allowed_aten_structs()  # the native-code check's op list, once for every child
+    symbols._demangler()
+    try:
+        seccomp.load_library()
+    except seccomp.SeccompError:
+        pass  # each child reports it (an infrastructure error) when it installs the filter
     if not lite:
         import torch._dynamo  # noqa: F401  (TorchDispatchMode's first use imports it: ~3 s)
         dispatch_guard.warm_up("cpu")
