@@ -13,15 +13,15 @@ def test_bash_in_a_local_node_lists_only_its_own_descriptors(caf_agent, tmp_path
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "add_relu.py").write_text((REPO / "skills" / "tasks" / "add_relu.py").read_text())
-    # One recorded turn: list the shell's own descriptor table and where each one points.
-    command = 'for f in /proc/$$/fd/*; do echo "FD ${f##*/} -> $(readlink $f)"; done'
+    # One recorded turn: the shell's own descriptor table and where each one points, read by a
+    # child (`; true` keeps bash from exec'ing ls, so $$ is the shell, not the reader).
+    command = "ls -l /proc/$$/fd | sed -n 's/.* \\([0-9]*\\) -> /FD \\1 -> /p'; true"
     call = json.dumps({"name": "Bash", "arguments": {"command": command}})
     replay = tmp_path / "replay.jsonl"
     replay.write_text(json.dumps({"task_id": "add_relu",
                                   "turns": [f"<tool_call>\n{call}\n</tool_call>", "Done."]}) + "\n")
     cfg = local_config(tmp_path, workspace_root)
-    cfg.write_text(cfg.read_text().replace("[runtime]\n", f'[runtime]\ntasks_dir = "{tasks}"\n')
-                   + f'replay_path = "{replay}"\n')
+    cfg.write_text(cfg.read_text() + f'replay_path = "{replay}"\n[rollout]\ntasks_dir = "{tasks}"\n')
     res = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--episodes", "1"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
