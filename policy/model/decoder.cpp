@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -242,17 +243,41 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   const int64_t t = x_1td.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   auto [q_1hte, k_1kte, v_1kte] = project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), positions_1t);
-  // Rationale: one causal attention call per sequence instead of a block-diagonal mask: no
-  // [t, t] mask (17 G entries at 131k tokens), and is_causal keeps CUDA on the flash kernel.
+  // Rationale: causal attention per sequence instead of a block-diagonal mask: no [t, t] mask
+  // (17 G entries at 131k tokens), and is_causal keeps CUDA on the flash kernel. Sequences of
+  // equal length share one batched call (many short trajectories would otherwise cost one call
+  // each); a single sequence is attended in place without any gather.
+  std::map<int64_t, std::vector<int64_t>> by_length;  // length -> first token of each sequence
+  for (size_t i = 0; i + 1 < seq_offsets.size(); ++i)
+    if (seq_offsets[i + 1] > seq_offsets[i]) by_length[seq_offsets[i + 1] - seq_offsets[i]].push_back(seq_offsets[i]);
+  std::vector<int64_t> order;  // token indices in bucket order
+  order.reserve(static_cast<size_t>(t));
+  for (const auto& [len, starts] : by_length)
+    for (int64_t start : starts)
+      for (int64_t j = 0; j < len; ++j) order.push_back(start + j);
+  bool identity = true;
+  for (size_t j = 0; j < order.size() && identity; ++j) identity = order[j] == static_cast<int64_t>(j);
+  torch::Tensor order_t;
+  if (!identity) {
+    order_t = torch::tensor(order, torch::kInt64).to(x_1td.device());
+    q_1hte = q_1hte.index_select(2, order_t);
+    k_1kte = k_1kte.index_select(2, order_t);
+    v_1kte = v_1kte.index_select(2, order_t);
+  }
   std::vector<torch::Tensor> parts_1hse;
-  for (size_t i = 0; i + 1 < seq_offsets.size(); ++i) {
-    const int64_t begin = seq_offsets[i], len = seq_offsets[i + 1] - seq_offsets[i];
-    if (len == 0) continue;
-    parts_1hse.push_back(at::scaled_dot_product_attention(
-        q_1hte.narrow(2, begin, len), k_1kte.narrow(2, begin, len), v_1kte.narrow(2, begin, len), {},
-        0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/h != k));
+  int64_t begin = 0;
+  for (const auto& [len, starts] : by_length) {
+    const int64_t m = static_cast<int64_t>(starts.size());
+    auto batch = [&](const torch::Tensor& x_1xte, int64_t heads) {  // -> [m, heads, len, e]
+      return x_1xte.narrow(2, begin, m * len).reshape({heads, m, len, e}).transpose(0, 1);
+    };
+    auto out_mhle = at::scaled_dot_product_attention(batch(q_1hte, h), batch(k_1kte, k), batch(v_1kte, k), {}, 0.0,
+                                                     /*is_causal=*/true, std::nullopt, /*enable_gqa=*/h != k);
+    parts_1hse.push_back(m == 1 ? out_mhle : out_mhle.transpose(0, 1).reshape({1, h, m * len, e}));
+    begin += m * len;
   }
   auto out_1hte = parts_1hse.size() == 1 ? parts_1hse.front() : torch::cat(parts_1hse, 2);
+  if (!identity) out_1hte = torch::empty_like(out_1hte).index_copy(2, order_t, out_1hte);
   auto attn_1td = torch::linear(out_1hte.transpose(1, 2).reshape({1, t, h * e}), w.o_w, w.o_b);
   auto x2_1td = x_1td + attn_1td;
   return x2_1td + swiglu(rms_norm(x2_1td, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w, w.up_b,

@@ -1,0 +1,399 @@
+// Shape legend: see trainer.hpp.
+#include "learner/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "learner/aggregation.hpp"
+#include "learner/packing.hpp"
+
+namespace caf_agent::learner {
+namespace {
+
+/// One micro-batch with what the PPO step computes for it before the update.
+struct prepared {
+  rollout_batch b;
+  torch::Tensor old_logp_t, old_values_t, advantages_t, returns_t;
+};
+
+rollout_batch to_device(const rollout_batch& b, torch::Device device) {
+  rollout_batch out = b;
+  out.tokens_t = b.tokens_t.to(device);
+  out.loss_mask_t = b.loss_mask_t.to(device, torch::kFloat32);
+  if (b.sampler_logp_t.defined()) out.sampler_logp_t = b.sampler_logp_t.to(device, torch::kFloat32);
+  out.rewards_n = b.rewards_n.to(device, torch::kFloat32);
+  out.seq_offsets_n1 = b.seq_offsets_n1.to(torch::kCPU);
+  return out;
+}
+
+torch::Tensor cat_all(const std::vector<prepared>& mbs, torch::Tensor prepared::*field) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& m : mbs) parts.push_back(m.*field);
+  return torch::cat(parts);
+}
+
+torch::Tensor cat_masks(const std::vector<prepared>& mbs) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& m : mbs) parts.push_back(m.b.loss_mask_t);
+  return torch::cat(parts);
+}
+
+/// The aggregation with the whole batch's count as the denominator (micro-batch losses add up).
+aggregation global_agg(aggregation agg, const std::vector<rollout_batch>& mbs) {
+  double count = 0;
+  for (const auto& m : mbs) count += aggregation_count(m.loss_mask_t, m.seq_offsets_n1, agg.mode);
+  agg.denominator = count;
+  return agg;
+}
+
+double masked_mean(const torch::Tensor& x_t, const torch::Tensor& mask_t) {
+  return ((x_t.detach() * mask_t).sum() / mask_t.sum().clamp_min(1)).item<double>();
+}
+
+const char* stage_name(train_stage s) {
+  return s == train_stage::ppo ? "ppo" : s == train_stage::rft ? "rft" : "vp";
+}
+
+}  // namespace
+
+result<train_stage> parse_stage(const std::string& name) {
+  if (name == "ppo") return train_stage::ppo;
+  if (name == "rft") return train_stage::rft;
+  if (name == "vp" || name == "value_pretrain") return train_stage::value_pretrain;
+  return fail("unknown training stage '" + name + "' (ppo, rft, vp)");
+}
+
+status rollout_batch::validate() const {
+  if (!tokens_t.defined() || tokens_t.dim() != 1 || tokens_t.scalar_type() != torch::kInt64)
+    return fail("batch: tokens must be int64 [t]");
+  if (auto ok = check_offsets(seq_offsets_n1, tokens_t.size(0), "batch"); !ok) return ok;
+  if (!loss_mask_t.defined() || loss_mask_t.sizes() != tokens_t.sizes())
+    return fail("batch: loss_mask must have one entry per token");
+  if (sampler_logp_t.defined() && sampler_logp_t.sizes() != tokens_t.sizes())
+    return fail("batch: sampler_logp must have one entry per token");
+  if (!rewards_n.defined() || rewards_n.dim() != 1 || rewards_n.size(0) != sequences())
+    return fail("batch: rewards must have one entry per trajectory");
+  return {};
+}
+
+rollout_batch rollout_batch::select(const std::vector<int64_t>& indices) const {
+  auto off = seq_offsets_n1.to(torch::kCPU).contiguous();
+  const int64_t* o = off.data_ptr<int64_t>();
+  std::vector<torch::Tensor> tok, mask, samp;
+  std::vector<int64_t> offsets{0};
+  for (int64_t i : indices) {
+    const int64_t len = o[i + 1] - o[i];
+    tok.push_back(tokens_t.narrow(0, o[i], len));
+    mask.push_back(loss_mask_t.narrow(0, o[i], len));
+    if (sampler_logp_t.defined()) samp.push_back(sampler_logp_t.narrow(0, o[i], len));
+    offsets.push_back(offsets.back() + len);
+  }
+  rollout_batch out;
+  out.tokens_t = torch::cat(tok);
+  out.loss_mask_t = torch::cat(mask);
+  if (sampler_logp_t.defined()) out.sampler_logp_t = torch::cat(samp);
+  out.seq_offsets_n1 = torch::tensor(offsets, torch::kInt64);
+  out.rewards_n = rewards_n.index_select(0, torch::tensor(indices, torch::kInt64).to(rewards_n.device()));
+  return out;
+}
+
+trainer::trainer(policy::decoder actor, std::optional<policy::decoder> critic, adamw actor_opt,
+                 std::optional<adamw> critic_opt, const trainer_options& options)
+    : actor_(std::move(actor)), critic_(std::move(critic)), actor_opt_(std::move(actor_opt)),
+      critic_opt_(std::move(critic_opt)), options_(options) {}
+
+result<trainer> trainer::create(policy::decoder actor, std::optional<policy::decoder> critic,
+                                const trainer_options& options) {
+  if (options.ppo_epochs < 1) return fail("trainer: ppo_epochs must be >= 1");
+  if (options.max_tokens_per_microbatch < 0) return fail("trainer: max_tokens_per_microbatch must be >= 0");
+  auto actor_opt = adamw::create(actor.named_parameters(), options.actor_optimizer);
+  if (!actor_opt) return fail("actor: " + actor_opt.error().message);
+  std::optional<adamw> critic_opt;
+  if (critic) {
+    if (!critic->has_value_head()) return fail("trainer: the critic has no value head");
+    // Rationale: the critic never uses the LM head; AdamW's decay would still move it.
+    auto params = critic->named_parameters();
+    params.erase("lm_head.weight");
+    auto opt = adamw::create(params, options.critic_optimizer);
+    if (!opt) return fail("critic: " + opt.error().message);
+    critic_opt = std::move(opt.value());
+  }
+  return trainer(std::move(actor), std::move(critic), std::move(actor_opt.value()), std::move(critic_opt), options);
+}
+
+std::vector<checkpoint_part> trainer::checkpoint_parts() {
+  std::vector<checkpoint_part> parts{{"actor", &actor_, &actor_opt_}};
+  if (critic_) parts.push_back({"critic", &*critic_, &*critic_opt_});
+  return parts;
+}
+
+std::vector<rollout_batch> trainer::microbatches(const rollout_batch& batch, step_report& report) const {
+  std::vector<rollout_batch> out;
+  if (options_.max_tokens_per_microbatch == 0) {
+    out.push_back(to_device(batch, actor_.device()));
+  } else {
+    std::vector<int64_t> lengths;
+    auto off = batch.seq_offsets_n1.to(torch::kCPU).contiguous();
+    for (int64_t i = 0; i < batch.sequences(); ++i)
+      lengths.push_back(off.data_ptr<int64_t>()[i + 1] - off.data_ptr<int64_t>()[i]);
+    auto plan = pack_microbatches(lengths, {options_.max_tokens_per_microbatch, 1});
+    if (!plan) {
+      report.skip_reason = plan.error().message;
+      return {};
+    }
+    for (const auto& mb : plan.value().shards.at(0))
+      if (!mb.sequences.empty()) out.push_back(to_device(batch.select(mb.sequences), actor_.device()));
+  }
+  report.microbatches = static_cast<int64_t>(out.size());
+  return out;
+}
+
+result<step_report> trainer::step(const rollout_batch& batch, train_stage stage) {
+  const auto start = std::chrono::steady_clock::now();
+  if (auto ok = batch.validate(); !ok) return ok.error();
+  if ((stage == train_stage::ppo || stage == train_stage::value_pretrain) && !critic_)
+    return fail(std::string("trainer: stage ") + stage_name(stage) + " needs a critic");
+  step_report report;
+  report.stage = stage_name(stage);
+  report.sequences = batch.sequences();
+  report.tokens = batch.tokens_t.size(0);
+  report.sampled_tokens = static_cast<int64_t>(batch.loss_mask_t.sum().item<double>());
+  report.reward_mean = batch.rewards_n.to(torch::kFloat64).mean().item<double>();
+  if (report.sampled_tokens == 0) {
+    report.skip_reason = "the batch has no sampled token (all masked)";
+  } else {
+    try {
+      status ok = stage == train_stage::ppo ? ppo_step(batch, report)
+                  : stage == train_stage::rft ? rft_step(batch, report)
+                                              : vp_step(batch, report);
+      if (!ok) return ok.error();
+    } catch (const c10::Error& e) {
+      actor_opt_.zero_grad();
+      if (critic_opt_) critic_opt_->zero_grad();
+      return fail(std::string("trainer step: ") + e.what_without_backtrace());
+    }
+  }
+  report.applied = report.skip_reason.empty();
+  if (report.applied) ++steps_;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
+  auto mbs_in = microbatches(batch, report);
+  if (mbs_in.empty()) return {};
+  std::vector<prepared> mbs;
+  {  // Old log-probabilities and values by the trainer, before the update.
+    torch::NoGradGuard no_grad;
+    train_forward_options lp = options_.forward, val = options_.forward;
+    lp.want_entropy = false;
+    val.want_logprobs = false;
+    val.want_values = true;
+    for (auto& b : mbs_in) {
+      auto a = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, lp);
+      if (!a) return a.error();
+      auto v = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, val);
+      if (!v) return v.error();
+      auto g = gae_packed(v.value().values_t, b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, options_.gae);
+      if (!g) return g.error();
+      mbs.push_back({b, a.value().logp_t, v.value().values_t, g.value().advantages_t, g.value().returns_t});
+    }
+  }
+  auto mask_t = cat_masks(mbs);
+  if (batch.sampler_logp_t.defined()) {
+    std::vector<torch::Tensor> s;
+    for (const auto& m : mbs) s.push_back(m.b.sampler_logp_t);
+    auto mm = mismatch_stats(torch::cat(s), cat_all(mbs, &prepared::old_logp_t), mask_t, options_.ppo.mask_ratio_band);
+    if (!mm) return mm.error();
+    report.mismatch = mm.value();
+  }
+  auto ev = explained_variance(cat_all(mbs, &prepared::old_values_t), cat_all(mbs, &prepared::returns_t), mask_t);
+  report.explained_variance = ev ? ev.value() : 0.0;
+  auto adv_all = cat_all(mbs, &prepared::advantages_t);
+  report.advantage_mean = masked_mean(adv_all, mask_t);
+  if (options_.normalize_advantages) {
+    const double mean = report.advantage_mean;
+    const double var = masked_mean((adv_all - mean).pow(2), mask_t);
+    // Rationale: 1e-8 keeps a batch of identical advantages from dividing by zero.
+    for (auto& m : mbs) m.advantages_t = (m.advantages_t - mean) / std::sqrt(var + 1e-8) * m.b.loss_mask_t;
+  }
+  ppo_options ppo = options_.ppo;
+  ppo.agg = global_agg(ppo.agg, mbs_in);
+  value_loss_options vopt = options_.value;
+  vopt.agg = global_agg(vopt.agg, mbs_in);
+  train_forward_options actor_fwd = options_.forward, critic_fwd = options_.forward;
+  actor_fwd.want_entropy = true;  // reported every step
+  critic_fwd.want_logprobs = false;
+  critic_fwd.want_values = true;
+  for (int64_t epoch = 0; epoch < options_.ppo_epochs; ++epoch) {
+    double policy_loss = 0, value_loss_sum = 0, entropy_sum = 0, sampled = 0;
+    for (auto& m : mbs) {
+      auto f = train_forward(actor_, m.b.tokens_t, m.b.seq_offsets_n1, actor_fwd);
+      if (!f) return f.error();
+      auto loss = ppo_policy_loss({f.value().logp_t, m.old_logp_t, m.advantages_t, m.b.loss_mask_t,
+                                   m.b.seq_offsets_n1, m.b.sampler_logp_t},
+                                  ppo);
+      if (!loss) return loss.error();
+      auto total = loss.value().loss;
+      if (options_.entropy_coef != 0) {
+        auto ent = entropy_mean(f.value().entropy_t, m.b.loss_mask_t, m.b.seq_offsets_n1, ppo.agg);
+        if (!ent) return ent.error();
+        total = total - options_.entropy_coef * ent.value();
+      }
+      auto v = train_forward(*critic_, m.b.tokens_t, m.b.seq_offsets_n1, critic_fwd);
+      if (!v) return v.error();
+      auto vl = value_loss(v.value().values_t, m.old_values_t, m.returns_t, m.b.loss_mask_t, m.b.seq_offsets_n1, vopt);
+      if (!vl) return vl.error();
+      if (!all_finite({total, vl.value().loss})) {
+        report.skip_reason = "non-finite loss";
+        actor_opt_.zero_grad();
+        critic_opt_->zero_grad();
+        return {};
+      }
+      total.backward();
+      vl.value().loss.backward();
+      policy_loss += total.item<double>();
+      value_loss_sum += vl.value().loss.item<double>();
+      const double n = m.b.loss_mask_t.sum().item<double>();
+      entropy_sum += masked_mean(f.value().entropy_t, m.b.loss_mask_t) * n;
+      sampled += n;
+      report.ppo = loss.value();
+    }
+    report.policy_loss = policy_loss;
+    report.value_loss = value_loss_sum;
+    if (epoch == 0) report.entropy = entropy_sum / std::max(sampled, 1.0);
+    report.actor_step = actor_opt_.step();
+    report.critic_step = critic_opt_->step();
+    if (!report.actor_step.applied) report.skip_reason = "actor: " + report.actor_step.skip_reason;
+    if (!report.critic_step.applied)
+      report.skip_reason += (report.skip_reason.empty() ? "critic: " : "; critic: ") + report.critic_step.skip_reason;
+    if (!report.skip_reason.empty()) return {};
+  }
+  return {};
+}
+
+status trainer::rft_step(const rollout_batch& batch, step_report& report) {
+  auto mbs = microbatches(batch, report);
+  if (mbs.empty()) return {};
+  const aggregation agg = global_agg(options_.ppo.agg, mbs);
+  train_forward_options fwd = options_.forward;
+  fwd.want_entropy = false;
+  double loss_sum = 0, nll_sum = 0, sampled = 0;
+  for (auto& b : mbs) {
+    auto f = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, fwd);
+    if (!f) return f.error();
+    auto nll = rft_nll(f.value().logp_t, b.loss_mask_t, b.seq_offsets_n1, agg);
+    if (!nll) return nll.error();
+    if (!all_finite({nll.value().loss})) {
+      report.skip_reason = "non-finite loss";
+      actor_opt_.zero_grad();
+      return {};
+    }
+    nll.value().loss.backward();
+    loss_sum += nll.value().loss.item<double>();
+    nll_sum += nll.value().nll_token_mean * static_cast<double>(nll.value().tokens);
+    sampled += static_cast<double>(nll.value().tokens);
+  }
+  report.policy_loss = loss_sum;
+  report.nll = nll_sum / std::max(sampled, 1.0);
+  report.actor_step = actor_opt_.step();
+  if (!report.actor_step.applied) report.skip_reason = "actor: " + report.actor_step.skip_reason;
+  return {};
+}
+
+status trainer::vp_step(const rollout_batch& batch, step_report& report) {
+  auto mbs = microbatches(batch, report);
+  if (mbs.empty()) return {};
+  value_pretrain_options vp{options_.gae.gamma, options_.gae.lambda, global_agg(options_.value.agg, mbs)};
+  train_forward_options fwd = options_.forward;
+  fwd.want_logprobs = false;
+  fwd.want_values = true;
+  double loss_sum = 0;
+  std::vector<torch::Tensor> values, returns, masks;
+  for (auto& b : mbs) {
+    auto f = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, fwd);
+    if (!f) return f.error();
+    auto loss = value_pretrain_loss(f.value().values_t, b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, vp);
+    if (!loss) return loss.error();
+    if (!all_finite({loss.value().loss})) {
+      report.skip_reason = "non-finite loss";
+      critic_opt_->zero_grad();
+      return {};
+    }
+    loss.value().loss.backward();
+    loss_sum += loss.value().loss.item<double>();
+    auto g = gae_packed(f.value().values_t.detach(), b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, options_.gae);
+    if (!g) return g.error();
+    values.push_back(f.value().values_t.detach());
+    returns.push_back(g.value().returns_t);
+    masks.push_back(b.loss_mask_t);
+  }
+  report.value_loss = loss_sum;
+  auto ev = explained_variance(torch::cat(values), torch::cat(returns), torch::cat(masks));
+  report.explained_variance = ev ? ev.value() : 0.0;
+  report.critic_step = critic_opt_->step();
+  if (!report.critic_step.applied) report.skip_reason = "critic: " + report.critic_step.skip_reason;
+  return {};
+}
+
+result<double> trainer::value_explained_variance(const rollout_batch& batch) {
+  if (!critic_) return fail("trainer: no critic");
+  if (auto ok = batch.validate(); !ok) return ok.error();
+  torch::NoGradGuard no_grad;
+  auto b = to_device(batch, critic_->device());
+  train_forward_options fwd = options_.forward;
+  fwd.want_logprobs = false;
+  fwd.want_values = true;
+  auto f = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, fwd);
+  if (!f) return f.error();
+  auto returns_t = b.rewards_n.index_select(0, segment_ids(b.seq_offsets_n1, b.rewards_n.device())) * b.loss_mask_t;
+  return explained_variance(f.value().values_t, returns_t, b.loss_mask_t);
+}
+
+result<double> trainer::sampled_nll(const rollout_batch& batch) {
+  if (auto ok = batch.validate(); !ok) return ok.error();
+  torch::NoGradGuard no_grad;
+  auto b = to_device(batch, actor_.device());
+  train_forward_options fwd = options_.forward;
+  fwd.want_entropy = false;
+  auto f = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, fwd);
+  if (!f) return f.error();
+  return -masked_mean(f.value().logp_t, b.loss_mask_t);
+}
+
+std::string step_report::to_json() const {
+  char buf[1024];
+  std::string out = "{\"stage\":\"" + stage + "\",\"applied\":" + (applied ? "true" : "false");
+  std::string reason;
+  for (char c : skip_reason) reason += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  out += ",\"skip_reason\":\"" + reason + "\"";
+  std::snprintf(buf, sizeof buf,
+                ",\"sequences\":%lld,\"tokens\":%lld,\"sampled_tokens\":%lld,\"microbatches\":%lld,"
+                "\"policy_loss\":%.9g,\"value_loss\":%.9g,\"nll\":%.9g,\"entropy\":%.9g,"
+                "\"explained_variance\":%.9g,\"reward_mean\":%.9g,\"advantage_mean\":%.9g,"
+                "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f",
+                static_cast<long long>(sequences), static_cast<long long>(tokens),
+                static_cast<long long>(sampled_tokens), static_cast<long long>(microbatches), policy_loss,
+                value_loss, nll, entropy, explained_variance, reward_mean, advantage_mean, actor_step.grad_norm,
+                critic_step.grad_norm, seconds);
+  out += buf;
+  if (ppo) {
+    std::snprintf(buf, sizeof buf,
+                  ",\"clip_fraction\":%.9g,\"ratio_mean\":%.9g,\"ratio_max\":%.9g,\"approx_kl_k3\":%.9g",
+                  ppo->clip_fraction, ppo->ratio_mean, ppo->ratio_max, ppo->approx_kl_k3);
+    out += buf;
+  }
+  if (mismatch) {
+    std::snprintf(buf, sizeof buf,
+                  ",\"mismatch_abs_delta_mean\":%.9g,\"mismatch_abs_delta_max\":%.9g,\"mismatch_kl_k3\":%.9g,"
+                  "\"mismatch_ratio_max\":%.9g",
+                  mismatch->abs_delta_mean, mismatch->abs_delta_max, mismatch->kl_k3, mismatch->ratio_max);
+    out += buf;
+  }
+  return out + "}";
+}
+
+}  // namespace caf_agent::learner
