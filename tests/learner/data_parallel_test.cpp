@@ -27,6 +27,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "learner/losses.hpp"
+#include "learner/packing.hpp"
+
 extern char** environ;
 
 namespace caf_agent::learner {
@@ -112,6 +115,83 @@ int shard_peer_lost(int64_t rank, int64_t world, uint16_t port, bool hang) {
   _exit(0);  // Rationale: skip the backend's teardown, which may wait on the lost peer
 }
 
+// A toy policy logp_t = -softplus(x_t . w) trained with PPO for 3 SGD steps, once on the whole
+// batch in this process and once sharded: the packing deals the trajectories' micro-batches to
+// the ranks, each rank accumulates its micro-batches' gradients with the global denominator, and
+// the gradients are all-reduced (sum). Both must give the same weights (fp32, 1e-6).
+int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
+  auto pg = process_group::create(options_for(rank, world, port, std::chrono::seconds(30)));
+  if (!pg) return std::cerr << pg.error().message << "\n", 2;
+  torch::manual_seed(0);  // the same batch on every rank
+  const std::vector<int64_t> lengths{5, 9, 3, 7, 4, 8};
+  std::vector<int64_t> offsets{0};
+  for (auto l : lengths) offsets.push_back(offsets.back() + l);
+  const int64_t t = offsets.back();
+  const auto x_td = torch::randn({t, 4});
+  auto mask_t = (torch::rand({t}) > 0.3).to(torch::kInt64);
+  for (size_t s = 0; s < lengths.size(); ++s) mask_t[offsets[s + 1] - 1] = 1;  // one action at least
+  const auto adv_t = torch::randn({t});
+  const auto w0_d = torch::randn({4}) * 0.5;
+  const auto logp_of = [&](const torch::Tensor& w_d, const torch::Tensor& x) {
+    return -torch::nn::functional::softplus(x.matmul(w_d));
+  };
+  const auto old_t = logp_of(w0_d, x_td).detach();
+  const double lr = 0.5;  // Rationale: large enough that later steps clip
+  ppo_options o;
+
+  // One process, whole batch.
+  auto w_ref_d = w0_d.clone().requires_grad_(true);
+  for (int step = 0; step < 3; ++step) {
+    ppo_batch b{logp_of(w_ref_d, x_td), old_t, adv_t, mask_t, torch::tensor(offsets), {}};
+    auto r = ppo_policy_loss(b, o);
+    if (!r) return std::cerr << r.error().message << "\n", 3;
+    auto g_d = torch::autograd::grad({r->loss}, {w_ref_d})[0];
+    torch::NoGradGuard no_grad;
+    w_ref_d -= lr * g_d;
+  }
+
+  // Sharded: this rank's micro-batches of the packing plan.
+  auto plan = pack_microbatches(lengths, {12, world});
+  if (!plan) return std::cerr << plan.error().message << "\n", 4;
+  struct packed { torch::Tensor x_td, old_t, adv_t, mask_t, offsets_n1; };
+  std::vector<packed> mine;
+  double local_count = 0;
+  for (const auto& mb : plan->shards[rank]) {
+    if (mb.sequences.empty()) continue;  // an empty micro-batch: no forward, still in the step
+    std::vector<int64_t> idx, off{0};
+    for (auto s : mb.sequences) {
+      for (int64_t i = offsets[s]; i < offsets[s + 1]; ++i) idx.push_back(i);
+      off.push_back(off.back() + lengths[s]);
+    }
+    const auto ix = torch::tensor(idx);
+    packed p{x_td.index_select(0, ix), old_t.index_select(0, ix), adv_t.index_select(0, ix),
+             mask_t.index_select(0, ix), torch::tensor(off)};
+    local_count += aggregation_count(p.mask_t, p.offsets_n1, o.agg.mode);
+    mine.push_back(std::move(p));
+  }
+  std::vector<torch::Tensor> count{torch::tensor({local_count}, torch::kFloat64)};
+  if (auto ok = (*pg)->all_reduce(count, reduce_op::sum); !ok) return std::cerr << ok.error().message << "\n", 5;
+  o.agg.denominator = count[0].item<double>();
+  auto w_d = w0_d.clone().requires_grad_(true);
+  for (int step = 0; step < 3; ++step) {
+    auto g_d = torch::zeros({4});
+    for (const auto& p : mine) {
+      ppo_batch b{logp_of(w_d, p.x_td), p.old_t, p.adv_t, p.mask_t, p.offsets_n1, {}};
+      auto r = ppo_policy_loss(b, o);
+      if (!r) return std::cerr << r.error().message << "\n", 6;
+      g_d += torch::autograd::grad({r->loss}, {w_d})[0];
+    }
+    std::vector<torch::Tensor> grads{g_d};
+    if (auto ok = (*pg)->all_reduce(grads, reduce_op::sum); !ok) return std::cerr << ok.error().message << "\n", 7;
+    torch::NoGradGuard no_grad;
+    w_d -= lr * grads[0];
+  }
+  const double diff = (w_d - w_ref_d).abs().max().item<double>();
+  const double moved = (w_ref_d - w0_d).abs().max().item<double>();
+  std::cout << "rank " << rank << ": max |w_sharded - w_one| = " << diff << ", weights moved by " << moved << "\n";
+  return diff <= 1e-6 && moved > 1e-3 ? 0 : 8;
+}
+
 int run_shard(int argc, char** argv) {
   if (argc != 6) return std::cerr << "usage: --shard SCENARIO RANK WORLD PORT\n", 64;
   const std::string scenario = argv[2];
@@ -119,6 +199,7 @@ int run_shard(int argc, char** argv) {
   const int64_t world = std::stoll(argv[4]);
   const auto port = static_cast<uint16_t>(std::stoi(argv[5]));
   if (scenario == "mean") return shard_mean(rank, world, port);
+  if (scenario == "equivalence") return shard_equivalence(rank, world, port);
   if (scenario == "die") return shard_peer_lost(rank, world, port, false);
   if (scenario == "hang") return shard_peer_lost(rank, world, port, true);
   return 64;
@@ -216,6 +297,14 @@ TEST(DataParallel, GlooAllReduceEqualsTheLocalMean) {
       EXPECT_TRUE(exited_zero(shards[r])) << "world " << world << " rank " << r << ": " << read_file(shards[r].log);
     remove_logs(shards);
   }
+}
+
+TEST(DataParallel, ShardsEqualOneProcessOnTheCombinedBatch) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  auto shards = start_shards("equivalence", 2);
+  ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
+  for (int64_t r = 0; r < 2; ++r) EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
+  remove_logs(shards);
 }
 
 TEST(DataParallel, APeerThatDiesFailsTheAllReduce) {
