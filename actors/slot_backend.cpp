@@ -1,6 +1,7 @@
 // actors/slot_backend.cpp: see slot_backend.hpp.
 #include "actors/slot_backend.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu_pool/reward.hpp"
@@ -26,6 +27,13 @@ void fill_from_verdict(messages::eval_result& out, const gpu_pool::verdict& v,
     out.candidate_ms = v.times.candidate_ms;
     out.eager_ms = v.times.eager_ms;
     out.compile_ms = v.times.compile_ms;
+  }
+  if (std::find(v.flags.begin(), v.flags.end(), "task_error") != v.flags.end()) {
+    // The judge refused the task itself (degenerate, too large, a reference that raises):
+    // neither the policy's fault (no reward) nor the slot's (not an infra failure, so it
+    // never counts towards quarantine).
+    out.status = "task_error";
+    return;
   }
   if (mode == "final") {
     auto r = gpu_pool::robust_reward({v.correct, out.candidate_ms, out.eager_ms, out.compile_ms});

@@ -25,7 +25,8 @@ struct eval_request {
 /// GPU pool -> episode: the verdict of one job.
 struct eval_result {
   uint64_t job_id = 0;
-  std::string status;  ///< ok (a verdict), infra_error (not the policy's fault), rejected
+  std::string status;  ///< ok (a verdict), infra_error (not the policy's fault), rejected,
+                       ///< task_error (the judge refused the task: reason says why; no reward)
   bool correct = false;
   std::string reason;  ///< agent-readable text
   double candidate_ms = 0;

@@ -253,3 +253,59 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
   std::filesystem::remove_all(build_root);
 }
+
+// A task the judge refuses (here: its output does not depend on its input) answers
+// "task_error" and never counts towards quarantine: more such jobs than quarantine_after on
+// the only slot, then an honest job, which the slot still takes.
+TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
+  auto python = test_support::venv_python();
+  if (!python) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
+  ::setenv("CAF_EVAL_PCH", "0", 1);
+  auto build_root = std::filesystem::temp_directory_path() / ("caf_pool_task_" + std::to_string(::getpid()));
+  worker_slot_options w;
+  w.python = *python;
+  w.package_dir = test_support::source_dir() + "/skills/eval_worker";
+  w.device = "cpu";
+  w.threads = 1;
+  w.build_root = build_root.string();
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::caf_agent>();
+  caf::actor_system sys{cfg};
+  std::vector<std::unique_ptr<slot_backend>> slots;
+  slots.push_back(make_worker_slot(w));
+  const int quarantine_after = 2;
+  auto pool = spawn_gpu_pool(sys, {8, quarantine_after, "gpu_pool"}, std::move(slots));
+  caf::scoped_actor self{sys};
+  auto ask = [&](const eval_request& r) {
+    eval_result out;
+    self->request(pool, 600s, r).receive([&](eval_result& x) { out = std::move(x); },
+                                         [&](caf::error& e) { out.status = "error: " + to_string(e); });
+    return out;
+  };
+  const std::string nonce = "q" + std::to_string(::getpid());
+  eval_request req;
+  req.episode_id = 1;
+  req.mode = "final";
+  req.task.task_id = "degenerate";
+  req.task.model_py =
+      "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+      "    def forward(self, x):\n        return x.t().contiguous() * 0\n\n"
+      "def get_inputs():\n    return [torch.randn(8, 33)]\n\ndef get_init_inputs():\n    return []\n";
+  req.files = test_support::transpose_kernel_submission(nonce);
+  for (int i = 0; i < quarantine_after + 1; ++i) {
+    req.job_id = 10 + i;
+    auto r = ask(req);
+    EXPECT_EQ(r.status, "task_error") << r.reason;
+    EXPECT_NE(r.reason.find("does not depend on its input"), std::string::npos) << r.reason;
+    EXPECT_EQ(r.reward, 0);
+  }
+  req.job_id = 20;
+  req.mode = "verify";
+  req.task.task_id = "transpose";
+  req.task.model_py = test_support::transpose_task_py();
+  auto ok = ask(req);
+  EXPECT_EQ(ok.status, "ok") << ok.reason;
+  EXPECT_TRUE(ok.correct) << ok.reason;
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+  std::filesystem::remove_all(build_root);
+}
