@@ -29,7 +29,9 @@ std::string what_of(const std::exception& e) {
   return e.what();
 }
 
+#ifdef USE_C10D_GLOO
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+#endif
 
 c10d::ReduceOp to_c10d(reduce_op op) {
   switch (op) {
