@@ -1,0 +1,305 @@
+// learner_tool: the learner on one machine, without the cluster (tests, parity, benchmarks).
+//   step  --model DIR --batch FILE [--stage ppo|rft|vp] [--critic DIR] --out DIR
+//         one training step on a stored batch; prints the step report (JSON) and writes a
+//         checkpoint (step-00000001/ with actor/, critic/, optimizer state) under --out
+//   grad  --model DIR --batch FILE --out FILE [--values]
+//         loss = sum over sampled tokens of log p (+ the critic's values with --values; the
+//         value head starts from zeros unless the checkpoint has one); writes a safetensors file
+//         with "loss" [1] and "grad.<parameter>" for every parameter (fp32)
+//   bench [--model DIR] [--context 8192] [--seq-len L] [--steps 5] [--peak-tflops 989]
+//         RFT steps (forward, backward, AdamW) on synthetic packed batches of --context tokens
+//         in sequences of --seq-len (default: one sequence); without --model a random
+//         Qwen2-0.5B-shaped model. Prints tokens/s, step time, peak memory and MFU (JSON).
+// Common: --device cpu|cuda[:N], --dtype float32|bfloat16 (compute; masters stay fp32),
+// --checkpoint-layers, --chunk N (LM-head chunk), --max-tokens N (micro-batch budget),
+// --lr X, --critic-lr X, --temperature T.
+// Batch file (JSON): {"tokens": [...], "seq_offsets": [0, ...], "loss_mask": [...],
+// "rewards": [...], "sampler_logp": [...] (optional)}.
+// MFU (torchtitan's definition): model FLOPs per step = 6 * N * tokens + 12 * L * H * E *
+// sum_i len_i^2, N = parameters without the input embedding (the LM head counted once, tied or
+// not), L layers, H query heads, E head_dim, len_i the length of packed sequence i (each
+// token attends within its own sequence); MFU = FLOPs / step seconds / peak.
+// Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+#if defined(CAF_AGENT_LEARNER_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <string>
+
+#include "learner/checkpoint.hpp"
+#include "learner/trainer.hpp"
+#include "policy/text/json.hpp"
+
+using namespace caf_agent;
+using namespace caf_agent::learner;
+
+namespace {
+
+using args = std::map<std::string, std::string>;
+
+std::string get(const args& a, const std::string& key, const std::string& fallback = "") {
+  auto it = a.find(key);
+  return it == a.end() ? fallback : it->second;
+}
+
+torch::ScalarType compute_dtype(const args& a) {
+  const std::string d = get(a, "dtype", "float32");
+  return d == "bfloat16" || d == "bf16" ? torch::kBFloat16 : d == "float16" ? torch::kFloat16 : torch::kFloat32;
+}
+
+trainer_options options_of(const args& a) {
+  trainer_options o;
+  o.forward.compute_dtype = compute_dtype(a);
+  o.forward.checkpoint_layers = a.count("checkpoint-layers") != 0;
+  o.forward.logprob_chunk = std::stoll(get(a, "chunk", "1024"));
+  o.forward.temperature = std::stod(get(a, "temperature", "1"));
+  o.max_tokens_per_microbatch = std::stoll(get(a, "max-tokens", "0"));
+  o.actor_optimizer.lr = std::stod(get(a, "lr", std::to_string(default_actor_lr)));
+  o.critic_optimizer.lr = std::stod(get(a, "critic-lr", std::to_string(default_critic_lr)));
+  return o;
+}
+
+result<torch::Tensor> json_tensor(const policy::json_value& root, const char* key, torch::ScalarType dtype,
+                                  bool required = true) {
+  const auto* v = root.find(key);
+  if (!v) return required ? result<torch::Tensor>(fail(std::string("batch lacks '") + key + "'")) : torch::Tensor();
+  if (!v->is_array()) return fail(std::string("batch: '") + key + "' must be an array of numbers");
+  std::vector<double> values;
+  for (const auto& x : v->as_array()) {
+    if (!x.is_number()) return fail(std::string("batch: '") + key + "' must be an array of numbers");
+    values.push_back(x.as_double());
+  }
+  return torch::tensor(values, torch::kFloat64).to(dtype);
+}
+
+result<rollout_batch> read_batch(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read batch file " + path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto root = policy::parse_json(text);
+  if (!root || !root.value().is_object()) return fail(path + ": not a JSON object");
+  rollout_batch b;
+  std::pair<const char*, torch::Tensor*> fields[] = {{"tokens", &b.tokens_t}, {"seq_offsets", &b.seq_offsets_n1},
+                                                     {"loss_mask", &b.loss_mask_t}, {"rewards", &b.rewards_n}};
+  for (auto [key, out] : fields) {
+    const bool integral = std::string(key) == "tokens" || std::string(key) == "seq_offsets";
+    auto t = json_tensor(root.value(), key, integral ? torch::kInt64 : torch::kFloat32);
+    if (!t) return fail(path + ": " + t.error().message);
+    *out = t.value();
+  }
+  auto s = json_tensor(root.value(), "sampler_logp", torch::kFloat32, false);
+  if (!s) return fail(path + ": " + s.error().message);
+  b.sampler_logp_t = s.value();
+  if (auto ok = b.validate(); !ok) return fail(path + ": " + ok.error().message);
+  return b;
+}
+
+result<policy::decoder> load_model(const std::string& dir, const args& a, policy::value_head_mode heads) {
+  if (dir.empty()) return fail("--model is required");
+  auto m = policy::decoder::load(dir, torch::Device(get(a, "device", "cpu")), torch::kFloat32, heads);
+  if (!m) return m.error();
+  for (const auto& [name, p] : m.value().named_parameters()) p.requires_grad_(true);
+  return m;
+}
+
+int report_error(const std::string& message) {
+  std::cerr << "learner_tool: " << message << "\n";
+  return 1;
+}
+
+int run_step(const args& a) {
+  auto stage = parse_stage(get(a, "stage", "ppo"));
+  if (!stage) return report_error(stage.error().message);
+  auto batch = read_batch(get(a, "batch"));
+  if (!batch) return report_error(batch.error().message);
+  auto actor = load_model(get(a, "model"), a, policy::value_head_mode::none);
+  if (!actor) return report_error(actor.error().message);
+  std::optional<policy::decoder> critic;
+  if (stage.value() != train_stage::rft) {
+    auto c = load_model(get(a, "critic", get(a, "model")), a, policy::value_head_mode::init_if_missing);
+    if (!c) return report_error(c.error().message);
+    critic = c.value();
+  }
+  auto t = trainer::create(actor.value(), critic, options_of(a));
+  if (!t) return report_error(t.error().message);
+  auto r = t.value().step(batch.value(), stage.value());
+  if (!r) return report_error(r.error().message);
+  std::cout << r.value().to_json() << "\n";
+  if (a.count("out")) {
+    auto saved = save_checkpoint(get(a, "out"), {t.value().steps(), 1}, t.value().checkpoint_parts());
+    if (!saved) return report_error(saved.error().message);
+  }
+  return r.value().applied ? 0 : 1;
+}
+
+int run_grad(const args& a) {
+  auto batch = read_batch(get(a, "batch"));
+  if (!batch) return report_error(batch.error().message);
+  const bool values = a.count("values") != 0;
+  auto model = load_model(get(a, "model"), a, values ? policy::value_head_mode::init_if_missing
+                                                     : policy::value_head_mode::none);
+  if (!model) return report_error(model.error().message);
+  auto o = options_of(a).forward;
+  o.want_values = values;
+  const auto device = model.value().device();
+  auto f = train_forward(model.value(), batch.value().tokens_t.to(device), batch.value().seq_offsets_n1, o);
+  if (!f) return report_error(f.error().message);
+  auto mask_t = batch.value().loss_mask_t.to(device);
+  auto loss = (f.value().logp_t * mask_t).sum();
+  if (values) loss = loss + (f.value().values_t * mask_t).sum();
+  loss.backward();
+  policy::tensor_map out{{"loss", loss.detach().reshape({1}).to(torch::kCPU)}};
+  for (const auto& [name, p] : model.value().named_parameters())
+    out["grad." + name] = p.grad().defined() ? p.grad().to(torch::kCPU) : torch::zeros_like(p).to(torch::kCPU);
+  auto ok = policy::write_safetensors(get(a, "out"), out);
+  if (!ok) return report_error(ok.error().message);
+  return 0;
+}
+
+policy::model_config qwen2_05b_shape() {
+  policy::model_config c;
+  c.family = policy::model_family::qwen2;
+  c.vocab_size = 151936;
+  c.hidden_size = 896;
+  c.intermediate_size = 4864;
+  c.num_hidden_layers = 24;
+  c.num_attention_heads = 14;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  // Rationale: Qwen2-0.5B's 32k context stretched to the 131,072-token trajectories to train.
+  c.max_position_embeddings = 131072;
+  c.rope.theta = 1000000.0;
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+int64_t peak_memory_bytes(torch::Device device) {
+#if defined(CAF_AGENT_LEARNER_CUDA)
+  if (device.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  return -1;
+}
+
+int run_bench(const args& a) {
+  const torch::Device device(get(a, "device", "cpu"));
+  policy::decoder model;
+  if (a.count("model")) {
+    auto m = load_model(get(a, "model"), a, policy::value_head_mode::none);
+    if (!m) return report_error(m.error().message);
+    model = m.value();
+  } else {
+    const auto c = qwen2_05b_shape();
+    torch::manual_seed(0);
+    policy::tensor_map tensors;
+    auto options = torch::TensorOptions().device(device).dtype(torch::kFloat32);
+    for (const auto& [name, shape] : policy::expected_parameter_shapes(c))
+      tensors[name] = name.find("norm") != std::string::npos ? torch::ones(shape, options)
+                                                              : 0.02 * torch::randn(shape, options);
+    auto m = policy::decoder::from_tensors(c, tensors, device, torch::kFloat32);
+    if (!m) return report_error(m.error().message);
+    model = m.value();
+  }
+  const auto& c = model.config();
+  const int64_t context = std::stoll(get(a, "context", "8192"));
+  const int64_t seq_len = std::stoll(get(a, "seq-len", std::to_string(context)));
+  const int64_t steps = std::stoll(get(a, "steps", "5"));
+  if (seq_len <= 0 || context % seq_len != 0) return report_error("--context must be a multiple of --seq-len");
+  rollout_batch b;
+  b.tokens_t = torch::randint(0, c.vocab_size, {context}, torch::kInt64);
+  b.seq_offsets_n1 = torch::arange(0, context + 1, seq_len, torch::kInt64);
+  b.loss_mask_t = torch::ones({context});
+  b.loss_mask_t.index_fill_(0, b.seq_offsets_n1.narrow(0, 0, context / seq_len), 0.0);
+  b.rewards_n = torch::ones({context / seq_len});
+  auto opts = options_of(a);
+  auto t = trainer::create(model, std::nullopt, opts);
+  if (!t) return report_error(t.error().message);
+  auto sync = [&] { if (device.is_cuda()) torch::cuda::synchronize(); };
+  auto warm = t.value().step(b, train_stage::rft);  // allocator, kernels, cuBLAS handles
+  if (!warm) return report_error(warm.error().message);
+  sync();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    auto r = t.value().step(b, train_stage::rft);
+    if (!r) return report_error(r.error().message);
+  }
+  sync();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  double params = 0;
+  for (const auto& [name, p] : model.named_parameters())
+    if (name != "model.embed_tokens.weight") params += static_cast<double>(p.numel());
+  if (c.tie_word_embeddings) params += static_cast<double>(c.vocab_size * c.hidden_size);
+  const double attn = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim *
+                      static_cast<double>(seq_len) * static_cast<double>(context);
+  const double flops = 6.0 * params * static_cast<double>(context) + attn;
+  const double peak = std::stod(get(a, "peak-tflops", "989")) * 1e12;
+  std::cout << "{\"context\":" << context << ",\"seq_len\":" << seq_len << ",\"steps\":" << steps
+            << ",\"dtype\":\"" << get(a, "dtype", "float32") << "\",\"checkpoint_layers\":"
+            << (opts.forward.checkpoint_layers ? "true" : "false") << ",\"step_seconds\":" << seconds
+            << ",\"tokens_per_second\":" << static_cast<double>(context) / seconds
+            << ",\"model_tflops_per_step\":" << flops / 1e12 << ",\"mfu\":" << flops / seconds / peak
+            << ",\"peak_memory_bytes\":" << peak_memory_bytes(device) << ",\"params_without_embedding\":" << params
+            << "}\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: learner_tool step|grad|bench [--model DIR] ...\n";
+    return 2;
+  }
+  const std::string command = argv[1];
+  args a;
+  for (int i = 2; i < argc; ++i) {
+    std::string key = argv[i];
+    if (!key.starts_with("--")) {
+      std::cerr << "unexpected argument '" << key << "'\n";
+      return 2;
+    }
+    key = key.substr(2);
+    const bool flag = i + 1 >= argc || std::string(argv[i + 1]).starts_with("--");
+    a[key] = flag ? "1" : argv[++i];
+  }
+  static const std::map<std::string, std::vector<std::string>> known = {
+      {"step", {"model", "batch", "stage", "critic", "out"}},
+      {"grad", {"model", "batch", "out", "values"}},
+      {"bench", {"model", "context", "seq-len", "steps", "peak-tflops"}}};
+  static const std::vector<std::string> common = {"device",    "dtype", "checkpoint-layers", "chunk", "max-tokens",
+                                                  "lr",        "critic-lr", "temperature"};
+  auto allowed = known.find(command);
+  if (allowed == known.end()) {
+    std::cerr << "unknown command '" << command << "' (step, grad, bench)\n";
+    return 2;
+  }
+  for (const auto& [key, value] : a) {
+    if (std::find(allowed->second.begin(), allowed->second.end(), key) == allowed->second.end() &&
+        std::find(common.begin(), common.end(), key) == common.end()) {
+      std::cerr << "unknown option --" << key << " for " << command << "\n";
+      return 2;
+    }
+  }
+  try {
+    if (command == "step") return run_step(a);
+    if (command == "grad") return run_grad(a);
+    if (command == "bench") return run_bench(a);
+  } catch (const std::exception& e) {  // bad numbers in arguments, device errors
+    std::cerr << "learner_tool: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "unknown command '" << command << "'\n";
+  return 2;
+}
