@@ -58,10 +58,16 @@ void row(const char* name, const stats& s, const char* target) {
   fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {} |\n", name, s.p50, s.p90, s.p99, s.mean, target);
 }
 
-std::unique_ptr<sb::episode_sandbox> make(const std::filesystem::path& ws, const char* isolation) {
+/// Which containment an arm has (the A/B rows).
+enum class arm { deployed, no_cgroup_no_cap, cgroup_only };
+
+std::unique_ptr<sb::episode_sandbox> make(const std::filesystem::path& ws, const char* isolation,
+                                          arm a = arm::deployed) {
   sb::sandbox_config c;
   c.workspace = ws;
   c.isolation = isolation;
+  if (a != arm::deployed) c.workspace_bytes = 0;
+  if (a == arm::no_cgroup_no_cap) c.cgroup = "off";
   c.protected_paths = {"model.py"};
   c.require_read_before_edit = false;
   auto r = sb::episode_sandbox::create(c);
@@ -83,9 +89,21 @@ int main(int argc, char** argv) {
   const std::filesystem::path root(tmpl);
   auto bw = make(make_workspace(root, "bwrap"), "bwrap");
   auto none = make(make_workspace(root, "none"), "none");
+  auto bw_plain = make(make_workspace(root, "plain"), "bwrap", arm::no_cgroup_no_cap);
+  auto bw_cg = make(make_workspace(root, "cgroup"), "bwrap", arm::cgroup_only);
   time_calls(*bw, 10, "Bash", {{"command", "true"}});  // warm-up: page cache, probe
+  time_calls(*bw_plain, 10, "Bash", {{"command", "true"}});
+  // Interleaved A/B, so both arms see the same machine load: with and without the cgroup.
+  std::vector<double> with_cg, without_cg, cg_only;
+  for (int i = 0; i < bash_calls; ++i) {
+    with_cg.push_back(time_calls(*bw, 1, "Bash", {{"command", "true"}}).front());
+    without_cg.push_back(time_calls(*bw_plain, 1, "Bash", {{"command", "true"}}).front());
+    cg_only.push_back(time_calls(*bw_cg, 1, "Bash", {{"command", "true"}}).front());
+  }
   fmt::print("| operation | p50 ms | p90 ms | p99 ms | mean ms | target |\n|---|---|---|---|---|---|\n");
-  row("Bash `true`, bwrap sandbox", summarize(time_calls(*bw, bash_calls, "Bash", {{"command", "true"}})), "p50 <= 20 ms");
+  row("Bash `true`, bwrap sandbox (cgroup + workspace cap, as deployed)", summarize(with_cg), "p50 <= 20 ms");
+  row("Bash `true`, bwrap sandbox, cgroup, no workspace cap (interleaved)", summarize(cg_only), "A/B");
+  row("Bash `true`, bwrap sandbox, no cgroup, no cap (interleaved)", summarize(without_cg), "A/B");
   row("Bash `true`, isolation=none (rlimits, uid, no namespaces)", summarize(time_calls(*none, bash_calls, "Bash", {{"command", "true"}})), "breakdown");
   row("Read model.py", summarize(time_calls(*bw, file_calls, "Read", {{"file_path", "model.py"}})), "p50 < 1 ms");
   row("Edit kernels/k3.cu (toggle)", summarize([&] {
@@ -100,7 +118,10 @@ int main(int argc, char** argv) {
   row("Grep `threadIdx` (20 files, 1000 lines)", summarize(time_calls(*bw, file_calls, "Grep", {{"pattern", "threadIdx"}})), "p50 < 1 ms");
   row("Glob `**/*.cu`", summarize(time_calls(*bw, file_calls, "Glob", {{"pattern", "**/*.cu"}})), "-");
   fmt::print("\nmetrics JSON (bwrap sandbox): {}\n", bw->metrics().to_json()["Bash"].dump());
+  fmt::print("containment (bwrap sandbox): {}\n", bw->containment().dump());
   bw.reset();
+  bw_plain.reset();
+  bw_cg.reset();
   none.reset();
   std::filesystem::remove_all(root);
   return 0;
