@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The learner's training benchmark on the H200 device machine, in one call (results under $OUT):
+#   bash bench/learner/run_h200.sh [build|cpp|hf|long|all]...   (default: all)
+# build: a LibTorch-only build (-DCAF_AGENT_LIBTORCH_ONLY=ON: no CAF, Boost or Debian packages)
+#        of learner_tool into $BUILD; cpp: learner_tool bench on a random Qwen2-0.5B-shaped model,
+#        bf16 compute over fp32 masters, per-layer recomputation, fused AdamW, at 8,192 packed
+#        tokens (one sequence, and 8 x 1,024); hf: the same step in PyTorch eager Python
+#        (bench_hf.py: transformers, bf16 autocast, gradient checkpointing, fused AdamW);
+#        long: one 131,072-token trajectory in one step (peak memory reported).
+# Each bench prints one JSON line: tokens_per_second, step_seconds, mfu (torchtitan's
+# definition, peak 989 TFLOP/s; the formula is in learner/learner_tool.cpp and bench_hf.py),
+# peak_memory_bytes. Caps (seconds, env): BT build, CT each C++ bench, HT each HF bench.
+# STEPS: timed steps per bench (default 5, after one warm-up step).
+set -u
+OUT=${OUT:-/tmp/learner-h200}; mkdir -p "$OUT"
+PY=${PY:-python3}
+BUILD=${BUILD:-/tmp/learner-build}
+STEPS=${STEPS:-5}
+TOOL="$BUILD/learner/learner_tool"
+COMMON=(--device cuda --dtype bfloat16 --checkpoint-layers --chunk 4096 --steps "$STEPS")
+steps=${*:-all}; [ "$steps" = all ] && steps="build cpp hf long"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
+  $PY -c 'import sys,torch; print(sys.version); print(torch.__version__, torch.version.cuda)'
+  $PY -c 'import transformers; print("transformers", transformers.__version__)' 2>&1; nproc; } 2>&1 | tee "$OUT/env.txt"
+for s in $steps; do
+  case $s in
+  build)
+    timeout "${BT:-420}" bash -c "cmake -S . -B '$BUILD' -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCAF_AGENT_LIBTORCH_ONLY=ON -DPython3_EXECUTABLE=\$(command -v $PY) > '$OUT/build.log' 2>&1 && \
+      cmake --build '$BUILD' --target learner_tool -j \$(nproc) >> '$OUT/build.log' 2>&1"
+    echo "build rc=$?"; tail -3 "$OUT/build.log" ;;
+  cpp)
+    for seq in 8192 1024; do
+      timeout "${CT:-240}" "$TOOL" bench --context 8192 --seq-len $seq "${COMMON[@]}" \
+        2>> "$OUT/cpp.log" | tee -a "$OUT/cpp.jsonl"
+      echo "cpp seq-len $seq rc=${PIPESTATUS[0]}"
+    done ;;
+  hf)
+    for seq in 8192 1024; do
+      timeout "${HT:-240}" $PY bench/learner/bench_hf.py --context 8192 --seq-len $seq --steps "$STEPS" \
+        2>> "$OUT/hf.log" | tee -a "$OUT/hf.jsonl"
+      echo "hf seq-len $seq rc=${PIPESTATUS[0]}"
+    done ;;
+  long)
+    timeout "${CT:-300}" "$TOOL" bench --context 131072 --device cuda --dtype bfloat16 --checkpoint-layers \
+      --chunk 4096 --steps 1 2>> "$OUT/long.log" | tee -a "$OUT/long.jsonl"
+    echo "long rc=${PIPESTATUS[0]}" ;;
+  esac
+done
