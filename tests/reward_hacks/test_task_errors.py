@@ -56,3 +56,15 @@ def test_task_is_refused_with_its_reason(judge, name):
 def test_too_large_names_the_memory_it_needs(judge):
     v = evaluate(judge, "too_large", TASKS["too_large_for_the_slot"][0])
     assert "needs about" in v["reason"] and "one input set 32.00 GiB" in v["reason"], v["reason"]
+
+
+def test_fresh_rounds_shrink_for_large_inputs_and_the_estimate_follows():
+    from caf_agent_eval import options, task_check
+    from caf_agent_eval.measure import calls_per_round
+    t = options.DEFAULTS["timing"]
+    assert calls_per_round(t, 1 << 20) == t["iters_per_round"]  # 1 MiB sets: a full round
+    assert calls_per_round(t, 6 << 30) == 1  # KernelBench's 6.4 GB inputs: one call per round
+    assert calls_per_round(dict(t, fresh_inputs=False), 6 << 30) == t["iters_per_round"]
+    big = {"inputs": 6 << 30, "outputs": 6 << 30, "params": 0}
+    # one call per round: the profile estimate holds 2*5 + 2*(3+1) input sets, not 2*5 + 2*(3+10)
+    assert task_check.needed_bytes(big, "profile") == (6 << 30) * (18 + 25)

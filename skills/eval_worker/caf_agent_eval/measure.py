@@ -37,10 +37,10 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     t = o["timing"]
     dev = ctx.device
     lap = PhaseClock(v, prefix="m_").lap  # where the timing phase's time goes (benchmarks)
-    n_round = int(t["iters_per_round"])
     fresh = bool(t["fresh_inputs"])
     k_warm = max(1, int(t["input_sets"]))
     warm_sets = [task.inputs(derive_seed(secret, job_id, "warmup", i), dev) for i in range(k_warm)]
+    n_round = calls_per_round(t, set_bytes(warm_sets[0]))
     with torch.no_grad():
         ref0 = [x.clone() for x in as_outputs(model(*warm_sets[0]))]  # for the roofline floor
     lap("sets")
@@ -154,6 +154,20 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
               **{name: profile.median_ci(b["launch"])[0] for name, b in base.items()}}
     v["timings"]["launch_ms"] = launch
     v["timings"]["hold_short"] = sorted(k for k, ms in launch.items() if hold_ms and ms > hold_ms)
+
+
+def set_bytes(inputs: list) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def calls_per_round(t: dict, one_set_bytes: int) -> int:
+    """iters_per_round, fewer with fresh inputs when a round's sets would exceed
+    timing.round_set_bytes (each side holds one round's sets): down to one call per round
+    for KernelBench's largest inputs."""
+    n = max(1, int(t["iters_per_round"]))
+    if t["fresh_inputs"] and one_set_bytes > 0:
+        n = max(1, min(n, int(t["round_set_bytes"]) // one_set_bytes))
+    return n
 
 
 def _load_sets(child, sets: list, o: dict) -> None:

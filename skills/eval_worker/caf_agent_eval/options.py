@@ -23,6 +23,10 @@ DEFAULTS = {
         # the input's address and a few values return stored outputs at memcpy speed (r = 3,
         # Python and C++). False: the old rotation among input_sets sets (benchmarks only).
         "fresh_inputs": True,
+        # Rationale: with fresh inputs both sides hold one round's sets; 1 GiB per side bounds
+        # that (and the host-path transfer per round, ~0.1-0.2 s) whatever the task: a task
+        # whose input set is larger gets rounds of fewer calls, down to one.
+        "round_set_bytes": 1 << 30,
         "input_sets": 3,         # the warm-up's sets (and the rotation when fresh_inputs is off)
         "warmup": 3,
         # Rationale: an idle GPU sits at a low clock (an H200 read 465 MHz SM at idle) and

@@ -28,10 +28,17 @@ class TaskError(Exception):
 # Rationale: copies of each tensor the judge holds at once in a job (parent and child
 # together; measure.py, job.py, child.py). verify: per check the parent's input and
 # reference output, the child's received input, its output, a snapshot and the kept output
-# (5 checks). profile adds the warm-up sets (3) and one round of fresh sets (10 calls) on
-# both sides, the round's outputs and the previous round's (kept alive for the buffer check).
-INPUT_COPIES = {"verify": 2 * 5, "profile": 2 * 5 + 2 * (3 + 10)}
-OUTPUT_COPIES = {"verify": 4 * 5 + 1, "profile": 4 * 5 + 1 + 2 * 10 + 2}
+# (5 checks). profile adds the warm-up sets (3) and one round of fresh sets on both sides,
+# the round's outputs and the previous round's (kept alive for the buffer check).
+# `calls` is the round's length (measure.calls_per_round: fewer calls for large inputs).
+def input_copies(mode: str, calls: int) -> int:
+    return 2 * 5 if mode == "verify" else 2 * 5 + 2 * (3 + calls)
+
+
+def output_copies(mode: str, calls: int) -> int:
+    return 4 * 5 + 1 if mode == "verify" else 4 * 5 + 1 + 2 * calls + 2
+
+
 PARAM_COPIES = 3  # the parent's reference, the state_dict sent, the child's ModelNew
 
 
@@ -54,9 +61,16 @@ def footprint(task: Task) -> dict | None:
             "params": nbytes(list(model.parameters()) + list(model.buffers()))}
 
 
+def round_calls(fp: dict) -> int:
+    from . import options
+    from .measure import calls_per_round
+    return calls_per_round(options.DEFAULTS["timing"], fp["inputs"])
+
+
 def needed_bytes(fp: dict, mode: str) -> int:
-    m = "verify" if mode == "verify" else "profile"
-    return fp["inputs"] * INPUT_COPIES[m] + fp["outputs"] * OUTPUT_COPIES[m] + fp["params"] * PARAM_COPIES
+    calls = round_calls(fp)
+    return fp["inputs"] * input_copies(mode, calls) + fp["outputs"] * output_copies(mode, calls) \
+        + fp["params"] * PARAM_COPIES
 
 
 def memory_limit(device: str) -> int | None:
@@ -101,8 +115,8 @@ def check_size(task: Task, mode: str, limit: int | None) -> None:
         raise TaskError(
             f"task too large for this slot: a {mode} job needs about {gib(need)} (one input "
             f"set {gib(fp['inputs'])}, outputs {gib(fp['outputs'])}, parameters "
-            f"{gib(fp['params'])}, held {INPUT_COPIES['verify' if mode == 'verify' else 'profile']}"
-            f"/{OUTPUT_COPIES['verify' if mode == 'verify' else 'profile']}/{PARAM_COPIES} times) "
+            f"{gib(fp['params'])}, held {input_copies(mode, round_calls(fp))}/"
+            f"{output_copies(mode, round_calls(fp))}/{PARAM_COPIES} times) "
             f"and the slot has {gib(limit)}")
 
 
