@@ -1,0 +1,181 @@
+"""Execution filtering: one job per task, source in, verdict out (a plain dict), so the same
+function runs in a local slot process (slots.py) or as a GPU-pool job.
+
+A task is kept when, in order (the first failure is the reason):
+  load          model.py imports and defines Model, get_inputs, get_init_inputs;
+  size          a job of it fits the slot's memory (the judge's meta-tensor estimate);
+  reference     the judge's load-time validation passes: the reference runs, returns
+                tensors, and its outputs depend on the input and are not constant;
+  half_batch    it runs with half the batch (the judge's second check does that);
+  deterministic two forwards on one input agree, and a model rebuilt from the same seed gives
+                the same output (no sampling, no uninitialised memory);
+  eager_time    the eager forward's median time lies within [min_ms, max_ms];
+  compile       (when asked) it runs under torch.compile and agrees with eager within the
+                judge's tolerance; its time is recorded.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_EVAL = os.path.join(_ROOT, "skills", "eval_worker")
+if _EVAL not in sys.path:
+    sys.path.insert(0, _EVAL)
+
+from caf_agent_eval import task_check  # noqa: E402
+from caf_agent_eval.options import DEFAULTS as JUDGE_DEFAULTS  # noqa: E402
+from caf_agent_eval.task import Task, as_outputs, drop_task_module  # noqa: E402
+from caf_agent_eval.verify import compare  # noqa: E402
+
+#: Filter options and their defaults (the pipeline's flags override them).
+DEFAULTS = {
+    "device": "cpu",
+    # Rationale: the paper's bounds are 1-100 ms of eager time on the GPU: above 1 ms a
+    # kernel's launch overhead does not dominate, below 100 ms an RL step stays cheap. CPU
+    # bounds for the bundled sample: 0.02 ms keeps problems that do measurable work on a
+    # CPU core, 50 ms keeps a CPU rollout's verify+profile within seconds.
+    "min_ms": 0.02, "max_ms": 50.0,
+    "compile": False,
+    "atol": JUDGE_DEFAULTS["atol"], "rtol": JUDGE_DEFAULTS["rtol"], "rel_l2": JUDGE_DEFAULTS["rel_l2"],
+    # Rationale: bitwise on the CPU, where kernels are deterministic; a GPU run may set a
+    # small tolerance for atomics-based reductions.
+    "determinism_atol": 0.0,
+    # Rationale: a median over >= 5 calls after 2 warm-ups is stable to a few percent for
+    # ms-scale forwards; 0.5 s caps the time one task holds a slot.
+    "warmup": 2, "min_iters": 5, "max_iters": 50, "budget_s": 0.5,
+    "seed": 0,
+}
+
+
+class Rejected(Exception):
+    """A filter criterion failed: stage names it, the message says why."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage = stage
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_forward(fn, inputs: list, cfg: dict) -> float:
+    """Median milliseconds of fn(*inputs) after warm-ups (a time budget caps the count)."""
+    dev = cfg["device"]
+    with torch.no_grad():
+        for _ in range(cfg["warmup"]):
+            fn(*inputs)
+        _sync(dev)
+        times, start = [], time.perf_counter()
+        while len(times) < cfg["max_iters"] and (len(times) < cfg["min_iters"]
+                                                 or time.perf_counter() - start < cfg["budget_s"]):
+            t0 = time.perf_counter()
+            fn(*inputs)
+            _sync(dev)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _same(a: list, b: list, atol: float) -> str | None:
+    if len(a) != len(b):
+        return f"{len(a)} outputs, then {len(b)}"
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not isinstance(x, torch.Tensor):
+            continue
+        ok = torch.equal(x, y) if atol == 0 else bool(torch.allclose(x, y, atol=atol, rtol=0, equal_nan=True))
+        if not ok:
+            diff = float((x.double() - y.double()).abs().nan_to_num(0.0).max()) if x.shape == y.shape else None
+            return f"output {i} differs (max abs diff {diff})"
+    return None
+
+
+def _error(e: BaseException) -> str:
+    return traceback.format_exception_only(type(e), e)[-1].strip()[:400]
+
+
+def _checks(task: Task, cfg: dict, res: dict) -> None:
+    dev, seed = cfg["device"], int(cfg["seed"])
+    try:
+        task_check.check_size(task, "profile", task_check.memory_limit(dev))
+    except task_check.TaskError as e:
+        raise Rejected("size", str(e)) from None
+    try:
+        task_check.check_reference(task, dev, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
+    except task_check.TaskError as e:
+        raise Rejected("reference", str(e)) from None
+    init = task.init_inputs(seed)
+    model = task.make_model(init, seed + 1, dev)
+    half = task.check_batch(1)
+    if half is not None:
+        try:
+            with torch.no_grad():
+                model(*task.inputs(seed + 2, dev, batch_override=half))
+        except Exception as e:
+            raise Rejected("half_batch", f"fails with half the batch ({half}): {_error(e)}") from None
+    x = task.inputs(seed + 2, dev)
+    with torch.no_grad():
+        out1 = as_outputs(model(*x))
+        out2 = as_outputs(model(*x))
+        out3 = as_outputs(task.make_model(init, seed + 1, dev)(*task.inputs(seed + 2, dev)))
+    why = _same(out1, out2, cfg["determinism_atol"])
+    if why:
+        raise Rejected("deterministic", f"two forwards on one input disagree: {why}")
+    why = _same(out1, out3, cfg["determinism_atol"])
+    if why:
+        raise Rejected("deterministic", f"a model rebuilt from the same seed disagrees: {why}")
+    res["output_shapes"] = [list(t.shape) for t in out1 if isinstance(t, torch.Tensor)]
+    res["input_shapes"] = [list(t.shape) for t in x if isinstance(t, torch.Tensor)]
+    res["input_dtypes"] = [str(t.dtype).replace("torch.", "") for t in x if isinstance(t, torch.Tensor)]
+    res["params"] = sum(p.numel() for p in model.parameters())
+    eager_ms = time_forward(model, x, cfg)
+    res["eager_ms"] = round(eager_ms, 4)
+    if not cfg["min_ms"] <= eager_ms <= cfg["max_ms"]:
+        raise Rejected("eager_time", f"eager time {eager_ms:.3f} ms outside [{cfg['min_ms']}, {cfg['max_ms']}] ms")
+    if cfg["compile"]:
+        try:
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                outc = as_outputs(compiled(*x))
+        except Exception as e:
+            raise Rejected("compile", f"torch.compile fails: {_error(e)}") from None
+        for i, (a, b) in enumerate(zip(out1, outc)):
+            ok, why, _ = compare(a, b, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
+            if not ok:
+                raise Rejected("compile", f"torch.compile output {i} differs from eager: {why}")
+        res["compile_ms"] = round(time_forward(compiled, x, cfg), 4)
+
+
+def run_job(name: str, source: str, options: dict | None = None) -> dict:
+    """Filters one task. Returns {"name", "kept", "stage", "reason", "eager_ms", ...}; never
+    raises for a bad task (a task's own exceptions become its reason)."""
+    cfg = dict(DEFAULTS)
+    cfg.update(options or {})
+    res = {"name": name, "kept": False, "stage": "", "reason": "", "device": cfg["device"]}
+    t0 = time.perf_counter()
+    task = None
+    with tempfile.TemporaryDirectory(prefix="caf_data_") as work:
+        try:
+            try:
+                task = Task(name, source, work)
+            except Exception as e:
+                raise Rejected("load", f"does not load: {_error(e)}") from None
+            torch.manual_seed(int(cfg["seed"]))
+            _checks(task, cfg, res)
+            res["kept"] = True
+        except Rejected as e:
+            res["stage"], res["reason"] = e.stage, str(e)
+        except Exception as e:  # anything else a task raises is still the task's failure
+            res["stage"], res["reason"] = "run", f"raised: {_error(e)}"
+        finally:
+            if task is not None:
+                drop_task_module(task)
+    res["job_s"] = round(time.perf_counter() - t0, 3)
+    return res

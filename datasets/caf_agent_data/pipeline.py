@@ -1,0 +1,265 @@
+"""The pipeline's one command: crawl, construct (or read task sets), deduplicate,
+decontaminate, filter by execution, write the dataset directory.
+
+    PYTHONPATH=datasets .venv/bin/python -m caf_agent_data.pipeline --out DIR --seed 0 \
+        --count 60 --eval-set skills/tasks
+
+Progress goes to stderr; the summary (kept, dropped by reason) to stdout and report.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import sys
+import time
+from collections import Counter
+
+from . import MANIFEST_VERSION
+from .decontam import DEFAULT_THRESHOLD, build_index, features, similarity, summary
+from .manifest import write_manifest
+from .readers import TaskSetError, merge, read_task_set
+
+# Rationale: names of the files a run writes; --force removes only these from --out.
+OUTPUT_FILES = ("manifest.jsonl", "report.json")
+
+
+def log(msg: str) -> None:
+    print(f"[caf_agent_data] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m caf_agent_data.pipeline", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="dataset directory to write (must be empty unless --force)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--count", type=int, required=True, help="tasks to keep")
+    p.add_argument("--max-candidates", type=int, default=0, help="stop after this many constructed (default 20 x count)")
+    p.add_argument("--ops", default="1-5", help="operators per problem, a range like 1-5 or one number")
+    p.add_argument("--from", dest="inputs", action="append", default=[],
+                   help="filter this task set (directory, KernelBench checkout, .jsonl, .parquet) instead of synthesizing; repeatable")
+    p.add_argument("--eval-set", action="append", default=[], help="evaluation task set to decontaminate against; repeatable")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD, help="remove tasks above this similarity")
+    p.add_argument("--slots", type=int, default=2, help="filter processes")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per slot")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="per-task filter deadline")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--compile", action="store_true", help="also run and time torch.compile (slow on a CPU)")
+    p.add_argument("--min-ms", type=float, default=None, help="eager time lower bound (filter.DEFAULTS)")
+    p.add_argument("--max-ms", type=float, default=None, help="eager time upper bound (filter.DEFAULTS)")
+    p.add_argument("--scale", type=int, default=1, help="multiply the non-batch sizes (GPU sets)")
+    p.add_argument("--max-numel", type=int, default=0, help="elements per intermediate (compose.DEFAULT_MAX_NUMEL)")
+    p.add_argument("--force", action="store_true", help="replace the problem files of an earlier run in --out")
+    a = p.parse_args(argv)
+    m = re.fullmatch(r"(\d)(?:-(\d))?", a.ops)
+    if not m:
+        p.error(f"--ops {a.ops!r}: want a number or a range like 1-5")
+    a.ops_range = (int(m.group(1)), int(m.group(2) or m.group(1)))
+    if not (1 <= a.ops_range[0] <= a.ops_range[1] <= 5):
+        p.error(f"--ops {a.ops!r}: operators per problem must be within 1-5")
+    if a.count < 1:
+        p.error("--count must be >= 1")
+    return a
+
+
+def prepare_out(out: str, force: bool) -> None:
+    os.makedirs(out, exist_ok=True)
+    ours = [f for f in os.listdir(out) if f.endswith(".py") or f in OUTPUT_FILES]
+    if ours and not force:
+        raise SystemExit(f"--out {out} already holds {len(ours)} dataset files; pass --force to replace them")
+    for f in ours:
+        os.remove(os.path.join(out, f))
+
+
+def difficulty(n_ops: int, wraps: list) -> dict:
+    """A heuristic: stages plus twice the anchors (GEMM, conv, norm, recurrent, attention)."""
+    from .crawl import crawl  # noqa: F401  (roles come from the recipes table)
+    from .ops import module_recipes
+    anchors = {r.wraps for r in module_recipes().values() if r.role == "anchor"}
+    score = n_ops + 2 * sum(w in anchors for w in wraps)
+    bucket = "easy" if score <= 2 else "medium" if score <= 5 else "hard"
+    return {"score": score, "bucket": bucket}
+
+
+def candidates(args, crawl_result):
+    """Yields (name, source, meta) in a seeded order."""
+    if args.inputs:
+        sets = []
+        for path in args.inputs:
+            ts = read_task_set(path)
+            for where, why in ts.refused:
+                yield None, None, {"stage": "read", "reason": f"{where}: {why}"}
+            sets.append(ts)
+        for t in merge(sets).tasks:
+            yield re.sub(r"[^A-Za-z0-9_]", "_", t.name), t.source, {
+                "origin": t.origin, "ops": t.meta.get("ops", []), "level": t.level}
+        return
+    from .compose import DEFAULT_MAX_NUMEL, compose
+    rng = random.Random(args.seed)
+    limit = args.max_candidates or 20 * args.count
+    for _ in range(limit):
+        n = rng.randint(*args.ops_range)
+        p, why = compose(crawl_result, rng, n, scale=args.scale, max_numel=args.max_numel or DEFAULT_MAX_NUMEL)
+        if p is None:
+            yield None, None, {"stage": "compose", "reason": why}
+            continue
+        yield p.name, p.source, {"origin": "synthesized", "ops": [s.wraps for s in p.steps], "level": p.level,
+                                 "stage_shapes": [list(s) for s in p.shapes], "n_ops": len(p.steps)}
+
+
+def run(args) -> dict:
+    t_start = time.time()
+    prepare_out(args.out, args.force)
+    report = {"version": MANIFEST_VERSION, "seed": args.seed, "count": args.count,
+              "command": "python -m caf_agent_data.pipeline " + " ".join(shlex.quote(a) for a in args.argv)}
+    import torch
+    report["torch"] = torch.__version__
+    crawl_result = None
+    if not args.inputs:
+        from .crawl import crawl
+        crawl_result = crawl()
+        log(f"crawl: {len(crawl_result.recipes)} operators kept, {len(crawl_result.skipped)} skipped")
+        report["crawl"] = {"kept": [r.wraps for r in crawl_result.recipes],
+                           "skipped": [{"wraps": w, "reason": r} for w, r in crawl_result.skipped]}
+    eval_tasks, eval_refused = [], []
+    for path in args.eval_set:
+        ts = read_task_set(path)
+        eval_tasks += [(t.origin, t.source) for t in ts.tasks]
+        eval_refused += [{"where": w, "reason": r} for w, r in ts.refused]
+    index = build_index(eval_tasks) if eval_tasks else None
+    eval_ids = {__import__("caf_agent_data.identity", fromlist=["x"]).task_identity(s) for _, s in eval_tasks}
+    report["eval_set"] = {"paths": args.eval_set, "tasks": len(eval_tasks), "refused": eval_refused}
+    log(f"evaluation set: {len(eval_tasks)} tasks ({len(eval_refused)} refused) from {args.eval_set or 'none'}")
+
+    from .filter import DEFAULTS as FILTER_DEFAULTS
+    from .slots import SlotPool
+    opts = {"device": args.device, "compile": args.compile, "seed": args.seed}
+    if args.min_ms is not None:
+        opts["min_ms"] = args.min_ms
+    if args.max_ms is not None:
+        opts["max_ms"] = args.max_ms
+    report["filter_options"] = dict(FILTER_DEFAULTS, **opts)
+    dropped, examples, sims, removed = Counter(), {}, [], []
+    seen, kept = set(eval_ids), []
+    n_seen = 0
+
+    def drop(stage, reason, name=None):
+        dropped[stage] += 1
+        examples.setdefault(stage, [])
+        if len(examples[stage]) < 5:
+            examples[stage].append((f"{name}: " if name else "") + reason)
+
+    gen = candidates(args, crawl_result)
+    batch_n = max(2, 2 * args.slots)
+    t_filter, jobs_run = 0.0, 0
+    with SlotPool(args.slots, args.timeout_s, args.threads) as pool:
+        exhausted = False
+        while len(kept) < args.count and not exhausted:
+            batch = []
+            while len(batch) < batch_n:
+                try:
+                    name, source, meta = next(gen)
+                except StopIteration:
+                    exhausted = True
+                    break
+                n_seen += 1
+                if source is None:
+                    drop(meta["stage"], meta["reason"])
+                    continue
+                from .identity import task_identity
+                try:
+                    ident = task_identity(source)
+                except SyntaxError as e:
+                    drop("read", f"does not parse: {e.msg}", name)
+                    continue
+                if ident in seen:
+                    drop("duplicate", f"identity {ident} already taken (or in the evaluation set)", name)
+                    continue
+                seen.add(ident)
+                sim, nearest_name = 0.0, None
+                if index is not None:
+                    fa = features(source)
+                    for en, fb in zip(index.names, index.feats):
+                        s = similarity(fa, fb, index.weight)
+                        if s > sim:
+                            sim, nearest_name = s, en
+                    sims.append(sim)
+                    if sim > args.threshold:
+                        removed.append({"name": name, "similarity": round(sim, 4), "nearest": nearest_name})
+                        drop("decontaminated", f"similarity {sim:.3f} > {args.threshold} to {nearest_name}", name)
+                        continue
+                meta.update(identity=ident, similarity={"max": round(sim, 4), "nearest": nearest_name})
+                batch.append((name, source, meta))
+            if not batch:
+                continue
+            t0 = time.time()
+            results = dict(pool.map([(n, s, opts) for n, s, _ in batch]))
+            t_filter += time.time() - t0
+            jobs_run += len(batch)
+            for i, (name, source, meta) in enumerate(batch):
+                r = results[i]
+                if not r["kept"]:
+                    drop(r["stage"], r["reason"], name)
+                elif len(kept) < args.count:
+                    kept.append((name, source, meta, r))
+            log(f"filter: {len(kept)}/{args.count} kept, {n_seen} candidates seen, {jobs_run} run, "
+                f"dropped {dict(dropped)}")
+
+    records = []
+    for name, source, meta, r in kept:
+        fn = f"{name}.py"
+        with open(os.path.join(args.out, fn), "w", encoding="utf-8") as f:
+            f.write(source)
+        times = {"eager_ms": r.get("eager_ms")}
+        if "compile_ms" in r:
+            times["compile_ms"] = r["compile_ms"]
+        records.append({
+            "name": name, "file": fn, "identity": meta["identity"], "level": meta.get("level"),
+            "origin": meta.get("origin"), "ops": meta.get("ops", []),
+            "stage_shapes": meta.get("stage_shapes"), "input_shapes": r.get("input_shapes"),
+            "input_dtypes": r.get("input_dtypes"), "output_shapes": r.get("output_shapes"),
+            "params": r.get("params"), "times": {r.get("device", args.device): times},
+            "similarity": meta["similarity"],
+            "difficulty": difficulty(len(meta.get("ops", [])) or 1, meta.get("ops", [])),
+        })
+    write_manifest(os.path.join(args.out, "manifest.jsonl"),
+                   {"seed": args.seed, "command": report["command"], "torch": report["torch"],
+                    "eval_set": args.eval_set, "threshold": args.threshold, "filter": report["filter_options"]},
+                   records)
+    report.update(kept=len(records), candidates_seen=n_seen, dropped=dict(dropped), dropped_examples=examples,
+                  similarity=summary(sims), decontaminated=removed, wall_s=round(time.time() - t_start, 1),
+                  filter_s=round(t_filter, 1), filter_jobs=jobs_run, slots=args.slots,
+                  jobs_per_s_per_slot=round(jobs_run / t_filter / args.slots, 3) if t_filter else None)
+    with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    return report
+
+
+def print_summary(report: dict) -> None:
+    print(f"kept {report['kept']} of {report['candidates_seen']} candidates "
+          f"({report['filter_jobs']} executed in {report['filter_s']} s on {report['slots']} slots; "
+          f"wall {report['wall_s']} s)")
+    for stage, n in sorted(report["dropped"].items(), key=lambda kv: -kv[1]):
+        print(f"  dropped {n:5d}  {stage}: e.g. {report['dropped_examples'][stage][0][:160]}")
+    s = report["similarity"]
+    if s.get("count"):
+        print(f"  similarity to the evaluation set: median {s['median']:.3f}, p95 {s['p95']:.3f}, max {s['max']:.3f}")
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    args.argv = argv
+    try:
+        report = run(args)
+    except TaskSetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_summary(report)
+    return 0 if report["kept"] >= args.count else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
