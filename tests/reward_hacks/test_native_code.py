@@ -58,7 +58,7 @@ def test_symbol_classification_table():
     from caf_agent_eval.symbols import classify
     ok = [("memcpy", "memcpy"), ("expf", "expf"), ("__expf_finite", "__expf_finite"),
           ("GOMP_parallel", "GOMP_parallel"), ("cudaLaunchKernel", "cudaLaunchKernel"),
-          ("cublasSgemm_v2", "cublasSgemm_v2"),
+          ("cublasSgemm_v2", "cublasSgemm_v2"), ("printf", "printf"), ("stderr", "stderr"),
           ("_ZN2at4_ops5addmm4callE", "at::_ops::addmm::call(at::Tensor const&)"),
           ("_ZN2at4_ops16empty_like4callE", "at::_ops::empty_like::call(at::Tensor const&)"),
           ("_ZNK2at10TensorBase8data_ptrIfEEPT_v", "float* at::TensorBase::data_ptr<float>() const"),
@@ -76,7 +76,9 @@ def test_symbol_classification_table():
            ("_ZNSt13basic_filebufIcSt11char_traitsIcEE4openEPKcSt13_Ios_Openmode",
             "std::basic_filebuf<char, std::char_traits<char> >::open(char const*, std::_Ios_Openmode)"),
            ("_ZNSt6chrono3_V212steady_clock3nowEv", "std::chrono::_V2::steady_clock::now()"),
-           ("cudaLaunchHostFunc", "cudaLaunchHostFunc")]
+           ("cudaLaunchHostFunc", "cudaLaunchHostFunc"), ("fopen", "fopen"), ("read", "read"),
+           ("omp_get_wtime", "omp_get_wtime"), ("_ZN2at3cpu4reluERKNS_6TensorE",
+                                                "at::cpu::relu(at::Tensor const&)")]
     for mangled, demangled in ok:
         assert classify(mangled, demangled) is None, demangled
     for mangled, demangled in bad:

@@ -131,3 +131,11 @@ def test_private_names_the_submission_does_not_define_are_refused():
     src = "import torch\nimport torch.nn as nn\n" + OWN_HELPERS.replace(
         "return self._make_stage(a, b)", "return self._other(a, b)")
     assert any("private attribute `._other`" in p for p in check_python(src))
+
+
+def test_interpreter_module_rule_spares_tensor_methods_and_torch_modules():
+    from caf_agent_eval.static_checks import check_python
+    src = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n"
+           "    def forward(self, x):\n        self.signal = x.select(0, 1)\n"
+           "        return self.signal\n")
+    assert check_python(src) == []

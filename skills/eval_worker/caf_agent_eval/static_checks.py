@@ -36,10 +36,10 @@ ALLOWED_DUNDER = {"__init__", "__name__"}
 # appears: no kernel wrapper names its own attribute `os` or `sys`.
 INTERPRETER_MODULES = {
     "os", "sys", "subprocess", "socket", "builtins", "importlib", "ctypes", "gc", "inspect",
-    "threading", "multiprocessing", "signal", "shutil", "pathlib", "pickle", "marshal",
-    "runpy", "pty", "mmap", "resource", "fcntl", "tempfile", "posix", "sysconfig", "site",
-    "traceback", "linecache", "concurrent", "asyncio", "selectors", "select",
-}
+    "threading", "multiprocessing", "shutil", "pathlib", "pickle", "marshal",
+    "runpy", "pty", "mmap", "fcntl", "tempfile", "posix", "sysconfig", "site",
+    "traceback", "linecache", "concurrent", "asyncio", "selectors",
+}  # not `select` (Tensor.select is a view) nor `signal` (torch.signal is torch's own)
 # Roots through which a submission names its own members (self._make_layer(...)).
 OWN_ROOTS = {"self", "cls", "super"}
 
