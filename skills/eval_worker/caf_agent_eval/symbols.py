@@ -16,8 +16,9 @@ Allowed families (each with the reason it is needed):
   launcher need, cuBLAS and cuDNN (the two sanctioned libraries).
 - libstdc++ (`std::`, `__gnu_cxx::`, `__cxxabiv1::`), except the parts that reach the OS:
   threads, async/futures, file streams, filesystem, random_device, clocks, sleeps.
-- torch: the registration path (`torch::Library`, `torch::CppFunction`, schema inference
-  and parsing), tensor metadata and data pointers, error reporting (TORCH_CHECK), the
+- torch: the registration path for defining ops (`torch::Library` construction and
+  `_def`, not `_impl`/`_fallback`: no replacing torch's own kernels; schema inference and
+  parsing), tensor metadata and data pointers, error reporting (TORCH_CHECK), the
   sanctioned allocation path (`at::detail::empty_*`), CUDA device plumbing (current stream,
   device properties, cuBLAS/cuDNN handles), and `at::_ops::<op>::call` only for the ops the
   dispatcher guard allows (dispatch_guard.ALLOWED_OPS and, for the GEMM/convolution entry
@@ -130,8 +131,14 @@ _CPP_RULES: list[tuple[str, bool, str]] = [
     (r"^operator (new|delete)", True, ""),
     (r"^(typeinfo|typeinfo name|vtable|VTT|construction vtable) for (std|__gnu_cxx|__cxxabiv1)::",
      True, ""),
-    # torch's registration path (CAF_REGISTER = TORCH_LIBRARY_FRAGMENT)
-    (r"^torch::(Library|CppFunction|detail::TorchLibraryInit)::", True, ""),
+    # torch's registration path (CAF_REGISTER = TORCH_LIBRARY_FRAGMENT + m.def): defining
+    # ops only. Library::_impl (TORCH_LIBRARY_IMPL, m.impl) would replace the kernels of
+    # existing aten ops in the judging process, Library::_fallback (with
+    # CppFunction::makeFallthrough) a whole dispatch key, e.g. the Python key the
+    # dispatcher guard sits on: both refused.
+    (r"^torch::Library::(Library|~Library|_def)$", True, ""),
+    (r"^torch::CppFunction::(CppFunction|~CppFunction)$", True, ""),
+    (r"^torch::detail::TorchLibraryInit::", True, ""),
     (r"^torch::jit::parseSchema(OrName)?$", True, ""),
     (r"^c10::detail::infer_schema::", True, ""),
     (r"^c10::(FunctionSchema|OperatorName|Argument|AliasInfo)::", True, ""),
