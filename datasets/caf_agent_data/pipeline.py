@@ -21,7 +21,7 @@ from collections import Counter
 from . import MANIFEST_VERSION
 from .decontam import DEFAULT_THRESHOLD, build_index, features, similarity, summary
 from .manifest import write_manifest
-from .readers import TaskSetError, merge, read_task_set
+from .readers import TaskSetError, read_task_set
 
 # Rationale: names of the files a run writes; --force removes only these from --out.
 OUTPUT_FILES = ("manifest.jsonl", "report.json")
@@ -92,7 +92,7 @@ def candidates(args, crawl_result):
             for where, why in ts.refused:
                 yield None, None, {"stage": "read", "reason": f"{where}: {why}"}
             sets.append(ts)
-        for t in merge(sets).tasks:
+        for t in (t for ts in sets for t in ts.tasks):  # duplicates are dropped (and counted) by run()
             yield re.sub(r"[^A-Za-z0-9_]", "_", t.name), t.source, {
                 "origin": t.origin, "ops": t.meta.get("ops", []), "level": t.level}
         return

@@ -13,6 +13,9 @@ from collections import deque
 
 
 def _slot_main(conn, threads: int) -> None:
+    from .filter import _EVAL  # noqa: F401  (puts the judge's package on sys.path)
+    from caf_agent_eval._pdeathsig import die_with_parent
+    die_with_parent()  # a killed pipeline leaves no slot behind
     import warnings
     warnings.simplefilter("ignore")
     import torch
@@ -20,11 +23,17 @@ def _slot_main(conn, threads: int) -> None:
     from .filter import run_job
     conn.send(("ready", None))
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
         if msg is None:
             return
         idx, name, source, options = msg
-        conn.send(("done", (idx, run_job(name, source, options))))
+        try:
+            conn.send(("done", (idx, run_job(name, source, options))))
+        except (BrokenPipeError, OSError):
+            return
 
 
 class _Slot:

@@ -1,0 +1,30 @@
+"""Level 2: Embedding -> add -> SELU. Synthesized by caf_agent_data from torch.nn.Embedding, torch.add, torch.nn.SELU."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.op0 = nn.Embedding(NUM_EMBEDDINGS, 64)
+        self.op2 = nn.SELU()
+
+    def forward(self, x):
+        x = self.op0(x)
+        x = x + 0.5
+        x = self.op2(x)
+        return x
+
+
+NUM_EMBEDDINGS = 1000
+batch_size = 8
+input_shape = (32,)
+
+
+def get_inputs():
+    return [torch.randint(0, NUM_EMBEDDINGS, (batch_size, *input_shape))]
+
+
+def get_init_inputs():
+    return []

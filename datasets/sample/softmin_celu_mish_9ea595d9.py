@@ -1,0 +1,29 @@
+"""Level 2: Softmin -> CELU -> mish. Synthesized by caf_agent_data from torch.nn.Softmin, torch.nn.CELU, torch.nn.functional.mish."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.op0 = nn.Softmin(dim=-1)
+        self.op1 = nn.CELU(alpha=2.0)
+
+    def forward(self, x):
+        x = self.op0(x)
+        x = self.op1(x)
+        x = F.mish(x)
+        return x
+
+
+batch_size = 2
+input_shape = (4, 8, 8, 8)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape)]
+
+
+def get_init_inputs():
+    return []

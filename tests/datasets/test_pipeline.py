@@ -1,0 +1,57 @@
+"""The pipeline command end to end, and the bundled sample it produced."""
+import json
+import os
+
+from caf_agent_data import pipeline
+from caf_agent_data.decontam import DEFAULT_THRESHOLD, build_index, nearest
+from caf_agent_data.identity import task_identity
+from caf_agent_data.readers import read_task_set
+from data_helpers import ROOT, TASKS, bundled, task, write
+
+SAMPLE = os.path.join(ROOT, "datasets", "sample")
+
+
+def test_pipeline_filters_and_decontaminates_a_task_set(tmp_path, capsys):
+    src = tmp_path / "in"
+    write(str(src / "near_copy.py"), bundled("softmax").replace("batch_size", "rows").replace("4096", "2048"))
+    write(str(src / "constant.py"), task("return torch.zeros_like(x)"))
+    write(str(src / "good.py"), task("return torch.nn.functional.hardswish(x) * 3.0"))
+    write(str(src / "dup.py"), task("return torch.nn.functional.hardswish(x) * 3.0", doc='"""Same task."""\n'))
+    write(str(src / "broken.py"), "class Model(:\n")
+    out = tmp_path / "out"
+    rc = pipeline.main(["--out", str(out), "--seed", "1", "--count", "5", "--from", str(src),
+                        "--eval-set", TASKS, "--slots", "1", "--min-ms", "0", "--max-ms", "10000"])
+    assert rc == 1   # fewer kept than --count: every candidate was seen
+    report = json.loads((out / "report.json").read_text())
+    assert report["kept"] == 1
+    assert report["dropped"] == {"decontaminated": 1, "reference": 1, "duplicate": 1, "read": 1}
+    assert report["decontaminated"][0]["nearest"].endswith("softmax.py")
+    assert report["similarity"]["count"] == 3 and report["similarity"]["max"] > DEFAULT_THRESHOLD
+    ts = read_task_set(str(out))
+    assert [t.name for t in ts.tasks] == ["dup"] or [t.name for t in ts.tasks] == ["good"]
+    rec = ts.tasks[0].meta
+    assert rec["times"]["cpu"]["eager_ms"] > 0 and rec["input_shapes"] == [[8, 64]]
+    assert "kept 1 of 5 candidates" in capsys.readouterr().out
+    # a second run into the same directory needs --force
+    try:
+        pipeline.main(["--out", str(out), "--count", "1", "--from", str(src)])
+        raise AssertionError("expected a refusal")
+    except SystemExit as e:
+        assert "--force" in str(e)
+
+
+def test_bundled_sample_matches_its_manifest_and_is_decontaminated():
+    ts = read_task_set(SAMPLE)
+    assert ts.kind == "manifest" and not ts.refused
+    assert len(ts.tasks) >= 50
+    py = sorted(f for f in os.listdir(SAMPLE) if f.endswith(".py"))
+    assert py == sorted(t.meta["file"] for t in ts.tasks)
+    ix = build_index([(t.name, t.source) for t in read_task_set(TASKS).tasks])
+    for t in ts.tasks:
+        assert t.identity == t.meta["identity"] == task_identity(t.source)
+        assert t.meta["times"]["cpu"]["eager_ms"] > 0 and t.meta["ops"]
+        assert nearest(t.source, ix)[0] <= DEFAULT_THRESHOLD
+    levels = {t.level for t in ts.tasks}
+    assert levels == {1, 2}
+    header = open(os.path.join(SAMPLE, "manifest.jsonl")).readline()
+    assert '"seed": 0' in header and "--count" in header
