@@ -50,6 +50,9 @@ CASES = {
     "harness_via_torch_sys": (
         FWD + "        torch.sys.modules['caf_agent_eval.dispatch_guard'].ALLOWED_OPS.update({'add', 'relu'})\n"
               "        return torch.relu(a + b)\n", "reaches the interpreter"),
+    "load_library_via_torch_classes": (
+        FWD + "        torch.classes.load_library('/usr/lib/x86_64-linux-gnu/libseccomp.so.2')\n"
+              "        return caf_ext.add_relu(a, b)\n", "torch.classes is not allowed"),
     # Own names do not unlock torch's or nn.Module's private members of the same name.
     "own_name_shadowing_module_internals": (
         "class ModelNew(nn.Module):\n    def _forward_hooks(self):\n        return 0\n"

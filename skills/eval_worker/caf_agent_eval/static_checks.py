@@ -18,10 +18,11 @@ ALLOWED_IMPORTS = {"torch", "torch.nn", "torch.nn.functional", "math", "typing",
 
 # Rationale: torch entry points that run compute without dispatching aten ops to the guard
 # (compile/jit/fx/export generate their own kernels), switch the guard off (utils, library,
-# overrides, _C), or reach other processes (multiprocessing, distributed, hub).
+# overrides, _C), load native code (classes.load_library, like ops.load_library), or reach
+# other processes (multiprocessing, distributed, hub).
 BANNED_TORCH_ATTRS = {"compile", "jit", "fx", "export", "utils", "library", "ops",
                       "overrides", "multiprocessing", "distributed", "hub", "package",
-                      "testing", "backends", "_dynamo", "_inductor", "_C"}
+                      "testing", "backends", "_dynamo", "_inductor", "_C", "classes"}
 
 # Rationale: builtins that read or rewrite the harness, load code, or touch files.
 BANNED_CALLS = {"eval", "exec", "compile", "open", "__import__", "getattr", "setattr",
