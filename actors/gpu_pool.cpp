@@ -105,6 +105,7 @@ struct manager_state {
   std::deque<uint64_t> to_build;  // jobs waiting for a builder
   double builds = 0, build_failures = 0, build_infra = 0, build_us_total = 0;
   bool open = true;
+  pool_credits last_published{-1, -1, -1, -1};
   double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
   double busy_integral_us = 0;
   double saturated_busy_us = 0, saturated_slot_us = 0;
@@ -131,13 +132,16 @@ void account(manager_actor* self) {
   st.last_event_us = now;
 }
 
+/// Tells subscribers the pool's state whenever it changed: rollout managers spread
+/// evaluations over pools by these reports (idle slots, queue depth, credits).
 void publish_credits(manager_actor* self) {
   auto& st = self->state;
   bool open = st.sched->credits() > 0 && st.parked.empty();
-  if (open == st.open) return;
   st.open = open;
-  pool_credits pc{static_cast<int32_t>(st.sched->credits()), static_cast<int32_t>(st.sched->queued()),
+  pool_credits pc{open ? static_cast<int32_t>(st.sched->credits()) : 0, static_cast<int32_t>(st.sched->queued() + st.parked.size()),
                   static_cast<int32_t>(st.sched->busy()), static_cast<int32_t>(st.sched->healthy())};
+  if (pc == st.last_published) return;
+  st.last_published = pc;
   for (auto& s : st.subscribers) self->send(s, pc);
 }
 

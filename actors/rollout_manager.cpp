@@ -9,6 +9,7 @@
 
 #include "actors/log.hpp"
 #include "messages/type_ids.hpp"
+#include "rollout/pool_choice.hpp"
 
 namespace caf_agent {
 
@@ -16,35 +17,62 @@ namespace {
 
 using namespace messages;
 
+struct pool_entry {
+  caf::actor handle;
+  std::string node;  // empty until its announcement names it (the local role's pool)
+  rollout::pool_view view;
+};
+
+struct job_entry {
+  eval_request req;
+  caf::response_promise promise;
+  caf::actor_addr pool;  // where it is now; null while it waits for a pool
+  int failures = 0;
+};
+
 struct manager_state {
   rollout_manager_options opts;
-  caf::actor pool;
-  std::string pool_node;  // node the pool runs on, once its announcement arrives
+  std::vector<pool_entry> pools;  // every live pool: one logical pool
   caf::actor driver;
-  bool pool_open = true;
   std::deque<start_episode> waiting;
   std::map<uint64_t, caf::actor> running;
+  std::map<uint64_t, job_entry> jobs;      // evaluations routed and not answered
+  std::deque<uint64_t> held;               // jobs waiting for any pool to exist
+  std::map<std::string, std::string> task_pool;  // task -> node of its last pool (affinity)
+  std::map<std::string, int64_t> served;   // evaluations answered, per pool node
   static inline const char* name = "rollout_manager";
 };
 
 using manager_actor = caf::stateful_actor<manager_state>;
+
+std::vector<rollout::pool_view> views(const manager_state& st) {
+  std::vector<rollout::pool_view> out;
+  for (auto& p : st.pools) out.push_back(p.view);
+  return out;
+}
+
+pool_entry* pool_by_addr(manager_state& st, const caf::actor_addr& addr) {
+  for (auto& p : st.pools)
+    if (p.handle.address() == addr) return &p;
+  return nullptr;
+}
 
 void report_capacity(manager_actor* self) {
   auto& st = self->state;
   if (!st.driver) return;
   int free = st.opts.max_concurrent - static_cast<int>(st.running.size() + st.waiting.size());
   self->send(st.driver, rollout_capacity{st.opts.node_id, std::max(0, free),
-                                         static_cast<int32_t>(st.running.size())});
+                                         static_cast<int32_t>(st.running.size()), st.opts.max_concurrent});
 }
 
 void admit(manager_actor* self) {
   auto& st = self->state;
-  while (!st.waiting.empty() && st.pool && st.pool_open &&
+  while (!st.waiting.empty() && rollout::any_pool_admitting(views(st)) &&
          static_cast<int>(st.running.size()) < st.opts.max_concurrent) {
     auto start = std::move(st.waiting.front());
     st.waiting.pop_front();
     auto env = st.opts.env;
-    env.pool = self;  // evaluations go through the manager, which knows the current pool
+    env.pool = self;  // evaluations go through the manager, which knows every pool
     env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
@@ -54,55 +82,121 @@ void admit(manager_actor* self) {
     // instead of leaving them waiting on executors that are gone.
     self->link_to(ep);
     st.running[id] = ep;
+    if (st.driver) self->send(st.driver, episode_started{st.opts.node_id, id});
   }
 }
 
-void adopt_pool(manager_actor* self, caf::actor pool, std::string node) {
-  auto& s = self->state;
-  s.pool = pool;
-  s.pool_node = std::move(node);
-  s.pool_open = true;
-  self->monitor(pool);
-  self->send(pool, atoms::subscribe::value);
-  log_info("rollout", s.opts.node_id + " uses the GPU pool" +
-                          (s.pool_node.empty() ? "" : " on " + s.pool_node));
+void answer(manager_actor* self, uint64_t job_id, eval_result r) {
+  auto& st = self->state;
+  auto it = st.jobs.find(job_id);
+  if (it == st.jobs.end()) return;
+  it->second.promise.deliver(std::move(r));
+  st.jobs.erase(it);
+}
+
+void send_job(manager_actor* self, uint64_t job_id);
+
+/// A pool's answer (or failure) for a job; answers of a pool the job has left are dropped.
+void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& from,
+                   eval_result* r, const caf::error* err) {
+  auto& st = self->state;
+  auto it = st.jobs.find(job_id);
+  if (it == st.jobs.end() || it->second.pool != from) return;
+  auto* p = pool_by_addr(st, from);
+  if (p) p->view.in_flight = std::max(0, p->view.in_flight - 1);
+  if (r) {
+    auto node = p ? p->node : std::string{};
+    ++st.served[node];
+    st.task_pool[it->second.req.task.task_id] = node;
+    return answer(self, job_id, std::move(*r));
+  }
+  // Rationale: one more pool absorbs a pool that failed under the job (a timeout or a
+  // broken connection); a second failure is reported as infrastructure.
+  if (it->second.failures++ < 1) {
+    it->second.pool = caf::actor_addr{};
+    return send_job(self, job_id);
+  }
+  eval_result out;
+  out.job_id = job_id;
+  out.status = "infra_error";
+  out.reason = "GPU pool failed: " + self->system().render(*err);
+  answer(self, job_id, std::move(out));
+}
+
+void send_job(manager_actor* self, uint64_t job_id) {
+  auto& st = self->state;
+  auto& job = st.jobs.at(job_id);
+  int affinity = -1;
+  if (auto t = st.task_pool.find(job.req.task.task_id); t != st.task_pool.end())
+    for (size_t i = 0; i < st.pools.size(); ++i)
+      if (st.pools[i].node == t->second) affinity = static_cast<int>(i);
+  auto choice = rollout::choose_pool(views(st), affinity);
+  if (!choice) {
+    st.held.push_back(job_id);  // no pool at all: it goes out when one joins
+    return;
+  }
+  auto& p = st.pools[*choice];
+  ++p.view.sent_since_report;
+  ++p.view.in_flight;
+  job.pool = p.handle.address();
+  auto from = job.pool;
+  self->request(p.handle, std::chrono::milliseconds(st.opts.env.eval_timeout_ms), job.req)
+      .then([=](eval_result& r) { on_pool_reply(self, job_id, from, &r, nullptr); },
+            [=](caf::error& e) { on_pool_reply(self, job_id, from, nullptr, &e); });
+}
+
+void add_pool(manager_actor* self, caf::actor handle, std::string node) {
+  auto& st = self->state;
+  if (auto* p = pool_by_addr(st, handle.address())) {
+    if (!node.empty()) p->node = std::move(node);
+    return;
+  }
+  st.pools.push_back({handle, node, {}});
+  self->monitor(handle);
+  self->send(handle, atoms::subscribe::value);
+  log_info("rollout", st.opts.node_id + " uses the GPU pool" + (node.empty() ? "" : " on " + node) + " (" +
+                          std::to_string(st.pools.size()) + " pools)");
+  std::deque<uint64_t> held;
+  held.swap(st.held);
+  for (auto id : held)
+    if (st.jobs.contains(id)) send_job(self, id);
   admit(self);
 }
 
-void find_pool(manager_actor* self) {
+/// Drops pools (by node, or by address when `node` is empty); their jobs go to another.
+void drop_pools(manager_actor* self, const std::string& node, const caf::actor_addr& addr,
+                const std::string& why) {
   auto& st = self->state;
-  if (st.pool || !st.opts.coordinator) return;
-  self->request(st.opts.coordinator, std::chrono::seconds(5), atoms::lookup::value,
-                std::string{"gpu_pool"})
-      .then(
-          [=](caf::actor& pool) {
-            if (!self->state.pool) adopt_pool(self, pool, "");
-          },
-          [=](caf::error&) {
-            self->delayed_send(self, std::chrono::milliseconds(500), atoms::tick::value);
-          });
+  std::vector<caf::actor_addr> gone;
+  std::erase_if(st.pools, [&](const pool_entry& p) {
+    bool match = node.empty() ? p.handle.address() == addr : p.node == node;
+    if (match) gone.push_back(p.handle.address());
+    return match;
+  });
+  if (gone.empty()) return;
+  log_error("rollout", st.opts.node_id + " lost the GPU pool" + (node.empty() ? "" : " on " + node) + " (" +
+                           why + "); " + std::to_string(st.pools.size()) + " pools left");
+  std::vector<uint64_t> moved;
+  for (auto& [id, job] : st.jobs)
+    for (auto& g : gone)
+      if (job.pool == g) moved.push_back(id);
+  for (auto id : moved) {
+    st.jobs.at(id).pool = caf::actor_addr{};
+    send_job(self, id);  // a new pool, or held until one joins
+  }
 }
 
 caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  if (st.opts.pool) {
-    st.pool = st.opts.pool;
-    self->monitor(st.pool);
-    self->send(st.pool, atoms::subscribe::value);
-  }
+  if (st.opts.pool) add_pool(self, st.opts.pool, "");
   if (st.opts.coordinator) {
     self->send(st.opts.coordinator, service_announce{st.opts.node_id, "rollout"});
-    self->send(st.opts.coordinator, atoms::subscribe::value);  // pool changes, node losses
+    // Every pool (those that joined before us are replayed), pool changes, node losses.
+    self->send(st.opts.coordinator, atoms::subscribe::value);
   }
-  find_pool(self);
   self->set_down_handler([=](caf::down_msg& dm) {
-    auto& s = self->state;
-    if (s.pool && dm.source == s.pool.address()) {
-      log_error("rollout", s.opts.node_id + " lost the GPU pool: " + self->system().render(dm.reason));
-      s.pool = nullptr;
-      find_pool(self);
-    }
+    drop_pools(self, "", dm.source, "exited: " + self->system().render(dm.reason));
   });
   return {
       [=](start_episode& start) {
@@ -121,45 +215,53 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
       },
       [=](eval_request& req) -> caf::response_promise {
         auto rp = self->make_response_promise();
-        if (self->state.pool) {
-          rp.delegate(self->state.pool, std::move(req));
-        } else {
+        auto& s = self->state;
+        auto id = req.job_id;
+        if (s.jobs.contains(id)) {
           eval_result r;
-          r.job_id = req.job_id;
-          r.status = "infra_error";
-          r.reason = "no GPU pool is available";
+          r.job_id = id;
+          r.status = "rejected";
+          r.reason = "duplicate job id " + std::to_string(id);
           rp.deliver(std::move(r));
+          return rp;
         }
+        s.jobs[id] = {std::move(req), rp, {}, 0};
+        send_job(self, id);
         return rp;
       },
       [=](service_announce& svc, caf::actor& handle) {
-        auto& s = self->state;
-        if (svc.name != "gpu_pool") return;
-        if (handle == s.pool) {
-          s.pool_node = svc.node_id;
-        } else if (!s.pool) {
-          adopt_pool(self, handle, svc.node_id);
-        }
+        if (svc.name == "gpu_pool") add_pool(self, handle, svc.node_id);
       },
-      [=](node_lost& lost) {
-        auto& s = self->state;
-        if (!s.pool || lost.node_id != s.pool_node) return;
-        log_error("rollout", s.opts.node_id + " lost the GPU pool on " + lost.node_id + " (" +
-                                 lost.reason + ")");
-        s.pool = nullptr;
-        s.pool_node.clear();
-        // Evaluations in flight on the lost node will never answer: fail them now.
-        for (auto& [id, ep] : s.running) self->send(ep, atoms::drain::value);
-        find_pool(self);
-      },
+      [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
       [=](pool_credits& pc) {
-        self->state.pool_open = pc.free_credits > 0;
+        auto& s = self->state;
+        auto* p = pool_by_addr(s, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        if (!p) return;
+        p->view.healthy = pc.healthy_slots;
+        p->view.busy = pc.busy_slots;
+        p->view.queued = pc.queued;
+        p->view.free_credits = pc.free_credits;
+        p->view.sent_since_report = 0;
+        p->view.reported = true;
         admit(self);
       },
-      [=](atoms::tick) { find_pool(self); },
+      // Over the network (a std::map is no wire type in CAF 0.17): "NODE COUNT" lines.
+      [=](atoms::stats, const std::string& what) -> std::string {
+        std::string out;
+        if (what != "evaluations") return out;
+        for (auto& [node, n] : self->state.served)
+          out += (node.empty() ? std::string{"local"} : node) + " " + std::to_string(n) + "\n";
+        return out;
+      },
       [=](atoms::stats) -> std::map<std::string, double> {
-        return {{"running", double(self->state.running.size())},
-                {"waiting", double(self->state.waiting.size())}};
+        auto& s = self->state;
+        std::map<std::string, double> out{{"running", double(s.running.size())},
+                                          {"waiting", double(s.waiting.size())},
+                                          {"pools", double(s.pools.size())},
+                                          {"evals_in_flight", double(s.jobs.size())},
+                                          {"evals_held", double(s.held.size())}};
+        for (auto& [node, n] : s.served) out["evals@" + (node.empty() ? "local" : node)] = double(n);
+        return out;
       },
   };
 }

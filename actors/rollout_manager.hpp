@@ -1,12 +1,17 @@
 #pragma once
 /// actors/rollout_manager.hpp: a rollout node's episode admission.
 ///
-/// Receives start_episode from the run driver, admits at most
-/// `max_concurrent` episodes and only while the GPU pool has credits (back-
-/// pressure: no new episodes while the pool's queue is full), spawns episode
-/// actors, forwards their trajectory records to the driver and reports its free
-/// capacity (rollout_capacity) after every change. Finds the GPU pool through
-/// the coordinator and re-finds it if it is lost.
+/// Receives start_episode from the run driver, admits at most `max_concurrent`
+/// episodes and only while some GPU pool admits work (back-pressure: no new episodes
+/// while every pool's queue is full), spawns episode actors (telling the driver each
+/// one started: episode_started), forwards their trajectory records to the driver and
+/// reports its capacity and limit (rollout_capacity) after every change.
+///
+/// Every GPU pool the coordinator announces is used, as one logical pool: each
+/// evaluation goes to the pool `rollout::choose_pool` picks from the pools' credit
+/// reports and this manager's own sends since (a pool that joins gets work at once).
+/// The evaluations of a lost pool go to another one (or wait for one to join); stats
+/// count the evaluations each pool node answered (`evals@NODE`).
 
 #include <functional>
 #include <string>

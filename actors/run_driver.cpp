@@ -1,13 +1,15 @@
 // actors/run_driver.cpp: see run_driver.hpp.
 #include "actors/run_driver.hpp"
 
-#include <deque>
+#include <algorithm>
 #include <map>
+#include <sstream>
 
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
 #include "messages/type_ids.hpp"
+#include "rollout/dispatch_ledger.hpp"
 #include "rollout/trajectory_store.hpp"
 
 namespace caf_agent {
@@ -16,18 +18,12 @@ namespace {
 
 using namespace messages;
 
-struct manager_entry {
-  caf::actor handle;
-  std::string node_id;
-  int free = 1;  // until it reports, assume room for one
-};
-
 struct driver_state {
   run_driver_options opts;
   std::shared_ptr<rollout::trajectory_store> store;
-  std::deque<start_episode> plan;
-  std::map<std::string, manager_entry> managers;  // by node id
-  std::map<uint64_t, std::pair<std::string, start_episode>> outstanding;
+  rollout::dispatch_ledger ledger;
+  std::map<uint64_t, start_episode> episodes;    // every planned episode without a record at start
+  std::map<std::string, caf::actor> managers;    // by node id
   run_summary summary;
   bool finished = false;
   static inline const char* name = "run_driver";
@@ -35,82 +31,143 @@ struct driver_state {
 
 using driver_actor = caf::stateful_actor<driver_state>;
 
-void maybe_finish(driver_actor* self) {
-  auto& st = self->state;
-  if (st.finished || !st.plan.empty() || !st.outstanding.empty()) return;
-  st.finished = true;
-  log_info("driver", "run finished: " + std::to_string(st.summary.recorded) + " records (" +
-                         std::to_string(st.summary.aborted) + " aborted) in " + st.summary.store_dir);
-  if (st.opts.on_finished) st.opts.on_finished(st.summary);
+std::string kept_text(const rollout::trajectory_store& store) {
+  auto ids = store.episode_ids();
+  return std::to_string(ids.size()) + " records" +
+         (ids.empty() ? std::string{} : " (episodes " + format_id_ranges(ids) + ")");
 }
 
-void store_record(driver_actor* self, trajectory_record& rec) {
+void finish(driver_actor* self) {
   auto& st = self->state;
-  auto it = st.outstanding.find(rec.episode_id);
-  if (it == st.outstanding.end()) {
-    ++st.summary.duplicates;
-    log_error("driver", "dropped a second record for episode " + std::to_string(rec.episode_id));
-    return;
-  }
-  st.outstanding.erase(it);
-  auto err = st.store->append(rec);
-  if (!err.empty()) {
+  st.finished = true;
+  st.summary.kept = kept_text(*st.store);
+  if (st.summary.storage_error.empty())
+    log_info("driver", "run finished: " + std::to_string(st.summary.recorded) + " records (" +
+                           std::to_string(st.summary.aborted) + " aborted) in " + st.summary.store_dir);
+  // Evaluations per pool come from the rollout managers that routed them; a manager that
+  // does not answer in time is left out of the count, not waited for.
+  auto managers = std::make_shared<size_t>(st.managers.size());
+  auto done = [self] {
+    if (self->state.opts.on_finished) self->state.opts.on_finished(self->state.summary);
+  };
+  if (st.managers.empty()) return done();
+  for (auto& [node, handle] : st.managers)
+    self->request(handle, std::chrono::seconds(2), atoms::stats::value, std::string{"evaluations"})
+        .then(
+            [=](std::string& lines) {
+              std::istringstream in{lines};
+              std::string pool;
+              int64_t n = 0;
+              while (in >> pool >> n) self->state.summary.evaluations_per_pool[pool] += n;
+              if (--*managers == 0) done();
+            },
+            [=](caf::error&) {
+              if (--*managers == 0) done();
+            });
+}
+
+void maybe_finish(driver_actor* self) {
+  auto& st = self->state;
+  if (!st.finished && st.ledger.open_episodes() == 0) finish(self);
+}
+
+/// The store failed: admission closes and the run ends now, loudly, with what was kept.
+void storage_failed(driver_actor* self, const std::string& err) {
+  auto& st = self->state;
+  if (st.finished) return;
+  st.ledger.drop_queue();
+  st.summary.storage_error = err;
+  log_error("driver", "storage failed: " + err + "; admission closed; kept " + kept_text(*st.store) +
+                          " in " + st.summary.store_dir);
+  finish(self);
+}
+
+/// Writes a record the ledger has accepted; counts and logs it.
+void append_record(driver_actor* self, trajectory_record& rec) {
+  auto& st = self->state;
+  if (st.finished) return;  // the store already failed
+  if (auto err = st.store->append(rec); !err.empty()) {
     ++st.summary.store_errors;
-    log_error("driver", "episode " + std::to_string(rec.episode_id) + ": " + err);
+    return storage_failed(self, "episode " + std::to_string(rec.episode_id) + ": " + err);
   }
   ++st.summary.recorded;
   st.summary.aborted += rec.termination == "aborted";
   // Rationale: every episode is worth a line in small runs; at thousands, a line
   // per percent keeps the log readable.
   auto every = std::max(1, st.summary.planned / 100);
-  if (st.summary.planned > 200 && st.summary.recorded % every != 0 && rec.termination != "aborted")
-    return maybe_finish(self);
-  log_info("driver", "episode " + std::to_string(rec.episode_id) + " " + rec.task_id + ": " +
-                         rec.termination + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
-                         ", reward " + std::to_string(rec.reward) + ", " +
-                         std::to_string(rec.turns) + " turns [" + std::to_string(st.summary.recorded) +
-                         "/" + std::to_string(st.summary.planned) + "]");
-  maybe_finish(self);
+  auto done = st.summary.recorded + st.summary.resumed;
+  if (st.summary.planned <= 200 || done % every == 0 || rec.termination == "aborted")
+    log_info("driver", "episode " + std::to_string(rec.episode_id) + " " + rec.task_id + ": " +
+                           rec.termination + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
+                           ", reward " + std::to_string(rec.reward) + ", " + std::to_string(rec.turns) +
+                           " turns [" + std::to_string(done) + "/" + std::to_string(st.summary.planned) + "]");
+}
+
+/// A record from `from` (empty: the driver's own): stored if it is the episode's first.
+void store_record(driver_actor* self, trajectory_record& rec, const std::string& from) {
+  auto& st = self->state;
+  auto outcome = st.ledger.record(from, rec.episode_id);
+  if (outcome == rollout::record_outcome::stored) return append_record(self, rec);
+  if (outcome == rollout::record_outcome::duplicate) ++st.summary.duplicates;
+  log_error("driver", std::string{outcome == rollout::record_outcome::duplicate ? "dropped a second"
+                                                                                   : "dropped an unplanned"} +
+                          " record for episode " + std::to_string(rec.episode_id) +
+                          (from.empty() ? "" : " from " + from));
 }
 
 void dispatch(driver_actor* self) {
   auto& st = self->state;
-  for (auto& [node, m] : st.managers) {
-    while (m.free > 0 && !st.plan.empty()) {
-      auto start = std::move(st.plan.front());
-      st.plan.pop_front();
-      --m.free;
-      st.outstanding[start.episode_id] = {node, start};
-      self->send(m.handle, std::move(start));
-    }
+  if (st.finished) return;
+  for (auto& a : st.ledger.assign()) {
+    auto start = st.episodes.at(a.episode_id);
+    start.attempt = a.attempt;
+    self->send(st.managers.at(a.node), std::move(start));
   }
+  maybe_finish(self);
 }
 
-/// Records every outstanding episode of `node_id` (all nodes when empty) as aborted.
-void abort_outstanding(driver_actor* self, const std::string& node_id, const std::string& why) {
+trajectory_record aborted_record(const start_episode& start, int32_t attempt, const std::string& node,
+                                 const std::string& why) {
+  trajectory_record rec;
+  rec.episode_id = start.episode_id;
+  rec.attempt = attempt;
+  rec.task_id = start.task.task_id;
+  rec.mode = start.mode;
+  rec.node_id = node;
+  rec.termination = "aborted";
+  rec.abort_reason = why;
+  rec.started_at_ms = rec.ended_at_ms = unix_ms();
+  return rec;
+}
+
+void on_node_lost(driver_actor* self, const std::string& node, const std::string& reason) {
   auto& st = self->state;
-  std::vector<uint64_t> ids;
-  for (auto& [id, entry] : st.outstanding)
-    if (node_id.empty() || entry.first == node_id) ids.push_back(id);
-  for (auto id : ids) {
-    auto& start = st.outstanding.at(id).second;
-    trajectory_record rec;
-    rec.episode_id = id;
-    rec.attempt = start.attempt;
-    rec.task_id = start.task.task_id;
-    rec.mode = start.mode;
-    rec.node_id = st.outstanding.at(id).first;
-    rec.termination = "aborted";
-    rec.abort_reason = why;
-    rec.started_at_ms = rec.ended_at_ms = unix_ms();
-    store_record(self, rec);
+  st.managers.erase(node);
+  if (!st.ledger.has_node(node)) return;
+  auto loss = st.ledger.node_lost(node);
+  if (!loss.requeued.empty()) {
+    st.summary.requeued += static_cast<int>(loss.requeued.size());
+    log_info("driver", "rollout node " + node + " lost (" + reason + "): episodes " +
+                           format_id_ranges(loss.requeued) + " go back to the queue");
   }
+  // The ledger already counts these as ended; a record of the node's own that arrives
+  // after all is dropped as a second one.
+  for (auto& a : loss.aborted) {
+    auto rec = aborted_record(st.episodes.at(a.episode_id), a.attempt, node,
+                              "rollout node " + node + " lost (" + reason + ")");
+    append_record(self, rec);
+  }
+  dispatch(self);
 }
 
-void on_node_lost(driver_actor* self, const node_lost& lost) {
-  self->state.managers.erase(lost.node_id);
-  abort_outstanding(self, lost.node_id,
-                    "rollout node " + lost.node_id + " lost (" + lost.reason + ")");
+void on_rollout_service(driver_actor* self, const std::string& node, caf::actor handle) {
+  auto& st = self->state;
+  auto it = st.managers.find(node);
+  if (it != st.managers.end() && it->second != handle)  // a new incarnation: the old one is gone
+    on_node_lost(self, node, "replaced by a new rollout manager");
+  st.managers[node] = handle;
+  if (!st.ledger.has_node(node)) st.ledger.node_up(node, 1);  // room for one until it reports
+  dispatch(self);
 }
 
 caf::behavior driver(driver_actor* self, run_driver_options opts,
@@ -118,61 +175,111 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
   auto& st = self->state;
   st.opts = std::move(opts);
   st.store = std::move(store_holder);
+  st.ledger = rollout::dispatch_ledger{st.opts.retry_aborted};
   st.summary.store_dir = st.opts.store_dir;
-  for (int i = 0; i < st.opts.episodes; ++i) {
-    start_episode s;
-    s.episode_id = static_cast<uint64_t>(i + 1);
-    s.task = st.opts.tasks[static_cast<size_t>(i) % st.opts.tasks.size()];
-    s.mode = st.opts.mode;
-    s.max_turns = st.opts.max_turns;
-    s.wall_limit_ms = st.opts.wall_limit_ms;
-    s.seed = st.opts.seed * 1000003 + static_cast<uint64_t>(i);
-    st.plan.push_back(std::move(s));
+  auto plan = st.opts.planned.empty() ? plan_episodes(st.opts) : st.opts.planned;
+  st.summary.planned = static_cast<int>(plan.size());
+  for (auto& s : plan) {
+    if (st.store->contains(s.episode_id)) {
+      ++st.summary.resumed;
+      continue;
+    }
+    st.ledger.plan(s.episode_id, s.attempt);
+    st.episodes[s.episode_id] = std::move(s);
   }
-  st.summary.planned = st.opts.episodes;
+  if (st.summary.resumed > 0)
+    log_info("driver", "resuming: " + std::to_string(st.summary.resumed) + " of " +
+                           std::to_string(st.summary.planned) + " planned episodes have a record; " +
+                           std::to_string(st.ledger.open_episodes()) + " to run");
   if (st.opts.coordinator) self->send(st.opts.coordinator, atoms::subscribe::value);
   maybe_finish(self);
   return {
       [=](service_announce& svc, caf::actor handle) {
-        if (svc.name != "rollout") return;
-        self->state.managers[svc.node_id] = {handle, svc.node_id, 1};
-        dispatch(self);
+        if (svc.name == "rollout") on_rollout_service(self, svc.node_id, handle);
       },
       [=](rollout_capacity& cap) {
-        auto it = self->state.managers.find(cap.node_id);
-        if (it == self->state.managers.end()) return;
-        it->second.free = cap.free_slots;
+        // Only the limit is taken: the counts are the driver's own.
+        auto& s = self->state;
+        if (!s.ledger.has_node(cap.node_id) || cap.limit <= 0) return;
+        s.ledger.node_up(cap.node_id, cap.limit);
         dispatch(self);
       },
-      [=](trajectory_record& rec) { store_record(self, rec); },
-      [=](node_lost& lost) { on_node_lost(self, lost); },
+      [=](episode_started& es) { self->state.ledger.started(es.node_id, es.episode_id); },
+      [=](trajectory_record& rec) {
+        auto from = rec.node_id;
+        store_record(self, rec, from);
+        dispatch(self);
+      },
+      [=](node_lost& lost) { on_node_lost(self, lost.node_id, lost.reason); },
       [=](atoms::stop, const std::string& why) -> bool {
-        // Interrupted: episodes not yet started need no record; started ones get one.
-        self->state.plan.clear();
-        self->state.summary.planned = self->state.summary.recorded +
-                                      static_cast<int>(self->state.outstanding.size());
-        abort_outstanding(self, "", "run interrupted (" + why + ")");
+        // Interrupted: episodes not yet sent need no record; sent ones get one.
+        auto& s = self->state;
+        if (s.finished) return true;
+        auto dropped = s.ledger.drop_queue();
+        s.summary.planned -= static_cast<int>(dropped.size());
+        for (auto& a : s.ledger.outstanding()) {
+          auto rec = aborted_record(s.episodes.at(a.episode_id), a.attempt, a.node,
+                                    "run interrupted (" + why + ")");
+          store_record(self, rec, "");
+        }
         return true;
       },
       [=](atoms::stats) -> std::map<std::string, double> {
         auto& s = self->state;
-        return {{"planned", double(s.summary.planned)}, {"recorded", double(s.summary.recorded)},
-                {"aborted", double(s.summary.aborted)}, {"outstanding", double(s.outstanding.size())},
-                {"queued", double(s.plan.size())}};
+        std::map<std::string, double> out{{"planned", double(s.summary.planned)},
+                                          {"recorded", double(s.summary.recorded)},
+                                          {"aborted", double(s.summary.aborted)},
+                                          {"requeued", double(s.summary.requeued)},
+                                          {"resumed", double(s.summary.resumed)},
+                                          {"duplicates", double(s.summary.duplicates)},
+                                          {"outstanding", double(s.ledger.outstanding().size())},
+                                          {"queued", double(s.ledger.queued())}};
+        for (auto& node : s.ledger.nodes()) {
+          out["in_flight@" + node] = s.ledger.in_flight(node);
+          out["limit@" + node] = s.ledger.limit(node);
+        }
+        return out;
       },
   };
 }
 
 }  // namespace
 
+std::vector<start_episode> plan_episodes(const run_driver_options& opts) {
+  std::vector<start_episode> out;
+  for (int i = 0; i < opts.episodes && !opts.tasks.empty(); ++i) {
+    start_episode s;
+    s.episode_id = static_cast<uint64_t>(i + 1);
+    s.task = opts.tasks[static_cast<size_t>(i) % opts.tasks.size()];
+    s.mode = opts.mode;
+    s.max_turns = opts.max_turns;
+    s.wall_limit_ms = opts.wall_limit_ms;
+    s.seed = opts.seed * 1000003 + static_cast<uint64_t>(i);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string format_id_ranges(std::vector<uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ids[i]) + (j > i ? "-" + std::to_string(ids[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
 caf::actor spawn_run_driver(caf::actor_system& sys, run_driver_options opts, std::string& error) {
+  if (opts.tasks.empty() && opts.episodes > 0 && opts.planned.empty()) {
+    error = "no tasks to run";
+    return nullptr;
+  }
   std::unique_ptr<rollout::trajectory_store> store;
   if (auto err = rollout::trajectory_store::open(opts.store_dir, store)) {
     error = *err;
-    return nullptr;
-  }
-  if (opts.tasks.empty() && opts.episodes > 0) {
-    error = "no tasks to run";
     return nullptr;
   }
   auto holder = std::shared_ptr<rollout::trajectory_store>(store.release());

@@ -42,11 +42,22 @@ struct episode_done {
 };
 
 /// Rollout manager -> coordinator: how many more episodes it can take now (back-pressure).
+/// The driver counts a node's episodes from its own sends and the node's records; it
+/// takes only `limit` from this report (a report can be older than the driver's sends).
 struct rollout_capacity {
   std::string node_id;
   int32_t free_slots = 0;
   int32_t running = 0;
-  CAF_AGENT_FIELDS(rollout_capacity, node_id, free_slots, running)
+  int32_t limit = 0;  ///< episodes the node runs at once (max_concurrent_episodes)
+  CAF_AGENT_FIELDS(rollout_capacity, node_id, free_slots, running, limit)
+};
+
+/// Rollout manager -> driver: an episode left the node's queue and began (its actor
+/// exists). An episode of a lost node without this notice never started and is re-run.
+struct episode_started {
+  std::string node_id;
+  uint64_t episode_id = 0;
+  CAF_AGENT_FIELDS(episode_started, node_id, episode_id)
 };
 
 }  // namespace caf_agent::messages

@@ -42,7 +42,8 @@
   X(train_step_done)               \
   X(weights_published)             \
   X(service_announce)              \
-  X(node_lost)
+  X(node_lost)                     \
+  X(episode_started)
 
 #define CAF_AGENT_ADD_TYPE_ID(name) CAF_ADD_TYPE_ID(caf_agent, (caf_agent::messages::name))
 

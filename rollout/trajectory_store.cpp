@@ -1,10 +1,16 @@
 // rollout/trajectory_store.cpp: see trajectory_store.hpp.
 #include "rollout/trajectory_store.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -33,13 +39,27 @@ std::filesystem::path segment_path(const std::filesystem::path& dir, uint32_t n)
   return dir / name;
 }
 
+/// The segment number of `name` when it is exactly "segment-NNNNNN.msgpack", else 0.
+uint32_t segment_number(const std::string& name) {
+  constexpr std::string_view prefix = "segment-", suffix = ".msgpack";
+  constexpr size_t digits = 6;
+  if (name.size() != prefix.size() + digits + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix))
+    return 0;
+  uint32_t n = 0;
+  for (size_t i = prefix.size(); i < prefix.size() + digits; ++i) {
+    if (name[i] < '0' || name[i] > '9') return 0;
+    n = n * 10 + static_cast<uint32_t>(name[i] - '0');
+  }
+  return n;
+}
+
 std::vector<uint32_t> list_segments(const std::filesystem::path& dir) {
   std::vector<uint32_t> out;
   std::error_code ec;
   for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    auto name = e.path().filename().string();
-    unsigned n = 0;
-    if (std::sscanf(name.c_str(), "segment-%06u.msgpack", &n) == 1) out.push_back(n);
+    if (!e.is_regular_file(ec)) continue;
+    if (auto n = segment_number(e.path().filename().string())) out.push_back(n);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -122,50 +142,93 @@ std::optional<std::string> trajectory_store::open(const std::filesystem::path& d
     });
     store->segment_ = n;
   }
-  // Rationale: always start a fresh segment, so a torn tail of the last one is
-  // never appended to (its garbage stays isolated and skippable).
+  // Rationale: always start a fresh segment (with the first append), so a torn tail of
+  // the last one is never appended to (its garbage stays isolated and skippable).
   if (auto err = store->roll_segment(); !err.empty()) return err;
+  if (::access(dir.c_str(), W_OK) != 0)
+    return "trajectory store '" + dir.string() + "' is not writable: " + std::strerror(errno);
   out = std::move(store);
   return std::nullopt;
 }
 
 trajectory_store::~trajectory_store() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<uint64_t> trajectory_store::episode_ids() const {
+  std::vector<uint64_t> out;
+  out.reserve(index_.size());
+  for (auto& [id, loc] : index_) out.push_back(id);
+  return out;
 }
 
 std::string trajectory_store::roll_segment() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   ++segment_;
-  auto path = segment_path(dir_, segment_);
-  file_ = std::fopen(path.c_str(), "ab");
   segment_size_ = 0;
-  if (!file_) return "cannot open trajectory segment '" + path.string() + "': " + std::strerror(errno);
+  segment_open_ = false;
+  return {};
+}
+
+std::string trajectory_store::open_segment() {
+  auto path = segment_path(dir_, segment_);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) return "cannot create trajectory segment '" + path.string() + "': " + std::strerror(errno);
+  // The new name must survive a crash too: sync the directory entry.
+  if (int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  segment_open_ = true;
   return {};
 }
 
 std::string trajectory_store::append(const messages::trajectory_record& rec) {
   if (index_.contains(rec.episode_id))
     return "duplicate record for episode " + std::to_string(rec.episode_id) + " (kept the first)";
-  if (!file_) return "trajectory store is not open";
   msgpack::sbuffer body;
   msgpack::pack(body, rec);
   if (segment_size_ > 0 && segment_size_ + body.size() > segment_bytes_)
     if (auto err = roll_segment(); !err.empty()) return err;
-  char header[header_size];
-  std::memcpy(header, magic, 4);
-  put_u32(header + 4, static_cast<uint32_t>(body.size()));
-  put_u32(header + 8, crc32(body.data(), body.size()));
+  std::string frame(header_size, '\0');
+  std::memcpy(frame.data(), magic, 4);
+  put_u32(frame.data() + 4, static_cast<uint32_t>(body.size()));
+  put_u32(frame.data() + 8, crc32(body.data(), body.size()));
+  frame.append(body.data(), body.size());
+  bool created = !segment_open_;
+  if (created)
+    if (auto err = open_segment(); !err.empty()) return err;
   uint64_t offset = segment_size_;
-  bool ok = std::fwrite(header, 1, header_size, file_) == header_size &&
-            std::fwrite(body.data(), 1, body.size(), file_) == body.size() &&
-            std::fflush(file_) == 0;
-  if (!ok) {
-    auto err = std::string{"writing trajectory failed: "} + std::strerror(errno);
-    // The partial frame is detected as torn on the next scan; continue in a new segment.
-    roll_segment();
-    return err;
+  size_t written = 0;
+  int err = 0;
+  while (written < frame.size()) {
+    auto n = ::write(fd_, frame.data() + written, frame.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    written += static_cast<size_t>(n);
   }
-  segment_size_ += header_size + body.size();
+  if (err == 0 && ::fdatasync(fd_) != 0 && errno != EINVAL) err = errno;
+  if (err != 0) {
+    // Take the partial frame back out, so what was written before stays intact and
+    // the segment has no torn frame; a segment this record created goes away.
+    bool clean = ::ftruncate(fd_, static_cast<off_t>(offset)) == 0;
+    if (clean && created) {
+      ::close(fd_);
+      fd_ = -1;
+      segment_open_ = false;
+      std::error_code ec;
+      std::filesystem::remove(segment_path(dir_, segment_), ec);
+    } else if (!clean) {
+      roll_segment();  // the torn frame stays; it is skipped on reading
+    }
+    return "writing trajectory segment '" + segment_path(dir_, segment_).string() + "' failed: " +
+           std::strerror(err);
+  }
+  segment_size_ += frame.size();
   index_.emplace(rec.episode_id, record_location{segment_, offset});
   return {};
 }

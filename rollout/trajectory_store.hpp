@@ -4,13 +4,17 @@
 /// Layout of a store directory:
 ///   segment-000001.msgpack, ...   frames: magic "CAFT", u32 length, u32 crc32, msgpack record
 ///   (a segment rolls over at `segment_bytes`)
-/// Reading scans every segment; a torn or corrupt frame (a crash mid-write, a full
-/// disk) is detected by its length/checksum, reported, and skipped: the records
-/// before and after it still load. The index (episode id -> segment, offset) is
-/// rebuilt on open, so there is no second file to keep consistent.
+/// Only files named exactly like a segment are read (a stray `*.bak` copy is not).
+/// Reading scans every segment; a torn or corrupt frame (a crash mid-write) is
+/// detected by its length/checksum, reported, and skipped: the records before and
+/// after it still load. A failed append (disk full, EIO) truncates its partial frame
+/// away and reports the error; the writer must stop (the driver closes admission).
+/// Each append is written with one write(2) and synced (fdatasync) before it counts.
+/// A segment file is created with its first record, so no empty segments are left.
+/// The index (episode id -> segment, offset) is rebuilt on open, so there is no
+/// second file to keep consistent.
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -58,6 +62,9 @@ class trajectory_store {
   /// Number of stored records.
   size_t size() const { return index_.size(); }
 
+  /// Episode ids of every stored record, ascending.
+  std::vector<uint64_t> episode_ids() const;
+
   /// What the opening scan found.
   const scan_report& opened_with() const { return open_report_; }
 
@@ -72,12 +79,14 @@ class trajectory_store {
  private:
   trajectory_store() = default;
   std::string roll_segment();
+  std::string open_segment();
 
   std::filesystem::path dir_;
   uint64_t segment_bytes_ = 0;
   uint32_t segment_ = 0;
   uint64_t segment_size_ = 0;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;          // the current segment, opened with its first record
+  bool segment_open_ = false;
   std::map<uint64_t, record_location> index_;
   scan_report open_report_;
 };

@@ -1,6 +1,7 @@
 // runtime/config.cpp: see config.hpp.
 #include "runtime/config.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -13,6 +14,11 @@ namespace {
 
 void require_positive(section_reader& r, std::string_view key, int64_t v) {
   if (v <= 0) r.error(key, "must be > 0, got " + std::to_string(v));
+}
+
+void require_range(section_reader& r, std::string_view key, double v, double lo, double hi) {
+  if (v < lo || v > hi)
+    r.error(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
 }
 
 void require_one_of(section_reader& r, std::string_view key, const std::string& v,
@@ -34,6 +40,7 @@ void cluster_config::read(section_reader& r) {
   r.read("heartbeat_interval_ms", heartbeat_interval_ms);
   r.read("node_timeout_ms", node_timeout_ms);
   r.read("connect_timeout_ms", connect_timeout_ms);
+  r.read("rejoin_timeout_ms", rejoin_timeout_ms);
 }
 
 void cluster_config::validate(section_reader& r) const {
@@ -42,6 +49,13 @@ void cluster_config::validate(section_reader& r) const {
   require_positive(r, "connect_timeout_ms", connect_timeout_ms);
   if (node_timeout_ms < 2 * heartbeat_interval_ms)
     r.error("node_timeout_ms", "must be at least twice heartbeat_interval_ms");
+  // Rationale: beyond an hour a hung node would hold its episodes for longer than an
+  // episode's default wall limit; such values are typos (seconds given as ms * 1000).
+  require_range(r, "heartbeat_interval_ms", static_cast<double>(heartbeat_interval_ms), 1, 600000);
+  require_range(r, "node_timeout_ms", static_cast<double>(node_timeout_ms), 1, 3600000);
+  require_range(r, "connect_timeout_ms", static_cast<double>(connect_timeout_ms), 1, 3600000);
+  if (listen_host.empty()) r.error("listen_host", "must not be empty");
+  require_range(r, "rejoin_timeout_ms", static_cast<double>(rejoin_timeout_ms), 0, 86400000);
   if (coordinator.find(':') == std::string::npos)
     r.error("coordinator", "must be HOST:PORT, got '" + coordinator + "'");
 }
@@ -71,6 +85,7 @@ void rollout_config::read(section_reader& r) {
   r.read("episodes", episodes);
   r.read("attempts", attempts);
   r.read("mode", mode);
+  r.read("retry_aborted", retry_aborted);
 }
 
 void rollout_config::validate(section_reader& r) const {
@@ -84,6 +99,14 @@ void rollout_config::validate(section_reader& r) const {
   require_positive(r, "attempts", attempts);
   if (episodes < 0) r.error("episodes", "must be >= 0");
   require_one_of(r, "mode", mode, {"train", "eval"});
+  // Rationale: upper bounds well above any real node (a node of 8 GPUs runs hundreds of
+  // episodes), low enough to catch a stray digit before it allocates or spawns.
+  require_range(r, "max_concurrent_episodes", max_concurrent_episodes, 1, 100000);
+  require_range(r, "tool_executors", tool_executors, 1, 4096);
+  require_range(r, "max_turns_train", max_turns_train, 1, 100000);
+  require_range(r, "max_turns_eval", max_turns_eval, 1, 100000);
+  if (skills_dir.empty()) r.error("skills_dir", "must not be empty");
+  if (tasks_dir.empty()) r.error("tasks_dir", "must not be empty");
 }
 
 void gpu_pool_config::read(section_reader& r) {
@@ -104,6 +127,10 @@ void gpu_pool_config::validate(section_reader& r) const {
   require_positive(r, "job_deadline_s", job_deadline_s);
   require_positive(r, "quarantine_after_failures", quarantine_after_failures);
   require_positive(r, "cpu_threads_per_slot", cpu_threads_per_slot);
+  // Rationale: a node has at most a few dozen GPUs; 4096 CPU slots is already absurd.
+  require_range(r, "slots", slots, 1, 4096);
+  require_range(r, "queue_capacity", queue_capacity, 1, 1000000);
+  require_range(r, "cpu_threads_per_slot", cpu_threads_per_slot, 1, 1024);
   if (build_workers < -1) r.error("build_workers", "must be >= -1 (-1: one per slot on cuda, none on cpu), got " +
                                                        std::to_string(build_workers));
   require_one_of(r, "device", device, {"cpu", "cuda"});
@@ -158,7 +185,10 @@ void policy_config::validate(section_reader& r) const {
     r.error("base_url", "is required when backend = \"openai\"");
   if (backend == "replay" && replay_path.empty())
     r.error("replay_path", "is required when backend = \"replay\"");
-  if (temperature < 0) r.error("temperature", "must be >= 0");
+  // Rationale: temperatures above 10 sample noise; a larger value is a mistake.
+  require_range(r, "temperature", temperature, 0, 10);
+  require_range(r, "sim_latency_ms_mean", sim_latency_ms_mean, 0, 3600000);
+  require_range(r, "sim_eval_ms_mean", sim_eval_ms_mean, 0, 3600000);
   if (top_p <= 0 || top_p > 1) r.error("top_p", "must be in (0, 1]");
   require_positive(r, "max_new_tokens", max_new_tokens);
   require_positive(r, "max_batch", max_batch);
@@ -245,6 +275,12 @@ config_result parse_config(std::string_view toml_text, std::string_view origin) 
 }
 
 config_result load_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    config_result out;
+    out.errors.push_back("config file '" + path + "' is a directory, not a TOML file");
+    return out;
+  }
   std::ifstream in{path};
   if (!in) {
     config_result out;
@@ -258,6 +294,30 @@ config_result load_config_file(const std::string& path) {
 
 std::string_view embedded_default_config() {
   return embedded_local_toml;
+}
+
+std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> errors;
+  std::error_code ec;
+  auto need = [&](const std::string& key, const fs::path& p, bool dir, const std::string& what) {
+    bool ok = dir ? fs::is_directory(p, ec) : fs::is_regular_file(p, ec);
+    if (!ok) errors.push_back(key + ": '" + p.string() + "' " + (fs::exists(p, ec) ? "is not " : "does not exist; need ") + what);
+  };
+  bool rollout = role == "rollout" || role == "local";
+  bool pool = role == "gpu-pool" || role == "local";
+  auto& r = cfg.rollout;
+  if (rollout || (pool && cfg.gpu_pool.backend == "worker")) need("rollout.skills_dir", r.skills_dir, true, "a directory");
+  bool skills_ok = errors.empty();  // what lives under it is checked only when it exists
+  if (rollout && skills_ok)
+    need("rollout.skills_dir", fs::path{r.skills_dir} / "workspace" / "SKILL.md", false, "the workspace's SKILL.md");
+  if (pool && skills_ok && cfg.gpu_pool.backend == "worker")
+    need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
+  if (drives_run && (role == "coordinator" || role == "local")) need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
+  if (rollout && cfg.policy.backend == "replay") need("policy.replay_path", cfg.policy.replay_path, false, "a file");
+  if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")
+    need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false, "the checkpoint's tokenizer.json");
+  return errors;
 }
 
 }  // namespace caf_agent::runtime

@@ -23,6 +23,9 @@ struct cluster_config {
   int64_t heartbeat_interval_ms = 500;
   int64_t node_timeout_ms = 3000;
   int64_t connect_timeout_ms = 5000;
+  /// How long a member keeps trying to rejoin a coordinator it lost (a restart, or this
+  /// node was frozen and dropped) before it exits with code 3; 0 = exit at once.
+  int64_t rejoin_timeout_ms = 60000;
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };
@@ -50,6 +53,7 @@ struct rollout_config {
   int32_t episodes = 0;        ///< episodes the local main job runs (0 = one per task)
   int32_t attempts = 1;        ///< evaluation mode: attempts per task
   std::string mode = "eval";   ///< train or eval
+  bool retry_aborted = false;  ///< re-run a lost node's started episodes instead of recording them aborted
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };
@@ -153,5 +157,9 @@ config_result load_config_file(const std::string& path);
 
 /// The embedded default (the text of config/local.toml at build time).
 std::string_view embedded_default_config();
+
+/// Checks the paths `role` will use (skills_dir, tasks_dir when `drives_run`, the replay
+/// file, model_dir, the eval worker); each error names its key and the path.
+std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run);
 
 }  // namespace caf_agent::runtime

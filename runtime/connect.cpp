@@ -34,7 +34,7 @@ bool split_host_port(const std::string& text, std::string& host, uint16_t& port,
 publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator,
                                    const std::string& host, int port) {
   publish_result out;
-  auto res = sys.middleman().publish(coordinator, static_cast<uint16_t>(port), host.c_str());
+  auto res = sys.middleman().publish(coordinator, static_cast<uint16_t>(port), host.c_str(), true);
   if (!res) {
     out.error = "cannot listen on " + host + ":" + std::to_string(port) + ": " +
                 sys.render(res.error()) +
@@ -61,7 +61,7 @@ caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, cons
 }
 
 connect_result connect_coordinator(caf::actor_system& sys, const std::string& address,
-                                   int64_t timeout_ms) {
+                                   int64_t timeout_ms, bool exit_on_hang) {
   connect_result out;
   std::string host;
   uint16_t port = 0;
@@ -72,6 +72,11 @@ connect_result connect_coordinator(caf::actor_system& sys, const std::string& ad
     promise->set_value(sys.middleman().remote_actor(host, port));
   }}.detach();
   if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+    if (!exit_on_hang) {
+      out.error = "coordinator at " + address + " did not complete the handshake within " +
+                  std::to_string(timeout_ms) + " ms";
+      return out;
+    }
     log_error("caf-agent", "coordinator at " + address + " did not complete the handshake within " +
                                std::to_string(timeout_ms) +
                                " ms (is it a caf-agent coordinator of the same version?)");

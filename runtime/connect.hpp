@@ -18,7 +18,9 @@ struct publish_result {
   std::string error;
 };
 
-/// Publishes `coordinator` on host:port (port 0 = any free port).
+/// Publishes `coordinator` on host:port (port 0 = any free port). The listening socket
+/// has SO_REUSEADDR, so a coordinator restarted on its port binds it at once (the
+/// last one's connections in TIME_WAIT do not block it; a live listener still does).
 publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator,
                                    const std::string& host, int port);
 
@@ -37,8 +39,9 @@ struct connect_result {
 
 /// Connects to "HOST:PORT". A peer that accepts but never completes CAF's
 /// handshake (not a caf-agent coordinator) cannot be cancelled in CAF 0.17, so
-/// after `timeout_ms` this logs the error and ends the process with code 2.
+/// after `timeout_ms` this logs the error and ends the process with code 2 (or, with
+/// `exit_on_hang` false, returns the error and leaves the stuck attempt behind).
 connect_result connect_coordinator(caf::actor_system& sys, const std::string& address,
-                                   int64_t timeout_ms);
+                                   int64_t timeout_ms, bool exit_on_hang = true);
 
 }  // namespace caf_agent::runtime

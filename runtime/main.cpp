@@ -38,6 +38,9 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_option("--publish-weights", o.publish_weights,
                  "inspector: publish this checkpoint directory to every policy service, then exit");
   app.add_option("--weights-version", o.weights_version, "inspector: version number of --publish-weights");
+  app.add_option("--resume", o.resume,
+                 "coordinator or local role: continue the run in this directory (its plan.json and records): "
+                 "the planned episodes without a record run, no other");
 }
 
 }  // namespace
@@ -72,6 +75,13 @@ int main(int argc, char** argv) {
   if (opts.episodes) {
     if (*opts.episodes < 0) return fail("--episodes must be >= 0");
     cfg.rollout.episodes = *opts.episodes;
+  }
+  if (opts.resume && opts.role != "coordinator" && opts.role != "local")
+    return fail("--resume is for the coordinator or local role, not '" + opts.role + "'");
+  bool drives_run = opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume));
+  if (auto errors = check_paths(cfg, opts.role, drives_run && !opts.resume); !errors.empty()) {
+    for (size_t i = 1; i < errors.size(); ++i) std::fprintf(stderr, "caf-agent: error: %s\n", errors[i].c_str());
+    return fail(errors.front());
   }
   set_log_level(cfg.runtime.log_level == "quiet"   ? log_level::quiet
                 : cfg.runtime.log_level == "debug" ? log_level::debug

@@ -1,7 +1,10 @@
 // runtime/node.cpp: see node.hpp.
 #include "runtime/node.hpp"
 
+#include <atomic>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <iostream>
 #include <thread>
 
@@ -24,7 +27,7 @@ namespace caf_agent::runtime {
 namespace {
 
 int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
-  bool drive = opts.episodes.has_value() || opts.eval;
+  bool drive = opts.episodes.has_value() || opts.eval || opts.resume.has_value();
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
@@ -45,38 +48,76 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   return latch.exit_code();
 }
 
+/// Connects to the coordinator; after a loss, retries until `deadline` (a restarted
+/// coordinator takes a moment to listen again).
+connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, bool rejoining,
+                                 std::chrono::steady_clock::time_point deadline, exit_latch& latch) {
+  for (;;) {
+    auto coord = connect_coordinator(sys, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
+    if (coord.ok || !rejoining || std::chrono::steady_clock::now() >= deadline) return coord;
+    // Rationale: 200 ms between attempts finds a restarted coordinator within a fraction
+    // of a second without flooding a host that is still down.
+    if (latch.wait_for(std::chrono::milliseconds(200))) return coord;
+  }
+}
+
 int run_member(const std::string& role, const app_config& cfg, exit_latch& latch) {
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
-  auto coord = connect_coordinator(sys, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms);
-  if (!coord.ok) {
-    log_error("caf-agent", coord.error);
-    return 2;
-  }
-  role_actors actors;
-  if (auto err = start_role(sys, role, cfg, {{"coordinator", coord.handle}}, actors);
-      !err.empty()) {
-    log_error("caf-agent", err);
+  for (int incarnation = 0;; ++incarnation) {
+    // Each incarnation is a new node (a new id): the coordinator, the driver and the
+    // rollout managers see the last one lost and this one join.
+    set_node_incarnation(incarnation);
+    auto rejoin_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.cluster.rejoin_timeout_ms);
+    auto coord = reach_coordinator(sys, cfg, incarnation > 0, rejoin_deadline, latch);
+    if (!coord.ok) {
+      if (latch.triggered()) return latch.exit_code();
+      log_error("caf-agent", coord.error);
+      return incarnation > 0 ? 3 : 2;
+    }
+    role_actors actors;
+    if (auto err = start_role(sys, role, cfg, {{"coordinator", coord.handle}}, actors); !err.empty()) {
+      log_error("caf-agent", err);
+      stop_role(sys, actors);
+      return 2;
+    }
+    auto node_id = make_node_id(role);
+    caf::actor agent;
+    auto lost = std::make_shared<std::atomic<bool>>(false);
+    auto lost_why = std::make_shared<std::string>();
+    auto lost_mutex = std::make_shared<std::mutex>();
+    bool rejoin = cfg.cluster.rejoin_timeout_ms > 0;
+    auto on_lost = [&latch, lost, lost_why, lost_mutex, rejoin](const std::string& why) {
+      if (!rejoin) return latch.trigger(3, why);
+      std::lock_guard lock{*lost_mutex};
+      *lost_why = why;
+      *lost = true;
+    };
+    if (auto err = join_cluster(sys, coord.handle, describe_node(node_id, role, actors.counts, actors.notes),
+                                cfg.cluster.connect_timeout_ms, on_lost, agent);
+        !err.empty()) {
+      log_error("caf-agent", err);
+      stop_role(sys, actors);
+      return 2;
+    }
+    log_info(role, "joined " + cfg.cluster.coordinator + " as " + node_id);
+    // Rationale: 100 ms polling of the loss flag keeps a rejoin well within a second.
+    while (!latch.wait_for(std::chrono::milliseconds(100)) && !*lost) {
+    }
+    if (latch.triggered()) {
+      log_info(role, "shutting down (" + latch.reason() + ")");
+      leave_cluster(sys, agent, latch.reason());
+      stop_role(sys, actors);
+      return latch.exit_code();
+    }
+    {
+      std::lock_guard lock{*lost_mutex};
+      log_error(role, *lost_why + "; stopping this node's work and rejoining (for up to " +
+                          std::to_string(cfg.cluster.rejoin_timeout_ms) + " ms)");
+    }
     stop_role(sys, actors);
-    return 2;
   }
-  auto node_id = make_node_id(role);
-  caf::actor agent;
-  auto on_lost = [&latch](const std::string& why) { latch.trigger(3, why); };
-  if (auto err = join_cluster(sys, coord.handle, describe_node(node_id, role, actors.counts, actors.notes),
-                              cfg.cluster.connect_timeout_ms, on_lost, agent);
-      !err.empty()) {
-    log_error("caf-agent", err);
-    stop_role(sys, actors);
-    return 2;
-  }
-  log_info(role, "joined " + cfg.cluster.coordinator + " as " + node_id);
-  latch.wait();
-  log_info(role, "shutting down (" + latch.reason() + ")");
-  leave_cluster(sys, agent, latch.reason());
-  stop_role(sys, actors);
-  return latch.exit_code();
 }
 
 }  // namespace

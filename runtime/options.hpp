@@ -18,6 +18,7 @@ struct cli_options {
   bool watch = false;                     ///< inspector: refresh until interrupted
   std::optional<std::string> publish_weights; ///< inspector: checkpoint dir to publish
   uint64_t weights_version = 0;           ///< inspector: version of the published weights
+  std::optional<std::string> resume;      ///< coordinator/local: run directory of a run to continue
 };
 
 /// The roles `--role` accepts.

@@ -1,6 +1,8 @@
 // runtime/process.cpp: see process.hpp.
 #include "runtime/process.hpp"
 
+#include <atomic>
+
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -81,8 +83,17 @@ int count_gpus() {
   return n;
 }
 
+namespace {
+std::atomic<int> node_incarnation{0};
+}  // namespace
+
+void set_node_incarnation(int n) {
+  node_incarnation = n;
+}
+
 std::string make_node_id(const std::string& role) {
-  return role + "@" + host_name() + ":" + std::to_string(getpid());
+  int n = node_incarnation.load();
+  return role + "@" + host_name() + ":" + std::to_string(getpid()) + (n > 0 ? "#" + std::to_string(n) : "");
 }
 
 }  // namespace caf_agent::runtime

@@ -41,7 +41,12 @@ std::string host_name();
 /// Number of NVIDIA GPU device nodes (/dev/nvidiaN) visible to this process.
 int count_gpus();
 
-/// "role@host:pid", unique per process.
+/// "role@host:pid", unique per process; "role@host:pid#N" once the process rejoined
+/// the cluster for the N-th time (each incarnation is a new node to the coordinator, so
+/// a late loss notice of the last one never touches the new one).
 std::string make_node_id(const std::string& role);
+
+/// Sets N of make_node_id (0: the first incarnation).
+void set_node_incarnation(int n);
 
 }  // namespace caf_agent::runtime

@@ -2,6 +2,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <csignal>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "rollout/trajectory_store.hpp"
@@ -143,4 +148,95 @@ TEST(trajectory_store, unusable_directory_is_an_error) {
 
 TEST(crc32, known_vector) {
   EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+}
+
+TEST(trajectory_store, stray_files_in_the_directory_are_not_read) {
+  auto dir = fresh_dir("stray");
+  {
+    std::unique_ptr<trajectory_store> store;
+    ASSERT_FALSE(trajectory_store::open(dir, store));
+    for (uint64_t i = 1; i <= 3; ++i) ASSERT_EQ(store->append(rec(i)), "");
+  }
+  auto seg = only_segment(dir);
+  // A backup copy and look-alike names: none of them is a segment of the store.
+  fs::copy_file(seg, fs::path{seg.string() + ".bak"});
+  fs::copy_file(seg, dir / "segment-000009.msgpack~");
+  fs::copy_file(seg, dir / "segment-1.msgpack");
+  fs::copy_file(seg, dir / "old-segment-000001.msgpack");
+  EXPECT_EQ(trajectory_store::read_all(dir).size(), 3u);
+  std::unique_ptr<trajectory_store> store;
+  ASSERT_FALSE(trajectory_store::open(dir, store));
+  EXPECT_EQ(store->size(), 3u);
+  EXPECT_EQ(store->opened_with().corrupt_frames, 0u);
+  fs::remove_all(dir);
+}
+
+TEST(trajectory_store, opening_creates_no_empty_segment) {
+  auto dir = fresh_dir("lazy");
+  {
+    std::unique_ptr<trajectory_store> store;
+    ASSERT_FALSE(trajectory_store::open(dir, store));
+  }
+  {
+    std::unique_ptr<trajectory_store> store;
+    ASSERT_FALSE(trajectory_store::open(dir, store));
+    ASSERT_EQ(store->append(rec(1)), "");
+  }
+  size_t files = 0;
+  for (auto& e : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_GT(fs::file_size(e.path()), 0u) << e.path();
+  }
+  EXPECT_EQ(files, 1u);
+  fs::remove_all(dir);
+}
+
+// A full disk, made by a file size limit in a child process (EFBIG at the limit, as
+// ENOSPC would be): the failing append reports it, leaves no torn frame and no empty
+// segment behind, and every record written before it reads back intact.
+TEST(trajectory_store, write_failure_keeps_what_was_written_before) {
+  auto dir = fresh_dir("full");
+  std::unique_ptr<trajectory_store> probe;
+  ASSERT_FALSE(trajectory_store::open(dir, probe));
+  probe.reset();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  auto pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{20000, 20000};  // bytes: a few records of ~4 KB
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    std::unique_ptr<trajectory_store> store;
+    if (trajectory_store::open(dir, store)) ::_exit(3);
+    std::string msg;
+    uint64_t n = 0;
+    for (uint64_t i = 1; i <= 50 && msg.empty(); ++i) {
+      auto r = rec(i);
+      r.tokens.assign(1000, 7);
+      msg = store->append(r);
+      if (msg.empty()) ++n;
+      else msg = std::to_string(n) + " " + msg;
+    }
+    if (::write(fds[1], msg.data(), msg.size()) < 0) ::_exit(4);
+    ::_exit(msg.empty() ? 2 : 0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t k; (k = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(k));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << got;
+  auto written = std::stoul(got.substr(0, got.find(' ')));
+  EXPECT_GE(written, 1u);
+  EXPECT_NE(got.find("too large"), std::string::npos) << got;
+  scan_report scan;
+  auto all = trajectory_store::read_all(dir, &scan);
+  EXPECT_EQ(all.size(), written);
+  EXPECT_EQ(scan.corrupt_frames, 0u) << (scan.problems.empty() ? "" : scan.problems[0]);
+  for (auto& e : fs::directory_iterator(dir)) EXPECT_GT(fs::file_size(e.path()), 0u) << e.path();
+  fs::remove_all(dir);
 }

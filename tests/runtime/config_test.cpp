@@ -1,6 +1,10 @@
 // tests/runtime/config_test.cpp: strict TOML config loading.
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -125,4 +129,66 @@ TEST(config, build_workers_default_to_one_per_cuda_slot_and_none_on_cpu) {
   auto bad = parse_config("[gpu_pool]\nbuild_workers = -2\n", "t.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(has_error(bad, "gpu_pool.build_workers"));
+}
+
+TEST(config, negative_latencies_are_named) {
+  auto r = parse_config("[policy]\nsim_latency_ms_mean = -5.0\nsim_eval_ms_mean = -1.0\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "policy.sim_latency_ms_mean"));
+  EXPECT_TRUE(has_error(r, "policy.sim_eval_ms_mean"));
+}
+
+TEST(config, out_of_range_values_are_named) {
+  auto r = parse_config(
+      "[gpu_pool]\nslots = 100000\n[rollout]\nmax_concurrent_episodes = 10000000\n"
+      "[policy]\ntemperature = 1000.0\nrequest_timeout_ms = -1\n[cluster]\nnode_timeout_ms = 999999999\n",
+      "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "gpu_pool.slots"));
+  EXPECT_TRUE(has_error(r, "rollout.max_concurrent_episodes"));
+  EXPECT_TRUE(has_error(r, "policy.temperature"));
+  EXPECT_TRUE(has_error(r, "policy.request_timeout_ms"));
+  EXPECT_TRUE(has_error(r, "cluster.node_timeout_ms"));
+}
+
+TEST(config, a_directory_is_not_a_config_file) {
+  auto dir = std::filesystem::temp_directory_path();
+  auto r = load_config_file(dir.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "is a directory")) << r.errors.front();
+  EXPECT_TRUE(has_error(r, dir.string()));
+}
+
+TEST(config, retry_aborted_is_a_rollout_key) {
+  auto r = parse_config("[rollout]\nretry_aborted = true\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_TRUE(r.config.rollout.retry_aborted);
+}
+
+TEST(config, referenced_paths_are_checked_for_the_role) {
+  auto base = std::filesystem::temp_directory_path() / ("caf_agent_paths_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  auto r = parse_config("[rollout]\nskills_dir = \"" + (base / "no-skills").string() + "\"\ntasks_dir = \"" +
+                            (base / "no-tasks").string() + "\"\n[policy]\nreplay_path = \"" +
+                            (base / "none.jsonl").string() + "\"\n",
+                        "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  auto rollout = check_paths(r.config, "rollout", false);
+  EXPECT_TRUE(std::any_of(rollout.begin(), rollout.end(),
+                          [](auto& e) { return e.find("rollout.skills_dir") != std::string::npos; }));
+  EXPECT_TRUE(std::any_of(rollout.begin(), rollout.end(),
+                          [](auto& e) { return e.find("policy.replay_path") != std::string::npos; }));
+  auto coord = check_paths(r.config, "coordinator", true);
+  ASSERT_EQ(coord.size(), 1u);
+  EXPECT_NE(coord[0].find("rollout.tasks_dir"), std::string::npos);
+  EXPECT_TRUE(check_paths(r.config, "coordinator", false).empty());  // not driving a run
+  EXPECT_TRUE(check_paths(r.config, "learner", false).empty());
+  // The repository's own paths are fine.
+  auto good = parse_config("[rollout]\nskills_dir = \"" + source_dir() + "/skills\"\ntasks_dir = \"" +
+                               source_dir() + "/skills/tasks\"\n[policy]\nreplay_path = \"" + source_dir() +
+                               "/skills/replay/default.jsonl\"\n[gpu_pool]\nbackend = \"sim\"\n",
+                           "t.toml");
+  ASSERT_TRUE(good.ok());
+  for (auto role : {"rollout", "gpu-pool", "coordinator", "local"})
+    EXPECT_TRUE(check_paths(good.config, role, true).empty()) << role << ": " << check_paths(good.config, role, true)[0];
 }
