@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   caf::anon_send(driver, messages::service_announce{"bench/rollout", "rollout"}, manager);
-  caf::anon_send(driver, messages::rollout_capacity{"bench/rollout", episodes, 0});
+  caf::anon_send(driver, messages::rollout_capacity{"bench/rollout", episodes, 0, m.max_concurrent});
 
   auto t0 = std::chrono::steady_clock::now();
   caf::scoped_actor self{sys};
