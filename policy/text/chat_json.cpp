@@ -27,18 +27,19 @@ json_value ids_json(std::span<const token_id> ids) {
 // assistant message is the prompt; each assistant body, tokenized, plays the
 // sampled tokens; the messages between assistants are observations.
 result<json_value> render_incremental(const tokenizer& tok, std::span<const chat_message> msgs,
-                                      const json_array& tools) {
+                                      const json_array& tools, const chat_format& fmt) {
   size_t first = 0;
   while (first < msgs.size() && msgs[first].role != "assistant") ++first;
-  auto session = chat_session::start(tok, msgs.subspan(0, first), tools);
+  auto session = chat_session::start(tok, msgs.subspan(0, first), tools, fmt);
   if (!session) return session.error();
   for (size_t i = first; i < msgs.size();) {
-    auto sampled = tok.encode(render_assistant_body(msgs[i]));
+    auto sampled = tok.encode(render_assistant_body(fmt, msgs[i]));
     sampled.push_back(session->im_end_id());
     if (auto s = session->append_sampled(sampled); !s) return s.error();
     size_t j = ++i;
     while (j < msgs.size() && msgs[j].role != "assistant") ++j;
-    if (j == i) break;
+    if (j == msgs.size() && j == i) break;  // ends with this assistant turn
+    // Consecutive assistants: an empty observation (just the next generation prompt).
     if (auto s = session->append_observation(msgs.subspan(i, j - i)); !s) return s.error();
     i = j;
   }
@@ -79,7 +80,8 @@ result<std::vector<chat_message>> messages_from_json(const json_value& messages)
   return out;
 }
 
-result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation) {
+result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation,
+                                            chat_format fmt) {
   const auto* msgs_json = conversation.find("messages");
   if (!msgs_json) return make_error("conversation: missing \"messages\"");
   auto msgs = messages_from_json(*msgs_json);
@@ -88,12 +90,18 @@ result<json_value> render_conversation_json(const tokenizer& tok, const json_val
   if (const auto* t = conversation.find("tools"); t && t->is_array()) tools = t->as_array();
   bool gen = false;
   if (const auto* g = conversation.find("add_generation_prompt"); g && g->is_bool()) gen = g->as_bool();
-  std::string text = render_chat(chat_format{}, *msgs, tools, gen);
-  auto incremental = render_incremental(tok, *msgs, tools);
-  if (!incremental) return incremental.error();
-  return json_value(json_object{{"text", text},
-                                {"ids", ids_json(tok.encode(text))},
-                                {"incremental", std::move(*incremental)}});
+  if (const auto* t = conversation.find("enable_thinking"); t && t->is_bool()) fmt.enable_thinking = t->as_bool();
+  auto text = render_chat_checked(fmt, *msgs, tools, gen);
+  if (!text) return text.error();
+  json_value incremental_json;
+  if (auto incremental = render_incremental(tok, *msgs, tools, fmt))
+    incremental_json = std::move(*incremental);
+  else
+    incremental_json = json_object{{"error", incremental.error().message}};
+  return json_value(json_object{{"text", *text},
+                                {"format", fmt.name},
+                                {"ids", ids_json(tok.encode(*text))},
+                                {"incremental", std::move(incremental_json)}});
 }
 
 } // namespace caf_agent::policy

@@ -14,10 +14,13 @@ namespace caf_agent::policy {
 /// may be {"name", "arguments"} or {"type": "function", "function": {...}}.
 result<std::vector<chat_message>> messages_from_json(const json_value& messages);
 
-/// Renders {"messages": [...], "tools": [...], "add_generation_prompt": bool}
-/// two ways: as one text ("text", "ids") and incrementally with a
-/// chat_session, the assistant bodies standing in for sampled tokens
-/// ("incremental": {"ids", "loss_mask", "turns"}).
-result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation);
+/// Renders {"messages": [...], "tools": [...], "add_generation_prompt": bool,
+/// "enable_thinking": bool (optional)} in fmt two ways: as one text ("text",
+/// "ids") and incrementally with a chat_session, the assistant bodies standing
+/// in for sampled tokens ("incremental": {"ids", "loss_mask", "turns"}, or
+/// {"error"} when the session refuses the conversation). An error when the
+/// template refuses the conversation.
+result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation,
+                                            chat_format fmt = {});
 
 } // namespace caf_agent::policy

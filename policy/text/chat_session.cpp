@@ -25,13 +25,10 @@ result<chat_session> chat_session::start(tokenizer tok, std::span<const chat_mes
   for (const auto& m : prompt)
     if (m.role == "assistant")
       return make_error("chat_session: the prompt may not contain assistant messages");
-  bool has_system = !prompt.empty() && prompt.front().role == "system";
-  std::string text =
-    render_system_header(fmt, has_system ? prompt.front().content : fmt.default_system, tools);
-  text += render_turns(fmt, has_system ? prompt.subspan(1) : prompt);
-  text += generation_prompt(fmt);
+  auto text = render_chat_checked(fmt, prompt, tools, /*add_generation_prompt=*/true);
+  if (!text) return make_error("chat_session: " + text.error().message);
   chat_session s(std::move(tok), std::move(fmt), *im_end);
-  s.push(turn_kind::prompt, s.tok_.encode(text), 0);
+  s.push(turn_kind::prompt, s.tok_.encode(*text), 0);
   return s;
 }
 
@@ -60,11 +57,9 @@ status chat_session::append_sampled(std::span<const token_id> sampled) {
 status chat_session::append_observation(std::span<const chat_message> msgs) {
   if (closed_ || awaiting_assistant_)
     return make_error("chat_session: an observation must follow an assistant turn");
-  for (const auto& m : msgs)
-    if (m.role == "assistant")
-      return make_error("chat_session: observations may not contain assistant messages");
-  std::string text = "\n" + render_turns(fmt_, msgs) + generation_prompt(fmt_);
-  push(turn_kind::observation, tok_.encode(text), 0);
+  auto text = render_observation(fmt_, msgs);
+  if (!text) return make_error("chat_session: " + text.error().message);
+  push(turn_kind::observation, tok_.encode(*text), 0);
   awaiting_assistant_ = true;
   return {};
 }
@@ -73,7 +68,7 @@ status chat_session::close() {
   if (closed_) return make_error("chat_session: already closed");
   if (awaiting_assistant_)
     return make_error("chat_session: close() must follow an assistant turn");
-  push(turn_kind::closing, tok_.encode("\n"), 0);
+  push(turn_kind::closing, tok_.encode(closing_text(fmt_)), 0);
   closed_ = true;
   return {};
 }

@@ -10,6 +10,11 @@
 // right after "<|im_start|>assistant\n". There the sampled tokens are kept as
 // sampled; re-tokenizing the full text may split differently when the body
 // starts with whitespace or when the policy chose a non-canonical split.
+//
+// The pieces follow fmt's family (chat_format.hpp). Qwen3 renders earlier
+// assistant turns without their thinking in a full rendering, so a Qwen3
+// session (which keeps what was sampled) differs from it after the first
+// assistant turn by design; each prompt it sends is still exact.
 
 #include <cstdint>
 #include <span>

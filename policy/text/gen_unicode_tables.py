@@ -31,6 +31,19 @@ def category_ranges(prefix):
     return ranges(lambda cp: unicodedata.category(chr(cp)).startswith(prefix))
 
 
+# Other_Alphabetic code points outside categories L and M (all So): Rust regex's
+# \w (used by `tokenizers` for single_word added tokens) is Alphabetic + M + Nd
+# + Pc + Join_Control, and Python's unicodedata has no Other_Alphabetic.
+OTHER_ALPHABETIC_SO = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189)]
+
+
+def is_word_char(cp):
+    cat = unicodedata.category(chr(cp))
+    if cat[0] in "LM" or cat in ("Nd", "Nl", "Pc") or cp in (0x200C, 0x200D):
+        return True
+    return any(lo <= cp <= hi for lo, hi in OTHER_ALPHABETIC_SO)
+
+
 def ccc_ranges():
     out = []
     for cp in range(MAX_CP):
@@ -85,6 +98,7 @@ def main():
     print(f'constexpr const char* unicode_version = "{unicodedata.unidata_version}";')
     emit_pairs("letter_ranges", category_ranges("L"))
     emit_pairs("number_ranges", category_ranges("N"))
+    emit_pairs("word_ranges", ranges(is_word_char))
     print("constexpr ccc_range ccc_ranges[] = {")
     for lo, hi, c in ccc_ranges():
         print(f"  {{0x{lo:X}, 0x{hi:X}, {c}}},")

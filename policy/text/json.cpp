@@ -1,5 +1,6 @@
 #include "policy/text/json.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@ namespace caf_agent::policy {
 
 double json_value::as_double() const {
   if (is_integer()) return static_cast<double>(as_integer());
+  if (is_big_integer()) return std::strtod(as_big_integer().c_str(), nullptr);
   return std::get<double>(data_);
 }
 
@@ -28,6 +30,7 @@ const char* json_kind_name(json_kind k) {
     case json_kind::integer: return "integer";
     case json_kind::real: return "number";
     case json_kind::string: return "string";
+    case json_kind::big_integer: return "integer";
     case json_kind::array: return "array";
     case json_kind::object: return "object";
   }
@@ -148,6 +151,17 @@ bool parser::parse_number(json_value& out) {
       out = json_value(v);
       return true;
     }
+    // Beyond int64: keep the digits (Python prints them back exactly); "-0"
+    // style inputs never get here, they fit int64.
+    std::string digits(first, last);
+    if (digits.size() > 1 && digits[0] == '-') {
+      size_t nz = digits.find_first_not_of('0', 1);
+      digits = "-" + digits.substr(nz);
+    } else {
+      digits = digits.substr(std::min(digits.find_first_not_of('0'), digits.size() - 1));
+    }
+    out = json_value(json_big_integer{std::move(digits)});
+    return true;
   }
   // Rationale: strtod is locale-sensitive only for the decimal point, and the
   // "C" locale is the default in every binary of this project.
@@ -320,34 +334,44 @@ void append_real(std::string& out, double v) {
   }
 }
 
-void dump_into(std::string& out, const json_value& v, const json_dump_options& opts) {
+void newline_indent(std::string& out, const json_dump_options& opts, int depth) {
+  out.push_back('\n');
+  out.append(static_cast<size_t>(opts.indent) * static_cast<size_t>(depth), ' ');
+}
+
+void dump_into(std::string& out, const json_value& v, const json_dump_options& opts, int depth) {
   switch (v.kind()) {
     case json_kind::null: out += "null"; return;
     case json_kind::boolean: out += v.as_bool() ? "true" : "false"; return;
     case json_kind::integer: out += std::to_string(v.as_integer()); return;
+    case json_kind::big_integer: out += v.as_big_integer(); return;
     case json_kind::real: append_real(out, v.as_double()); return;
     case json_kind::string: append_json_string(out, v.as_string()); return;
     case json_kind::array: {
+      const auto& items = v.as_array();
+      if (items.empty()) { out += "[]"; return; }
       out.push_back('[');
-      bool first = true;
-      for (const auto& item : v.as_array()) {
-        if (!first) out += opts.item_separator;
-        first = false;
-        dump_into(out, item, opts);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += opts.item_separator;
+        if (opts.indent >= 0) newline_indent(out, opts, depth + 1);
+        dump_into(out, items[i], opts, depth + 1);
       }
+      if (opts.indent >= 0) newline_indent(out, opts, depth);
       out.push_back(']');
       return;
     }
     case json_kind::object: {
+      const auto& members = v.as_object();
+      if (members.empty()) { out += "{}"; return; }
       out.push_back('{');
-      bool first = true;
-      for (const auto& [key, item] : v.as_object()) {
-        if (!first) out += opts.item_separator;
-        first = false;
-        append_json_string(out, key);
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (i > 0) out += opts.item_separator;
+        if (opts.indent >= 0) newline_indent(out, opts, depth + 1);
+        append_json_string(out, members[i].first);
         out += opts.key_separator;
-        dump_into(out, item, opts);
+        dump_into(out, members[i].second, opts, depth + 1);
       }
+      if (opts.indent >= 0) newline_indent(out, opts, depth);
       out.push_back('}');
       return;
     }
@@ -402,7 +426,7 @@ void append_json_string(std::string& out, std::string_view s) {
 
 std::string dump_json(const json_value& v, const json_dump_options& opts) {
   std::string out;
-  dump_into(out, v, opts);
+  dump_into(out, v, opts, 0);
   return out;
 }
 

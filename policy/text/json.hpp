@@ -24,8 +24,17 @@ using json_array = std::vector<json_value>;
 /// json.dumps with sort_keys=False, which keeps insertion order).
 using json_object = std::vector<std::pair<std::string, json_value>>;
 
+/// An integer outside int64's range, kept exactly as its decimal digits
+/// (Python's json round-trips such integers; a double would not).
+struct json_big_integer {
+  /// The digits, with a leading '-' when negative.
+  std::string digits;
+  /// Equality of the digits.
+  friend bool operator==(const json_big_integer&, const json_big_integer&) = default;
+};
+
 /// The kind of a json_value.
-enum class json_kind { null, boolean, integer, real, string, array, object };
+enum class json_kind { null, boolean, integer, real, string, array, object, big_integer };
 
 /// One JSON value: null, bool, number (integer or real), string, array, object.
 class json_value {
@@ -50,6 +59,8 @@ public:
   json_value(json_array a) : data_(std::move(a)) {}
   /// An object.
   json_value(json_object o) : data_(std::move(o)) {}
+  /// An integer beyond int64.
+  json_value(json_big_integer b) : data_(std::move(b)) {}
 
   /// The kind of value held.
   json_kind kind() const noexcept { return static_cast<json_kind>(data_.index()); }
@@ -59,8 +70,11 @@ public:
   bool is_bool() const noexcept { return kind() == json_kind::boolean; }
   /// True for an integer or real number.
   bool is_number() const noexcept {
-    return kind() == json_kind::integer || kind() == json_kind::real;
+    return kind() == json_kind::integer || kind() == json_kind::real ||
+           kind() == json_kind::big_integer;
   }
+  /// True for an integer beyond int64 (see as_big_integer).
+  bool is_big_integer() const noexcept { return kind() == json_kind::big_integer; }
   /// True for an integer number.
   bool is_integer() const noexcept { return kind() == json_kind::integer; }
   /// True for a string.
@@ -76,6 +90,8 @@ public:
   int64_t as_integer() const { return std::get<int64_t>(data_); }
   /// The number as a double; only valid when is_number().
   double as_double() const;
+  /// The digits of a big integer; only valid when is_big_integer().
+  const std::string& as_big_integer() const { return std::get<json_big_integer>(data_).digits; }
   /// The string; only valid when is_string().
   const std::string& as_string() const { return std::get<std::string>(data_); }
   /// The array; only valid when is_array().
@@ -97,7 +113,7 @@ public:
 
 private:
   std::variant<std::nullptr_t, bool, int64_t, double, std::string, json_array,
-               json_object>
+               json_object, json_big_integer>
     data_;
 };
 
@@ -140,6 +156,10 @@ struct json_dump_options {
   std::string_view item_separator = ", ";
   /// Between a key and its value; ": " is Python's json.dumps.
   std::string_view key_separator = ": ";
+  /// Python's indent: when >= 0, each item goes on its own line indented by
+  /// this many spaces per level (and item_separator should be ",", as
+  /// json.dumps makes it when indent is given); -1 is one line.
+  int indent = -1;
 };
 
 /// Serializes like Python's json.dumps(ensure_ascii=False): non-ASCII text is

@@ -1,10 +1,12 @@
 #include "policy/text/policy_text_commands.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "policy/text/chat_json.hpp"
+#include "policy/text/chat_template.hpp"
 #include "policy/text/json.hpp"
 #include "policy/text/tokenizer.hpp"
 #include "policy/text/tool_call_parser.hpp"
@@ -27,6 +29,12 @@ result<json_value> read_json(const std::string& path) {
   auto v = parse_json(*text);
   if (!v) return make_error(path + ": " + v.error().message);
   return v;
+}
+
+result<chat_format> format_from_file(const std::string& path, const std::string& bos) {
+  auto text = read_file(path);
+  if (!text) return text.error();
+  return chat_format_for_template(*text, path, bos);
 }
 
 json_value ids_json(const std::vector<token_id>& ids) {
@@ -103,6 +111,13 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
     if (!text) return text.error();
     return dump_json(assistant_turn_to_json(parse_assistant_turn(*text)));
   }
+  if (cmd == "identify-template") {
+    if (args.size() < 2) return make_error("identify-template TEMPLATE_FILE_OR_MODEL_DIR");
+    auto fmt = std::filesystem::is_directory(args[1]) ? load_chat_format(args[1]) : format_from_file(args[1], "");
+    if (!fmt) return fmt.error();
+    return dump_json(json_object{{"family", chat_family_name(fmt->family)}, {"name", fmt->name},
+                                 {"bos_token", fmt->bos_token}});
+  }
   if (args.size() < 3) return make_error("'" + cmd + "' needs TOKENIZER_JSON and an input file");
   auto tok = tokenizer::from_file(args[1]);
   if (!tok) return tok.error();
@@ -113,7 +128,13 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
   if (cmd == "render-chat") {
     auto conv = read_json(args[2]);
     if (!conv) return conv.error();
-    auto out = render_conversation_json(*tok, *conv);
+    chat_format fmt;
+    if (args.size() > 3) {  // render-chat TOKENIZER CONV TEMPLATE_FILE [BOS_TOKEN]
+      auto f = format_from_file(args[3], args.size() > 4 ? args[4] : "");
+      if (!f) return f.error();
+      fmt = std::move(*f);
+    }
+    auto out = render_conversation_json(*tok, *conv, fmt);
     if (!out) return out.error();
     return dump_json(*out);
   }

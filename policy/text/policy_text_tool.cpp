@@ -6,7 +6,8 @@
 //   policy_text_tool encode TOKENIZER_JSON TEXT_FILE [--add-special-tokens]
 //   policy_text_tool encode-batch TOKENIZER_JSON STRINGS_JSON_FILE
 //   policy_text_tool decode-batch TOKENIZER_JSON ID_LISTS_JSON_FILE
-//   policy_text_tool render-chat TOKENIZER_JSON CONVERSATION_JSON_FILE
+//   policy_text_tool render-chat TOKENIZER_JSON CONVERSATION_JSON_FILE [TEMPLATE_FILE [BOS_TOKEN]]
+//   policy_text_tool identify-template TEMPLATE_FILE_OR_MODEL_DIR
 //   policy_text_tool parse-tool-calls TEXT_FILE
 //   policy_text_tool bench TOKENIZER_JSON TEXT_FILE [REPEATS]
 #include <iostream>
@@ -20,7 +21,7 @@ using namespace caf_agent::policy;
 namespace {
 
 int usage() {
-  std::cerr << "usage: policy_text_tool encode|encode-batch|decode-batch|render-chat|"
+  std::cerr << "usage: policy_text_tool encode|encode-batch|decode-batch|render-chat|identify-template|"
                "parse-tool-calls|bench ARGS...\n";
   return 2;
 }

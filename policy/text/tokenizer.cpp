@@ -1,5 +1,6 @@
 #include "policy/text/tokenizer.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -11,44 +12,62 @@ namespace caf_agent::policy {
 
 namespace {
 
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+// The code point that ends text (text non-empty); invalid bytes count as
+// non-word, non-space characters.
+char32_t last_char(std::string_view text) {
+  size_t pos = text.size() - 1;
+  for (int back = 0; back < 3 && pos > 0 && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80; ++back) --pos;
+  auto c = decode_utf8(text, pos);
+  return c.valid && pos + c.len == text.size() ? c.cp : U'\uFFFD';
 }
 
-bool is_word_byte(std::string_view text, size_t pos) {
-  auto c = static_cast<unsigned char>(text[pos]);
-  return c >= 0x80 || c == '_' || is_letter(c) || is_number(c);
+char32_t first_char(std::string_view text) {
+  auto c = decode_utf8(text, 0);
+  return c.valid ? c.cp : U'\uFFFD';
 }
 
-// An added-token match: the token and the byte range it consumes (including
-// whitespace absorbed by lstrip / rstrip).
-struct added_match {
+// Byte offset where the trailing run of Unicode White_Space of text begins
+// (Rust regex `\s*$`).
+size_t trailing_space_begin(std::string_view text) {
+  size_t end = text.size();
+  while (end > 0) {
+    char32_t cp = last_char(text.substr(0, end));
+    if (!is_whitespace(cp)) break;
+    std::string tmp;
+    append_utf8(tmp, cp);
+    end -= tmp.size();
+  }
+  return end;
+}
+
+// Byte length of the leading run of Unicode White_Space of text (`^\s*`).
+size_t leading_space_len(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    auto c = decode_utf8(text, pos);
+    if (!c.valid || !is_whitespace(c.cp)) break;
+    pos += c.len;
+  }
+  return pos;
+}
+
+// A raw leftmost-longest match of one added token: [begin, end) and its index.
+struct raw_match {
   size_t begin;
   size_t end;
-  token_id id;
+  size_t index;
 };
 
-// Leftmost-longest match of the added tokens of one kind (raw or normalized)
-// at or after `from`; lstrip never reaches back before `floor`.
-std::optional<added_match> find_added(const tokenizer_state& st, int kind, std::string_view text,
-                                      size_t from, size_t floor) {
+// Leftmost-longest match among the added tokens of one kind (raw or
+// normalized) at or after `from` (what `tokenizers`' Aho-Corasick automaton
+// with MatchKind::LeftmostLongest finds).
+std::optional<raw_match> leftmost_longest(const tokenizer_state& st, int kind, std::string_view text,
+                                          size_t from) {
   const auto& table = st.added_by_first_byte[kind];
-  for (size_t pos = from; pos < text.size(); ++pos) {
-    for (size_t idx : table[static_cast<uint8_t>(text[pos])]) {
-      const auto& a = st.added[idx];
-      if (text.compare(pos, a.content.size(), a.content) != 0) continue;
-      size_t end = pos + a.content.size();
-      if (a.single_word && ((pos > 0 && is_word_byte(text, pos - 1)) ||
-                            (end < text.size() && is_word_byte(text, end))))
-        continue;
-      size_t begin = pos;
-      if (a.lstrip)
-        while (begin > floor && is_ascii_space(text[begin - 1])) --begin;
-      if (a.rstrip)
-        while (end < text.size() && is_ascii_space(text[end])) ++end;
-      return added_match{begin, end, a.id};
-    }
-  }
+  for (size_t pos = from; pos < text.size(); ++pos)
+    for (size_t idx : table[static_cast<uint8_t>(text[pos])])
+      if (text.compare(pos, st.added[idx].content.size(), st.added[idx].content) == 0)
+        return raw_match{pos, pos + st.added[idx].content.size(), idx};
   return std::nullopt;
 }
 
@@ -71,18 +90,32 @@ void encode_piece(const tokenizer_state& st, std::string_view piece, std::vector
 }
 
 // Splits on added tokens of `kind`; calls on_text for the text between them.
+// Mirrors AddedVocabulary::find_matches of `tokenizers`: matches come from
+// one left-to-right scan that resumes after each raw match (also after a
+// discarded single_word match); single_word rejects a match next to a `\w`
+// character; lstrip / rstrip absorb Unicode White_Space, lstrip never
+// reaching back into the previous match.
 template <class OnText>
 void split_added(const tokenizer_state& st, int kind, std::string_view text,
                  std::vector<token_id>& out, OnText&& on_text) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    auto m = find_added(st, kind, text, pos, pos);
-    if (!m) break;
-    on_text(text.substr(pos, m->begin - pos));
-    out.push_back(m->id);
-    pos = m->end;
+  size_t start_offset = 0;
+  size_t search = 0;
+  while (auto m = leftmost_longest(st, kind, text, search)) {
+    search = m->end;
+    const auto& a = st.added[m->index];
+    size_t start = m->begin, stop = m->end;
+    if (a.single_word) {
+      bool start_space = start == 0 || !is_word_char(last_char(text.substr(0, start)));
+      bool stop_space = stop == text.size() || !is_word_char(first_char(text.substr(stop)));
+      if (!start_space || !stop_space) continue;
+    }
+    if (a.lstrip) start = std::max(trailing_space_begin(text.substr(0, start)), start_offset);
+    if (a.rstrip) stop += leading_space_len(text.substr(stop));
+    if (start_offset < start) on_text(text.substr(start_offset, start - start_offset));
+    out.push_back(a.id);
+    start_offset = stop;
   }
-  on_text(text.substr(pos));
+  if (start_offset < text.size()) on_text(text.substr(start_offset));
 }
 
 void encode_normalized(const tokenizer_state& st, std::string_view text, std::vector<token_id>& out) {

@@ -54,6 +54,10 @@ bool is_number(char32_t cp) noexcept {
   return find_range(number_ranges, cp) != nullptr;
 }
 
+bool is_word_char(char32_t cp) noexcept {
+  return find_range(word_ranges, cp) != nullptr;
+}
+
 bool is_whitespace(char32_t cp) noexcept {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||

@@ -16,6 +16,10 @@ bool is_letter(char32_t cp) noexcept;
 /// True for general category N* (what a regex's \p{N} matches).
 bool is_number(char32_t cp) noexcept;
 
+/// True for what Rust regex's Unicode `\w` matches (Alphabetic, M*, Nd, Pc,
+/// Join_Control): the word test of `tokenizers`' single_word added tokens.
+bool is_word_char(char32_t cp) noexcept;
+
 /// True for the White_Space property (what Oniguruma's Unicode \s matches).
 bool is_whitespace(char32_t cp) noexcept;
 
