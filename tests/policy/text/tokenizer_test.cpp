@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "byte_tokenizer_fixture.hpp"
 
 using namespace caf_agent::policy;
@@ -56,4 +58,47 @@ TEST(tokenizer, unsupported_configurations_name_the_field) {
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.error().message.find("offset"), std::string::npos);
   EXPECT_FALSE(tokenizer::from_file("does/not/exist.json").ok());
+}
+
+namespace {
+
+// The tiny tokenizer plus one added token with the given flags.
+tokenizer with_added(const std::string& content, bool lstrip, bool rstrip, bool single_word) {
+  auto root = parse_json(tiny_tokenizer_json());
+  auto& added = const_cast<json_array&>(root->find("added_tokens")->as_array());
+  added.push_back(json_object{{"id", 1000}, {"content", content}, {"special", true}, {"lstrip", lstrip},
+                              {"rstrip", rstrip}, {"single_word", single_word}, {"normalized", false}});
+  auto t = tokenizer::from_json_text(dump_json(*root));
+  if (!t) throw std::runtime_error(t.error().message);
+  return *t;
+}
+
+} // namespace
+
+TEST(tokenizer, added_token_strip_absorbs_unicode_whitespace) {
+  auto tok = with_added("<m>", true, true, false);
+  // "a\u3000<m>\u00a0\u2028b": both ideographic space and NBSP + LS are absorbed.
+  auto ids = tok.encode("a\u3000<m>\u00a0\u2028b");
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[1], 1000);
+  EXPECT_EQ(tok.decode(std::vector<token_id>{ids[0]}), "a");
+  EXPECT_EQ(tok.decode(std::vector<token_id>{ids[2]}), "b");
+  // U+200B ZERO WIDTH SPACE is not White_Space: kept.
+  EXPECT_EQ(tok.encode("\u200b<m>").size(), 4u);
+}
+
+TEST(tokenizer, single_word_uses_unicode_word_characters) {
+  auto tok = with_added("ab", false, false, true);
+  auto count = [&](const std::string& text) {
+    auto ids = tok.encode(text);
+    return std::count(ids.begin(), ids.end(), 1000);
+  };
+  EXPECT_EQ(count("ab"), 1);
+  EXPECT_EQ(count("\u3000ab\u00a0"), 1);
+  EXPECT_EQ(count("\u00e9ab"), 0);   // é is a word character
+  EXPECT_EQ(count("ab\u0301"), 0);   // so is a combining mark
+  EXPECT_EQ(count("\u2014ab-"), 1);  // dashes are not
+  EXPECT_EQ(count("\xe2\x80\x8d" "ab"), 0);  // ZWJ (Join_Control) is
+  // A rejected match is skipped whole: "aab b" has no "ab" at a word boundary.
+  EXPECT_EQ(count("aab ab"), 1);
 }
