@@ -25,7 +25,8 @@ steps=${*:-all}; [ "$steps" = all ] && steps="build cpp hf long"
 for s in $steps; do
   case $s in
   build)
-    timeout "${BT:-420}" bash -c "cmake -S . -B '$BUILD' -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    gen=$(command -v ninja > /dev/null && echo Ninja || echo "Unix Makefiles")
+    timeout "${BT:-420}" bash -c "cmake -S . -B '$BUILD' -G '$gen' -DCMAKE_BUILD_TYPE=Release \
       -DCAF_AGENT_LIBTORCH_ONLY=ON -DPython3_EXECUTABLE=\$(command -v $PY) > '$OUT/build.log' 2>&1 && \
       cmake --build '$BUILD' --target learner_tool -j \$(nproc) >> '$OUT/build.log' 2>&1"
     echo "build rc=$?"; tail -3 "$OUT/build.log" ;;
