@@ -30,8 +30,7 @@ def main():
         num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=131072,
         rope_theta=1000000.0, tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
     torch.manual_seed(0)
-    model = transformers.Qwen2ForCausalLM(cfg).to("cuda", torch.float32)
-    model.config._attn_implementation = a.attn
+    model = transformers.Qwen2ForCausalLM._from_config(cfg, attn_implementation=a.attn).to("cuda", torch.float32)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-6, weight_decay=0.01, fused=True)
@@ -39,7 +38,7 @@ def main():
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(input_ids=tokens).logits[:, :-1]
+            logits = model(input_ids=tokens, use_cache=False).logits[:, :-1]
         logp = torch.log_softmax(logits.float(), -1).gather(-1, tokens[:, 1:, None])
         loss = -logp.mean()
         loss.backward()
