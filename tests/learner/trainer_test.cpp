@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "learner/checkpoint.hpp"
@@ -142,6 +143,30 @@ TEST(trainer, all_masked_batch_is_a_recorded_skip) {
   EXPECT_FALSE(r.value().applied);
   EXPECT_NE(r.value().skip_reason.find("masked"), std::string::npos);
   EXPECT_TRUE(before.equal(made.value().actor().named_parameters().at("model.norm.weight")));
+}
+
+TEST(trainer, non_finite_loss_skips_the_step_and_keeps_every_weight) {
+  toy_env env({.turns = 2, .observations = 4});
+  auto config = tiny_config(env.vocab_size(), 1);
+  auto made = trainer::create(tiny_decoder(config, 16), tiny_decoder(config, 16), toy_options());
+  ASSERT_TRUE(made);
+  auto& t = made.value();
+  {  // A critic whose values overflow: its squared error is Inf.
+    torch::NoGradGuard no_grad;
+    t.critic().named_parameters().at("value_head.weight").mul_(1e37);
+  }
+  std::map<std::string, torch::Tensor> before;
+  for (auto* m : {&t.actor(), &t.critic()})
+    for (const auto& [name, p] : m->named_parameters()) before[(m == &t.actor() ? "a." : "c.") + name] = p.clone();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  auto r = t.step(env.sample(t.actor(), 8, gen), train_stage::ppo);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r.value().applied);
+  EXPECT_NE(r.value().skip_reason.find("non-finite"), std::string::npos) << r.value().skip_reason;
+  EXPECT_EQ(t.steps(), 0);
+  for (auto* m : {&t.actor(), &t.critic()})
+    for (const auto& [name, p] : m->named_parameters())
+      EXPECT_TRUE(p.equal(before.at((m == &t.actor() ? "a." : "c.") + name))) << name;
 }
 
 TEST(adamw, first_step_matches_the_closed_form_and_clips) {
