@@ -291,7 +291,7 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
   st.rec.started_at_ms = unix_ms();
   rollout::conversation_limits limits{env.context_limit_tokens, env.observation_limit_bytes};
   st.conv = std::make_unique<rollout::conversation>(env.system_text, rollout::task_prompt(start.task),
-                                                    env.tool_schemas, limits, env.tokenizer.get());
+                                                    env.tool_schemas, limits, env.tokenizer.get(), env.chat_format);
   st.start = std::move(start);
   st.env = std::move(env);
   self->request(st.env.tools, ms(120000), atoms::open::value, st.start.episode_id, st.start.task)

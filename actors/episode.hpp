@@ -15,6 +15,7 @@
 
 #include "messages/episode.hpp"
 #include "messages/policy.hpp"
+#include "policy/text/chat_format.hpp"
 #include "policy/text/json.hpp"
 #include "policy/text/tokenizer.hpp"
 
@@ -38,6 +39,8 @@ struct episode_env {
   /// Token-level backends (libtorch): episodes keep the exact token sequence
   /// with this tokenizer and send it as prompt_tokens. Null: text mode.
   std::shared_ptr<const policy::tokenizer> tokenizer;
+  /// The checkpoint's chat format (its own template), used with `tokenizer`.
+  policy::chat_format chat_format;
   messages::sampling_params sampling;  ///< sent with every generate_request
 };
 

@@ -7,8 +7,8 @@ namespace caf_agent::rollout {
 
 conversation::conversation(std::string system_text, std::string task_text,
                            policy::json_array tools, conversation_limits limits,
-                           const policy::tokenizer* tok)
-    : tools_(std::move(tools)), limits_(limits), tok_(tok) {
+                           const policy::tokenizer* tok, policy::chat_format fmt)
+    : fmt_(std::move(fmt)), tools_(std::move(tools)), limits_(limits), tok_(tok) {
   approx_chars_ = static_cast<int64_t>(system_text.size() + task_text.size());
   for (auto& t : tools_) approx_chars_ += static_cast<int64_t>(policy::dump_json(t).size());
   messages_.push_back({"system", std::move(system_text), {}});

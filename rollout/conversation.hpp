@@ -46,8 +46,10 @@ class conversation {
   /// `system_text` is SKILL.md (and anything else the agent must know);
   /// `task_text` the user message; `tools` the tool schemas. With `tok` the
   /// conversation runs in token mode; token_error() says if that failed.
+  /// `fmt` is the checkpoint's chat format (policy::checkpoint_chat_format).
   conversation(std::string system_text, std::string task_text, policy::json_array tools,
-               conversation_limits limits, const policy::tokenizer* tok = nullptr);
+               conversation_limits limits, const policy::tokenizer* tok = nullptr,
+               policy::chat_format fmt = {});
 
   /// Adds the assistant's turn and returns the actions its tool calls ask for.
   /// No actions means the agent gave its final answer.

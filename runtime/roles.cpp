@@ -17,6 +17,7 @@
 #include "actors/rollout_manager.hpp"
 #include "actors/tool_executor.hpp"
 #include "messages/type_ids.hpp"
+#include "policy/text/chat_template.hpp"
 #include "policy/text/json.hpp"
 #include "runtime/process.hpp"
 #include "sandbox/episode_sandbox.hpp"
@@ -130,6 +131,7 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
 struct policy_endpoint {
   caf::actor server;
   std::shared_ptr<const policy::tokenizer> tokenizer;  ///< token-level backends only
+  policy::chat_format chat_format;                     ///< the checkpoint's template, with `tokenizer`
   int64_t context_limit = 0;                           ///< 0: no limit beyond the config's
   bool render_messages = false;                        ///< chat backends take messages_json
   std::string description;
@@ -144,8 +146,12 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
     auto tok = policy::tokenizer::from_file((fs::path{p.model_dir} / "tokenizer.json").string());
     if (!tok) return "policy.model_dir: " + tok.error().message;
-    auto im_end = tok.value().token_to_id("<|im_end|>");
-    if (!im_end) return "policy.model_dir: the tokenizer has no <|im_end|> token (the chat format needs it)";
+    auto chat_format = policy::checkpoint_chat_format(p.model_dir);
+    if (!chat_format) return "policy.model_dir: " + chat_format.error().message;
+    auto im_end = tok.value().token_to_id(chat_format->im_end);
+    if (!im_end)
+      return "policy.model_dir: the tokenizer has no " + chat_format->im_end + " token (the chat format " +
+             chat_format->name + " needs it)";
     policy::service_options o;
     o.engine.model_dir = p.model_dir;
     o.engine.device = p.device;
@@ -174,6 +180,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
       }
     }
     out.tokenizer = std::make_shared<const policy::tokenizer>(std::move(tok.value()));
+    out.chat_format = std::move(chat_format.value());
     out.context_limit = service->max_context();
     out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + p.dtype + ", batch " +
                       std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")" +
@@ -248,6 +255,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.env.context_limit_tokens = pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit)
                                                      : r.context_limit_tokens;
   m.env.tokenizer = pol.tokenizer;
+  m.env.chat_format = pol.chat_format;
   m.env.render_messages = pol.render_messages;
   m.env.sampling = sampling_of(cfg.policy);
   m.env.observation_limit_bytes = r.observation_limit_bytes;

@@ -106,4 +106,19 @@ result<chat_format> load_chat_format(const std::string& model_dir) {
   return chat_format_for_template(t->as_string(), config_path.string() + " chat_template", bos);
 }
 
+result<chat_format> checkpoint_chat_format(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  fs::path dir(model_dir);
+  bool has_template = fs::exists(dir / "chat_template.jinja");
+  if (!has_template && fs::exists(dir / "tokenizer_config.json")) {
+    auto text = read_text(dir / "tokenizer_config.json");
+    if (!text) return text.error();
+    auto parsed = parse_json(*text);
+    if (!parsed) return make_error((dir / "tokenizer_config.json").string() + ": " + parsed.error().message);
+    has_template = parsed->find("chat_template") != nullptr;
+  }
+  if (!has_template) return chat_format{};
+  return load_chat_format(model_dir);
+}
+
 } // namespace caf_agent::policy

@@ -34,4 +34,10 @@ result<chat_format> chat_format_for_template(std::string_view template_text, std
 /// with "bos_token" from tokenizer_config.json. Errors name the file.
 result<chat_format> load_chat_format(const std::string& model_dir);
 
+/// The format an engine serving model_dir renders with: load_chat_format when
+/// the checkpoint has a template (an unrecognized one is an error), else the
+/// built-in chatml-tools format (checkpoints made by tools/make_tiny_tokenizer.py
+/// before it wrote a template, bare test directories).
+result<chat_format> checkpoint_chat_format(const std::string& model_dir);
+
 } // namespace caf_agent::policy

@@ -113,7 +113,7 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
   }
   if (cmd == "identify-template") {
     if (args.size() < 2) return make_error("identify-template TEMPLATE_FILE_OR_MODEL_DIR");
-    auto fmt = std::filesystem::is_directory(args[1]) ? load_chat_format(args[1]) : format_from_file(args[1], "");
+    auto fmt = std::filesystem::is_directory(args[1]) ? checkpoint_chat_format(args[1]) : format_from_file(args[1], "");
     if (!fmt) return fmt.error();
     return dump_json(json_object{{"family", chat_family_name(fmt->family)}, {"name", fmt->name},
                                  {"bos_token", fmt->bos_token}});

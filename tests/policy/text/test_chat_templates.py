@@ -210,3 +210,9 @@ def test_model_dir_tokenizer_config(text_tool, tmp_path):
     (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
     with pytest.raises(AssertionError, match="chat_template.jinja"):
         text_tool("identify-template", tmp_path)
+
+
+def test_checkpoint_without_template_uses_the_builtin_format(text_tool, tmp_path):
+    assert text_tool("identify-template", tmp_path)["family"] == "chatml-tools"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": None}), encoding="utf-8")
+    assert text_tool("identify-template", tmp_path)["family"] == "chatml-tools"
