@@ -250,13 +250,15 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   std::map<int64_t, std::vector<int64_t>> by_length;  // length -> first token of each sequence
   for (size_t i = 0; i + 1 < seq_offsets.size(); ++i)
     if (seq_offsets[i + 1] > seq_offsets[i]) by_length[seq_offsets[i + 1] - seq_offsets[i]].push_back(seq_offsets[i]);
+  // One length (a single trajectory, or equal ones): the buckets are already in token order.
+  bool identity = by_length.size() == 1;
   std::vector<int64_t> order;  // token indices in bucket order
-  order.reserve(static_cast<size_t>(t));
-  for (const auto& [len, starts] : by_length)
-    for (int64_t start : starts)
-      for (int64_t j = 0; j < len; ++j) order.push_back(start + j);
-  bool identity = true;
-  for (size_t j = 0; j < order.size() && identity; ++j) identity = order[j] == static_cast<int64_t>(j);
+  if (!identity) {
+    order.reserve(static_cast<size_t>(t));
+    for (const auto& [len, starts] : by_length)
+      for (int64_t start : starts)
+        for (int64_t j = 0; j < len; ++j) order.push_back(start + j);
+  }
   torch::Tensor order_t;
   if (!identity) {
     order_t = torch::tensor(order, torch::kInt64).to(x_1td.device());
