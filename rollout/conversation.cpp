@@ -101,7 +101,7 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
   ++turns_;
   assistant_texts_.push_back(text);
   approx_chars_ += static_cast<int64_t>(text.size());
-  auto parsed = policy::parse_assistant_turn(text);
+  auto parsed = policy::parse_assistant_turn(fmt_, text);
   policy::chat_message msg{"assistant", parsed.content, {}};
   std::vector<std::string> ids;
   std::vector<action> out;

@@ -134,6 +134,33 @@ assistant_turn parse_assistant_turn(std::string_view text) {
   return turn;
 }
 
+assistant_turn parse_assistant_turn(const chat_format& fmt, std::string_view text) {
+  if (fmt.family != chat_family::llama3_1) return parse_assistant_turn(text);
+  constexpr std::string_view python_tag = "<|python_tag|>";
+  std::string body = trim(text);
+  if (std::string_view(body).substr(0, python_tag.size()) == python_tag)
+    body = trim(std::string_view(body).substr(python_tag.size()));
+  assistant_turn turn;
+  if (body.empty() || body.front() != '{') {
+    turn.content = trim(text);
+    return turn;
+  }
+  parsed_tool_call call;
+  call.index = 1;
+  call.raw = body;
+  auto parsed = parse_json_prefix(body, 0, lenient);
+  if (!parsed) {
+    fail(call, parsed.error().message);
+  } else if (size_t after = skip_space(body, parsed->end); after < body.size()) {
+    fail(call, "unexpected text after the JSON object at offset " + std::to_string(after) + ": '" +
+                 trim(std::string_view(body).substr(after, 20)) + "'");
+  } else {
+    read_call_object(parsed->value, call);
+  }
+  turn.calls.push_back(std::move(call));
+  return turn;
+}
+
 std::string tool_call_error_text(const parsed_tool_call& call) {
   return "tool call " + std::to_string(call.index) + ": " + call.error;
 }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/text/chat_format.hpp"
 #include "policy/text/json.hpp"
 
 namespace caf_agent::policy {
@@ -43,6 +44,13 @@ struct assistant_turn {
 
 /// Splits an assistant turn's text into content and tool calls.
 assistant_turn parse_assistant_turn(std::string_view text);
+
+/// The same in fmt's family: Llama 3.1 writes a tool call as the whole turn,
+/// `{"name": ..., "parameters": {...}}` (optionally after <|python_tag|>), so
+/// a turn that starts with '{' is read as one call (a failed call when the
+/// JSON cannot be read or has no "name"); the ChatML families use the
+/// <tool_call> blocks of parse_assistant_turn(text).
+assistant_turn parse_assistant_turn(const chat_format& fmt, std::string_view text);
 
 /// The observation the agent sees for a failed call:
 /// "tool call 2: invalid JSON at offset 17: ...".

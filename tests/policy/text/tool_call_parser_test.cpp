@@ -136,3 +136,30 @@ TEST(tool_call_parser, a_bad_call_does_not_hide_the_good_ones) {
     << t.calls[0].error;
   EXPECT_TRUE(t.calls[1].ok);
 }
+
+TEST(tool_call_parser, llama31_turn_is_one_json_call) {
+  auto fmt = chat_format_of_family(chat_family::llama3_1);
+  auto turn = parse_assistant_turn(fmt, "{\"name\": \"bash\", \"parameters\": {\"cmd\": \"ls\"}}");
+  ASSERT_EQ(turn.calls.size(), 1u);
+  EXPECT_TRUE(turn.calls[0].ok);
+  EXPECT_EQ(turn.calls[0].name, "bash");
+  EXPECT_EQ(dump_json(turn.calls[0].arguments), "{\"cmd\": \"ls\"}");
+  auto tagged = parse_assistant_turn(fmt, "<|python_tag|>{\"name\": \"x\", \"parameters\": {}}");
+  ASSERT_EQ(tagged.calls.size(), 1u);
+  EXPECT_TRUE(tagged.calls[0].ok);
+  auto prose = parse_assistant_turn(fmt, " The kernel is 2x faster. ");
+  EXPECT_TRUE(prose.is_final_answer());
+  EXPECT_EQ(prose.content, "The kernel is 2x faster.");
+  auto broken = parse_assistant_turn(fmt, "{\"name\": \"bash\", \"parameters\": {\"cmd\": }");
+  ASSERT_EQ(broken.calls.size(), 1u);
+  EXPECT_FALSE(broken.calls[0].ok);
+  EXPECT_NE(tool_call_error_text(broken.calls[0]).find("invalid JSON"), std::string::npos);
+  auto trailing = parse_assistant_turn(fmt, "{\"name\": \"a\"} and more");
+  ASSERT_EQ(trailing.calls.size(), 1u);
+  EXPECT_FALSE(trailing.calls[0].ok);
+  // ChatML families keep <tool_call> blocks.
+  auto qwen = parse_assistant_turn(chat_format_of_family(chat_family::qwen2_5),
+                                   "x\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>");
+  ASSERT_EQ(qwen.calls.size(), 1u);
+  EXPECT_EQ(qwen.content, "x");
+}
