@@ -22,6 +22,8 @@ struct known_template {
 constexpr known_template known_templates[] = {
   {0xe642ce246d7f2e3dULL, 2506, chat_family::qwen2_5, "Qwen2.5 instruct"},
   {0x2bfdb7aa9754484eULL, 4116, chat_family::qwen3, "Qwen3"},
+  // The later revision (content read only when a string); same rendering of string contents.
+  {0x959a4551391a6549ULL, 4168, chat_family::qwen3, "Qwen3 (content-is-string revision)"},
   {0xcc0368e1ffb6b958ULL, 4613, chat_family::llama3_1, "Llama 3.1 instruct"},
   {0xb501a298f84568f6ULL, 2206, chat_family::chatml_tools, "caf-agent ChatML with tools"},
 };

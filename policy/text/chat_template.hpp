@@ -7,7 +7,8 @@
 //
 // Recognized (tests/policy/text/templates/ holds the texts):
 //   qwen2.5   the Qwen2.5 instruct template (Qwen2.5-*-Instruct, Qwen2.5-Coder-*-Instruct)
-//   qwen3     the Qwen3 template (Qwen3-0.6B ... 235B, hybrid thinking)
+//   qwen3     the Qwen3 template (Qwen3-0.6B ... 235B, hybrid thinking), as first
+//             released and in its later revision that reads `content` only when a string
 //   llama3.1  the Llama 3.1 / 3.3 instruct template
 //   chatml-tools  this project's format (tests/policy/text/qwen25_tools_chat_template.jinja)
 
