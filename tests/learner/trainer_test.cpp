@@ -145,6 +145,36 @@ TEST(trainer, all_masked_batch_is_a_recorded_skip) {
   EXPECT_TRUE(before.equal(made.value().actor().named_parameters().at("model.norm.weight")));
 }
 
+TEST(trainer, token_budget_microbatches_equal_the_whole_batch) {
+  toy_env env({.turns = 2, .observations = 4});
+  auto config = tiny_config(env.vocab_size(), 2);
+  auto opts = toy_options();
+  // Rationale: with eps 1e-8 Adam's step g / (|g| + eps) turns 1e-9 summation noise in near-zero
+  // gradients into 1e-4 weight differences; eps 1e-3 keeps the weights a smooth function of g.
+  opts.actor_optimizer.eps = opts.critic_optimizer.eps = 1e-3;
+  auto whole = trainer::create(tiny_decoder(config, 17, 0.1), tiny_decoder(config, 17, 0.1), opts).value();
+  opts.max_tokens_per_microbatch = 3 * env.episode_tokens();  // 3 episodes per micro-batch
+  auto split = trainer::create(tiny_decoder(config, 17, 0.1), tiny_decoder(config, 17, 0.1), opts).value();
+  for (int64_t i = 0; i < 2; ++i) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(200 + i);
+    auto batch = env.sample(whole.actor(), 10, gen);
+    auto a = whole.step(batch, train_stage::ppo);
+    auto b = split.step(batch, train_stage::ppo);
+    ASSERT_TRUE(a && b && a.value().applied && b.value().applied);
+    EXPECT_EQ(b.value().microbatches, 4);
+    EXPECT_NEAR(a.value().policy_loss, b.value().policy_loss, 1e-6);
+    EXPECT_NEAR(a.value().actor_step.grad_norm, b.value().actor_step.grad_norm, 1e-5);
+    EXPECT_NEAR(a.value().critic_step.grad_norm, b.value().critic_step.grad_norm, 1e-5);
+  }
+  for (auto* part : {"actor", "critic"}) {
+    auto& ma = std::string(part) == "actor" ? whole.actor() : whole.critic();
+    auto& mb = std::string(part) == "actor" ? split.actor() : split.critic();
+    for (const auto& [name, p] : ma.named_parameters())
+      // Rationale: summation order only; each step moves a weight by up to lr = 3e-3.
+      EXPECT_LE((p - mb.named_parameters().at(name)).abs().max().item<double>(), 1e-5) << part << " " << name;
+  }
+}
+
 TEST(trainer, non_finite_loss_skips_the_step_and_keeps_every_weight) {
   toy_env env({.turns = 2, .observations = 4});
   auto config = tiny_config(env.vocab_size(), 1);
