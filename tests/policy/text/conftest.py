@@ -75,6 +75,12 @@ def tokenizer_file(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def train_tokenizer(tmp_path_factory):
+    """Trains and saves a tokenizer.json: train_tokenizer(variant, nfc=False) -> path."""
+    return lambda variant, nfc=False: _train(tmp_path_factory, variant, nfc)
+
+
+@pytest.fixture(scope="session")
 def qwen_tokenizer_file(tmp_path_factory):
     """The Qwen2-style tokenizer.json (Split regex + ByteLevel)."""
     return _train(tmp_path_factory, "qwen2", False)

@@ -6,8 +6,6 @@ import random
 import pytest
 from tokenizers import AddedToken, Tokenizer
 
-from conftest import _train
-
 # (content, lstrip, rstrip, single_word, normalized, special)
 ADDED = [
     ("<mask>", True, False, False, False, True),
@@ -26,8 +24,8 @@ WORDISH = ["a", "Z", "_", "9", "é", "中", "\u0301", "\u0663", "\u2162", "\u00b
            "-", ".", "🚀", "‿", "ǅ"]
 
 
-def build(tmp_path_factory, variant):
-    path = _train(tmp_path_factory, variant, False)
+def build(tmp_path_factory, train_tokenizer, variant, nfc):
+    path = train_tokenizer(variant, nfc)
     tok = Tokenizer.from_file(str(path))
     for content, lstrip, rstrip, single, normalized, special in ADDED:
         token = AddedToken(content, lstrip=lstrip, rstrip=rstrip, single_word=single,
@@ -36,7 +34,7 @@ def build(tmp_path_factory, variant):
             tok.add_special_tokens([token])
         else:
             tok.add_tokens([token])
-    out = tmp_path_factory.mktemp(f"added_{variant}") / "tokenizer.json"
+    out = tmp_path_factory.mktemp(f"added_{variant}_{int(nfc)}") / "tokenizer.json"
     tok.save(str(out))
     return out
 
@@ -55,9 +53,11 @@ def texts(seed, count):
     return out
 
 
-@pytest.mark.parametrize("variant", ["qwen2", "llama3"])
-def test_added_tokens_next_to_unicode_whitespace(variant, tmp_path_factory, text_tool, tmp_path):
-    path = build(tmp_path_factory, variant)
+@pytest.mark.parametrize("variant,nfc", [("qwen2", False), ("llama3", False), ("qwen2", True)],
+                         ids=["qwen2", "llama3", "qwen2-nfc"])
+def test_added_tokens_next_to_unicode_whitespace(variant, nfc, tmp_path_factory, train_tokenizer, text_tool,
+                                                 tmp_path):
+    path = build(tmp_path_factory, train_tokenizer, variant, nfc)
     ref = Tokenizer.from_file(str(path))
     batch = texts(3, 600)
     inp = tmp_path / "texts.json"

@@ -10,8 +10,6 @@ import pytest
 from tokenizers import AddedToken, Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from conftest import _train
-
 TEMPLATES = pathlib.Path(__file__).with_name("templates")
 FAMILIES = {
     "qwen2.5": ("qwen2.5-instruct.jinja", "<|endoftext|>",
@@ -111,12 +109,12 @@ def conversation(family, seed):
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
-def family(request, tmp_path_factory):
+def family(request, tmp_path_factory, train_tokenizer):
     """(name, template text, tokenizer.json path, reference tokenizer) per family."""
     name = request.param
     file, bos, specials, extra = FAMILIES[name]
     template = (TEMPLATES / file).read_text(encoding="utf-8")
-    tok = Tokenizer.from_file(str(_train(tmp_path_factory, "qwen2" if name != "llama3.1" else "llama3", False)))
+    tok = Tokenizer.from_file(str(train_tokenizer("qwen2" if name != "llama3.1" else "llama3")))
     tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in specials])
     tok.add_tokens([AddedToken(s, normalized=False, special=False) for s in extra])
     path = tmp_path_factory.mktemp(f"tpl_{name}") / "tokenizer.json"
