@@ -259,12 +259,14 @@ TEST(checkpoint, resumed_run_equals_the_uninterrupted_one) {
   auto saved = save_checkpoint(root.string(), {3, 3}, a.checkpoint_parts());
   ASSERT_TRUE(saved) << saved.error().message;
   EXPECT_FALSE(save_checkpoint(root.string(), {3, 3}, a.checkpoint_parts()));  // never overwrites
+  const auto draw_after_save = torch::rand({8});  // the RNG state was saved before this draw
   run_steps(a, env, 3, 5);
 
   auto b = make();
   auto cursor = load_checkpoint(root.string(), b.checkpoint_parts());
   ASSERT_TRUE(cursor) << cursor.error().message;
   EXPECT_EQ(cursor.value().step, 3);
+  EXPECT_TRUE(torch::rand({8}).equal(draw_after_save));  // the RNG state was restored
   run_steps(b, env, cursor.value().data_cursor, 5);
   for (auto* part : {"actor", "critic"}) {
     auto& ma = std::string(part) == "actor" ? a.actor() : a.critic();
