@@ -11,7 +11,8 @@
 //         in sequences of --seq-len (default: one sequence); without --model a random
 //         Qwen2-0.5B-shaped model. Prints tokens/s, step time, peak memory and MFU (JSON).
 // Common: --device cpu|cuda[:N], --dtype float32|bfloat16 (compute; masters stay fp32),
-// --checkpoint-layers, --chunk N (LM-head chunk), --max-tokens N (micro-batch budget),
+// --checkpoint-layers, --chunk N (LM-head chunk), --no-head-recompute (keep the chunks' logits
+// for the backward instead of recomputing them), --max-tokens N (micro-batch budget),
 // --lr X, --critic-lr X, --temperature T.
 // Batch file (JSON): {"tokens": [...], "seq_offsets": [0, ...], "loss_mask": [...],
 // "rewards": [...], "sampler_logp": [...] (optional)}.
@@ -61,6 +62,7 @@ trainer_options options_of(const args& a) {
   o.forward.compute_dtype = compute_dtype(a);
   o.forward.checkpoint_layers = a.count("checkpoint-layers") != 0;
   o.forward.logprob_chunk = std::stoll(get(a, "chunk", "1024"));
+  o.forward.recompute_head = a.count("no-head-recompute") == 0;
   o.forward.temperature = std::stod(get(a, "temperature", "1"));
   o.max_tokens_per_microbatch = std::stoll(get(a, "max-tokens", "0"));
   o.actor_optimizer.lr = std::stod(get(a, "lr", std::to_string(default_actor_lr)));
@@ -278,8 +280,9 @@ int main(int argc, char** argv) {
       {"step", {"model", "batch", "stage", "critic", "out"}},
       {"grad", {"model", "batch", "out", "values"}},
       {"bench", {"model", "context", "seq-len", "steps", "peak-tflops"}}};
-  static const std::vector<std::string> common = {"device",    "dtype", "checkpoint-layers", "chunk", "max-tokens",
-                                                  "lr",        "critic-lr", "temperature"};
+  static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",
+                                                  "no-head-recompute", "max-tokens", "lr", "critic-lr",
+                                                  "temperature"};
   auto allowed = known.find(command);
   if (allowed == known.end()) {
     std::cerr << "unknown command '" << command << "' (step, grad, bench)\n";

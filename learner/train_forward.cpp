@@ -110,7 +110,7 @@ std::vector<torch::Tensor> chunked_head(const torch::Tensor& h_rd, const torch::
                                         const torch::Tensor& targets_r, const train_forward_options& o) {
   const int64_t rows = h_rd.size(0);
   const int64_t chunk = o.logprob_chunk > 0 ? o.logprob_chunk : std::max<int64_t>(rows, 1);
-  const bool recompute = o.logprob_chunk > 0 && torch::GradMode::is_enabled();
+  const bool recompute = o.logprob_chunk > 0 && o.recompute_head && torch::GradMode::is_enabled();
   std::vector<torch::Tensor> logp_parts, entropy_parts;
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t len = std::min(chunk, rows - begin);

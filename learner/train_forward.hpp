@@ -37,6 +37,10 @@ struct train_forward_options {
   /// Rationale: 1024 x 151,936 fp32 logits are 0.6 GB, small next to an H200 and large enough
   /// for full-speed matrix multiplies.
   int64_t logprob_chunk = 1024;
+  /// Recompute each chunk's logits in the backward (memory: one chunk's logits at a time). Off,
+  /// autograd keeps every chunk's [chunk, v] intermediates (a few [t, v] fp32 tensors: fine
+  /// for 8k tokens on an H200, not for 131k) and the backward skips one LM-head matmul.
+  bool recompute_head = true;
   /// Softmax temperature of the policy whose log-probabilities are computed (the sampler's).
   double temperature = 1.0;
   /// Compute log-probabilities and entropy (the actor); false skips the LM head.

@@ -35,7 +35,11 @@ for s in $steps; do
       timeout "${CT:-240}" "$TOOL" bench --context 8192 --seq-len $seq "${COMMON[@]}" \
         2>> "$OUT/cpp.log" | tee -a "$OUT/cpp.jsonl"
       echo "cpp seq-len $seq rc=${PIPESTATUS[0]}"
-    done ;;
+    done
+    # The same at one sequence, the LM head's chunks kept for the backward (one matmul less).
+    timeout "${CT:-240}" "$TOOL" bench --context 8192 "${COMMON[@]}" --no-head-recompute \
+      2>> "$OUT/cpp.log" | tee -a "$OUT/cpp.jsonl"
+    echo "cpp no-head-recompute rc=${PIPESTATUS[0]}" ;;
   hf)
     for seq in 8192 1024; do
       timeout "${HT:-240}" $PY bench/learner/bench_hf.py --context 8192 --seq-len $seq --steps "$STEPS" \

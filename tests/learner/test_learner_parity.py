@@ -91,7 +91,14 @@ def _run_tool(*args):
     assert proc.returncode == 0, f"learner_tool {args[0]} failed: {proc.stderr}"
 
 
-@pytest.mark.parametrize("variant", ["plain", "chunked_recomputed"])
+VARIANTS = {
+    "plain": ["--chunk", 0],
+    "chunked_recomputed": ["--chunk", 4, "--checkpoint-layers"],
+    "chunked_kept": ["--chunk", 4, "--no-head-recompute"],
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_loss_and_gradients_match_transformers(family, variant, batch, tmp_path):
     torch.manual_seed(0)
@@ -101,7 +108,7 @@ def test_loss_and_gradients_match_transformers(family, variant, batch, tmp_path)
     model.save_pretrained(tmp_path / "model")
     seqs, masks, batch_json = batch
     (tmp_path / "batch.json").write_text(json.dumps(batch_json))
-    extra = ["--chunk", 4, "--checkpoint-layers"] if variant == "chunked_recomputed" else ["--chunk", 0]
+    extra = VARIANTS[variant]
     _run_tool("grad", "--model", tmp_path / "model", "--batch", tmp_path / "batch.json",
               "--out", tmp_path / "grads.safetensors", *extra)
     got = load_file(tmp_path / "grads.safetensors")
