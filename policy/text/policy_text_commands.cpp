@@ -129,8 +129,9 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
     auto conv = read_json(args[2]);
     if (!conv) return conv.error();
     chat_format fmt;
-    if (args.size() > 3) {  // render-chat TOKENIZER CONV TEMPLATE_FILE [BOS_TOKEN]
-      auto f = format_from_file(args[3], args.size() > 4 ? args[4] : "");
+    if (args.size() > 3) {  // render-chat TOKENIZER CONV TEMPLATE_FILE_OR_MODEL_DIR [BOS_TOKEN]
+      auto f = std::filesystem::is_directory(args[3]) ? checkpoint_chat_format(args[3])
+                                                      : format_from_file(args[3], args.size() > 4 ? args[4] : "");
       if (!f) return f.error();
       fmt = std::move(*f);
     }

@@ -6,7 +6,7 @@
 //   policy_text_tool encode TOKENIZER_JSON TEXT_FILE [--add-special-tokens]
 //   policy_text_tool encode-batch TOKENIZER_JSON STRINGS_JSON_FILE
 //   policy_text_tool decode-batch TOKENIZER_JSON ID_LISTS_JSON_FILE
-//   policy_text_tool render-chat TOKENIZER_JSON CONVERSATION_JSON_FILE [TEMPLATE_FILE [BOS_TOKEN]]
+//   policy_text_tool render-chat TOKENIZER_JSON CONVERSATION_JSON_FILE [TEMPLATE_FILE [BOS_TOKEN] | MODEL_DIR]
 //   policy_text_tool identify-template TEMPLATE_FILE_OR_MODEL_DIR
 //   policy_text_tool parse-tool-calls TEXT_FILE
 //   policy_text_tool bench TOKENIZER_JSON TEXT_FILE [REPEATS]

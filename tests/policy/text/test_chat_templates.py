@@ -205,12 +205,16 @@ def test_unknown_or_edited_template_is_refused(text_tool, tmp_path):
     assert text_tool("identify-template", plain)["family"] == "qwen3"
 
 
-def test_model_dir_tokenizer_config(text_tool, tmp_path):
+def test_model_dir_tokenizer_config(text_tool, train_tokenizer, tmp_path):
     template = (TEMPLATES / "llama3.1-instruct.jinja").read_text(encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(
         {"chat_template": template, "bos_token": "<|begin_of_text|>"}), encoding="utf-8")
     got = text_tool("identify-template", tmp_path)
     assert got["family"] == "llama3.1" and got["bos_token"] == "<|begin_of_text|>"
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}))
+    rendered = text_tool("render-chat", train_tokenizer("llama3"), conv, tmp_path)
+    assert rendered["text"].startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>")
     (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
     with pytest.raises(AssertionError, match="chat_template.jinja"):
         text_tool("identify-template", tmp_path)
