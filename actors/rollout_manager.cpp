@@ -138,6 +138,7 @@ void send_job(manager_actor* self, uint64_t job_id) {
   auto& p = st.pools[*choice];
   ++p.view.sent_since_report;
   ++p.view.in_flight;
+  ++p.view.assigned;
   job.pool = p.handle.address();
   auto from = job.pool;
   self->request(p.handle, std::chrono::milliseconds(st.opts.env.eval_timeout_ms), job.req)

@@ -18,9 +18,9 @@ bool pool_view::admitting() const {
 std::optional<size_t> choose_pool(const std::vector<pool_view>& pools, int affinity) {
   std::optional<size_t> best;
   // Ordering key, smaller is better: (no idle slot, not admitting, -idle or wait per
-  // slot, not the affine pool, in flight). Wait per slot in thousandths, to compare
-  // pools of different sizes without floating point.
-  using key = std::tuple<bool, bool, int64_t, bool, int32_t>;
+  // slot, not the affine pool, in flight, sent so far). Wait per slot in thousandths,
+  // to compare pools of different sizes without floating point.
+  using key = std::tuple<bool, bool, int64_t, bool, int32_t, int64_t>;
   key best_key{};
   for (size_t i = 0; i < pools.size(); ++i) {
     auto& p = pools[i];
@@ -28,7 +28,7 @@ std::optional<size_t> choose_pool(const std::vector<pool_view>& pools, int affin
     auto idle = p.idle_estimate();
     int64_t slots = p.reported ? p.healthy : 1;
     int64_t measure = idle > 0 ? -int64_t{idle} : (int64_t{-idle} * 1000 + slots - 1) / slots;
-    key k{idle <= 0, !p.admitting(), measure, static_cast<int>(i) != affinity, p.in_flight};
+    key k{idle <= 0, !p.admitting(), measure, static_cast<int>(i) != affinity, p.in_flight, p.assigned};
     if (!best || k < best_key) {
       best = i;
       best_key = k;

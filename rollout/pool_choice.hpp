@@ -6,7 +6,8 @@
 /// the manager counts what it sent there itself. The choice: a pool with an idle slot
 /// (most idle slots first), else the shortest wait per healthy slot; a pool with free
 /// credits before one without; the task's last pool (cached baselines) only breaks
-/// ties; then fewer of this manager's jobs in flight; then the lower index.
+/// ties; then fewer of this manager's jobs in flight; then fewer jobs sent there so far
+/// (equal pools take turns, so every pool stays warm); then the lower index.
 
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,7 @@ struct pool_view {
   int32_t free_credits = 0;  ///< reported free queue places
   int32_t sent_since_report = 0;  ///< this manager's jobs sent after the last report
   int32_t in_flight = 0;     ///< this manager's jobs there now
+  int64_t assigned = 0;      ///< this manager's jobs sent there so far
   bool reported = false;     ///< false until the first report: treated as one idle slot
 
   /// Idle slots left after the jobs on their way (negative: a wait).

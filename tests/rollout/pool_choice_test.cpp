@@ -82,3 +82,16 @@ TEST(PoolChoice, SpreadsASteadyStreamOverEqualPools) {
   }
   EXPECT_EQ(sent, (std::vector<int>{4, 4, 4}));
 }
+
+TEST(PoolChoice, EqualIdlePoolsTakeTurns) {
+  // Short jobs that finish before the next: every pool is idle each time.
+  std::vector<pool_view> pools(3, pool(1, 0, 0, 8));
+  std::vector<int> sent(3, 0);
+  for (int i = 0; i < 9; ++i) {
+    auto c = choose_pool(pools);
+    ASSERT_TRUE(c);
+    ++sent[*c];
+    ++pools[*c].assigned;
+  }
+  EXPECT_EQ(sent, (std::vector<int>{3, 3, 3}));
+}

@@ -1,7 +1,8 @@
 """Multi-process rollout on loopback: coordinator driving episodes, two rollout nodes,
-a gpu-pool node with CPU slots, the replay policy doing real tool calls and real
-evaluations. Mid-run an eval worker and then the gpu-pool node are SIGKILLed; a new
-gpu-pool node joins. Every started episode must end in exactly one record."""
+three gpu-pool nodes with one CPU slot each, the replay policy doing real tool calls and
+real evaluations. Every pool serves evaluations (counts per pool in the run summary).
+Mid-run an eval worker and then its gpu-pool node are SIGKILLed; a new gpu-pool node
+joins and serves too. Every planned episode must end in exactly one record."""
 import os
 import pathlib
 import shutil
@@ -14,7 +15,7 @@ import msgpack
 
 from cafagent_testlib import REPO, free_port
 
-EPISODES = 8
+EPISODES = 12
 
 
 def read_records(store_dir):
@@ -28,6 +29,39 @@ def read_records(store_dir):
             records.append(msgpack.unpackb(data[pos + 12:pos + 12 + length], raw=False))
             pos += 12 + length
     return records
+
+
+def node_id(node):
+    line = [l for l in node.log().splitlines() if " joined " in l][0]
+    return line.rsplit(" as ", 1)[1].strip()
+
+
+def joined_at(node):
+    """When `node` joined (time of day), or None if the run ended before it did."""
+    lines = [l for l in node.log().splitlines() if " joined " in l]
+    return lines[0].split()[0] if lines else None
+
+
+def recorded_before(log, stamp):
+    """Records the coordinator had logged before the time of day `stamp` (HH:MM:SS.mmm)."""
+    done = 0
+    for line in log.splitlines():
+        parts = line.split()
+        if parts and parts[0] < stamp and line.rstrip().endswith("]") and "/" in parts[-1]:
+            done = int(parts[-1].strip("[]").split("/")[0])
+    return done
+
+
+def pool_counts(log):
+    lines = log.splitlines()
+    start = lines.index("evaluations per GPU pool:")
+    counts = {}
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        name, n = line.strip().rsplit(": ", 1)
+        counts[name] = int(n)
+    return counts
 
 
 def children_of(pid):
@@ -67,7 +101,7 @@ max_concurrent_episodes = 2
 tasks_dir = "{tasks}"
 skills_dir = "{REPO / 'skills'}"
 [gpu_pool]
-slots = 2
+slots = 1
 worker_python = "{python}"
 job_deadline_s = 240
 [sandbox]
@@ -87,6 +121,10 @@ def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
                   "--episodes", str(EPISODES), name="coordinator")
     coord.wait_for("listening on")
     pool = nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool1")
+    others = [nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name=f"pool{i}")
+              for i in (2, 3)]
+    for p in [pool, *others]:
+        p.wait_for("joined", timeout=60)
     nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout1")
     nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout2")
 
@@ -107,7 +145,7 @@ def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
     pool.proc.wait()
     coord.wait_for("gpu-pool@", timeout=5)
     coord.wait_for(" down (", timeout=10)
-    nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool2")
+    replacement = nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool4")
 
     assert coord.proc.wait(timeout=400) == 0, coord.log()
     log = coord.log()
@@ -132,4 +170,13 @@ def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
     noticed = pool.log()
     assert ("infrastructure failure" in noticed and "retrying" in noticed) or \
         "killed by signal 9 (Killed) while idle; restarted" in noticed, noticed
-    print("terminations:", terminations)
+    # One logical pool: every pool served evaluations (the killed one may have none: its
+    # worker was killed under its job, then its node), and so did the replacement when
+    # episodes were still to come after it joined.
+    counts = pool_counts(log)
+    for node in (node_id(p) for p in others):
+        assert counts.get(node, 0) > 0, (node, counts)
+    joined = joined_at(replacement)
+    if joined and recorded_before(log, joined) <= EPISODES - 3:
+        assert counts.get(node_id(replacement), 0) > 0, (node_id(replacement), counts)
+    print("terminations:", terminations, "evaluations per pool:", counts)
