@@ -11,10 +11,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
-#ifdef USE_C10D_GLOO
+#ifdef CAF_AGENT_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
-#ifdef USE_C10D_NCCL
+#ifdef CAF_AGENT_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -29,7 +29,7 @@ std::string what_of(const std::exception& e) {
   return e.what();
 }
 
-#ifdef USE_C10D_GLOO
+#ifdef CAF_AGENT_C10D_GLOO
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 #endif
 
@@ -138,10 +138,10 @@ struct process_group::impl {
 };
 
 bool process_group::backend_available(dp_backend backend) {
-#ifdef USE_C10D_GLOO
+#ifdef CAF_AGENT_C10D_GLOO
   if (backend == dp_backend::gloo) return true;
 #endif
-#ifdef USE_C10D_NCCL
+#ifdef CAF_AGENT_C10D_NCCL
   if (backend == dp_backend::nccl) return torch::cuda::is_available();
 #endif
   return false;
@@ -177,7 +177,7 @@ result<std::unique_ptr<process_group>> process_group::create(const process_group
   }
   try {
     if (options.backend == dp_backend::gloo) {
-#ifdef USE_C10D_GLOO
+#ifdef CAF_AGENT_C10D_GLOO
       auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
       const std::string host =
           !options.gloo_host.empty() ? options.gloo_host : (is_loopback(options.master_addr) ? options.master_addr : "");
@@ -187,7 +187,7 @@ result<std::unique_ptr<process_group>> process_group::create(const process_group
                                                                    static_cast<int>(options.world_size), gloo_options);
 #endif
     } else {
-#ifdef USE_C10D_NCCL
+#ifdef CAF_AGENT_C10D_NCCL
       // Rationale: blocking wait makes a timed-out or aborted collective throw from wait() (an
       // error value here) instead of the watchdog ending the process; an operator's own setting
       // wins.
@@ -246,7 +246,7 @@ status process_group::barrier() {
   if (!state.backend) return {};
   // One element reduced on the backend's device: works the same on gloo and NCCL.
   auto device = torch::Device(torch::kCPU);
-#ifdef USE_C10D_NCCL
+#ifdef CAF_AGENT_C10D_NCCL
   if (state.options.backend == dp_backend::nccl) device = torch::Device(torch::kCUDA, c10::cuda::current_device());
 #endif
   std::vector<torch::Tensor> token{torch::zeros({1}, torch::TensorOptions().device(device))};
