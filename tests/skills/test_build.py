@@ -178,3 +178,23 @@ def test_native_check_reads_the_same_symbols_as_nm():
     assert symbols.demangle("_ZN2at4_ops5addmm4callERKNS_6TensorES4_S4_RKN3c106ScalarES8_") == \
         "at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor const&, " \
         "c10::Scalar const&, c10::Scalar const&)"
+
+
+def test_a_compiler_that_links_libstdcxx_statically_still_passes_the_native_check(tmp_path, monkeypatch):
+    """A GPU image's CXX wrapper found only libstdc++.a: the extension then carried libstdc++'s
+    own code and its libc calls (iconv, close, getentropy), and the native-code check refused
+    every honest kernel. The build names the libstdc++ this process runs on instead."""
+    monkeypatch.setenv("CXX", "c++ -static-libstdc++")
+    root = str(tmp_path / "static-root")
+    n = _nonce()
+    # std::string and snprintf pull in libstdc++'s locale-aware code when it is static.
+    src = SCALE_CPP.format(nonce=n).replace(
+        "auto o = torch::empty_like(a);",
+        'std::string tag = std::to_string(a.numel()); (void)tag;\n  auto o = torch::empty_like(a);')
+    res = build.build({"kernels/scale.cpp": "#include <string>\n" + src, "model_new.py": ""}, "cpu", root)
+    assert res.ok, res.log
+    assert not res.rejected, res.log
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_CALL, res.library, f"scale_{n}"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[0.0, 3.0, 6.0, 9.0, 12.0, 15.0]"

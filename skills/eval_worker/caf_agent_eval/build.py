@@ -70,6 +70,27 @@ class BuildResult:
     rejected: bool = False  # built, but the native-code check (symbols.py) refused it
 
 
+@functools.lru_cache(maxsize=None)
+def loaded_libstdcxx() -> str | None:
+    """The libstdc++ shared library this process runs on (torch's), from /proc/self/maps.
+
+    Rationale: the extension is loaded into this process, so it must use this libstdc++. A
+    compiler that has only the static archive (seen on a GPU image whose CXX wrapper finds no
+    libstdc++.so) would otherwise copy libstdc++'s code into the extension, and with it
+    dozens of libc calls (iconv, close, getentropy, ...) that the native-code check rightly
+    refuses. Naming the shared library before the compiler's implicit -lstdc++ resolves every
+    std:: symbol to it, so the archive contributes nothing."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+                if os.path.basename(path).startswith("libstdc++.so") and os.path.isfile(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
 class Toolchain:
     """Compilers, flags and libraries for one flavour (the same for the PCH and every TU)."""
 
@@ -90,6 +111,9 @@ class Toolchain:
                         "-DCAF_KERNEL_CUDA" if cuda else "-DCAF_KERNEL_CPU"]
         torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
         self.libs = [f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch"]
+        stdcxx = loaded_libstdcxx()
+        if stdcxx:
+            self.libs.append(stdcxx)
         if cuda:
             home = cpp_extension.CUDA_HOME or "/usr/local/cuda"
             self.nvcc = [os.path.join(home, "bin", "nvcc")]
@@ -104,7 +128,7 @@ class Toolchain:
         one machine's toolchain, and gcc itself refuses a PCH from another compiler."""
         import torch
         return "|".join([self.flavour, torch.__version__, self.std, *self.cxx, *self.nvcc,
-                         *self.defines, *self.arch])
+                         *self.defines, *self.arch, loaded_libstdcxx() or ""])
 
     def includes(self, extra: list[str]) -> list[str]:
         return [*(f"-I{d}" for d in extra), *(a for d in self.isystem for a in ("-isystem", d))]
