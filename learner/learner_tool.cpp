@@ -38,6 +38,7 @@
 
 #include "learner/checkpoint.hpp"
 #include "learner/trainer.hpp"
+#include "policy/model/tool_args.hpp"
 #include "policy/text/json.hpp"
 
 using namespace caf_agent;
@@ -45,11 +46,10 @@ using namespace caf_agent::learner;
 
 namespace {
 
-using args = std::map<std::string, std::string>;
+using args = caf_agent::policy::tool_args;
 
 std::string get(const args& a, const std::string& key, const std::string& fallback = "") {
-  auto it = a.find(key);
-  return it == a.end() ? fallback : it->second;
+  return caf_agent::policy::tool_arg(a, key, fallback);
 }
 
 torch::ScalarType compute_dtype(const args& a) {
@@ -266,16 +266,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   args a;
-  for (int i = 2; i < argc; ++i) {
-    std::string key = argv[i];
-    if (!key.starts_with("--")) {
-      std::cerr << "unexpected argument '" << key << "'\n";
-      return 2;
-    }
-    key = key.substr(2);
-    const bool flag = i + 1 >= argc || std::string(argv[i + 1]).starts_with("--");
-    a[key] = flag ? "1" : argv[++i];
-  }
+  if (!caf_agent::policy::parse_tool_args(argc, argv, 2, a)) return 2;
   static const std::map<std::string, std::vector<std::string>> known = {
       {"step", {"model", "batch", "stage", "critic", "out"}},
       {"grad", {"model", "batch", "out", "values"}},

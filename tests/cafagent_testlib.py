@@ -111,3 +111,27 @@ def records_in(store):
 def store_of(output):
     """The trajectory store a run printed ("N records in DIR")."""
     return [l.split(" in ")[-1].strip() for l in output.splitlines() if "records in" in l][-1]
+
+
+def tiny_decoder_families(vocab: int, max_positions: int) -> dict:
+    """Config makers of tiny random Llama, Qwen2 and Qwen3 checkpoints (transformers), each
+    exercising what the C++ decoder must match: llama3 RoPE scaling with a short original
+    context, q/k/v/o and MLP biases and an untied head (llama); q/k/v bias, tied embeddings
+    and linear RoPE scaling (qwen2); q/k norm with head_dim 32 != hidden / heads (qwen3)."""
+    import transformers
+
+    def shapes():
+        return dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=max_positions,
+                    bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    return {
+        "llama": lambda: transformers.LlamaConfig(
+            attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": 16}, **shapes()),
+        "qwen2": lambda: transformers.Qwen2Config(
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0}, **shapes()),
+        "qwen3": lambda: transformers.Qwen3Config(head_dim=32, tie_word_embeddings=False, **shapes()),
+    }

@@ -25,16 +25,16 @@
 
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
+#include "policy/model/tool_args.hpp"
 
 using namespace caf_agent::policy;
 
 namespace {
 
-using args = std::map<std::string, std::string>;
+using args = caf_agent::policy::tool_args;
 
 std::string get(const args& a, const std::string& key, const std::string& fallback = "") {
-  auto it = a.find(key);
-  return it == a.end() ? fallback : it->second;
+  return caf_agent::policy::tool_arg(a, key, fallback);
 }
 
 std::vector<int64_t> parse_ids(const std::string& text) {
@@ -176,16 +176,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   args a;
-  for (int i = 2; i < argc; ++i) {
-    std::string key = argv[i];
-    if (!key.starts_with("--")) {
-      std::cerr << "unexpected argument '" << key << "'\n";
-      return 2;
-    }
-    key = key.substr(2);
-    const bool flag = i + 1 >= argc || std::string(argv[i + 1]).starts_with("--");
-    a[key] = flag ? "1" : argv[++i];
-  }
+  if (!caf_agent::policy::parse_tool_args(argc, argv, 2, a)) return 2;
   try {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);

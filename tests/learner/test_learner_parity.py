@@ -14,6 +14,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+from cafagent_testlib import tiny_decoder_families  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -24,26 +25,7 @@ VOCAB = 128
 LENGTHS = [9, 5, 12]
 
 
-def _shapes():
-    return dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64,
-                bos_token_id=None, eos_token_id=None, pad_token_id=None)
-
-
-FAMILIES = {
-    # llama3 RoPE scaling, q/k/v/o and MLP biases, untied head.
-    "llama": lambda: transformers.LlamaConfig(
-        attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
-                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 16}, **_shapes()),
-    # q/k/v bias, tied embeddings (one gradient for embedding and head), linear RoPE.
-    "qwen2": lambda: transformers.Qwen2Config(
-        tie_word_embeddings=True,
-        rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0}, **_shapes()),
-    # q/k norm, head_dim 32 != hidden / heads.
-    "qwen3": lambda: transformers.Qwen3Config(head_dim=32, tie_word_embeddings=False, **_shapes()),
-}
+FAMILIES = tiny_decoder_families(VOCAB, max_positions=64)
 
 
 def _randomize(model):
