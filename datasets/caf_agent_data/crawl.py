@@ -107,8 +107,9 @@ def _functional_names() -> list:
     return out
 
 
-def crawl(include_torch: bool = True) -> Crawl:
-    """Every torch.nn class and torch.nn.functional function, as recipes or skipped."""
+def crawl(include_torch: bool = True, include_transformers: bool = True) -> Crawl:
+    """Every torch.nn class and torch.nn.functional function, and (include_transformers)
+    the transformers activations and model blocks of hf_ops.FAMILIES, as recipes or skipped."""
     table = module_recipes()
     kept, fams, skipped = [], {}, []
 
@@ -143,6 +144,12 @@ def crawl(include_torch: bool = True) -> Crawl:
             consider(rec, wraps, reason)
     if include_torch:
         for rec in TORCH_RECIPES:
+            consider(rec, rec.wraps, "")
+    if include_transformers:
+        from .hf_ops import crawl_transformers
+        recs, hf_skipped = crawl_transformers()
+        skipped += hf_skipped
+        for rec in recs:
             consider(rec, rec.wraps, "")
     return Crawl(kept, fams, skipped)
 

@@ -19,11 +19,13 @@ from typing import Callable
 class Step:
     """One stage of a Model. kind 'module': `code` is a constructor expression (e.g.
     "nn.Conv2d(8, 16, kernel_size=3)") and `call` how forward applies it ({m}: the module,
-    {x}: the input); kind 'call': `code` is an expression of {x}."""
+    {x}: the input); kind 'call': `code` is an expression of {x}. `imports`: the import
+    lines the code needs beyond torch, nn and F (the transformers blocks)."""
     wraps: str
     kind: str
     code: str
     call: str = "{m}({x})"
+    imports: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

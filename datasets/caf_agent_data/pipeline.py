@@ -51,6 +51,8 @@ def parse_args(argv):
     p.add_argument("--max-ms", type=float, default=None, help="eager time upper bound (filter.DEFAULTS)")
     p.add_argument("--scale", type=int, default=1, help="multiply the non-batch sizes (GPU sets)")
     p.add_argument("--max-numel", type=int, default=0, help="elements per intermediate (compose.DEFAULT_MAX_NUMEL)")
+    p.add_argument("--no-transformers", action="store_true",
+                   help="crawl torch only (without the transformers activations and model blocks)")
     p.add_argument("--force", action="store_true", help="replace the problem files of an earlier run in --out")
     a = p.parse_args(argv)
     m = re.fullmatch(r"(\d)(?:-(\d))?", a.ops)
@@ -119,7 +121,7 @@ def run(args) -> dict:
     crawl_result = None
     if not args.inputs:
         from .crawl import crawl
-        crawl_result = crawl()
+        crawl_result = crawl(include_transformers=not args.no_transformers)
         log(f"crawl: {len(crawl_result.recipes)} operators kept, {len(crawl_result.skipped)} skipped")
         report["crawl"] = {"kept": [r.wraps for r in crawl_result.recipes],
                            "skipped": [{"wraps": w, "reason": r} for w, r in crawl_result.skipped]}

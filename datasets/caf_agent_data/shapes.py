@@ -59,6 +59,8 @@ def meta_apply(step: Step, shape: tuple, is_int: bool = False) -> tuple:
             x = torch.randint(0, NUM_EMBEDDINGS, shape)
         else:
             x = torch.randn(shape)
+        for line in step.imports:
+            exec(line, ns)  # noqa: S102 -- our own import lines
         if step.kind == "module":
             ns["_m"] = eval(step.code, ns).eval()  # noqa: S307 -- our own recipe text
             y = eval(step.call.format(m="_m", x="_x"), dict(ns, _x=x))  # noqa: S307

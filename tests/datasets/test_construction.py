@@ -27,6 +27,28 @@ def test_crawl_keeps_operators_and_records_what_each_wraps(crawled):
     assert len(crawled.recipes) > 80 and all(reason for _, reason in crawled.skipped)
 
 
+def test_transformers_blocks_are_crawled_from_configs_and_compose(crawled):
+    kept = {r.wraps for r in crawled.recipes}
+    for w in ("transformers.models.llama.modeling_llama.LlamaMLP", "transformers.models.llama.modeling_llama.LlamaRMSNorm",
+              "transformers.models.t5.modeling_t5.T5LayerFF", "transformers.activations.NewGELUActivation"):
+        assert w in kept, w
+    skipped = dict(crawled.skipped)
+    # attention and decoder layers want position embeddings: skipped with the forward's error
+    assert "forward on one hidden-state tensor fails" in skipped["transformers.models.qwen2.modeling_qwen2.Qwen2Attention"]
+    assert "identity" in skipped["transformers.activations.LinearActivation"]
+    assert "not a block" in skipped["transformers.models.llama.modeling_llama.LlamaForCausalLM"]
+    hf = Crawl([r for r in crawled.recipes if r.wraps.startswith("transformers.models.")], crawled.families, [])
+    rng = random.Random(3)
+    made = [p for p in (compose(hf, rng, 2, family="3d")[0] for _ in range(6)) if p]
+    assert len(made) >= 4
+    for p in made:
+        assert "from transformers" in p.source
+        assert any(k in p.source for k in ("Config(hidden_size=", "Config(d_model=", "Config(n_embd="))
+        assert "from_pretrained" not in p.source      # built from a config, nothing downloaded
+        assert check_on_meta(p.source)[1] is None
+        assert all(s.wraps.startswith("transformers.models.") for s in p.steps)
+
+
 def test_an_operator_that_fails_is_skipped_with_the_reason():
     def bad(shape, rng):
         return Step("torch.nn.Broken", "module", "nn.Conv2d(3, 8, kernel_size=99)")

@@ -1,0 +1,28 @@
+"""Level 2: InstanceNorm2d -> GELU. Synthesized by caf_agent_data from torch.nn.InstanceNorm2d, torch.nn.GELU."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.op0 = nn.InstanceNorm2d(16, affine=True)
+        self.op1 = nn.GELU()
+
+    def forward(self, x):
+        x = self.op0(x)
+        x = self.op1(x)
+        return x
+
+
+batch_size = 4
+input_shape = (16, 32, 32)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, *input_shape)]
+
+
+def get_init_inputs():
+    return []
