@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Writes skills/replay/default.jsonl: recorded assistant turns for the replay policy.
+"""Writes skills/replay/*.jsonl: recorded assistant turns for the replay policy.
 
-Each episode reads the task, writes an honest CPU kernel and model_new.py, compiles,
-verifies, profiles and finishes, so the embedded default exercises real tool calls and
-real evaluations. Tasks without a recording use the "*" episode, which gives up (and is
-judged -1), so the report shows both outcomes.
+default.jsonl holds one honest episode per bundled task (skills/tasks): it reads the task,
+writes a C++ CPU kernel and model_new.py, compiles, verifies and finishes. Every kernel is
+correct on the judge's inputs, so each episode earns reward >= 1 from the real judge. These
+are the demonstrations of the embedded default's rejection fine-tuning (docs/TRAINING.md):
+short and alike on purpose (one layout for every kernel, the task's name first in the first
+turn) so the small model can learn them. Tasks without a recording (e.g. a datasets/ sample)
+replay the "*" episode, which gives up and is judged -1.
 
-    python tools/make_replay.py [--out skills/replay/default.jsonl]
+gives_up.jsonl holds that giving-up episode alone for every task: the negatives (reward -1).
+
+    python tools/make_replay.py [--out-dir skills/replay]
 """
 import argparse
 import json
@@ -19,97 +24,124 @@ def call(name, **args):
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
-ADD_RELU_CPP = """#include "caf_kernel.h"
+# Each kernel: name, the C++ parameter list, the pointers it reads, and the body of the loop
+# nest. One layout for all of them keeps the demonstrations easy to learn.
+HEADER = '#include "caf_kernel.h"\n#include <cmath>\n\n'
 
-// One pass: out = max(a + b, 0).
-torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) {
-  CAF_CHECK(a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes(), "shape/layout");
-  auto out = torch::empty_like(a);
-  const float* pa = a.data_ptr<float>();
-  const float* pb = b.data_ptr<float>();
+
+def kernel(fn, params, body):
+    return (HEADER + f"torch::Tensor {fn}({params}) {{\n" + body +
+            f"}}\n\nCAF_REGISTER(m) {{ m.def(\"{fn}\", &{fn}); }}\n")
+
+
+ELEMENTWISE = """  auto out = torch::empty_like({a});
+  const float* pa = {a}.data_ptr<float>();
+  const float* pb = {b}.data_ptr<float>();
   float* po = out.data_ptr<float>();
-  const int64_t n = a.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = pa[i] + pb[i];
-    po[i] = v > 0.f ? v : 0.f;
-  }
+  for (int64_t i = 0; i < {a}.numel(); ++i) {{
+{expr}  }}
   return out;
-}
-
-CAF_REGISTER(m) { m.def("add_relu", &add_relu); }
 """
 
-ROW_SUM_CPP = """#include "caf_kernel.h"
-
-// Row sums with 8 independent accumulators (keeps the adds pipelined).
-torch::Tensor row_sum(torch::Tensor x) {
-  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), "2-D contiguous input");
-  auto out = torch::empty({x.size(0), 1}, x.options());
+ROWS = """  auto out = torch::empty({shape}, x.options());
   const int64_t rows = x.size(0), n = x.size(1);
-  const float* px = x.data_ptr<float>();
-  float* po = out.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-      for (int k = 0; k < 8; ++k) acc[k] += px[r * n + j + k];
-    float s = 0.f;
-    for (; j < n; ++j) s += px[r * n + j];
-    for (int k = 0; k < 8; ++k) s += acc[k];
-    po[r] = s;
-  }
+  for (int64_t r = 0; r < rows; ++r) {{
+    const float* px = x.data_ptr<float>() + r * n;
+    float* po = out.data_ptr<float>() + r * {stride};
+{body}  }}
   return out;
+"""
+
+KERNELS = {
+    "add_relu": kernel("add_relu", "torch::Tensor a, torch::Tensor b", ELEMENTWISE.format(
+        a="a", b="b", expr="    po[i] = std::fmax(pa[i] + pb[i], 0.f);\n")),
+    "fused_elementwise": kernel("fused_elementwise", "torch::Tensor x, torch::Tensor y", ELEMENTWISE.format(
+        a="x", b="y", expr=(
+            "    const float u = pa[i], v = pb[i];\n"
+            "    float z = std::tanh(u * 2.f + v) * 0.5f + u * v;\n"
+            "    z = std::fmax(z, 0.f) - 0.25f;\n"
+            "    po[i] = v / (1.f + std::exp(-z));\n"))),
+    "row_sum": kernel("row_sum", "torch::Tensor x", ROWS.format(shape="{x.size(0), 1}", stride="1", body=(
+        "    double s = 0;\n"
+        "    for (int64_t j = 0; j < n; ++j) s += px[j];\n"
+        "    po[0] = s;\n"))),
+    "softmax": kernel("softmax", "torch::Tensor x", ROWS.format(shape="x.sizes()", stride="n", body=(
+        "    float mx = px[0];\n"
+        "    for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, px[j]);\n"
+        "    double s = 0;\n"
+        "    for (int64_t j = 0; j < n; ++j) s += po[j] = std::exp(px[j] - mx);\n"
+        "    for (int64_t j = 0; j < n; ++j) po[j] /= s;\n"))),
+    "layernorm": kernel("layernorm", "torch::Tensor x, torch::Tensor w, torch::Tensor b", ROWS.format(
+        shape="x.sizes()", stride="n", body=(
+            "    double s = 0, ss = 0;\n"
+            "    for (int64_t j = 0; j < n; ++j) s += px[j], ss += px[j] * px[j];\n"
+            "    const double mean = s / n, inv = 1 / std::sqrt(ss / n - mean * mean + 1e-5);\n"
+            "    for (int64_t j = 0; j < n; ++j)\n"
+            "      po[j] = (px[j] - mean) * inv * w.data_ptr<float>()[j] + b.data_ptr<float>()[j];\n"))),
+    "linear_bias_gelu": kernel("linear_bias_gelu", "torch::Tensor x, torch::Tensor w, torch::Tensor b", ROWS.format(
+        shape="{x.size(0), w.size(0)}", stride="w.size(0)", body=(
+            "    for (int64_t o = 0; o < w.size(0); ++o) {\n"
+            "      const float* pw = w.data_ptr<float>() + o * n;\n"
+            "      float v = b.data_ptr<float>()[o];\n"
+            "      for (int64_t j = 0; j < n; ++j) v += px[j] * pw[j];\n"
+            "      po[o] = 0.5f * v * (1.f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));\n"
+            "    }\n"))),
 }
 
-CAF_REGISTER(m) { m.def("row_sum", &row_sum); }
-"""
+# model_new.py per task: the modules whose parameters the judge loads, and the kernel call.
+MODEL_NEW = "import torch.nn as nn\nimport caf_ext\n\n\nclass ModelNew(nn.Module):\n{init}{forward}"
+INIT = "    def __init__(self, {args}):\n        super().__init__()\n        {body}\n\n"
+FORWARD = "    def forward(self, {args}):\n        return caf_ext.{fn}({call})\n"
 
-MODEL_NEW = """import torch
-import torch.nn as nn
-import caf_ext
+MODEL_NEWS = {
+    "add_relu": MODEL_NEW.format(init="", forward=FORWARD.format(args="a, b", fn="add_relu", call="a, b")),
+    "fused_elementwise": MODEL_NEW.format(
+        init="", forward=FORWARD.format(args="x, y", fn="fused_elementwise", call="x, y")),
+    "row_sum": MODEL_NEW.format(init="", forward=FORWARD.format(args="x", fn="row_sum", call="x")),
+    "softmax": MODEL_NEW.format(init="", forward=FORWARD.format(args="x", fn="softmax", call="x")),
+    "layernorm": MODEL_NEW.format(
+        init=INIT.format(args="dim", body="self.norm = nn.LayerNorm(dim)"),
+        forward=FORWARD.format(args="x", fn="layernorm", call="x, self.norm.weight, self.norm.bias")),
+    "linear_bias_gelu": MODEL_NEW.format(
+        init=INIT.format(args="in_features, out_features", body="self.linear = nn.Linear(in_features, out_features)"),
+        forward=FORWARD.format(args="x", fn="linear_bias_gelu", call="x, self.linear.weight, self.linear.bias")),
+}
 
 
-class ModelNew(nn.Module):
-    def __init__(self, *init_inputs):
-        super().__init__()
-
-    def forward(self, {args}):
-        return caf_ext.{fn}({args})
-"""
-
-
-def honest(task, fn, args, cpp):
+def honest(task):
+    """Read the task and the starting file, write the kernel and ModelNew, compile, verify, finish."""
     return {"task_id": task, "turns": [
-        "I will read the task and the skill notes first.\n" + call("Read", file_path="model.py"),
-        "A single fused pass is enough. Writing the kernel.\n" +
-        call("Write", file_path=f"kernels/{fn}.cpp", content=cpp),
-        "Now ModelNew; reading the starting file first.\n" + call("Read", file_path="model_new.py"),
-        call("Write", file_path="model_new.py", content=MODEL_NEW.format(fn=fn, args=args)),
+        f"Task {task}. Reading model.py and model_new.py.\n" + call("Read", file_path="model.py") + "\n" +
+        call("Read", file_path="model_new.py"),
+        call("Write", file_path=f"kernels/{task}.cpp", content=KERNELS[task]),
+        call("Write", file_path="model_new.py", content=MODEL_NEWS[task]),
         call("Bash", command="./compile"),
         call("Bash", command="verify"),
-        call("Bash", command="profile"),
-        "The kernel is correct; profiling is done. Finished.",
+        f"Task {task}: the kernel compiles and verify passes. Done.",
     ]}
+
+
+GIVES_UP = {"task_id": "*", "turns": [
+    call("Read", file_path="model.py"),
+    call("Glob", pattern="**/*"),
+    "Checking what the starting file does.\n" + call("Bash", command="verify"),
+    "I could not finish a kernel for this task in time.",
+]}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "skills" / "replay" / "default.jsonl"))
-    out = pathlib.Path(p.parse_args().out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    episodes = [
-        honest("add_relu", "add_relu", "a, b", ADD_RELU_CPP),
-        honest("row_sum", "row_sum", "x", ROW_SUM_CPP),
-        {"task_id": "*", "turns": [
-            call("Read", file_path="model.py"),
-            call("Glob", pattern="**/*"),
-            "Checking what the starting file does.\n" + call("Bash", command="verify"),
-            "I could not finish a kernel for this task in time.",
-        ]},
-    ]
-    out.write_text("".join(json.dumps(e) + "\n" for e in episodes))
-    print(out)
+    p.add_argument("--out-dir", default=str(ROOT / "skills" / "replay"))
+    out = pathlib.Path(p.parse_args().out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = sorted(p.stem for p in (ROOT / "skills" / "tasks").glob("*.py"))
+    missing = sorted(set(tasks) - set(KERNELS))
+    if missing:
+        raise SystemExit(f"make_replay: no recorded kernel for bundled task(s) {', '.join(missing)}")
+    files = {"default.jsonl": [honest(t) for t in tasks] + [GIVES_UP], "gives_up.jsonl": [GIVES_UP]}
+    for name, episodes in files.items():
+        (out / name).write_text("".join(json.dumps(e) + "\n" for e in episodes))
+        print(out / name)
 
 
 if __name__ == "__main__":

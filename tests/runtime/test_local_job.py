@@ -36,14 +36,13 @@ def test_local_eval_run_reports_every_task(caf_agent, tmp_path, workspace_root):
     records = records_in(store_of(res.stdout))
     assert sorted(r["task_id"] for r in records) == tasks
     by_task = {r["task_id"]: r for r in records}
-    # The recorded honest kernels compile in the sandbox and pass the judge.
-    for task in ("add_relu", "row_sum"):
+    # Every bundled task has a recorded honest kernel (tools/make_replay.py): each compiles in
+    # the sandbox and passes the judge.
+    for task in tasks:
         assert by_task[task]["correct"], by_task[task]["verdict"]
-        assert by_task[task]["reward"] >= 1
+        assert by_task[task]["reward"] >= 1 and by_task[task]["termination"] == "finished"
         assert any("compile: OK" in o for o in by_task[task]["observations"])
         assert any(o.startswith("verify: PASS") for o in by_task[task]["observations"])
-    # The give-up recording is judged incorrect, not crashed or aborted.
-    assert by_task["softmax"]["reward"] == -1 and by_task["softmax"]["termination"] == "finished"
 
 
 def test_interrupted_run_records_every_started_episode(caf_agent, tmp_path, workspace_root):
