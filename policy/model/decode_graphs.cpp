@@ -41,10 +41,11 @@ struct decode_graphs::state {
 
   graph& capture(int64_t rows, int64_t keys) {
     auto g = std::make_unique<graph>();
-    // Warm-up and capture write keys at position keys - 1 of every row's slot: at or past
-    // every running sequence's next position, and a sequence overwrites a position before
-    // it ever attends to it.
-    g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, keys - 1, torch::kInt64)})
+    // Warm-up and capture write keys at the cache's last position of every row's slot, which
+    // no sequence uses (the engine ends a sequence before its keys reach it), so neither a
+    // running sequence nor a kept prefix (engine_options::prefix_cache) is disturbed.
+    const int64_t scratch = cache->capacity() - 1;
+    g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)})
                        .to(model->device());
     auto side = at::cuda::getStreamFromPool();
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
@@ -76,8 +77,9 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   const int64_t bucket = std::min((keys + key_bucket - 1) / key_bucket * key_bucket, s.cache->capacity());
   auto it = s.graphs.find({rows, bucket});
   auto& g = it != s.graphs.end() ? *it->second : s.capture(rows, bucket);
-  // Padding rows decode token 0 at position 0 of their (free) slot.
+  // Padding rows decode token 0 at the unused last position of their slot (see capture).
   auto host_2b = torch::zeros({2, rows}, torch::kInt64);
+  host_2b[1].fill_(s.cache->capacity() - 1);
   std::copy(tokens.begin(), tokens.end(), host_2b[0].data_ptr<int64_t>());
   std::copy(positions.begin(), positions.end(), host_2b[1].data_ptr<int64_t>());
   g.inputs_2b.copy_(host_2b.pin_memory(), /*non_blocking=*/true);

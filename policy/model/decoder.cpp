@@ -187,11 +187,22 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
     out_bhte = out_bkge.reshape({b, h, 1, e});
   } else {
     if (use.cache != nullptr) {  // Prefill of one slot: keep keys and values for decoding.
-      use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, 0, t).copy_(k_bkte[0]);
-      use.cache->v_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, 0, t).copy_(v_bkte[0]);
+      use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(k_bkte[0]);
+      use.cache->v_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(v_bkte[0]);
     }
-    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
-                                                std::nullopt, /*enable_gqa=*/h != k);
+    if (use.cache != nullptr && use.start > 0) {
+      // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
+      const int64_t s = use.start + t;
+      auto k_1kse = use.cache->k_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
+      auto v_1kse = use.cache->v_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
+      auto opts = positions_bt.options();
+      auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + use.start).view({t, 1});
+      out_bhte = at::scaled_dot_product_attention(q_bhte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false,
+                                                  std::nullopt, /*enable_gqa=*/h != k);
+    } else {
+      out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
+                                                  std::nullopt, /*enable_gqa=*/h != k);
+    }
   }
   return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
 }
@@ -333,11 +344,14 @@ torch::Tensor decoder::values(const torch::Tensor& tokens_bt, const torch::Tenso
       .to(torch::kFloat32);
 }
 
-torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache) const {
+torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache,
+                               int64_t start) const {
   const int64_t t = tokens_t.size(0);
-  auto positions_1t = torch::arange(t, tokens_t.options().dtype(torch::kInt64)).unsqueeze(0);
+  TORCH_CHECK(start >= 0 && start + t <= cache.capacity(), "prefill: positions ", start, "..", start + t - 1,
+              " exceed the cache capacity of ", cache.capacity(), " tokens");
+  auto positions_1t = torch::arange(start, start + t, tokens_t.options().dtype(torch::kInt64)).unsqueeze(0);
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
-  auto hidden_1td = run_layers(x_1td, positions_1t, cache_use{&cache, slot, {}, {}});
+  auto hidden_1td = run_layers(x_1td, positions_1t, cache_use{&cache, slot, start, {}, {}});
   return lm_head(hidden_1td[0][t - 1]);
 }
 
@@ -345,7 +359,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                               int64_t keys_s, kv_cache& cache) const {
   const int64_t b = tokens_b.size(0);
   auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
-  cache_use use{&cache, -1, positions_b, keys_11s <= positions_b.view({b, 1, 1, 1})};
+  cache_use use{&cache, -1, 0, positions_b, keys_11s <= positions_b.view({b, 1, 1, 1})};
   auto x_b1d = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_b.view({b, 1}));
   auto hidden_b1d = run_layers(x_b1d, positions_b.view({b, 1}), use);
   return lm_head(hidden_b1d.squeeze(1));

@@ -74,9 +74,11 @@ class decoder {
   /// The critic's value per token [b, t] fp32; requires a value head.
   torch::Tensor values(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {}) const;
 
-  /// Runs the prompt `tokens_t` of one sequence into cache slot `slot` (positions 0..t-1) and
-  /// returns the fp32 logits [v] of its last position.
-  torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache) const;
+  /// Runs `tokens_t` of one sequence into cache slot `slot` at positions start..start+t-1 and
+  /// returns the fp32 logits [v] of its last position. With start > 0 the slot's keys at
+  /// 0..start-1 are those of the sequence's earlier tokens (a cached prefix: an earlier turn of
+  /// the same conversation); the new tokens attend to them and to each other causally.
+  torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache, int64_t start = 0) const;
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
   /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
@@ -132,6 +134,7 @@ class decoder {
   struct cache_use {
     kv_cache* cache = nullptr;  ///< Null for a plain causal pass.
     int64_t slot = -1;  ///< Prefill target slot; -1 in a decode step.
+    int64_t start = 0;  ///< Prefill: position of the first new token (keys before it are cached).
     torch::Tensor positions_b;  ///< Decode: where each slot's new key goes.
     torch::Tensor mask_b11s;  ///< Decode: which cached keys each slot may attend to.
   };

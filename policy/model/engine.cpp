@@ -57,6 +57,26 @@ struct sequence {
   generation_result out;
 };
 
+// The keys a finished sequence left in its slot: its tokens whose keys are cached.
+struct kept_prefix {
+  std::vector<int32_t> tokens;
+  uint64_t last_used = 0;
+};
+
+// Where an admitted request goes and which of its prompt's keys it finds cached.
+struct slot_choice {
+  int64_t slot = -1;  // -1: no slot can take it now
+  int64_t reuse = 0;  // prompt tokens whose keys will be in the slot before prefill
+  int64_t copy_from = -1;  // slot whose first `reuse` keys are copied in, or -1
+};
+
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<int64_t>(i);
+}
+
 }  // namespace
 
 struct generation_engine::impl {
@@ -67,6 +87,9 @@ struct generation_engine::impl {
   int64_t context = 0;
   std::deque<sequence> waiting;
   std::vector<std::optional<sequence>> slots;
+  std::vector<std::optional<kept_prefix>> kept;  // per slot, only where no sequence runs
+  uint64_t clock = 0;  // orders kept prefixes by last use
+  engine_stats stats;
   uint64_t next_id = 1;
   std::atomic<uint64_t> version{0};
   std::mutex pending_mutex;  // guards pending / pending_version
@@ -79,6 +102,8 @@ struct generation_engine::impl {
   void apply_pending();
   torch::Tensor decode_running(std::vector<sequence*>& rows);
   torch::Tensor admit(std::vector<sequence*>& rows);
+  slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
+  void keep_prefix(const sequence& seq);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv,
                                                     const std::vector<sequence*>& rows);
   bool finished(sequence& seq) const;
@@ -112,6 +137,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     return fail("engine: " + std::string(e.what_without_backtrace()));
   }
   state->slots.resize(static_cast<size_t>(options.max_batch));
+  state->kept.resize(static_cast<size_t>(options.max_batch));
   return std::unique_ptr<generation_engine>(new generation_engine(std::move(state)));
 }
 
@@ -153,7 +179,15 @@ void generation_engine::impl::apply_pending() {
   std::lock_guard lock(pending_mutex);
   if (!pending) return;
   // Shapes were checked when staging; assign() only fails on a device error here.
-  if (model.assign(*pending)) version.store(pending_version);
+  if (model.assign(*pending)) {
+    version.store(pending_version);
+    // Keys computed by the old weights would make the new policy's tokens depend on the old one.
+    for (auto& k : kept)
+      if (k) {
+        k.reset();
+        ++stats.invalidations;
+      }
+  }
   pending.reset();
 }
 
@@ -162,18 +196,22 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i]) span = static_cast<int64_t>(i) + 1;
   if (span == 0) return {};
-  // Free slots below `span` decode a dummy token at position 0; their rows are dropped and a
-  // later prefill overwrites what they wrote.
-  std::vector<int64_t> tokens(static_cast<size_t>(span), 0), positions(static_cast<size_t>(span), 0), live;
+  // Slots below `span` that run nothing decode a dummy token whose key goes to the last
+  // position, which no sequence uses (a sequence ends when its keys reach context - 1), so a
+  // kept prefix there stays intact; their rows are dropped.
+  const int64_t scratch = context - 1;
+  std::vector<int64_t> tokens(static_cast<size_t>(span), 0), positions(static_cast<size_t>(span), scratch), live;
+  int64_t keys = 1;
   for (int64_t i = 0; i < span; ++i) {
     auto& slot = slots[static_cast<size_t>(i)];
     if (!slot) continue;
     tokens[static_cast<size_t>(i)] = slot->out.tokens.back();
     positions[static_cast<size_t>(i)] = slot->cached;
+    keys = std::max(keys, slot->cached + 1);
     live.push_back(i);
     rows.push_back(&*slot);
   }
-  const int64_t keys = *std::max_element(positions.begin(), positions.end()) + 1;
+  stats.decoded_tokens += live.size();
   torch::Tensor logits_bv;
   if (graphs) {
     logits_bv = graphs->decode(tokens, positions, keys);
@@ -187,18 +225,91 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   return logits_bv.index_select(0, torch::tensor(live).to(model.device()));
 }
 
+slot_choice generation_engine::impl::choose_slot(const std::vector<int32_t>& prompt) const {
+  // At least the last prompt token is prefilled: its logits give the first new token.
+  const int64_t usable = static_cast<int64_t>(prompt.size()) - 1;
+  slot_choice continuation, free, oldest, best_partial;
+  int64_t continuation_len = 0, partial_len = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i]) continue;
+    const auto slot = static_cast<int64_t>(i);
+    if (!kept[i]) {
+      if (free.slot < 0) free.slot = slot;
+      continue;
+    }
+    if (oldest.slot < 0 || kept[i]->last_used < kept[static_cast<size_t>(oldest.slot)]->last_used) oldest.slot = slot;
+    const int64_t match = std::min(common_prefix(kept[i]->tokens, prompt), usable);
+    if (match == 0) continue;
+    if (match == static_cast<int64_t>(kept[i]->tokens.size()) && match > continuation_len) {
+      continuation_len = match;  // the prompt continues this kept sequence: nothing is lost
+      continuation = {slot, match, -1};
+    }
+    if (match > partial_len) {
+      partial_len = match;
+      best_partial.slot = slot;
+    }
+  }
+  if (continuation.slot >= 0) return continuation;
+  // Otherwise take a free slot, else give up the least recently used kept prefix; copy the
+  // longest shared prefix (e.g. the system prompt and task of another episode) into it.
+  slot_choice out = free.slot >= 0 ? free : oldest;
+  if (out.slot < 0) return out;
+  if (partial_len > 0) {
+    out.reuse = partial_len;
+    out.copy_from = best_partial.slot == out.slot ? -1 : best_partial.slot;
+  }
+  return out;
+}
+
+void generation_engine::impl::keep_prefix(const sequence& seq) {
+  if (!options.prefix_cache) return;
+  // The keys in the slot: the prompt, then every generated token but the last (never decoded).
+  kept_prefix k;
+  k.tokens = seq.request.prompt;
+  k.tokens.insert(k.tokens.end(), seq.out.tokens.begin(), seq.out.tokens.end());
+  k.tokens.resize(static_cast<size_t>(seq.cached));
+  k.last_used = ++clock;
+  kept[static_cast<size_t>(seq.slot)] = std::move(k);
+}
+
 torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   std::vector<torch::Tensor> logits;
-  for (size_t i = 0; i < slots.size() && !waiting.empty(); ++i) {
-    if (slots[i]) continue;
-    sequence& seq = slots[i].emplace(std::move(waiting.front()));
+  while (!waiting.empty()) {
+    const slot_choice choice = options.prefix_cache ? choose_slot(waiting.front().request.prompt) : [&] {
+      slot_choice c;
+      for (size_t i = 0; i < slots.size() && c.slot < 0; ++i)
+        if (!slots[i]) c.slot = static_cast<int64_t>(i);
+      return c;
+    }();
+    if (choice.slot < 0) break;
+    const auto index = static_cast<size_t>(choice.slot);
+    auto& kept_here = kept[index];
+    if (kept_here && (choice.copy_from >= 0 || choice.reuse < static_cast<int64_t>(kept_here->tokens.size())))
+      ++stats.evictions;  // some (or all) of this slot's kept keys are overwritten
+    kept_here.reset();
+    if (choice.copy_from >= 0) {
+      for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
+        cache.k_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
+            cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+        cache.v_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
+            cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+      }
+      kept[static_cast<size_t>(choice.copy_from)]->last_used = ++clock;
+      stats.copied_tokens += static_cast<uint64_t>(choice.reuse);
+    }
+    sequence& seq = slots[index].emplace(std::move(waiting.front()));
     waiting.pop_front();
-    seq.slot = static_cast<int64_t>(i);
+    seq.slot = choice.slot;
     seq.out.policy_version = version.load();
-    std::vector<int64_t> prompt(seq.request.prompt.begin(), seq.request.prompt.end());
-    auto tokens_t = torch::tensor(prompt).to(model.device());
-    logits.push_back(model.prefill(tokens_t, seq.slot, cache));
+    const auto& prompt = seq.request.prompt;
+    std::vector<int64_t> fresh(prompt.begin() + choice.reuse, prompt.end());
+    auto tokens_t = torch::tensor(fresh).to(model.device());
+    logits.push_back(model.prefill(tokens_t, seq.slot, cache, choice.reuse));
     seq.cached = static_cast<int64_t>(prompt.size());
+    ++stats.admissions;
+    stats.prefilled_tokens += fresh.size();
+    stats.reused_tokens += static_cast<uint64_t>(choice.reuse);
+    if (choice.reuse > 0) ++stats.prefix_hits;
     rows.push_back(&seq);
   }
   return logits.empty() ? torch::Tensor() : torch::stack(logits);
@@ -239,6 +350,7 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(
     seq.out.logprobs.push_back(host[1][static_cast<int64_t>(i)]);
     seq.out.last_policy_version = version.load();
     if (!finished(seq)) continue;
+    keep_prefix(seq);
     done.push_back(std::move(seq.out));
     slots[static_cast<size_t>(seq.slot)].reset();
   }
@@ -327,6 +439,10 @@ uint64_t generation_engine::policy_version() const {
   return impl_->pending ? impl_->pending_version : impl_->version.load();
 }
 
+engine_stats generation_engine::stats() const { return impl_->stats; }
+size_t generation_engine::kept_prefixes() const {
+  return static_cast<size_t>(std::count_if(impl_->kept.begin(), impl_->kept.end(), [](const auto& k) { return k.has_value(); }));
+}
 size_t generation_engine::running() const { return impl_->running(); }
 size_t generation_engine::waiting() const { return impl_->waiting.size(); }
 int32_t generation_engine::max_context() const { return static_cast<int32_t>(impl_->context); }

@@ -31,9 +31,27 @@ struct engine_options {
   /// Replay the decode step from CUDA graphs on a CUDA device (one launch instead of ~50 per
   /// layer). Off only for debugging.
   bool cuda_graphs = true;
+  /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
+  /// with the same tokens (the next turn of the same conversation) prefills only what is new.
+  /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new
+  /// weights are applied.
+  bool prefix_cache = true;
 
   /// Checks ranges and names.
   status validate() const;
+};
+
+/// What the engine did since open(): the work of prefills and decode steps, and the prefix
+/// cache's hits, copies and evictions. Keys computed = prefilled_tokens + decoded_tokens.
+struct engine_stats {
+  uint64_t admissions = 0;  ///< Requests that entered a slot.
+  uint64_t prefilled_tokens = 0;  ///< Prompt tokens run through prefill (their keys computed).
+  uint64_t reused_tokens = 0;  ///< Prompt tokens whose keys came from the prefix cache.
+  uint64_t copied_tokens = 0;  ///< Of those, keys copied from another slot's kept prefix.
+  uint64_t decoded_tokens = 0;  ///< Tokens run through decode steps (one key each).
+  uint64_t prefix_hits = 0;  ///< Admissions that reused at least one cached key.
+  uint64_t evictions = 0;  ///< Kept prefixes given up (wholly or in part) to make room.
+  uint64_t invalidations = 0;  ///< Kept prefixes dropped because new weights were applied.
 };
 
 /// Generates tokens for many sequences at once. One thread calls submit / step / cancel;
@@ -67,6 +85,11 @@ class generation_engine {
   status load_weights(const std::string& model_dir, uint64_t version);
   /// The version of the weights that the next step uses (0 for the weights open() loaded).
   uint64_t policy_version() const;
+
+  /// Counters since open(); call from the thread that calls step().
+  engine_stats stats() const;
+  /// Slots holding a finished sequence's kept prefix (not running).
+  size_t kept_prefixes() const;
 
   /// Sequences holding a KV-cache slot.
   size_t running() const;

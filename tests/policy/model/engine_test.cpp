@@ -200,6 +200,129 @@ TEST(engine, weight_swap_happens_at_a_step_boundary) {
   EXPECT_FALSE(engine->load_weights(model_b, 0));  // older than the current version
 }
 
+// -- prefix cache: an episode's keys kept between its turns -----------------
+
+namespace {
+
+// A model with room for long conversations (the default tiny one has 64 positions).
+const std::string& model_long() {
+  static const std::string dir = test_support::write_random_checkpoint(
+      test_support::tiny_qwen2_config(96, 1024),
+      fs::temp_directory_path() / ("policy_engine_test_long_" + std::to_string(::getpid())), 4);
+  return dir;
+}
+
+std::unique_ptr<generation_engine> open_cached(const std::string& dir, int32_t max_batch, bool prefix_cache) {
+  engine_options o;
+  o.model_dir = dir;
+  o.max_batch = max_batch;
+  o.prefix_cache = prefix_cache;
+  auto engine = generation_engine::open(o);
+  EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
+  return std::move(engine.value());
+}
+
+generation_result run_one(generation_engine& engine, generation_request r) {
+  auto id = engine.submit(std::move(r));
+  EXPECT_TRUE(id) << (id ? "" : id.error().message);
+  auto done = engine.run_until_idle();
+  EXPECT_TRUE(done && done.value().size() == 1);
+  return done.value().front();
+}
+
+// The observation of turn `turn` of conversation `who`: tokens no reply depends on.
+std::vector<int32_t> observation(int who, int turn, int n = 8) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((who * 31 + turn * 7 + i * 3) % 90 + 3));
+  return out;
+}
+
+void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
+  EXPECT_EQ(a.tokens, b.tokens) << where;
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
+  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
+}
+
+}  // namespace
+
+TEST(prefix_cache, a_conversation_prefills_only_its_new_tokens_and_matches_a_full_reprefill) {
+  auto cached = open_cached(model_long(), 2, true);
+  auto plain = open_cached(model_long(), 2, false);
+  std::vector<int32_t> history = observation(0, 0, 12);
+  uint64_t plain_prompt_tokens = 0;
+  size_t final_length = 0;
+  for (int turn = 0; turn < 20; ++turn) {
+    auto a = run_one(*cached, greedy(history, 6));
+    auto b = run_one(*plain, greedy(history, 6));
+    expect_same(a, b, "turn " + std::to_string(turn));
+    plain_prompt_tokens += history.size();
+    final_length = history.size() + a.tokens.size();
+    history.insert(history.end(), a.tokens.begin(), a.tokens.end());
+    auto obs = observation(0, turn + 1);
+    history.insert(history.end(), obs.begin(), obs.end());
+  }
+  const auto s = cached->stats();
+  // Every key of the final conversation was computed once (the last sampled token's is never needed).
+  EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, final_length - 1);
+  EXPECT_EQ(s.prefix_hits, 19u);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_EQ(plain->stats().prefilled_tokens, plain_prompt_tokens);  // re-prefilling: quadratic in turns
+  EXPECT_EQ(plain->stats().reused_tokens, 0u);
+  EXPECT_GT(plain_prompt_tokens, 5 * s.prefilled_tokens);
+}
+
+TEST(prefix_cache, evicted_conversations_come_back_with_the_same_tokens) {
+  // One slot, two conversations taking turns: each turn evicts the other's kept keys.
+  auto cached = open_cached(model_long(), 1, true);
+  auto plain = open_cached(model_long(), 1, false);
+  std::vector<std::vector<int32_t>> history = {observation(1, 0, 10), observation(2, 0, 10)};
+  for (int turn = 0; turn < 6; ++turn) {
+    for (int who = 0; who < 2; ++who) {
+      auto a = run_one(*cached, greedy(history[who], 5));
+      auto b = run_one(*plain, greedy(history[who], 5));
+      expect_same(a, b, "conversation " + std::to_string(who) + " turn " + std::to_string(turn));
+      history[who].insert(history[who].end(), a.tokens.begin(), a.tokens.end());
+      auto obs = observation(who + 1, turn + 1);
+      history[who].insert(history[who].end(), obs.begin(), obs.end());
+    }
+  }
+  EXPECT_GE(cached->stats().evictions, 11u);
+  EXPECT_EQ(cached->kept_prefixes(), 1u);
+}
+
+TEST(prefix_cache, a_shared_prefix_is_copied_into_a_free_slot_and_sampling_is_unchanged) {
+  auto cached = open_cached(model_long(), 2, true);
+  auto plain = open_cached(model_long(), 2, false);
+  std::vector<int32_t> system = observation(5, 0, 30);
+  auto first = system, second = system;
+  first.push_back(11);
+  second.push_back(12);
+  expect_same(run_one(*cached, greedy(first, 4)), run_one(*plain, greedy(first, 4)), "first");
+  generation_request sampled = greedy(second, 8);
+  sampled.sampling.temperature = 1.0f;
+  sampled.seed = 77;
+  expect_same(run_one(*cached, sampled), run_one(*plain, sampled), "second, sampled");
+  EXPECT_EQ(cached->stats().copied_tokens, 30u);  // the shared 30 tokens, not recomputed
+  EXPECT_EQ(cached->kept_prefixes(), 2u);  // the first conversation's keys stay too
+}
+
+TEST(prefix_cache, new_weights_drop_every_kept_prefix) {
+  static const std::string model_b = test_support::write_random_checkpoint(
+      test_support::tiny_qwen2_config(96, 1024),
+      fs::temp_directory_path() / ("policy_engine_test_long_b_" + std::to_string(::getpid())), 5);
+  auto cached = open_cached(model_long(), 2, true);
+  std::vector<int32_t> history = observation(3, 0, 16);
+  auto first = run_one(*cached, greedy(history, 5));
+  history.insert(history.end(), first.tokens.begin(), first.tokens.end());
+  ASSERT_TRUE(cached->load_weights(model_b, 1));
+  auto after = run_one(*cached, greedy(history, 5));
+  auto fresh = open_cached(model_b, 1, false);
+  expect_same(after, run_one(*fresh, greedy(history, 5)), "after the swap");
+  EXPECT_EQ(after.policy_version, 1u);
+  EXPECT_EQ(cached->stats().invalidations, 1u);
+  EXPECT_EQ(cached->stats().reused_tokens, 0u);  // keys of the old weights were not used
+}
+
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {
