@@ -2,6 +2,8 @@
 function runs in a local slot process (slots.py) or as a GPU-pool job.
 
 A task is kept when, in order (the first failure is the reason):
+  meta          (when asked: composed by a model) it builds and runs on meta tensors, giving
+                tensors, before anything is allocated;
   load          model.py imports and defines Model, get_inputs, get_init_inputs;
   size          a job of it fits the slot's memory (the judge's meta-tensor estimate);
   reference     the judge's load-time validation passes: the reference runs, returns
@@ -51,6 +53,9 @@ DEFAULTS = {
     # ms-scale forwards; 0.5 s caps the time one task holds a slot.
     "warmup": 2, "min_iters": 5, "max_iters": 50, "budget_s": 0.5,
     "seed": 0,
+    # Rationale: text from a language model is checked on meta tensors before any real
+    # allocation (the stacking composer already did that in the pipeline process).
+    "meta_check": False,
 }
 
 
@@ -163,6 +168,13 @@ def run_job(name: str, source: str, options: dict | None = None) -> dict:
     task = None
     with tempfile.TemporaryDirectory(prefix="caf_data_") as work:
         try:
+            if cfg["meta_check"]:
+                from .compose import check_on_meta
+                shapes, why = check_on_meta(source)
+                if why:
+                    raise Rejected("meta", why)
+                if not shapes:
+                    raise Rejected("meta", "forward returns no tensor on meta tensors")
             try:
                 task = Task(name, source, work)
             except Exception as e:

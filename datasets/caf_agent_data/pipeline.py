@@ -53,6 +53,14 @@ def parse_args(argv):
     p.add_argument("--max-numel", type=int, default=0, help="elements per intermediate (compose.DEFAULT_MAX_NUMEL)")
     p.add_argument("--no-transformers", action="store_true",
                    help="crawl torch only (without the transformers activations and model blocks)")
+    p.add_argument("--composer", choices=("stack", "llm"), default="stack",
+                   help="stack: crawled operators stacked by rule; llm: problems written by a model through --llm-url")
+    p.add_argument("--llm-url", default="", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)")
+    p.add_argument("--llm-model", default="", help="model name sent to the endpoint")
+    p.add_argument("--llm-api-key-env", default="", help="environment variable holding the endpoint's API key")
+    p.add_argument("--llm-max-tokens", type=int, default=1024)
+    p.add_argument("--llm-temperature", type=float, default=0.7)
+    p.add_argument("--llm-timeout-s", type=float, default=120.0)
     p.add_argument("--force", action="store_true", help="replace the problem files of an earlier run in --out")
     a = p.parse_args(argv)
     m = re.fullmatch(r"(\d)(?:-(\d))?", a.ops)
@@ -63,6 +71,8 @@ def parse_args(argv):
         p.error(f"--ops {a.ops!r}: operators per problem must be within 1-5")
     if a.count < 1:
         p.error("--count must be >= 1")
+    if a.composer == "llm" and not (a.llm_url and a.llm_model):
+        p.error("--composer llm needs --llm-url and --llm-model")
     return a
 
 
@@ -101,6 +111,9 @@ def candidates(args, crawl_result):
     from .compose import DEFAULT_MAX_NUMEL, compose
     rng = random.Random(args.seed)
     limit = args.max_candidates or 20 * args.count
+    if args.composer == "llm":
+        yield from _llm_candidates(args, crawl_result, rng, limit)
+        return
     for _ in range(limit):
         n = rng.randint(*args.ops_range)
         p, why = compose(crawl_result, rng, n, scale=args.scale, max_numel=args.max_numel or DEFAULT_MAX_NUMEL)
@@ -109,6 +122,39 @@ def candidates(args, crawl_result):
             continue
         yield p.name, p.source, {"origin": "synthesized", "ops": [s.wraps for s in p.steps], "level": p.level,
                                  "stage_shapes": [list(s) for s in p.shapes], "n_ops": len(p.steps)}
+
+
+# Rationale: three endpoint failures in a row (refused, HTTP errors, non-completions) mean the
+# endpoint is down or wrong; the retries of a working client are the endpoint's business.
+MAX_ENDPOINT_FAILURES = 3
+
+
+def _llm_candidates(args, crawl_result, rng, limit):
+    import os as _os
+    from .llm_compose import ChatEndpoint, ComposerError, compose_llm
+    from .shapes import family_shape
+    key = _os.environ.get(args.llm_api_key_env, "") if args.llm_api_key_env else ""
+    ep = ChatEndpoint(args.llm_url, args.llm_model, key, args.llm_timeout_s, args.llm_max_tokens,
+                      args.llm_temperature)
+    failures = 0
+    for _ in range(limit):
+        n = rng.randint(*args.ops_range)
+        shape = family_shape(rng.choice(["2d", "3d", "4d"]), rng, args.scale)
+        try:
+            c, why = compose_llm(ep, crawl_result, rng, n, shape)
+        except ComposerError as e:
+            failures += 1
+            yield None, None, {"stage": "endpoint", "reason": str(e)}
+            if failures >= MAX_ENDPOINT_FAILURES:
+                args.abort_reason = f"the composer's endpoint failed {failures} times in a row: {e}"
+                return
+            continue
+        failures = 0
+        if c is None:
+            yield None, None, {"stage": "compose_llm", "reason": why}
+            continue
+        yield c["name"], c["source"], {"origin": f"llm:{args.llm_model}", "ops": c["ops"], "level": c["level"],
+                                       "n_ops": len(c["ops"]), "meta_check": True}
 
 
 def run(args) -> dict:
@@ -197,7 +243,8 @@ def run(args) -> dict:
             if not batch:
                 continue
             t0 = time.time()
-            results = dict(pool.map([(n, s, opts) for n, s, _ in batch]))
+            results = dict(pool.map([(n, s, dict(opts, meta_check=m.get("meta_check", False)))
+                                     for n, s, m in batch]))
             t_filter += time.time() - t0
             jobs_run += len(batch)
             for i, (name, source, meta) in enumerate(batch):
@@ -234,6 +281,8 @@ def run(args) -> dict:
                   similarity=summary(sims), decontaminated=removed, wall_s=round(time.time() - t_start, 1),
                   filter_s=round(t_filter, 1), filter_jobs=jobs_run, slots=args.slots,
                   jobs_per_s_per_slot=round(jobs_run / t_filter / args.slots, 3) if t_filter else None)
+    if getattr(args, "abort_reason", ""):
+        report["aborted"] = args.abort_reason
     with open(os.path.join(args.out, "report.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1, sort_keys=True)
     return report
@@ -260,6 +309,9 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_summary(report)
+    if report.get("aborted"):
+        print(f"error: stopped early: {report['aborted']}", file=sys.stderr)
+        return 2
     return 0 if report["kept"] >= args.count else 1
 
 
