@@ -49,6 +49,9 @@ DEFAULTS = {
     # Rationale: bitwise on the CPU, where kernels are deterministic; a GPU run may set a
     # small tolerance for atomics-based reductions.
     "determinism_atol": 0.0,
+    # Rationale: a training task must be deterministic; an evaluation set (KernelBench) is
+    # measured as it is, its nondeterminism noted (caf_agent_data.evaluate turns this off).
+    "determinism_fatal": True,
     # Rationale: a median over >= 5 calls after 2 warm-ups is stable to a few percent for
     # ms-scale forwards; 0.5 s caps the time one task holds a slot.
     "warmup": 2, "min_iters": 5, "max_iters": 50, "budget_s": 0.5,
@@ -67,25 +70,33 @@ class Rejected(Exception):
         self.stage = stage
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+_TIMERS: dict = {}
 
 
-def time_forward(fn, inputs: list, cfg: dict) -> float:
-    """Median milliseconds of fn(*inputs) after warm-ups (a time budget caps the count)."""
-    dev = cfg["device"]
+def _timers(device: str):
+    """The judge's timers for the device (CUDA events, L2 flush on a GPU), one per process."""
+    if device not in _TIMERS:
+        from caf_agent_eval.profile import Timers
+        _TIMERS[device] = Timers(device)
+    return _TIMERS[device]
+
+
+def time_forward(fn, input_sets: list, cfg: dict) -> float:
+    """Median milliseconds of fn on the input sets, timed the judge's way
+    (`caf_agent_eval.profile.time_calls`: device-wide sync around each call, the L2 flushed
+    before it and CUDA events on a GPU, the input sets taken in turn), after warm-ups; at
+    least min_iters calls, then until max_iters or the time budget."""
+    from caf_agent_eval.profile import time_calls
+    timers = _timers(cfg["device"])
+    order = list(range(len(input_sets)))
     with torch.no_grad():
-        for _ in range(cfg["warmup"]):
-            fn(*inputs)
-        _sync(dev)
+        for i in range(cfg["warmup"]):
+            fn(*input_sets[i % len(input_sets)])
+        timers.sync()
         times, start = [], time.perf_counter()
         while len(times) < cfg["max_iters"] and (len(times) < cfg["min_iters"]
                                                  or time.perf_counter() - start < cfg["budget_s"]):
-            t0 = time.perf_counter()
-            fn(*inputs)
-            _sync(dev)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times += time_calls(fn, input_sets, order, timers, keep=False).primary
     return statistics.median(times)
 
 
@@ -130,17 +141,19 @@ def _checks(task: Task, cfg: dict, res: dict) -> None:
         out1 = as_outputs(model(*x))
         out2 = as_outputs(model(*x))
         out3 = as_outputs(task.make_model(init, seed + 1, dev)(*task.inputs(seed + 2, dev)))
-    why = _same(out1, out2, cfg["determinism_atol"])
-    if why:
-        raise Rejected("deterministic", f"two forwards on one input disagree: {why}")
-    why = _same(out1, out3, cfg["determinism_atol"])
-    if why:
-        raise Rejected("deterministic", f"a model rebuilt from the same seed disagrees: {why}")
+    for other, what in ((out2, "two forwards on one input disagree"),
+                        (out3, "a model rebuilt from the same seed disagrees")):
+        why = _same(out1, other, cfg["determinism_atol"])
+        if why and cfg["determinism_fatal"]:
+            raise Rejected("deterministic", f"{what}: {why}")
+        if why:
+            res.setdefault("notes", []).append(f"not deterministic: {what}: {why}")
     res["output_shapes"] = [list(t.shape) for t in out1 if isinstance(t, torch.Tensor)]
     res["input_shapes"] = [list(t.shape) for t in x if isinstance(t, torch.Tensor)]
     res["input_dtypes"] = [str(t.dtype).replace("torch.", "") for t in x if isinstance(t, torch.Tensor)]
     res["params"] = sum(p.numel() for p in model.parameters())
-    eager_ms = time_forward(model, x, cfg)
+    sets = [x, task.inputs(seed + 3, dev)]
+    eager_ms = time_forward(model, sets, cfg)
     res["eager_ms"] = round(eager_ms, 4)
     if not cfg["min_ms"] <= eager_ms <= cfg["max_ms"]:
         raise Rejected("eager_time", f"eager time {eager_ms:.3f} ms outside [{cfg['min_ms']}, {cfg['max_ms']}] ms")
@@ -155,7 +168,7 @@ def _checks(task: Task, cfg: dict, res: dict) -> None:
             ok, why, _ = compare(a, b, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
             if not ok:
                 raise Rejected("compile", f"torch.compile output {i} differs from eager: {why}")
-        res["compile_ms"] = round(time_forward(compiled, x, cfg), 4)
+        res["compile_ms"] = round(time_forward(compiled, sets, cfg), 4)
 
 
 def run_job(name: str, source: str, options: dict | None = None) -> dict:

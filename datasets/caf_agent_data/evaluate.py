@@ -1,0 +1,191 @@
+"""Per-level evaluation report of a task set: every task loaded and validated the way the
+judge loads a task, then its eager and torch.compile baselines timed the judge's way
+(filter.time_forward), in the slots; per level the counts, the refusals with their reasons
+and the baseline statistics. For a KernelBench checkout the level is its folder's.
+
+    PYTHONPATH=datasets .venv/bin/python -m caf_agent_data.evaluate --tasks KernelBench \
+        --levels 1,2,3 --device cuda --slots 8 --compile --out kb.json
+
+Two passes: eager first (every task), then torch.compile with its own deadline, so a
+compile that hangs or is slower than the deadline costs its compile time only. Nothing is
+dropped for being slow, fast or nondeterministic here (that is the pipeline's business; a
+nondeterministic task is noted): a task is "refused" only when it does not load, does not
+fit, its reference fails the judge's load-time validation or it crashes or hangs the slot.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+
+from .readers import TaskSetError, read_task_set
+
+#: Options that turn the filter into a measurement: no time bounds, nondeterminism noted.
+MEASURE = {"min_ms": 0.0, "max_ms": 1e12, "determinism_fatal": False}
+# Rationale: the reward's 5% margin (README: "more than 5% faster").
+MARGIN = 1.05
+
+
+def log(msg: str) -> None:
+    print(f"[caf_agent_data.evaluate] {msg}", file=sys.stderr, flush=True)
+
+
+def _geo(xs: list) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _run(pool, jobs: list, what: str) -> list:
+    out, t0 = [None] * len(jobs), time.time()
+    for n, (idx, r) in enumerate(pool.map(jobs), start=1):
+        out[idx] = r
+        if n % 25 == 0 or n == len(jobs):
+            log(f"{what}: {n}/{len(jobs)} in {time.time() - t0:.0f} s")
+    return out
+
+
+def level_table(rows: list, paper_bounds: tuple = (1.0, 100.0)) -> dict:
+    """Per level (and "all"): tasks, measured, refused by stage, eager and compile statistics."""
+    by = defaultdict(list)
+    for r in rows:
+        by[str(r["level"])].append(r)
+        by["all"].append(r)
+    table = {}
+    for lv, rs in sorted(by.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        eager = [r["eager_ms"] for r in rs if r.get("eager_ms")]
+        both = [r for r in rs if r.get("eager_ms") and r.get("compile_ms")]
+        ratio = [r["eager_ms"] / r["compile_ms"] for r in both]
+        lo, hi = paper_bounds
+        table[lv] = {
+            "tasks": len(rs), "eager_measured": len(eager), "compile_measured": len(both),
+            "refused": dict(Counter(r["stage"] for r in rs if not r.get("eager_ms"))),
+            "compile_failed": dict(Counter(r["compile_stage"] for r in rs
+                                           if r.get("eager_ms") and r.get("compile_stage"))),
+            "nondeterministic": sum(1 for r in rs if r.get("notes")),
+            "eager_ms_median": statistics.median(eager) if eager else None,
+            "eager_ms_geomean": _geo(eager),
+            "compile_ms_median": statistics.median([r["compile_ms"] for r in both]) if both else None,
+            "compile_speedup_geomean": _geo(ratio),
+            "compile_faster_5pct": sum(1 for x in ratio if x > MARGIN),
+            "compile_slower_5pct": sum(1 for x in ratio if x < 1 / MARGIN),
+            "eager_within_paper_bounds": sum(1 for e in eager if lo <= e <= hi),
+        }
+    return table
+
+
+def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: float, compile_timeout_s: float,
+             do_compile: bool, seed: int = 0) -> dict:
+    """tasks: TaskRecords. Returns {"rows", "levels", "wall_s", ...}."""
+    from .slots import SlotPool
+    t0 = time.time()
+    base = dict(MEASURE, device=device, seed=seed)
+    names = [t.name for t in tasks]
+    with SlotPool(slots, timeout_s, threads) as pool:
+        eager = _run(pool, [(n, t.source, dict(base)) for n, t in zip(names, tasks)], "eager")
+    t_eager = time.time() - t0
+    rows = []
+    for t, r in zip(tasks, eager):
+        rows.append({"name": t.name, "level": t.level, "origin": t.origin, "stage": r["stage"] or "measured",
+                     "reason": r["reason"], "eager_ms": r.get("eager_ms") if r["kept"] else None,
+                     "notes": r.get("notes", []), "job_s": r.get("job_s"),
+                     "input_shapes": r.get("input_shapes"), "params": r.get("params")})
+    t_compile = 0.0
+    if do_compile:
+        todo = [i for i, r in enumerate(rows) if r["eager_ms"]]
+        t1 = time.time()
+        with SlotPool(slots, compile_timeout_s, threads) as pool:
+            comp = _run(pool, [(names[i], tasks[i].source, dict(base, compile=True)) for i in todo], "compile")
+        t_compile = time.time() - t1
+        for i, r in zip(todo, comp):
+            if r["kept"]:
+                rows[i]["compile_ms"] = r["compile_ms"]
+            else:
+                rows[i]["compile_stage"], rows[i]["compile_reason"] = r["stage"], r["reason"]
+    return {"rows": rows, "levels": level_table(rows), "device": device, "slots": slots,
+            "eager_pass_s": round(t_eager, 1), "compile_pass_s": round(t_compile, 1),
+            "wall_s": round(time.time() - t0, 1)}
+
+
+def markdown(report: dict) -> str:
+    """The per-level table and every refusal, as Markdown."""
+    f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+    lines = ["| level | tasks | eager measured | compile measured | refused | eager median ms | "
+             "eager geo ms | compile median ms | eager/compile geo | compile >5% faster | "
+             "compile >5% slower | eager in 1-100 ms |", "|" + "---|" * 12]
+    for lv, s in report["levels"].items():
+        refused = sum(s["refused"].values())
+        lines.append(f"| {lv} | {s['tasks']} | {s['eager_measured']} | {s['compile_measured']} | {refused} | "
+                     f"{f(s['eager_ms_median'])} | {f(s['eager_ms_geomean'])} | {f(s['compile_ms_median'])} | "
+                     f"{f(s['compile_speedup_geomean'])} | {s['compile_faster_5pct']} | {s['compile_slower_5pct']} | "
+                     f"{s['eager_within_paper_bounds']} |")
+    bad = [r for r in report["rows"] if not r["eager_ms"] or r.get("compile_stage")]
+    if bad:
+        lines += ["", "Not measured (stage: reason):", ""]
+        for r in bad:
+            if not r["eager_ms"]:
+                lines.append(f"- `{r['name']}`: {r['stage']}: {r['reason'][:300]}")
+            else:
+                lines.append(f"- `{r['name']}` (compile): {r['compile_stage']}: {r['compile_reason'][:300]}")
+    nd = [r for r in report["rows"] if r.get("notes")]
+    if nd:
+        lines += ["", "Nondeterministic (measured, noted):", ""]
+        lines += [f"- `{r['name']}`: {r['notes'][0][:200]}" for r in nd]
+    return "\n".join(lines) + "\n"
+
+
+def parse_levels(text: str) -> tuple | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--levels {text!r}: want numbers like 1,2,3") from None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m caf_agent_data.evaluate", description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", required=True, help="task set: KernelBench checkout, directory, manifest, parquet")
+    p.add_argument("--levels", default="", help="KernelBench levels to take, e.g. 1,2,3 (default all)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--slots", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per slot")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="deadline of one eager job")
+    p.add_argument("--compile", action="store_true", help="also time torch.compile (second pass)")
+    p.add_argument("--compile-timeout-s", type=float, default=300.0, help="deadline of one compile job")
+    p.add_argument("--limit", type=int, default=0, help="only the first N tasks (a smoke run)")
+    p.add_argument("--out", default="", help="write the report (JSON) here")
+    p.add_argument("--markdown", default="", help="write the per-level table and refusals (Markdown) here")
+    a = p.parse_args(argv)
+    levels = parse_levels(a.levels)
+    try:
+        ts = read_task_set(a.tasks, levels)
+    except TaskSetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    tasks = [t for t in ts.tasks if not levels or t.level in levels]
+    if a.limit:
+        tasks = tasks[:a.limit]
+    log(f"{len(tasks)} tasks from {a.tasks} ({len(ts.refused)} files refused by the reader)")
+    import torch
+    report = evaluate(tasks, a.device, a.slots, a.threads, a.timeout_s, a.compile_timeout_s, a.compile)
+    report.update(tasks_path=a.tasks, level_filter=list(levels or []), torch=torch.__version__,
+                  reader_refused=[{"where": w, "reason": r} for w, r in ts.refused],
+                  gpu=torch.cuda.get_device_name(0) if a.device.startswith("cuda") and torch.cuda.is_available() else None,
+                  command="python -m caf_agent_data.evaluate " + " ".join(argv if argv is not None else sys.argv[1:]))
+    md = markdown(report)
+    print(md)
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+    if a.markdown:
+        with open(a.markdown, "w", encoding="utf-8") as f:
+            f.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
