@@ -61,6 +61,10 @@ def parse_args(argv):
     p.add_argument("--llm-max-tokens", type=int, default=1024)
     p.add_argument("--llm-temperature", type=float, default=0.7)
     p.add_argument("--llm-timeout-s", type=float, default=120.0)
+    p.add_argument("--judge-pool", action="store_true",
+                   help="then have the judge load each kept task on a GPU-pool slot (caf-agent --role local); refusals are dropped")
+    p.add_argument("--pool-binary", default="", help="the caf-agent binary (default build/caf-agent)")
+    p.add_argument("--pool-slots", type=int, default=0, help="GPU-pool slots of that run (default --slots)")
     p.add_argument("--force", action="store_true", help="replace the problem files of an earlier run in --out")
     a = p.parse_args(argv)
     m = re.fullmatch(r"(\d)(?:-(\d))?", a.ops)
@@ -256,6 +260,23 @@ def run(args) -> dict:
             log(f"filter: {len(kept)}/{args.count} kept, {n_seen} candidates seen, {jobs_run} run, "
                 f"dropped {dict(dropped)}")
 
+    if args.judge_pool and kept:
+        from .pool_filter import DEFAULT_BINARY, judge_through_pool
+        log(f"judge: {len(kept)} tasks through the GPU pool ({args.pool_slots or args.slots} slots)")
+        pool_res = judge_through_pool([(k[0], k[1]) for k in kept], args.pool_binary or DEFAULT_BINARY,
+                                      args.pool_slots or args.slots, args.device)
+        judged = []
+        for item in kept:
+            v = pool_res["verdicts"][item[0]]
+            if v["accepted"]:
+                judged.append(item)
+            else:
+                drop(v["stage"], v["reason"], item[0])
+        report["judge_pool"] = {"tasks": len(kept), "accepted": len(judged), "wall_s": pool_res["wall_s"],
+                                "slots": args.pool_slots or args.slots}
+        log(f"judge: {len(judged)} of {len(kept)} accepted in {pool_res['wall_s']} s")
+        kept = judged
+
     records = []
     for name, source, meta, r in kept:
         fn = f"{name}.py"
@@ -303,9 +324,10 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     args.argv = argv
+    from .pool_filter import PoolError
     try:
         report = run(args)
-    except TaskSetError as e:
+    except (TaskSetError, PoolError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_summary(report)

@@ -55,3 +55,29 @@ def test_bundled_sample_matches_its_manifest_and_is_decontaminated():
     assert levels == {1, 2}
     header = open(os.path.join(SAMPLE, "manifest.jsonl")).readline()
     assert '"seed": 0' in header and "--count" in header
+
+
+def test_the_judge_on_a_gpu_pool_slot_accepts_and_refuses_with_reasons(tmp_path):
+    from caf_agent_data.pool_filter import DEFAULT_BINARY, judge_through_pool
+    from cafagent_testlib import require_binary
+    import pathlib
+    require_binary(pathlib.Path(DEFAULT_BINARY))
+    res = judge_through_pool([("good", task("return torch.relu(x) * 2.0")),
+                              ("constant", task("return torch.zeros_like(x) + 1.0")),
+                              ("no_module", "import no_such_module\n" + task("return x"))], slots=2)
+    v = res["verdicts"]
+    assert v["good"]["accepted"], v["good"]
+    assert not v["constant"]["accepted"] and v["constant"]["stage"] == "judge"
+    assert "does not depend on its input" in v["constant"]["reason"]
+    assert not v["no_module"]["accepted"] and "no_such_module" in v["no_module"]["reason"]
+
+
+def test_pipeline_with_the_judge_pool_stage(tmp_path):
+    src = tmp_path / "in"
+    write(str(src / "good.py"), task("return torch.nn.functional.hardswish(x) * 3.0"))
+    out = tmp_path / "out"
+    rc = pipeline.main(["--out", str(out), "--count", "1", "--from", str(src), "--slots", "1",
+                        "--min-ms", "0", "--max-ms", "10000", "--judge-pool"])
+    report = json.loads((out / "report.json").read_text())
+    assert rc == 0 and report["kept"] == 1
+    assert report["judge_pool"]["tasks"] == 1 and report["judge_pool"]["accepted"] == 1
