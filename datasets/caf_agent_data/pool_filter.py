@@ -50,6 +50,8 @@ def write_run(workdir: str, tasks: list, slots: int, device: str, worker_python:
     cfg = os.path.join(workdir, "pool.toml")
     with open(cfg, "w", encoding="utf-8") as f:
         f.write(f"""# Written by caf_agent_data.pool_filter: the judge's verdict on {len(tasks)} tasks.
+[cluster]
+port = 0
 [runtime]
 run_dir = {_toml(os.path.join(workdir, "run"))}
 [rollout]
