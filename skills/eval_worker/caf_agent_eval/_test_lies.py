@@ -3,7 +3,9 @@ that the worker answers each lie with a failed verdict (tests/reward_hacks/test_
 Reached only with CAF_EVAL_TEST_HOOKS=1 in the worker's environment (child._test_lie).
 
 Modes: shape, dtype (lying header); unsealed, truncated, no_fd, pipe_fd, overlap (bad
-arena); garbage (a frame that is not msgpack).
+arena); garbage (a frame that is not msgpack); slow_clock (every time this process reports
+runs at 1/20 of real time, as a clock slowed by native code would make it), events_only (only
+the event times, which the reward is computed from, are 1/20 of the truth).
 """
 from __future__ import annotations
 
@@ -12,9 +14,20 @@ import os
 
 from . import protocol, shm_transport
 
+CLOCK_FACTOR = 0.05
+
 
 def write_lying_frame(fd_out: int, fd_sock, reply: dict, mode: str) -> None:
     """Writes reply, lying as mode says if it carries outputs (else honestly)."""
+    if mode in ("slow_clock", "events_only"):
+        if "primary" in reply:
+            keys = ("primary",) if mode == "events_only" else \
+                ("primary", "wall", "launch", "gap", "ref_gap")
+            reply = dict(reply, **{k: [x * CLOCK_FACTOR for x in reply[k]] for k in keys
+                                   if isinstance(reply.get(k), list)})
+            if mode == "slow_clock" and "span_ms" in reply:
+                reply["span_ms"] *= CLOCK_FACTOR
+        return protocol.write_frame(fd_out, reply, fd_sock)
     if "outputs" not in reply or not reply["outputs"] or reply["outputs"][0] is None:
         return protocol.write_frame(fd_out, reply, fd_sock)
     if mode == "garbage":

@@ -52,6 +52,7 @@ class Child:
         self.out_specs: list = []
         self.kept: list = []        # outputs of earlier calls, kept alive (buffer-reuse check)
         self.sets: list = []
+        self.task_mod = None        # the task's model.py, for gen_sets only
         self.round_outputs: list = []
         self.threads_before = threading.active_count()
 
@@ -77,6 +78,12 @@ class Child:
         if problems:
             return {"ok": False, "stage": "native", "error": "compile error",
                     "compile_log": build.native_code_log(problems)}
+        if req.get("task_py"):  # the task's input generator (gen_sets); judge code, not the submission's
+            from .task import load_module_from_source
+            try:
+                self.task_mod = load_module_from_source(req["task_py"], "caf_task_inputs")
+            except BaseException as e:
+                return {"ok": False, "stage": "setup", "error": _err(e)}
         if seccomp.wanted():
             seccomp.install(allow_rdwr_open=self.device.startswith("cuda"))
         try:
@@ -178,24 +185,68 @@ class Child:
         self.sets = [self.protocol.decode_value(s, self.device) for s in req["sets"]]
         return {"ok": True}
 
+    def gen_sets(self, req):
+        """The timing input sets drawn here, on the device, from the seeds the worker sends
+        just before the round (task.generate_inputs, the worker's own code and seeds): no
+        tensor crosses the host. The worker draws the same sets itself and compares the
+        sampled calls' outputs and inputs with its own."""
+        from .task import generate_inputs
+        if self.task_mod is None:
+            return {"error": "no task input generator was loaded"}
+        self.sets = []  # the previous round's sets are freed before the new ones are drawn
+        self.sets = [generate_inputs(self.task_mod, int(seed), self.device) for seed in req["seeds"]]
+        self.timers.sync()
+        return {"ok": True}
+
     def time_round(self, req):
+        """A round of timed calls of the submission, or with req["calibrate"] = {"ms": S} a
+        calibration round: the same harness, the same number of calls and outputs kept alive,
+        but each call is the judge's own wait of S ms (the hold kernel on a GPU, which spins
+        on the GPU's nanosecond timer, so its length is known to the parent without trusting
+        this process's clock) that returns fresh outputs of the reference's sizes. The parent
+        times both kinds of round on its own clock; their difference is the submission's
+        real time (measure.py, the wall-clock cross-check)."""
         from . import profile
         torch = self.torch
         tampered = self.timers.tampered()
+        t0 = self.timers.perf()
+        calibrate = req.get("calibrate")
+        fn = self._calibration_call(float(calibrate.get("ms") or 0.0)) \
+            if isinstance(calibrate, dict) else self.model
         try:
             with torch.no_grad():
-                r = profile.time_calls(self.model, self.sets, req["order"], self.timers, keep=True,
+                r = profile.time_calls(fn, self.sets, req["order"], self.timers, keep=True,
                                        flush_in_stream=bool(req.get("flush_in_stream")),
                                        hold_ms=float(req.get("hold_ms") or 0.0))
         except BaseException as e:
             return {"error": _err(e)}
-        flags = self._reused_buffers(r.outs)
-        self.round_outputs = r.outs  # the previous round's outputs stayed alive until here
+        if calibrate is not None:
+            flags = []
+        else:
+            flags = self._reused_buffers(r.outs)
+            self.round_outputs = r.outs  # the previous round's outputs stayed alive until here
         if threading.active_count() > self.threads_before:
             flags.append("forward left a Python thread running")
+        # span_ms: this process's clock over the whole round (diagnostic only: untrusted).
         return {"primary": r.primary, "wall": r.wall, "gap": r.gap, "ref_gap": r.ref_gap,
                 "tampered": tampered, "flags": flags, "held": r.held, "launch": r.launch,
-                "hold_error": self.timers.hold_error}
+                "hold_error": self.timers.hold_error,
+                "span_ms": (self.timers.perf() - t0) * 1e3}
+
+    def _calibration_call(self, ms: float):
+        """The call of a calibration round: a wait of `ms` on the current stream (the hold
+        kernel; without it torch's cycle spin), then outputs of the reference's sizes."""
+        torch, timers, dev = self.torch, self.timers, self.device
+        specs = [(int(n), getattr(torch, d)) for n, d in self.out_specs]
+
+        def call(*_):
+            if ms > 0 and timers.cuda:
+                if timers.hold is not None:
+                    timers.hold(ms, timers.current_stream().cuda_stream)
+                else:
+                    timers.gpu_sleep(timers.sleep_cycles(ms))
+            return [torch.empty(n, dtype=dt, device=dev) for n, dt in specs]
+        return call
 
     def _reused_buffers(self, outs) -> list[str]:
         """A timed call whose output shares storage with another output that is still alive
@@ -238,6 +289,7 @@ class Child:
 
     def serve(self):
         handlers = {"build": self.build, "load": self.load, "call": self.call, "load_sets": self.load_sets,
+                    "gen_sets": self.gen_sets,
                     "time": self.time_round, "fetch": self.fetch, "sets_after": self.sets_after}
         self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
         while True:

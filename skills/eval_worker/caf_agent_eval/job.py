@@ -112,6 +112,7 @@ def run(ctx, req: dict) -> dict:
     v["child_start"] = ("forked (lite server)" if child.zygote.lite else "forked") \
         if child.forked else "spawned"
     phase = "setup"
+    open_phase = "build_import"  # the PhaseClock key of the phase under way (for a failed job)
     try:
         for path, text in files.items():
             dst = os.path.join(job_dir, path)
@@ -121,18 +122,22 @@ def run(ctx, req: dict) -> dict:
         phase = "build, load and import"
         _setup(ctx, child, task, ref, files, job_dir, o, v)
         clock.lap("build_import")
+        open_phase = "checks"
         for k in range(o["num_checks"]):
             phase = f"check {k + 1}/{o['num_checks']}"
             _check(child, ref, k, o, v)
         clock.lap("checks")
+        open_phase = ""
         v["correct"] = True
         if mode in ("profile", "final"):
             phase = "timing"
             from .measure import measure
             ctx.quiesce(o["start_timeout_s"])
             clock.lap("quiesce")
+            open_phase = "timing"
             measure(ctx, child, task, ref["model"], secret, job_id, o, v)
             clock.lap("timing")
+            open_phase = ""
     except JobFailed as e:
         v["correct"] = False
         v["reason"] = e.reason
@@ -156,6 +161,8 @@ def run(ctx, req: dict) -> dict:
         v["flags"].append("bad_frame")
         v["reason"] = f"the evaluation process sent an {e} (process killed)"
     finally:
+        if open_phase:  # a failed phase's time is its own, not the cleanup's
+            clock.lap(open_phase)
         child.kill()
         v["log"] = child.log()
         shutil.rmtree(job_dir, ignore_errors=True)
@@ -199,7 +206,7 @@ def _setup(ctx, child, task, ref, files, job_dir, o, v):
         rep = child.request({
             "op": "load", "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
             "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
-            "out_specs": specs}, o["load_timeout_s"], "load and import")
+            "out_specs": specs, "task_py": task.source}, o["load_timeout_s"], "load and import")
     v["compile_log"] = rep.get("compile_log", "")
     if not rep.get("ok"):
         stage = rep.get("stage", "setup")

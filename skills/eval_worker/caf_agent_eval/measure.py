@@ -11,24 +11,24 @@ import torch
 from . import profile, protocol, verify
 from .task import as_outputs, derive_seed
 
-# Rationale: per-iteration harness overhead (flush, sync, event records, loop) that the
-# child's per-call times legitimately leave out; generous so honest runs never trip it.
-OVERHEAD_ALLOW_MS = 0.2
-# Rationale: the child runs the same timing harness as the parent's own baseline rounds, so
-# the parent's measured harness time per call (flush, hold, reference calls, syncs: ~5 ms a
-# call on the H200 for a 32 MB task, 2026-12-01, where the fixed 0.2 ms flagged honest
-# kernels) bounds what an honest child's round adds; twice that leaves room for the
-# submission's process being slower at the same work without letting a 3x lie through.
-HARNESS_ALLOW_FACTOR = 2.0
-# Rationale: in its least-disturbed round, a child whose reported call times add up to less
-# than a third of what the parent's own clock saw is reporting times that did not happen.
-# The best round is used because scheduler noise on a loaded host only ever inflates the
-# parent's measurement; a forged timer is low in every round.
+# The wall-clock cross-check (see check_wall_clock). Rationale: what an honest round's
+# parent-measured time may exceed the calibrated estimate by, beyond the claimed calls:
+# per call, the host's wake-up and launch jitter (tens of us on the H200, more on a loaded
+# CPU host); per round, scheduling noise of the two processes and the pipes.
+SLACK_PER_CALL_MS = 0.2
+SLACK_PER_ROUND_MS = 2.0
+# Rationale: in its least-disturbed round, a child whose claimed call times add up to less
+# than a third of the real time the parent's clock implies is reporting times that did not
+# happen. The best round is used because scheduling noise only ever inflates the parent's
+# measurement; a forged timer is low in every round.
 WALL_RATIO_MIN = 0.33
 # Default of the timing.warmup_s option on a GPU (see options.py), and the most calls a
 # time-based warm-up makes (a task of microseconds reaches 0.25 s only after many calls).
 GPU_WARMUP_S = 0.25
 MAX_WARMUP_CALLS = 5000
+# Rationale: boost clocks step by ~15 MHz (<1% of an H200's 1980 MHz); 3% below the highest
+# clock measured after a full warm-up is still on the way up, above it is there.
+CLOCK_READY_FRAC = 0.97
 
 
 def measure(ctx, child, task, model, secret, job_id, o, v):
@@ -45,24 +45,29 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     lap = PhaseClock(v, prefix="m_").lap  # where the timing phase's time goes (benchmarks)
     fresh = bool(t["fresh_inputs"])
     k_warm = max(1, int(t["input_sets"]))
-    warm_sets = [task.inputs(derive_seed(secret, job_id, "warmup", i), dev) for i in range(k_warm)]
+    warm_seeds = [derive_seed(secret, job_id, "warmup", i) for i in range(k_warm)]
+    warm_sets = [task.inputs(s, dev) for s in warm_seeds]
     n_round = calls_per_round(t, set_bytes(warm_sets[0]))
     with torch.no_grad():
         ref0 = [x.clone() for x in as_outputs(model(*warm_sets[0]))]  # for the roofline floor
     lap("sets")
-    _load_sets(child, warm_sets, o)
+    _gen_sets(child, warm_seeds, o)
     lap("load_sets")
     # The candidate and the baselines are timed the same way: held on a GPU where this worker
     # built the hold kernel (hold.py), else not; cached baselines are keyed by that method.
     hold_ms = t["hold_ms"] if ctx.timers.cuda and ctx.timers.hold is not None else 0.0
-    warm_s = warm_up(child, k_warm, t, o, dev, hold_ms)
+    medians: list = []
+    clock = ctx.timers.clock_cycles_per_ms if dev.startswith("cuda") and t["warmup_clock"] else None
+    early_before = ctx.gpu_clock.get("early", 0)
+    warm_s = warm_up(child, k_warm, t, o, dev, hold_ms, medians, clock, ctx.gpu_clock)
+    warm_early = ctx.gpu_clock.get("early", 0) > early_before
+    warm_median = medians[-1] if medians else 0.0
     perf = ctx.timers.perf
-    rtt_ms = float("inf")
-    for _ in range(3):  # the smallest round trip: the harness cost of a round with no calls
-        t0 = perf()
-        child.request({"op": "time", "order": []}, o["call_timeout_s"], "timing")
-        rtt_ms = min(rtt_ms, (perf() - t0) * 1e3)
-    lap("warmup_rtt")
+    lap("warmup")
+    # The same path with a known call length, on the parent's clock (check_wall_clock): one
+    # calibration round now, one after the last timed round.
+    calib = [calibration_round(child, n_round, warm_median, t, o, hold_ms, perf)]
+    lap("calibration")
     # Keyed by everything that decides what was measured: a cache filled by a job without
     # the compile baseline must not serve a job that wants it.
     base_key = (task.key, bool(t["flush_in_stream"]), hold_ms, bool(t["compile_baseline"]))
@@ -74,14 +79,24 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     gaps = {name: ([], []) for name in ("candidate", "eager", "compile")}  # (gap, ref_gap)
     rng = random.Random(derive_seed(secret, job_id, "sample", 0))
     rounds, start = 0, perf()
-    wall_rounds = []   # (child-reported wall ms, calls, parent ms) per candidate round
-    harness_ms = []    # the parent's own rounds: harness time per call outside the timed calls
-    sets = warm_sets
+    wall_rounds = []   # per candidate round: (claimed ms, calls, claimed median, parent ms, span)
+    sets, seeds = warm_sets, warm_seeds
+
+    def set_at(j):
+        """This process's copy of set j of the round, drawn when first needed: the sampled
+        calls' sets, all of them when the baselines are timed on them or after the last round."""
+        if sets[j] is None:
+            sets[j] = task.inputs(seeds[j], dev)
+        return sets[j]
     while True:
         if fresh:
-            sets = [task.inputs(derive_seed(secret, job_id, "timing", rounds * n_round + i), dev)
-                    for i in range(n_round)]
-            _load_sets(child, sets, o)
+            seeds = [derive_seed(secret, job_id, "timing", rounds * n_round + i) for i in range(n_round)]
+            sets = [None] * n_round  # this process's copy of the previous round's sets is freed first
+            if fns:
+                for j in range(n_round):
+                    set_at(j)
+            lap("sets")
+            _gen_sets(child, seeds, o)
             order = list(range(n_round))
             lap("load_sets")
         else:
@@ -103,7 +118,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         if rep.get("flags"):
             raise JobFailed(rep["flags"][0], "bad_output")
         _check_round_reply(rep, n_round, ctx.timers.cuda)
-        wall_rounds.append((sum(rep["wall"]), n_round, parent_ms))
+        wall_rounds.append(round_claim(rep, n_round, parent_ms))
         picks = sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"]))))
         out = child.request({"op": "fetch", "indices": picks, "sets": [order[j] for j in picks]},
                             o["call_timeout_s"], "timing")
@@ -116,9 +131,9 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
                 raise JobFailed(f"{where}: {reason} -- the kernel behaves differently while timed",
                                 "timed_mismatch")
             with torch.no_grad():
-                ref = [x.clone() for x in as_outputs(model(*sets[order[j]]))]
+                ref = [x.clone() for x in as_outputs(model(*set_at(order[j])))]
             compare_outputs(ref, outputs, o, fail)
-            why = verify.inputs_unchanged(sets[order[j]], [protocol.decode_value(x) for x in after])
+            why = verify.inputs_unchanged(set_at(order[j]), [protocol.decode_value(x) for x in after])
             if why:
                 raise JobFailed(f"{where}: {why}", "input_mutation")
         lap("fetch")
@@ -128,10 +143,8 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
         gaps["candidate"][0].extend(rep["gap"])
         gaps["candidate"][1].extend(rep["ref_gap"])
         for name, fn in fns.items():
-            h0 = perf()
             r = profile.time_calls(fn, sets, order, ctx.timers, keep=False,
                                    flush_in_stream=t["flush_in_stream"], hold_ms=hold_ms)
-            harness_ms.append(max(0.0, ((perf() - h0) * 1e3 - sum(r.wall)) / max(1, len(order))))
             samples[name] += r.primary
             launches[name] += r.launch
             gaps[name][0].extend(r.gap)
@@ -143,23 +156,24 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
                    for x in ["candidate", *fns])
         if n >= t["max_iters"] or (n >= t["min_iters"] and (done or perf() - start > t["budget_s"])):
             break
-    harness = sorted(harness_ms)[len(harness_ms) // 2] if harness_ms else ctx.baselines.get((*base_key, "harness"), 0.0)
-    allow = OVERHEAD_ALLOW_MS + HARNESS_ALLOW_FACTOR * harness
-    ratios = [(w + n * allow) / max(1e-9, p - rtt_ms) for w, n, p in wall_rounds]
-    if max(ratios) < WALL_RATIO_MIN:
-        rep_ms, _, par_ms = wall_rounds[ratios.index(max(ratios))]
-        raise JobFailed(f"timer mismatch: the submission's process reported {rep_ms:.3f} ms for "
-                        f"a round the judge's clock measured at {par_ms:.3f} ms", "timer_mismatch")
-    _check_sets_unchanged(child, sets, o)
+    last_median = profile.median_ci(samples["candidate"])[0]
+    calib.append(calibration_round(child, n_round, last_median, t, o, hold_ms, perf))
+    lap("calibration")
+    check = check_wall_clock(wall_rounds, calib, ctx.timers.cuda)
+    if check["flag"]:
+        raise JobFailed(check["reason"], "timer_mismatch")
+    _check_sets_unchanged(child, [set_at(j) for j in range(len(sets))], o)
     lap("sets_after")
     if not base:
         base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1],
                        "launch": launches[name]} for name in fns}
-        ctx.baselines[(*base_key, "harness")] = harness
         ctx.baselines[base_key] = base
     _summarise(ctx, warm_sets[0], ref0, samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
-    v["timings"]["harness_ms_per_call"] = round(harness, 4)  # the wall check's allowance (see above)
+    if clock is not None:  # the warm-up ended at the clock a full one reaches (warm_up)
+        v["timings"]["warmup_clock"] = {"ended_early": warm_early,
+                                        "max_mhz": round(ctx.gpu_clock.get("max", 0.0) / 1e3, 1)}
+    v["timings"]["wall_check"] = check["summary"]  # the cross-check's numbers (see check_wall_clock)
     v["timings"]["hold_ms"] = hold_ms  # 0: timed without the hold kernel (CPU, or none built)
     # The host's share of a call before it returns (median ms): when it is longer than the
     # hold, the GPU waited for the host inside the timed span and the time includes the rest.
@@ -183,9 +197,16 @@ def calls_per_round(t: dict, one_set_bytes: int) -> int:
     return n
 
 
-def _load_sets(child, sets: list, o: dict) -> None:
-    child.request({"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]},
-                  o["call_timeout_s"], "loading timing inputs")
+def _gen_sets(child, seeds: list, o: dict) -> None:
+    """The child draws the sets of these seeds on its device (child.gen_sets); this process
+    draws its own copy, against which the sampled calls and the input sets are compared."""
+    rep = child.request({"op": "gen_sets", "seeds": [int(s) for s in seeds]},
+                        o["call_timeout_s"], "drawing timing inputs")
+    if rep.get("error"):  # this process drew them with the same code: the submission's doing
+        from .job import JobFailed
+        raise JobFailed("the evaluation process failed to draw the timing inputs once the "
+                        "submission was loaded: " + str(rep["error"]).strip().splitlines()[-1][:400],
+                        "exception")
 
 
 def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:
@@ -193,10 +214,18 @@ def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:
             "hold_ms": hold_ms}
 
 
-def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0) -> float:
+def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0,
+            medians: list | None = None, clock=None, seen: dict | None = None) -> float:
     """`warmup` calls, then more rounds until their call times add up to timing.warmup_s
     (each round sized from the calls seen so far). Returns the seconds of calls made.
-    Errors are left for the timed rounds, which report them."""
+    Errors are left for the timed rounds, which report them.
+
+    clock (timing.warmup_clock, GPU): a function of this process that measures the SM clock
+    (profile.Timers.clock_cycles_per_ms), asked after each round while the child is idle;
+    the warm-up ends early once the clock is within CLOCK_READY_FRAC of the highest this
+    worker has measured at the end of a warm-up (seen["max"]): the GPU is already at the
+    clock a full warm-up reaches, as it is when the previous job's timing just ended. The
+    first warm-up of a worker always runs in full and sets that mark."""
     target = t["warmup_s"]
     if target is None:
         target = GPU_WARMUP_S if dev.startswith("cuda") else 0.0
@@ -208,13 +237,112 @@ def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0
         if rep.get("error") or not rep.get("wall"):
             break
         spent_ms += sum(rep["wall"])
+        if medians is not None:
+            medians.append(_claimed_median(rep))
         calls += n
         left_ms = target * 1e3 - spent_ms
+        if clock is not None and seen is not None:
+            rate = clock()
+            if seen.get("max") and rate >= CLOCK_READY_FRAC * seen["max"]:
+                seen["max"] = max(seen["max"], rate)
+                seen["early"] = seen.get("early", 0) + 1
+                break
+            if left_ms <= 0 or calls >= MAX_WARMUP_CALLS:
+                seen["max"] = max(seen.get("max", 0.0), rate)
         if left_ms <= 0 or calls >= MAX_WARMUP_CALLS:
             break
         per_call = max(1e-3, spent_ms / calls)
         n = int(min(MAX_WARMUP_CALLS - calls, max(1, left_ms / per_call + 1), 1000))
     return spent_ms / 1e3
+
+
+def _claimed_median(rep: dict) -> float:
+    """The median call time a timing reply claims (0 when it holds none that are usable)."""
+    xs = rep.get("primary")
+    if not isinstance(xs, list) or not xs or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in xs):
+        return 0.0
+    return max(0.0, profile.median_ci(xs)[0])
+
+
+def round_claim(rep: dict, n: int, parent_ms: float) -> tuple:
+    """(claimed ms of the round's calls, calls, claimed median, parent ms, the child's span)
+    of a checked timing reply. The claim is what the reward is computed from: the event
+    times plus the side-stream time hidden_work_ms adds."""
+    med = profile.median_ci(rep["primary"])[0]
+    hidden = profile.hidden_work_ms(rep["gap"], rep["ref_gap"], med)
+    span = rep.get("span_ms")
+    span = float(span) if isinstance(span, (int, float)) and not isinstance(span, bool) else None
+    return (sum(rep["primary"]) + n * hidden, n, med, parent_ms, span)
+
+
+def calibration_round(child, n: int, call_ms: float, t: dict, o: dict,
+                      hold_ms: float, perf) -> tuple:
+    """One calibration round in the child (child.time_round): n calls of the judge's own
+    wait of call_ms (the claimed median call), outputs of the reference's sizes kept, the
+    same flush, hold, syncs and reference calls as a timed round. Returns (parent ms, ms of
+    waits the parent knows it contains, the child's span). A GPU without the hold kernel
+    waits with torch's cycle spin, whose length the parent does not know: counted as 0,
+    which only makes the check stricter."""
+    from .job import JobFailed
+    req = _time_request([0] * n, t, hold_ms)  # the calls ignore their inputs
+    wait_ms = max(0.0, min(float(call_ms), 1e4))
+    req["calibrate"] = {"ms": wait_ms}
+    t0 = perf()
+    rep = child.request(req, o["round_timeout_s"], "timing (calibration)")
+    parent_ms = (perf() - t0) * 1e3
+    if rep.get("error"):
+        raise JobFailed("a calibration round of the timer raised: "
+                        + str(rep["error"]).strip().splitlines()[-1][:400], "exception")
+    if rep.get("tampered"):
+        raise JobFailed("timing functions were replaced: " + ", ".join(rep["tampered"]),
+                        "timer_tampering")
+    known = wait_ms if rep.get("held") else 0.0
+    span = rep.get("span_ms")
+    span = float(span) if isinstance(span, (int, float)) and not isinstance(span, bool) else None
+    return parent_ms, known, span
+
+
+def check_wall_clock(rounds: list, calib: list, cuda: bool) -> dict:
+    """The parent's clock is authoritative. Like is compared with like: the candidate's
+    rounds and the calibration rounds run in the same child process, under the same
+    harness (flush, hold, device-wide syncs, outputs kept alive, reference calls), so the
+    parent's time of a calibration round, less the waits it knows it contains, is that
+    path's harness for a round of this size (whatever it costs in that process: a 32 MB
+    task's rounds cost ~100 ms more in the child than the same calls in the parent on the
+    H200, 2026-12-01). A candidate round's real call time is its parent time less that
+    harness; the reference calls of a round wait as long as its claimed median call, which
+    is taken off too (a lower claim only makes the check stricter). Flags when in every
+    round the claimed time (event times plus counted side-stream time) with slack is below
+    WALL_RATIO_MIN of that real time. rounds: round_claim tuples; calib:
+    calibration_round tuples."""
+    harness = []
+    for parent_ms, known_ms, _ in calib:
+        n = rounds[0][1] if rounds else 1
+        n_ref = max(profile.REF_CALLS_MIN, n // 2) if cuda else 0
+        harness.append(parent_ms - (n + n_ref) * known_ms)
+    base = min(harness) if harness else 0.0
+    best, best_i = -1.0, 0
+    for i, (claim, n, med, parent_ms, _) in enumerate(rounds):
+        n_ref = max(profile.REF_CALLS_MIN, n // 2) if cuda else 0
+        real = parent_ms - base - n_ref * med
+        ratio = (claim + n * SLACK_PER_CALL_MS + SLACK_PER_ROUND_MS) / max(1e-9, real)
+        if ratio > best:
+            best, best_i = ratio, i
+    summary = {"calibration_ms": [round(c[0], 3) for c in calib],
+               "calibration_span_ms": [None if c[2] is None else round(c[2], 3) for c in calib],
+               "harness_ms_per_round": round(base, 3), "best_ratio": round(best, 3)}
+    if rounds:
+        claim, n, med, parent_ms, span = rounds[best_i]
+        summary.update({"best_round_claimed_ms": round(claim, 3), "best_round_parent_ms": round(parent_ms, 3),
+                        "best_round_span_ms": None if span is None else round(span, 3)})
+    flag = bool(rounds) and best < WALL_RATIO_MIN
+    reason = ""
+    if flag:
+        reason = (f"timer mismatch: the submission's process reported {summary['best_round_claimed_ms']:.3f} ms "
+                  f"of calls for a round the judge's clock measured at {summary['best_round_parent_ms']:.3f} ms "
+                  f"(of which {base:.3f} ms is the harness, measured by calibration rounds)")
+    return {"flag": flag, "reason": reason, "summary": summary}
 
 
 def _baseline_fns(ctx, model, sets, t):

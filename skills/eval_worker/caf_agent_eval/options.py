@@ -34,6 +34,12 @@ DEFAULTS = {
         # reads a slow first stretch (2.9% CV across profiles of a 0.63 ms task, 2026-11-30).
         # None: 0.25 s of calls on a GPU, none on a CPU.
         "warmup_s": None,
+        # True (GPU): the warm-up ends early once the SM clock, measured by the worker between
+        # warm-up rounds, is at the highest clock this worker measured at the end of a full
+        # warm-up (measure.warm_up): a GPU that just finished the previous job is already
+        # there, and the 0.25 s of calls were most of a small task's profile (axpby on the
+        # H200: 0.44 s of 1.22 s, 2026-12-01). False: always warmup_s.
+        "warmup_clock": True,
         "iters_per_round": 10,
         # Rationale: the order-statistic CI is coarse at 20 calls (a tight middle hides wide
         # tails: medians of 20-call profiles varied more than their CIs said, H200

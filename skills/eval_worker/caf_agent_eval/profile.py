@@ -28,6 +28,10 @@ PEAK_GBPS = {"H200": 4800.0, "H100": 3350.0, "A100": 2039.0, "cpu": 1000.0}
 REF_CALLS_MIN = 3
 # Rationale: ~0.5 ms of GPU spinning at H200 clocks; long enough to calibrate cycles per ms.
 SLEEP_CALIBRATION_CYCLES = 1_000_000
+# Rationale: ~0.2 ms at an H200's boost clock (~0.9 ms at its 465 MHz idle clock): long
+# enough that the events' ~0.5 us resolution is under 1% of it, short enough to ask after
+# every warm-up round.
+CLOCK_PROBE_CYCLES = 400_000
 # Rationale: the floor under which a median gap difference is the host's wake-up jitter,
 # not hidden work. Honest kernels on the H200 showed differences up to 3.6% of the call
 # (42 us after a 1.17 ms kernel, before the hold), so 2% flagged honest work; 5% did not.
@@ -98,6 +102,19 @@ class Timers:
             self.sync()
             self._cycles_per_ms = SLEEP_CALIBRATION_CYCLES / max(1e-3, self.elapsed(a, b))
         return max(1, int(ms * self._cycles_per_ms))
+
+    def clock_cycles_per_ms(self) -> float:
+        """The SM clock now (cycles per ms of a short GPU spin timed with events); 0 on a
+        CPU. Measured in this process while no other work of the job runs."""
+        if not self.cuda:
+            return 0.0
+        a, b = self.event_cls(enable_timing=True), self.event_cls(enable_timing=True)
+        self.sync()
+        self.record(a)
+        self.gpu_sleep(CLOCK_PROBE_CYCLES)
+        self.record(b)
+        self.sync()
+        return CLOCK_PROBE_CYCLES / max(1e-6, self.elapsed(a, b))
 
     def flush(self) -> None:
         if self.flush_buf is not None:

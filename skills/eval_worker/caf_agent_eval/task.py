@@ -55,18 +55,9 @@ class Task:
         return self.module.Model(*init_inputs).to(device).eval()
 
     def inputs(self, seed: int, device: str, batch_override: int | None = None):
-        """get_inputs() under seed; batch_override temporarily changes `batch_size`."""
-        m = self.module
-        saved = getattr(m, "batch_size", None)
-        if batch_override is not None and saved is not None:
-            m.batch_size = batch_override
-        try:
-            torch.manual_seed(seed)
-            values = list(m.get_inputs())
-        finally:
-            if saved is not None:
-                m.batch_size = saved
-        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+        """get_inputs() under seed, made on `device` (generate_inputs); batch_override
+        temporarily changes `batch_size`."""
+        return generate_inputs(self.module, seed, device, batch_override)
 
     def check_batch(self, index: int) -> int | None:
         """The batch size of check `index`: half the nominal batch on check 2 (0-based 1)."""
@@ -74,6 +65,43 @@ class Task:
         if isinstance(b, int) and b >= 2 and index == 1:
             return b // 2
         return None
+
+
+def generate_inputs(module, seed: int, device: str, batch_override: int | None = None) -> list:
+    """module.get_inputs() under torch.manual_seed(seed), with `device` as torch's default
+    device, so tensors are drawn on the GPU directly (a 32 MiB torch.randn costs ~0.1 s on a
+    CPU core and microseconds on an H200: with fresh inputs per timed call that was most of a
+    profile's time). A get_inputs that cannot run that way (e.g. it goes through numpy) is
+    drawn on the CPU and moved. Deterministic for a given seed, device kind and torch build:
+    the worker and its child draw the same timed inputs from the same seed (measure.py), and
+    the worker compares them bit for bit (an input that differs is an input mutation)."""
+    saved = getattr(module, "batch_size", None)
+    if batch_override is not None and saved is not None:
+        module.batch_size = batch_override
+    try:
+        try:
+            torch.manual_seed(seed)
+            with torch.device(device):
+                values = list(module.get_inputs())
+        except Exception:
+            if str(device).startswith("cpu"):
+                raise
+            torch.manual_seed(seed)
+            values = list(module.get_inputs())
+    finally:
+        if saved is not None:
+            module.batch_size = saved
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def load_module_from_source(source: str, name: str):
+    """A task's model.py as a module object that no import can find (not in sys.modules, no
+    file): the evaluation child's copy, used only to draw timed inputs (generate_inputs)."""
+    import types
+    mod = types.ModuleType(name)
+    mod.__dict__["__builtins__"] = __builtins__
+    exec(compile(source, f"<task {name}>", "exec"), mod.__dict__)
+    return mod
 
 
 def as_outputs(value) -> list:

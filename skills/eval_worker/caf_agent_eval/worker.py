@@ -59,6 +59,7 @@ class WorkerContext:
         from .task_check import memory_limit
         self.memory_limit = None if build_only else memory_limit(device)
         self.baselines: dict = {}
+        self.gpu_clock: dict = {}  # the SM clock after a full warm-up (measure.warm_up)
         self.spare = None
         self.zygote = None
         if build_only:
