@@ -216,15 +216,25 @@ def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = N
     t0 = time.perf_counter()
     first = client.evaluate("bench", task, files, mode="profile", options=options)
     out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + torch.compile
-    print(f"[{label}] cold profile {out['cold_profile_s']:.1f} s", file=sys.stderr, flush=True)
-    assert first["status"] == "ok" and first["verdict"]["correct"], first
+    out["cold_phases_s"] = (first.get("verdict") or {}).get("phases_s")
+    print(f"[{label}] cold profile {out['cold_profile_s']:.1f} s phases {out['cold_phases_s']}",
+          file=sys.stderr, flush=True)
+    if not (first["status"] == "ok" and first["verdict"]["correct"]):
+        out["failures"] = [{"reason": first.get("error") or first["verdict"].get("reason"),
+                            "phases_s": out["cold_phases_s"]}]
+        print(f"SUMMARY {label}: cold profile FAILED: {out['failures'][0]}", flush=True)
+        return out
     walls, cands, verdicts = [], [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
         r = client.evaluate("bench", task, files, mode="profile", options=options)
         walls.append(time.perf_counter() - t0)
-        v = r["verdict"]
-        assert v["correct"], v["reason"]
+        v = r.get("verdict") or {}
+        if not v.get("correct"):  # recorded, not fatal: the phases show where a failure spent its time
+            out.setdefault("failures", []).append({"reason": r.get("error") or v.get("reason"),
+                                                   "phases_s": v.get("phases_s")})
+            print(f"[{label}] warm {walls[-1]:.2f} s FAILED: {out['failures'][-1]}", file=sys.stderr, flush=True)
+            continue
         cands.append(v["timings"]["candidate_ms"])
         verdicts.append(v)
         print(f"[{label}] warm {walls[-1]:.2f} s cand {cands[-1]:.4f} ms reward {v['reward']} "
@@ -232,6 +242,9 @@ def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = N
               file=sys.stderr, flush=True)
     out["warm_verify_profile_s"] = {"median": statistics.median(walls), "min": min(walls),
                                     "max": max(walls), "all": walls}
+    if not cands:
+        print(f"SUMMARY {label}: every warm profile FAILED: {out['failures'][-1]}", flush=True)
+        return out
     mean = statistics.mean(cands)
     out["candidate_ms"] = {"median": statistics.median(cands), "all": cands,
                            "cv": statistics.stdev(cands) / mean if len(cands) > 1 else 0.0}

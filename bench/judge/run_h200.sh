@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The judge's GPU runs on the H200 device machine, in one call (results under $OUT):
 #   bash bench/judge/run_h200.sh [bench|agent|suite|all]...   (default: all = bench agent suite)
+# kernelbench: verify of a reference copy over KernelBench problems (bench_kernelbench.py;
+#        not part of "all": needs bench/judge/external/KernelBench);
 # bench: bench_judge.py, one warm worker, the cases below (compile time, warm verify+profile,
 #        CV over 10 profiles, reward tiers); agent: the released CUDA Agent workspace flow timed
 #        on its own example (time_cuda_agent.sh; needs its workspace under
 #        bench/judge/external/cuda_agent_workdir, not part of this repo); suite: the CUDA
 #        reward-hack suite. Steps run one after another, never side by side (uncontended).
-# Caps (seconds, env): BT bench, AT agent, ST suite. Defaults fit one 600 s device call.
+# Caps (seconds, env): BT bench, AT agent, ST suite, KT kernelbench. Defaults fit one 600 s device call.
 # BENCH_ARGS: more bench_judge.py flags (e.g. --no-compile-bench); AB: evaluation options as
 # JSON for an A/B of every case (e.g. AB='{"timing": {"flush_in_stream": true}}'; several arms
 # separated by ';'); CASES: the
 # bench's cases, space-separated (default: the four below). SUITE_TIMING: timing options as
 # JSON for the suite's evaluations (tests/reward_hacks/hack_helpers.py, CAF_SUITE_TIMING).
-# Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log.
+# Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log, kernelbench.json/.log.
 set -u
 OUT=${OUT:-/tmp/judge-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -45,6 +47,15 @@ for s in $steps; do
   agent)
     timeout "${AT:-100}" bash bench/judge/time_cuda_agent.sh bench/judge/external/cuda_agent_workdir "$OUT"
     echo "agent rc=$?" ;;
+  kernelbench)
+    # Verify of a reference copy over KernelBench (bench_kernelbench.py); needs its
+    # KernelBench/ folder under bench/judge/external/ (not part of this repo: carry it).
+    # KB_SELECT picks problems (e.g. 1:19-25,2:1-3), KB_JOB_S the per-job cap, KT the step's.
+    timeout "${KT:-300}" $PY bench/judge/bench_kernelbench.py --root bench/judge/external/KernelBench \
+      --device cuda --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
+      --budget-s "$(( ${KT:-300} - 30 ))" ${KB_SELECT:+--select "$KB_SELECT"} \
+      --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
+    echo "kernelbench rc=$?"; grep -E "^L|SUMMARY" "$OUT/kernelbench.log" | tail -40 ;;
   suite)
     CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda tests/skills \
       > "$OUT/suite.log" 2>&1
