@@ -77,12 +77,27 @@ def level_table(rows: list, paper_bounds: tuple = (1.0, 100.0)) -> dict:
     return table
 
 
+def _round_robin(idx: list, levels: list) -> list:
+    """idx reordered so the levels take turns (a cut-short pass covers every level)."""
+    by = defaultdict(list)
+    for i in idx:
+        by[levels[i]].append(i)
+    queues, out = [by[k] for k in sorted(by, key=str)], []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
 def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: float, compile_timeout_s: float,
-             do_compile: bool, seed: int = 0) -> dict:
-    """tasks: TaskRecords. Returns {"rows", "levels", "wall_s", ...}."""
+             do_compile: bool, seed: int = 0, options: dict | None = None, compile_budget_s: float = 0.0) -> dict:
+    """tasks: TaskRecords. Returns {"rows", "levels", "wall_s", ...}. compile_budget_s > 0:
+    no compile job starts after that many seconds of the compile pass (the rest is recorded
+    as not reached)."""
     from .slots import SlotPool
     t0 = time.time()
-    base = dict(MEASURE, device=device, seed=seed)
+    base = dict(MEASURE, device=device, seed=seed, **(options or {}))
     names = [t.name for t in tasks]
     with SlotPool(slots, timeout_s, threads) as pool:
         eager = _run(pool, [(n, t.source, dict(base)) for n, t in zip(names, tasks)], "eager")
@@ -95,16 +110,25 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
                      "input_shapes": r.get("input_shapes"), "params": r.get("params")})
     t_compile = 0.0
     if do_compile:
-        todo = [i for i, r in enumerate(rows) if r["eager_ms"]]
+        todo = _round_robin([i for i, r in enumerate(rows) if r["eager_ms"]], [t.level for t in tasks])
         t1 = time.time()
         with SlotPool(slots, compile_timeout_s, threads) as pool:
-            comp = _run(pool, [(names[i], tasks[i].source, dict(base, compile=True)) for i in todo], "compile")
+            step = 2 * slots
+            for k in range(0, len(todo), step):
+                if compile_budget_s and time.time() - t1 > compile_budget_s:
+                    for i in todo[k:]:
+                        rows[i]["compile_stage"] = "not_reached"
+                        rows[i]["compile_reason"] = f"the compile pass's budget ({compile_budget_s:g} s) ran out first"
+                    break
+                chunk = todo[k:k + step]
+                comp = _run(pool, [(names[i], tasks[i].source, dict(base, compile=True)) for i in chunk],
+                            f"compile {k + len(chunk)}/{len(todo)}")
+                for i, r in zip(chunk, comp):
+                    if r["kept"]:
+                        rows[i]["compile_ms"] = r["compile_ms"]
+                    else:
+                        rows[i]["compile_stage"], rows[i]["compile_reason"] = r["stage"], r["reason"]
         t_compile = time.time() - t1
-        for i, r in zip(todo, comp):
-            if r["kept"]:
-                rows[i]["compile_ms"] = r["compile_ms"]
-            else:
-                rows[i]["compile_stage"], rows[i]["compile_reason"] = r["stage"], r["reason"]
     return {"rows": rows, "levels": level_table(rows), "device": device, "slots": slots,
             "eager_pass_s": round(t_eager, 1), "compile_pass_s": round(t_compile, 1),
             "wall_s": round(time.time() - t0, 1)}
@@ -156,6 +180,10 @@ def main(argv=None) -> int:
     p.add_argument("--timeout-s", type=float, default=120.0, help="deadline of one eager job")
     p.add_argument("--compile", action="store_true", help="also time torch.compile (second pass)")
     p.add_argument("--compile-timeout-s", type=float, default=300.0, help="deadline of one compile job")
+    p.add_argument("--compile-budget-s", type=float, default=0.0, help="start no compile job after this long (0: no limit)")
+    p.add_argument("--time-budget-s", type=float, default=None, help="timing budget per task (filter.DEFAULTS budget_s)")
+    p.add_argument("--serial-timing", action="store_true",
+                   help="slots take turns timing (a lock file): no two timings overlap on a shared GPU")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (a smoke run)")
     p.add_argument("--out", default="", help="write the report (JSON) here")
     p.add_argument("--markdown", default="", help="write the per-level table and refusals (Markdown) here")
@@ -170,8 +198,17 @@ def main(argv=None) -> int:
     if a.limit:
         tasks = tasks[:a.limit]
     log(f"{len(tasks)} tasks from {a.tasks} ({len(ts.refused)} files refused by the reader)")
+    import tempfile
     import torch
-    report = evaluate(tasks, a.device, a.slots, a.threads, a.timeout_s, a.compile_timeout_s, a.compile)
+    opts = {}
+    if a.time_budget_s is not None:
+        opts["budget_s"] = a.time_budget_s
+    lock_dir = tempfile.mkdtemp(prefix="caf_eval_lock_") if a.serial_timing else ""
+    if lock_dir:
+        opts["timing_lock"] = lock_dir + "/timing.lock"
+    report = evaluate(tasks, a.device, a.slots, a.threads, a.timeout_s, a.compile_timeout_s, a.compile,
+                      options=opts, compile_budget_s=a.compile_budget_s)
+    report["options"] = dict(opts, serial_timing=a.serial_timing)
     report.update(tasks_path=a.tasks, level_filter=list(levels or []), torch=torch.__version__,
                   reader_refused=[{"where": w, "reason": r} for w, r in ts.refused],
                   gpu=torch.cuda.get_device_name(0) if a.device.startswith("cuda") and torch.cuda.is_available() else None,

@@ -59,7 +59,29 @@ DEFAULTS = {
     # Rationale: text from a language model is checked on meta tensors before any real
     # allocation (the stacking composer already did that in the pipeline process).
     "meta_check": False,
+    # Rationale: slots share a GPU; with a lock file named here no two slots time at once
+    # (loading, validation and torch.compile's compilation still overlap). "" = no lock.
+    "timing_lock": "",
 }
+
+
+class _TimingLock:
+    """An exclusive lock on cfg["timing_lock"] (flock) for the duration of a timing."""
+
+    def __init__(self, path: str):
+        self.path, self.fd = path, None
+
+    def __enter__(self):
+        if self.path:
+            import fcntl
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
+            self.fd = None
 
 
 class Rejected(Exception):
@@ -153,7 +175,8 @@ def _checks(task: Task, cfg: dict, res: dict) -> None:
     res["input_dtypes"] = [str(t.dtype).replace("torch.", "") for t in x if isinstance(t, torch.Tensor)]
     res["params"] = sum(p.numel() for p in model.parameters())
     sets = [x, task.inputs(seed + 3, dev)]
-    eager_ms = time_forward(model, sets, cfg)
+    with _TimingLock(cfg["timing_lock"]):
+        eager_ms = time_forward(model, sets, cfg)
     res["eager_ms"] = round(eager_ms, 4)
     if not cfg["min_ms"] <= eager_ms <= cfg["max_ms"]:
         raise Rejected("eager_time", f"eager time {eager_ms:.3f} ms outside [{cfg['min_ms']}, {cfg['max_ms']}] ms")
@@ -168,7 +191,8 @@ def _checks(task: Task, cfg: dict, res: dict) -> None:
             ok, why, _ = compare(a, b, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
             if not ok:
                 raise Rejected("compile", f"torch.compile output {i} differs from eager: {why}")
-        res["compile_ms"] = round(time_forward(compiled, sets, cfg), 4)
+        with _TimingLock(cfg["timing_lock"]):
+            res["compile_ms"] = round(time_forward(compiled, sets, cfg), 4)
 
 
 def run_job(name: str, source: str, options: dict | None = None) -> dict:

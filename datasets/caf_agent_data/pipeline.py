@@ -49,6 +49,7 @@ def parse_args(argv):
     p.add_argument("--compile", action="store_true", help="also run and time torch.compile (slow on a CPU)")
     p.add_argument("--min-ms", type=float, default=None, help="eager time lower bound (filter.DEFAULTS)")
     p.add_argument("--max-ms", type=float, default=None, help="eager time upper bound (filter.DEFAULTS)")
+    p.add_argument("--time-budget-s", type=float, default=None, help="timing budget per task (filter.DEFAULTS budget_s)")
     p.add_argument("--scale", type=int, default=1, help="multiply the non-batch sizes (GPU sets)")
     p.add_argument("--max-numel", type=int, default=0, help="elements per intermediate (compose.DEFAULT_MAX_NUMEL)")
     p.add_argument("--no-transformers", action="store_true",
@@ -192,6 +193,8 @@ def run(args) -> dict:
         opts["min_ms"] = args.min_ms
     if args.max_ms is not None:
         opts["max_ms"] = args.max_ms
+    if args.time_budget_s is not None:
+        opts["budget_s"] = args.time_budget_s
     report["filter_options"] = dict(FILTER_DEFAULTS, **opts)
     dropped, examples, sims, removed = Counter(), {}, [], []
     seen, kept = set(eval_ids), []

@@ -15,7 +15,7 @@ def test_per_level_report_of_a_kernelbench_checkout(tmp_path, capsys):
     write(str(kb / "level3" / "2_no_module.py"), "import no_such_module\n" + task("return x"))
     write(str(kb / "level3" / "3_unparsable.py"), "class Model(:\n")
     out = tmp_path / "r.json"
-    rc = evaluate.main(["--tasks", str(tmp_path / "KernelBench"), "--levels", "1,3", "--slots", "1",
+    rc = evaluate.main(["--tasks", str(tmp_path / "KernelBench"), "--levels", "1,3", "--slots", "2", "--serial-timing",
                         "--timeout-s", "60", "--out", str(out)])
     assert rc == 0
     r = json.loads(out.read_text())
