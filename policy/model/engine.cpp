@@ -9,6 +9,7 @@
 #include <cmath>
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -36,6 +37,7 @@ status engine_options::validate() const {
   if (max_batch < 1) return fail("engine: max_batch must be >= 1");
   if (max_context < 0) return fail("engine: max_context must be >= 0 (0: from config.json)");
   if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
+  if (prefill_chunk < 0) return fail("engine: prefill_chunk must be >= 0 (0: whole prompts)");
   return {};
 }
 
@@ -54,6 +56,7 @@ struct sequence {
   std::mt19937_64 rng;
   int64_t slot = -1;
   int64_t cached = 0;  // tokens whose keys are in the cache
+  bool prefilling = false;  // holds a slot, prompt keys not all computed yet (chunked prefill)
   generation_result out;
 };
 
@@ -88,6 +91,7 @@ struct generation_engine::impl {
   std::deque<sequence> waiting;
   std::vector<std::optional<sequence>> slots;
   std::vector<std::optional<kept_prefix>> kept;  // per slot, only where no sequence runs
+  std::deque<int64_t> prefilling;  // slots whose prompts are partly prefilled, in admission order
   uint64_t clock = 0;  // orders kept prefixes by last use
   engine_stats stats;
   uint64_t next_id = 1;
@@ -102,6 +106,7 @@ struct generation_engine::impl {
   void apply_pending();
   torch::Tensor decode_running(std::vector<sequence*>& rows);
   torch::Tensor admit(std::vector<sequence*>& rows);
+  void claim_slot(const slot_choice& choice);
   slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
   void keep_prefix(const sequence& seq);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv,
@@ -187,6 +192,8 @@ void generation_engine::impl::apply_pending() {
         k.reset();
         ++stats.invalidations;
       }
+    // A prompt partly prefilled by the old weights starts over: its first token is the new policy's.
+    for (int64_t slot : prefilling) slots[static_cast<size_t>(slot)]->cached = 0;
   }
   pending.reset();
 }
@@ -194,7 +201,7 @@ void generation_engine::impl::apply_pending() {
 torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& rows) {
   int64_t span = 0;
   for (size_t i = 0; i < slots.size(); ++i)
-    if (slots[i]) span = static_cast<int64_t>(i) + 1;
+    if (slots[i] && !slots[i]->prefilling) span = static_cast<int64_t>(i) + 1;
   if (span == 0) return {};
   // Slots below `span` that run nothing decode a dummy token whose key goes to the last
   // position, which no sequence uses (a sequence ends when its keys reach context - 1), so a
@@ -204,7 +211,7 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   int64_t keys = 1;
   for (int64_t i = 0; i < span; ++i) {
     auto& slot = slots[static_cast<size_t>(i)];
-    if (!slot) continue;
+    if (!slot || slot->prefilling) continue;
     tokens[static_cast<size_t>(i)] = slot->out.tokens.back();
     positions[static_cast<size_t>(i)] = slot->cached;
     keys = std::max(keys, slot->cached + 1);
@@ -272,8 +279,36 @@ void generation_engine::impl::keep_prefix(const sequence& seq) {
   kept[static_cast<size_t>(seq.slot)] = std::move(k);
 }
 
+void generation_engine::impl::claim_slot(const slot_choice& choice) {
+  const auto index = static_cast<size_t>(choice.slot);
+  auto& kept_here = kept[index];
+  if (kept_here && (choice.copy_from >= 0 || choice.reuse < static_cast<int64_t>(kept_here->tokens.size())))
+    ++stats.evictions;  // some (or all) of this slot's kept keys are overwritten
+  kept_here.reset();
+  if (choice.copy_from >= 0) {
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
+      cache.k_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
+          cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+      cache.v_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
+          cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+    }
+    kept[static_cast<size_t>(choice.copy_from)]->last_used = ++clock;
+    stats.copied_tokens += static_cast<uint64_t>(choice.reuse);
+  }
+  sequence& seq = slots[index].emplace(std::move(waiting.front()));
+  waiting.pop_front();
+  seq.slot = choice.slot;
+  seq.cached = choice.reuse;
+  seq.prefilling = true;
+  prefilling.push_back(choice.slot);
+  ++stats.admissions;
+  stats.reused_tokens += static_cast<uint64_t>(choice.reuse);
+  if (choice.reuse > 0) ++stats.prefix_hits;
+}
+
 torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
-  std::vector<torch::Tensor> logits;
+  // Admit waiting requests into slots, then prefill the admitted prompts oldest first, at most
+  // prefill_chunk tokens in this step; a prompt whose last token is prefilled yields its logits.
   while (!waiting.empty()) {
     const slot_choice choice = options.prefix_cache ? choose_slot(waiting.front().request.prompt) : [&] {
       slot_choice c;
@@ -282,34 +317,24 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
       return c;
     }();
     if (choice.slot < 0) break;
-    const auto index = static_cast<size_t>(choice.slot);
-    auto& kept_here = kept[index];
-    if (kept_here && (choice.copy_from >= 0 || choice.reuse < static_cast<int64_t>(kept_here->tokens.size())))
-      ++stats.evictions;  // some (or all) of this slot's kept keys are overwritten
-    kept_here.reset();
-    if (choice.copy_from >= 0) {
-      for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
-        cache.k_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
-            cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
-        cache.v_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
-            cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
-      }
-      kept[static_cast<size_t>(choice.copy_from)]->last_used = ++clock;
-      stats.copied_tokens += static_cast<uint64_t>(choice.reuse);
-    }
-    sequence& seq = slots[index].emplace(std::move(waiting.front()));
-    waiting.pop_front();
-    seq.slot = choice.slot;
-    seq.out.policy_version = version.load();
+    claim_slot(choice);
+  }
+  int64_t budget = options.prefill_chunk > 0 ? options.prefill_chunk : std::numeric_limits<int64_t>::max();
+  std::vector<torch::Tensor> logits;
+  while (!prefilling.empty() && budget > 0) {
+    sequence& seq = *slots[static_cast<size_t>(prefilling.front())];
     const auto& prompt = seq.request.prompt;
-    std::vector<int64_t> fresh(prompt.begin() + choice.reuse, prompt.end());
-    auto tokens_t = torch::tensor(fresh).to(model.device());
-    logits.push_back(model.prefill(tokens_t, seq.slot, cache, choice.reuse));
-    seq.cached = static_cast<int64_t>(prompt.size());
-    ++stats.admissions;
-    stats.prefilled_tokens += fresh.size();
-    stats.reused_tokens += static_cast<uint64_t>(choice.reuse);
-    if (choice.reuse > 0) ++stats.prefix_hits;
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(prompt.size()) - seq.cached, budget);
+    std::vector<int64_t> fresh(prompt.begin() + seq.cached, prompt.begin() + seq.cached + n);
+    auto last_v = model.prefill(torch::tensor(fresh).to(model.device()), seq.slot, cache, seq.cached);
+    seq.cached += n;
+    budget -= n;
+    stats.prefilled_tokens += static_cast<uint64_t>(n);
+    if (seq.cached < static_cast<int64_t>(prompt.size())) break;  // the budget ran out inside it
+    prefilling.pop_front();
+    seq.prefilling = false;
+    seq.out.policy_version = version.load();
+    logits.push_back(last_v);
     rows.push_back(&seq);
   }
   return logits.empty() ? torch::Tensor() : torch::stack(logits);
@@ -396,6 +421,7 @@ std::optional<generation_result> generation_engine::cancel(uint64_t id) {
   }
   for (auto& slot : s.slots) {
     if (!slot || slot->id != id) continue;
+    std::erase(s.prefilling, slot->slot);
     generation_result out = std::move(slot->out);
     out.reason = finish_reason::aborted;
     slot.reset();

@@ -36,6 +36,10 @@ struct engine_options {
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new
   /// weights are applied.
   bool prefix_cache = true;
+  /// Prompt tokens prefilled per step, over all sequences being admitted; a longer prompt is
+  /// prefilled over several steps while the running sequences go on decoding, so one long
+  /// observation does not stall them. 0: each prompt at once.
+  int32_t prefill_chunk = 2048;
 
   /// Checks ranges and names.
   status validate() const;

@@ -7,8 +7,16 @@
 //            [--top-k K] [--top-p P] [--seed S] [--stop 2,7] [--max-batch B]
 //            prints one JSON line per finished sequence, in submission order
 //   bench    --model DIR --prompts ... --max-new-tokens N   prints {"seconds":..,"tokens":..}
+//            (or --random-prompts B --prompt-len L: B random prompts of L tokens); also prints the
+//            seconds to the first token of every sequence (prefill) and the engine's counters
+//   agent-bench --model DIR --episodes E --turns T --system S --obs O --reply R
+//            E agent-shaped conversations at once: a first prompt of S tokens, then per turn a
+//            reply of R sampled tokens and an observation of O tokens appended, T turns; prints
+//            {"seconds":..,"generated":..,"prefilled":..,"reused":..,"prefix_hit_rate":..}
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16;
-// generate / bench: --no-cuda-graphs decodes eagerly (for comparison).
+// generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
+// --no-prefix-cache re-prefills every prompt, --prefill-chunk N (0: whole prompts), --max-batch,
+// --max-context.
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -19,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,13 +99,31 @@ int run_save(const args& a) {
   return saved ? 0 : 1;
 }
 
+std::vector<int32_t> random_tokens(std::mt19937& gen, int count, int vocab) {
+  std::uniform_int_distribution<int32_t> pick(3, std::max(4, vocab) - 1);
+  std::vector<int32_t> out(static_cast<size_t>(std::max(count, 1)));
+  for (auto& t : out) t = pick(gen);
+  return out;
+}
+
 std::vector<generation_request> requests_of(const args& a) {
   std::vector<generation_request> out;
-  std::stringstream in(get(a, "prompts"));
+  std::vector<std::vector<int32_t>> prompts;
+  if (a.count("random-prompts")) {
+    const int count = std::stoi(get(a, "random-prompts")), length = std::stoi(get(a, "prompt-len", "16"));
+    std::mt19937 gen(static_cast<uint32_t>(std::stoul(get(a, "seed", "0"))));
+    for (int i = 0; i < count; ++i) prompts.push_back(random_tokens(gen, length, std::stoi(get(a, "vocab", "1000"))));
+  } else {
+    std::stringstream in(get(a, "prompts"));
+    for (std::string prompt; std::getline(in, prompt, ';');) {
+      prompts.emplace_back();
+      for (int64_t id : parse_ids(prompt)) prompts.back().push_back(static_cast<int32_t>(id));
+    }
+  }
   uint64_t seed = std::stoull(get(a, "seed", "0"));
-  for (std::string prompt; std::getline(in, prompt, ';');) {
+  for (auto& prompt : prompts) {
     generation_request r;
-    for (int64_t id : parse_ids(prompt)) r.prompt.push_back(static_cast<int32_t>(id));
+    r.prompt = std::move(prompt);
     r.max_new_tokens = std::stoi(get(a, "max-new-tokens", "16"));
     r.sampling.temperature = std::stof(get(a, "temperature", "0"));
     r.sampling.top_k = std::stoi(get(a, "top-k", "0"));
@@ -106,6 +133,14 @@ std::vector<generation_request> requests_of(const args& a) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+void print_stats(const engine_stats& s) {
+  const double looked_up = static_cast<double>(s.prefilled_tokens + s.reused_tokens);
+  std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
+            << ",\"copied\":" << s.copied_tokens << ",\"decoded\":" << s.decoded_tokens
+            << ",\"evictions\":" << s.evictions << ",\"prefix_hit_rate\":"
+            << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
 }
 
 void print_result(const generation_result& r) {
@@ -121,7 +156,7 @@ void print_result(const generation_result& r) {
   std::cout << "]}\n";
 }
 
-int run_generate(const std::string& command, const args& a) {
+engine_options engine_options_of(const args& a) {
   engine_options options;
   options.model_dir = get(a, "model");
   options.device = get(a, "device", "cpu");
@@ -129,6 +164,90 @@ int run_generate(const std::string& command, const args& a) {
   options.max_batch = std::stoi(get(a, "max-batch", "8"));
   options.max_context = std::stoi(get(a, "max-context", "0"));
   options.cuda_graphs = !a.count("no-cuda-graphs");
+  options.prefix_cache = !a.count("no-prefix-cache");
+  options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
+  return options;
+}
+
+void synchronize(const engine_options& options) {
+  if (options.device != "cpu") torch::cuda::synchronize();
+}
+
+// E conversations in flight; the "environment" answers each reply at once with O new tokens.
+int run_agent_bench(const args& a) {
+  const auto options = engine_options_of(a);
+  auto opened = generation_engine::open(options);
+  if (!opened) {
+    std::cerr << opened.error().message << "\n";
+    return 1;
+  }
+  auto& engine = *opened.value();
+  const int episodes = std::stoi(get(a, "episodes", "64")), turns = std::stoi(get(a, "turns", "30"));
+  const int system = std::stoi(get(a, "system", "1000")), obs = std::stoi(get(a, "obs", "500"));
+  const int reply = std::stoi(get(a, "reply", "300")), vocab = std::stoi(get(a, "vocab", "1000"));
+  std::mt19937 gen(static_cast<uint32_t>(std::stoul(get(a, "seed", "0"))));
+  struct episode {
+    std::vector<int32_t> history;
+    int turn = 0;
+  };
+  std::vector<episode> eps(static_cast<size_t>(episodes));
+  std::map<uint64_t, size_t> owner;
+  auto submit = [&](size_t e) {
+    generation_request r;
+    r.prompt = eps[e].history;
+    r.max_new_tokens = reply;
+    r.sampling.temperature = 1.0f;
+    r.seed = e * 1000 + static_cast<uint64_t>(eps[e].turn);
+    auto id = engine.submit(std::move(r));
+    if (!id) throw std::runtime_error(id.error().message);
+    owner[id.value()] = e;
+  };
+  {  // Warm-up outside the timing (allocator, kernels, graphs of the small buckets).
+    generation_request warm;
+    warm.prompt = random_tokens(gen, 8, vocab);
+    warm.max_new_tokens = 4;
+    (void)engine.submit(warm);
+    if (auto w = engine.run_until_idle(); !w) throw std::runtime_error(w.error().message);
+    synchronize(options);
+  }
+  const auto before = engine.stats();
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t e = 0; e < eps.size(); ++e) {
+    eps[e].history = random_tokens(gen, system, vocab);
+    submit(e);
+  }
+  uint64_t generated = 0;
+  while (!engine.idle()) {
+    auto done = engine.step();
+    if (!done) throw std::runtime_error(done.error().message);
+    for (auto& r : done.value()) {
+      const size_t e = owner.at(r.id);
+      generated += r.tokens.size();
+      auto& ep = eps[e];
+      if (++ep.turn >= turns) continue;
+      ep.history.insert(ep.history.end(), r.tokens.begin(), r.tokens.end());
+      auto more = random_tokens(gen, obs, vocab);
+      ep.history.insert(ep.history.end(), more.begin(), more.end());
+      submit(e);
+    }
+  }
+  synchronize(options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto s = engine.stats();
+  s.admissions -= before.admissions;
+  s.prefilled_tokens -= before.prefilled_tokens;
+  s.reused_tokens -= before.reused_tokens;
+  s.copied_tokens -= before.copied_tokens;
+  s.decoded_tokens -= before.decoded_tokens;
+  s.evictions -= before.evictions;
+  std::cout << "{\"seconds\":" << seconds << ",\"generated\":" << generated << ",";
+  print_stats(s);
+  std::cout << "}\n";
+  return 0;
+}
+
+int run_generate(const std::string& command, const args& a) {
+  const auto options = engine_options_of(a);
   auto engine = generation_engine::open(options);
   if (!engine) {
     std::cerr << engine.error().message << "\n";
@@ -142,6 +261,7 @@ int run_generate(const std::string& command, const args& a) {
     (void)engine.value()->run_until_idle();
     if (options.device != "cpu") torch::cuda::synchronize();
   }
+  const auto before = engine.value()->stats();
   const auto start = std::chrono::steady_clock::now();
   for (auto& r : requests) {
     if (auto id = engine.value()->submit(std::move(r)); !id) {
@@ -149,18 +269,32 @@ int run_generate(const std::string& command, const args& a) {
       return 1;
     }
   }
-  auto done = engine.value()->run_until_idle();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!done) {
-    std::cerr << done.error().message << "\n";
-    return 1;
+  // Step by hand to note when each sequence's prefill ended (its first token came out).
+  double first_token_s = 0;
+  std::vector<generation_result> results;
+  while (!engine.value()->idle()) {
+    auto done = engine.value()->step();
+    if (!done) {
+      std::cerr << done.error().message << "\n";
+      return 1;
+    }
+    if (first_token_s == 0 && engine.value()->stats().prefilled_tokens - before.prefilled_tokens > 0 &&
+        engine.value()->waiting() == 0) {
+      synchronize(options);
+      first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    for (auto& r : done.value()) results.push_back(std::move(r));
   }
-  auto results = std::move(done.value());
+  synchronize(options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::sort(results.begin(), results.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
   if (command == "bench") {
     size_t tokens = 0;
     for (const auto& r : results) tokens += r.tokens.size();
-    std::cout << "{\"seconds\":" << seconds << ",\"tokens\":" << tokens << "}\n";
+    std::cout << "{\"seconds\":" << seconds << ",\"tokens\":" << tokens << ",\"prefill_seconds\":" << first_token_s
+              << ",";
+    print_stats(engine.value()->stats());
+    std::cout << "}\n";
     return 0;
   }
   for (const auto& r : results) print_result(r);
@@ -181,6 +315,7 @@ int main(int argc, char** argv) {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
+    if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors
     std::cerr << "policy_model_tool: " << e.what() << "\n";
     return 1;

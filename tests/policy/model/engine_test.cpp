@@ -323,6 +323,48 @@ TEST(prefix_cache, new_weights_drop_every_kept_prefix) {
   EXPECT_EQ(cached->stats().reused_tokens, 0u);  // keys of the old weights were not used
 }
 
+TEST(chunked_prefill, a_long_prompt_is_prefilled_over_steps_while_others_decode) {
+  engine_options o;
+  o.model_dir = model_long();
+  o.max_batch = 2;
+  o.prefill_chunk = 16;
+  auto chunked = generation_engine::open(o).value();
+  o.prefill_chunk = 0;
+  auto whole = generation_engine::open(o).value();
+  const auto short_request = greedy(observation(7, 0, 5), 30);
+  const auto long_request = greedy(observation(8, 0, 100), 6);
+  auto reference_short = run_one(*whole, short_request);
+  auto reference_long = run_one(*whole, long_request);
+
+  auto short_id = chunked->submit(short_request).value();
+  ASSERT_TRUE(chunked->step());  // the short prompt is prefilled and starts decoding
+  auto long_id = chunked->submit(long_request).value();
+  std::map<uint64_t, generation_result> got;
+  std::map<uint64_t, int> finished_at;
+  uint64_t prefilled = chunked->stats().prefilled_tokens;
+  for (int step = 1; !chunked->idle(); ++step) {
+    auto done = chunked->step();
+    ASSERT_TRUE(done);
+    EXPECT_LE(chunked->stats().prefilled_tokens - prefilled, 16u) << "step " << step;
+    prefilled = chunked->stats().prefilled_tokens;
+    for (auto& r : done.value()) {
+      finished_at[r.id] = step;
+      got[r.id] = std::move(r);
+    }
+  }
+  expect_same(got[short_id], reference_short, "short");
+  expect_same(got[long_id], reference_long, "long");
+  // The short sequence gained a token in every step: 30 tokens in 30 steps (the first at step 0).
+  EXPECT_EQ(finished_at[short_id], 29);
+  // The long prompt took ceil(100 / 16) = 7 steps of prefill before its 6 tokens.
+  EXPECT_EQ(finished_at[long_id], 7 + 5);
+  EXPECT_FALSE(generation_engine::open([&] {
+    auto bad = o;
+    bad.prefill_chunk = -1;
+    return bad;
+  }()));
+}
+
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {
