@@ -204,22 +204,109 @@ void policy_config::validate(section_reader& r) const {
 }
 
 void learner_config::read(section_reader& r) {
-  r.read("stage", stage);
+  r.read("model_dir", model_dir);
   r.read("shards", shards);
-  r.read("learning_rate", learning_rate);
+  r.read("backend", backend);
+  r.read("device", device);
+  r.read("master_addr", master_addr);
+  r.read("master_port", master_port);
+  r.read("timeout_ms", timeout_ms);
+  r.read("actor_lr", actor_lr);
+  r.read("critic_lr", critic_lr);
   r.read("clip_low", clip_low);
   r.read("clip_high", clip_high);
   r.read("gamma", gamma);
   r.read("gae_lambda", gae_lambda);
+  r.read("ppo_epochs", ppo_epochs);
+  r.read("max_tokens_per_microbatch", max_tokens_per_microbatch);
+  r.read("entropy_coef", entropy_coef);
+  r.read("normalize_advantages", normalize_advantages);
+  r.read("max_grad_norm", max_grad_norm);
+  r.read("compute_dtype", compute_dtype);
+  r.read("checkpoint_layers", checkpoint_layers);
+  r.read("weight_sync", weight_sync);
+  r.read("weight_sync_bucket_mb", weight_sync_bucket_mb);
 }
 
 void learner_config::validate(section_reader& r) const {
-  require_one_of(r, "stage", stage, {"single_turn_ppo", "rft", "value_pretrain", "agentic_ppo"});
   require_positive(r, "shards", shards);
-  if (learning_rate <= 0) r.error("learning_rate", "must be > 0");
+  // Rationale: one shard per GPU; 4096 is far beyond any cluster this runs on.
+  require_range(r, "shards", shards, 1, 4096);
+  require_one_of(r, "backend", backend, {"gloo", "nccl"});
+  if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+    r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
+  if (backend == "gloo" && device != "cpu") r.error("backend", "gloo trains CPU tensors: set device = \"cpu\" or backend = \"nccl\"");
+  if (backend == "nccl" && device == "cpu") r.error("backend", "nccl needs device = \"cuda\"");
+  if (master_addr.empty()) r.error("master_addr", "must not be empty");
+  if (master_port < 1 || master_port > 65535) r.error("master_port", "must be in 1..65535");
+  require_positive(r, "timeout_ms", timeout_ms);
+  if (actor_lr <= 0) r.error("actor_lr", "must be > 0");
+  if (critic_lr <= 0) r.error("critic_lr", "must be > 0");
   if (clip_low <= 0 || clip_high < clip_low) r.error("clip_high", "must be >= clip_low > 0");
   if (gamma < 0 || gamma > 1) r.error("gamma", "must be in [0, 1]");
   if (gae_lambda < 0 || gae_lambda > 1) r.error("gae_lambda", "must be in [0, 1]");
+  require_positive(r, "ppo_epochs", ppo_epochs);
+  if (max_tokens_per_microbatch < 0) r.error("max_tokens_per_microbatch", "must be >= 0 (0: the whole batch)");
+  if (entropy_coef < 0) r.error("entropy_coef", "must be >= 0");
+  require_one_of(r, "compute_dtype", compute_dtype, {"float32", "bfloat16"});
+  require_one_of(r, "weight_sync", weight_sync, {"auto", "disk"});
+  require_positive(r, "weight_sync_bucket_mb", weight_sync_bucket_mb);
+}
+
+void train_stage_config::read(section_reader& r) {
+  r.read("iterations", iterations);
+  r.read("max_turns", max_turns);
+  if (name == "rft") {
+    r.read("min_reward", min_reward);
+    r.read("max_repeats", max_repeats);
+  }
+  if (name == "rft" || name == "value_pretrain") r.read("store", store);
+  if (name == "value_pretrain") {
+    r.read("min_explained_variance", min_explained_variance);
+    r.read("max_steps", max_steps);
+    r.read("stop_at_cap", stop_at_cap);
+  }
+}
+
+void train_stage_config::validate(section_reader& r) const {
+  require_positive(r, "iterations", iterations);
+  if (max_turns < 0) r.error("max_turns", "must be >= 0 (0: rollout.max_turns_train)");
+  if (max_repeats < 1) r.error("max_repeats", "must be >= 1");
+  // Rationale: explained variance is at most 1; a gate above it could never open.
+  require_range(r, "min_explained_variance", min_explained_variance, -1e9, 1);
+  require_positive(r, "max_steps", max_steps);
+}
+
+const train_stage_config& train_config::stage(const std::string& name) const {
+  if (name == "single_turn_ppo") return single_turn_ppo;
+  if (name == "rft") return rft;
+  if (name == "value_pretrain") return value_pretrain;
+  return agentic_ppo;
+}
+
+void train_config::read(section_reader& r) {
+  r.read("enabled", enabled);
+  r.read("stages", stages);
+  r.read("episodes_per_iteration", episodes_per_iteration);
+  r.read("run_dir", run_dir);
+  r.read("max_step_attempts", max_step_attempts);
+  r.read("max_empty_iterations", max_empty_iterations);
+  for (auto* s : {&single_turn_ppo, &rft, &value_pretrain, &agentic_ppo}) {
+    auto* table = r.subtable(s->name);
+    // Errors go to the same list (the reader's), qualified as train.<stage>.<key>.
+    r.read_nested(table, s->name, *s);
+  }
+}
+
+void train_config::validate(section_reader& r) const {
+  if (stages.empty()) r.error("stages", "must name at least one stage");
+  for (auto& s : stages)
+    if (s != "single_turn_ppo" && s != "rft" && s != "value_pretrain" && s != "agentic_ppo")
+      r.error("stages", "'" + s + "' is not one of: single_turn_ppo, rft, value_pretrain, agentic_ppo");
+  require_positive(r, "episodes_per_iteration", episodes_per_iteration);
+  require_range(r, "episodes_per_iteration", episodes_per_iteration, 1, 10000000);
+  require_positive(r, "max_step_attempts", max_step_attempts);
+  require_positive(r, "max_empty_iterations", max_empty_iterations);
 }
 
 namespace {
@@ -257,7 +344,7 @@ config_result parse_config(std::string_view toml_text, std::string_view origin) 
     return out;
   }
   static const std::set<std::string, std::less<>> known{
-      "cluster", "runtime", "rollout", "gpu_pool", "sandbox", "policy", "learner"};
+      "cluster", "runtime", "rollout", "gpu_pool", "sandbox", "policy", "learner", "train"};
   for (auto& [k, v] : root)
     if (!known.contains(k.str()))
       out.errors.push_back("unknown config section or key '" + std::string{k.str()} + "'");
@@ -269,6 +356,7 @@ config_result parse_config(std::string_view toml_text, std::string_view origin) 
   read_section(root, "sandbox", c.sandbox, out.errors);
   read_section(root, "policy", c.policy, out.errors);
   read_section(root, "learner", c.learner, out.errors);
+  read_section(root, "train", c.train, out.errors);
   for (auto& e : out.errors)
     if (e.rfind(std::string{origin}, 0) != 0) e = std::string{origin} + ": " + e;
   return out;
@@ -315,6 +403,12 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
   if (drives_run && (role == "coordinator" || role == "local")) need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
   if (rollout && cfg.policy.backend == "replay") need("policy.replay_path", cfg.policy.replay_path, false, "a file");
+  if (role == "learner" || (role == "local" && cfg.train.enabled)) {
+    auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
+    if (!model.empty()) need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir",
+                             fs::path{model} / "config.json", false, "the checkpoint's config.json");
+    else if (role == "local") errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
+  }
   if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")
     need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false, "the checkpoint's tokenizer.json");
   return errors;

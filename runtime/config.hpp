@@ -117,16 +117,72 @@ struct policy_config {
   void validate(section_reader& r) const;
 };
 
-/// [learner]: PPO settings (the learner issue fills in the training loop).
+/// [learner]: the learner shards (`--role learner`) and their hyperparameters.
 struct learner_config {
-  std::string stage = "agentic_ppo";  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
-  int32_t shards = 1;
-  double learning_rate = 1e-6;
+  std::string model_dir;        ///< base model of actor and critic; empty: policy.model_dir
+  int32_t shards = 1;           ///< data-parallel shards (learner processes) the trainer waits for
+  std::string backend = "gloo"; ///< gloo (CPU tensors) or nccl (one GPU per shard)
+  std::string device = "cpu";   ///< cpu, cuda, cuda:N (nccl: cuda:<rank % GPUs>)
+  std::string master_addr = "127.0.0.1";  ///< where shard 0 serves the rendezvous store
+  int32_t master_port = 29500;  ///< the rendezvous port (torchrun's default)
+  /// Rendezvous and collective timeout. Rationale: a dead peer is seen at once by gloo; this
+  /// bounds a hung one, and must exceed the slowest shard's step.
+  int64_t timeout_ms = 600000;
+  double actor_lr = 3e-6;       ///< the paper's actor learning rate
+  double critic_lr = 6e-6;      ///< the paper's critic learning rate
   // Rationale: clip-higher (DAPO-style) keeps low-probability tokens explorable.
   double clip_low = 0.2;
   double clip_high = 0.28;
   double gamma = 1.0;
   double gae_lambda = 0.95;
+  int32_t ppo_epochs = 1;       ///< updates per PPO step over the same batch
+  int64_t max_tokens_per_microbatch = 0;  ///< token budget of a micro-batch; 0: the whole shard batch
+  double entropy_coef = 0.0;
+  bool normalize_advantages = false;
+  double max_grad_norm = 1.0;   ///< global gradient-norm clip (<= 0: off)
+  std::string compute_dtype = "float32";  ///< float32 or bfloat16 (over fp32 masters)
+  bool checkpoint_layers = false;  ///< per-layer activation recomputation
+  /// New weights to policy services: auto = the tensors themselves to an engine in this
+  /// process (no disk), the checkpoint directory (reload from disk) to every other; disk = always the checkpoint.
+  std::string weight_sync = "auto";
+  int32_t weight_sync_bucket_mb = 64;  ///< in-process hand-off: tensors copied in buckets of this size
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// One stage of [train] (its own table, e.g. [train.rft]) and its stopping rule.
+struct train_stage_config {
+  std::string name;             ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
+  int32_t iterations = 1;       ///< ppo stages and rft: training steps, then the next stage
+  int32_t max_turns = 0;        ///< episode turn limit; 0: rollout.max_turns_train (single_turn_ppo: 1)
+  int32_t min_reward = 1;       ///< rft: the least reward a trajectory needs (the paper: r > 0)
+  // Rationale: an agent that re-runs an identical call more than 3 times is stuck, not working.
+  int32_t max_repeats = 3;      ///< rft: the same tool call at most this often
+  std::string store;            ///< rft, value_pretrain: train on this trajectory store's records instead of fresh episodes
+  double min_explained_variance = 0.6;  ///< value_pretrain: the gate (the paper's critic needs it)
+  int32_t max_steps = 20;       ///< value_pretrain: the step cap when the gate is never reached
+  bool stop_at_cap = false;     ///< value_pretrain: stop the run (not go on) when the cap is hit first
+  /// A stage's defaults.
+  explicit train_stage_config(std::string stage_name = {}, int32_t iters = 1, int32_t turns = 0)
+      : name(std::move(stage_name)), iterations(iters), max_turns(turns) {}
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [train]: the trainer (in the coordinator with --train, or in the local role).
+struct train_config {
+  bool enabled = false;         ///< the local role trains instead of one round of episodes
+  std::vector<std::string> stages{"agentic_ppo"};  ///< in order
+  int32_t episodes_per_iteration = 4;  ///< the global batch of one iteration
+  std::string run_dir;          ///< stage state, checkpoints, trajectories; empty: runtime.run_dir + "/train"
+  int32_t max_step_attempts = 5;  ///< a step that failed this often (shards lost, errors) stops the run
+  int32_t max_empty_iterations = 3;  ///< consecutive iterations without training data stop the run
+  train_stage_config single_turn_ppo{"single_turn_ppo", 1, 1};
+  train_stage_config rft{"rft"};
+  train_stage_config value_pretrain{"value_pretrain"};
+  train_stage_config agentic_ppo{"agentic_ppo", 2};
+  /// The stage named `name` (one of the four).
+  const train_stage_config& stage(const std::string& name) const;
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };
@@ -140,6 +196,7 @@ struct app_config {
   sandbox_section sandbox;
   policy_config policy;
   learner_config learner;
+  train_config train;
 };
 
 /// The result of loading a config: the values, or every error found.

@@ -107,6 +107,14 @@ void section_reader::read(std::string_view key, std::vector<std::string>& out) {
   out = std::move(values);
 }
 
+const toml::table* section_reader::subtable(std::string_view key) {
+  auto* n = lookup(key);
+  if (!n) return nullptr;
+  auto* t = n->as_table();
+  if (!t) type_error(key, "a table", *n);
+  return t;
+}
+
 void section_reader::finish() {
   if (!table_) return;
   for (auto& [k, v] : *table_) {

@@ -31,6 +31,21 @@ class section_reader {
   void read(std::string_view key, std::string& out);
   void read(std::string_view key, std::vector<std::string>& out);
 
+  /// The sub-table `key` (e.g. [train.rft] inside [train]), or null when absent; a value that
+  /// is not a table is an error naming the key. The key counts as read.
+  const toml::table* subtable(std::string_view key);
+
+  /// Reads `table` (a subtable() of this section, may be null) into `s` with a reader of its
+  /// own, named `<this section>.<key>`: strict like every section, validated when read cleanly.
+  template <class Section>
+  void read_nested(const toml::table* table, std::string_view key, Section& s) {
+    section_reader nested{table, qualified(key), errors_};
+    const auto before = errors_.size();
+    s.read(nested);
+    nested.finish();
+    if (errors_.size() == before) s.validate(nested);
+  }
+
   /// Records an error about `key` (used by validate()).
   void error(std::string_view key, std::string_view message);
 

@@ -192,3 +192,29 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
   for (auto role : {"rollout", "gpu-pool", "coordinator", "local"})
     EXPECT_TRUE(check_paths(good.config, role, true).empty()) << role << ": " << check_paths(good.config, role, true)[0];
 }
+
+TEST(config, train_and_learner_sections_are_strict) {
+  auto r = parse_config("[train]\nstages = [\"rft\", \"agentic_ppo\"]\n[train.rft]\nmin_reward = 2\n"
+                        "[train.value_pretrain]\nmin_explained_variance = 0.5\n",
+                        "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.train.stages.size(), 2U);
+  EXPECT_EQ(r.config.train.rft.min_reward, 2);
+  EXPECT_DOUBLE_EQ(r.config.train.stage("value_pretrain").min_explained_variance, 0.5);
+  EXPECT_EQ(r.config.train.single_turn_ppo.max_turns, 1);
+
+  auto unknown = parse_config("[train.rft]\nmin_rewardz = 2\n", "t.toml");
+  EXPECT_TRUE(has_error(unknown, "unknown config key 'train.rft.min_rewardz'"));
+  auto wrong_stage_key = parse_config("[train.agentic_ppo]\nmin_reward = 2\n", "t.toml");
+  EXPECT_TRUE(has_error(wrong_stage_key, "unknown config key 'train.agentic_ppo.min_reward'"));
+  auto bad_stage = parse_config("[train]\nstages = [\"ppo\"]\n", "t.toml");
+  EXPECT_TRUE(has_error(bad_stage, "'ppo' is not one of"));
+  auto not_table = parse_config("[train]\nrft = 3\n", "t.toml");
+  EXPECT_TRUE(has_error(not_table, "'train.rft' must be a table"));
+  auto gate = parse_config("[train.value_pretrain]\nmin_explained_variance = 1.5\n", "t.toml");
+  EXPECT_TRUE(has_error(gate, "train.value_pretrain.min_explained_variance"));
+  auto mismatch = parse_config("[learner]\nbackend = \"gloo\"\ndevice = \"cuda\"\n", "t.toml");
+  EXPECT_TRUE(has_error(mismatch, "learner.backend"));
+  auto old_key = parse_config("[learner]\nlearning_rate = 1e-6\n", "t.toml");
+  EXPECT_TRUE(has_error(old_key, "unknown config key 'learner.learning_rate'"));
+}
