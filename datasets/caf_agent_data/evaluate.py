@@ -91,7 +91,8 @@ def _round_robin(idx: list, levels: list) -> list:
 
 
 def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: float, compile_timeout_s: float,
-             do_compile: bool, seed: int = 0, options: dict | None = None, compile_budget_s: float = 0.0) -> dict:
+             do_compile: bool, seed: int = 0, options: dict | None = None, compile_budget_s: float = 0.0,
+             partial_out: str = "") -> dict:
     """tasks: TaskRecords. Returns {"rows", "levels", "wall_s", ...}. compile_budget_s > 0:
     no compile job starts after that many seconds of the compile pass (the rest is recorded
     as not reached)."""
@@ -108,6 +109,9 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
                      "reason": r["reason"], "eager_ms": r.get("eager_ms") if r["kept"] else None,
                      "notes": r.get("notes", []), "job_s": r.get("job_s"),
                      "input_shapes": r.get("input_shapes"), "params": r.get("params")})
+    if partial_out:  # the eager pass survives a run cut short during the compile pass
+        with open(partial_out, "w", encoding="utf-8") as f:
+            json.dump({"rows": rows, "levels": level_table(rows), "eager_pass_s": round(t_eager, 1)}, f, indent=1)
     t_compile = 0.0
     if do_compile:
         todo = _round_robin([i for i, r in enumerate(rows) if r["eager_ms"]], [t.level for t in tasks])
@@ -207,7 +211,8 @@ def main(argv=None) -> int:
     if lock_dir:
         opts["timing_lock"] = lock_dir + "/timing.lock"
     report = evaluate(tasks, a.device, a.slots, a.threads, a.timeout_s, a.compile_timeout_s, a.compile,
-                      options=opts, compile_budget_s=a.compile_budget_s)
+                      options=opts, compile_budget_s=a.compile_budget_s,
+                      partial_out=a.out + ".eager" if a.out else "")
     report["options"] = dict(opts, serial_timing=a.serial_timing)
     report.update(tasks_path=a.tasks, level_filter=list(levels or []), torch=torch.__version__,
                   reader_refused=[{"where": w, "reason": r} for w, r in ts.refused],
