@@ -198,7 +198,6 @@ def run(args) -> dict:
     report["filter_options"] = dict(FILTER_DEFAULTS, **opts)
     dropped, examples, sims, removed = Counter(), {}, [], []
     seen, kept = set(eval_ids), []
-    n_seen = 0
 
     def drop(stage, reason, name=None):
         dropped[stage] += 1
@@ -207,61 +206,76 @@ def run(args) -> dict:
             examples[stage].append((f"{name}: " if name else "") + reason)
 
     gen = candidates(args, crawl_result)
-    batch_n = max(2, 2 * args.slots)
-    t_filter, jobs_run = 0.0, 0
-    with SlotPool(args.slots, args.timeout_s, args.threads) as pool:
-        exhausted = False
-        while len(kept) < args.count and not exhausted:
-            batch = []
-            while len(batch) < batch_n:
-                try:
-                    name, source, meta = next(gen)
-                except StopIteration:
-                    exhausted = True
-                    break
-                n_seen += 1
-                if source is None:
-                    drop(meta["stage"], meta["reason"])
-                    continue
-                from .identity import task_identity
-                try:
-                    ident = task_identity(source)
-                except SyntaxError as e:
-                    drop("read", f"does not parse: {e.msg}", name)
-                    continue
-                if ident in seen:
-                    drop("duplicate", f"identity {ident} already taken (or in the evaluation set)", name)
-                    continue
-                seen.add(ident)
-                sim, nearest_name = 0.0, None
-                if index is not None:
-                    fa = features(source)
-                    for en, fb in zip(index.names, index.feats):
-                        s = similarity(fa, fb, index.weight)
-                        if s > sim:
-                            sim, nearest_name = s, en
-                    sims.append(sim)
-                    if sim > args.threshold:
-                        removed.append({"name": name, "similarity": round(sim, 4), "nearest": nearest_name})
-                        drop("decontaminated", f"similarity {sim:.3f} > {args.threshold} to {nearest_name}", name)
-                        continue
-                meta.update(identity=ident, similarity={"max": round(sim, 4), "nearest": nearest_name})
-                batch.append((name, source, meta))
-            if not batch:
-                continue
+    from .identity import task_identity
+    prepared = []            # (name, source, meta) in job order
+    counts = {"seen": 0, "prepare_s": 0.0}
+
+    def jobs():
+        """Candidates that pass dedup and decontamination, as filter jobs; pulled by the slot
+        pool only when a slot is free, so constructing the next candidate overlaps the
+        running ones."""
+        for name, source, meta in gen:
             t0 = time.time()
-            results = dict(pool.map([(n, s, dict(opts, meta_check=m.get("meta_check", False)))
-                                     for n, s, m in batch]))
-            t_filter += time.time() - t0
-            jobs_run += len(batch)
-            for i, (name, source, meta) in enumerate(batch):
-                r = results[i]
+            counts["seen"] += 1
+            job = _prepare(name, source, meta)
+            counts["prepare_s"] += time.time() - t0
+            if job is not None:
+                prepared.append(job)
+                yield job[0], job[1], dict(opts, meta_check=job[2].get("meta_check", False))
+
+    def _prepare(name, source, meta):
+        if source is None:
+            drop(meta["stage"], meta["reason"])
+            return None
+        try:
+            ident = task_identity(source)
+        except SyntaxError as e:
+            drop("read", f"does not parse: {e.msg}", name)
+            return None
+        if ident in seen:
+            drop("duplicate", f"identity {ident} already taken (or in the evaluation set)", name)
+            return None
+        seen.add(ident)
+        sim, nearest_name = 0.0, None
+        if index is not None:
+            fa = features(source)
+            for en, fb in zip(index.names, index.feats):
+                s = similarity(fa, fb, index.weight)
+                if s > sim:
+                    sim, nearest_name = s, en
+            sims.append(sim)
+            if sim > args.threshold:
+                removed.append({"name": name, "similarity": round(sim, 4), "nearest": nearest_name})
+                drop("decontaminated", f"similarity {sim:.3f} > {args.threshold} to {nearest_name}", name)
+                return None
+        meta.update(identity=ident, similarity={"max": round(sim, 4), "nearest": nearest_name})
+        return name, source, meta
+
+    # Rationale: results are taken in job order (not completion order), so the kept set does
+    # not depend on which slot was faster; a progress line every so many results.
+    every = max(10, 2 * args.slots)
+    results, nxt, jobs_run = {}, 0, 0
+    t0 = time.time()
+    with SlotPool(args.slots, args.timeout_s, args.threads) as pool:
+        for idx, r in pool.map(jobs()):
+            results[idx] = r
+            jobs_run += 1
+            while nxt in results and len(kept) < args.count:
+                name, source, meta = prepared[nxt]
+                r = results.pop(nxt)
                 if not r["kept"]:
                     drop(r["stage"], r["reason"], name)
-                elif len(kept) < args.count:
+                else:
                     kept.append((name, source, meta, r))
-            log(f"filter: {len(kept)}/{args.count} kept, {n_seen} candidates seen, {jobs_run} run, "
-                f"dropped {dict(dropped)}")
+                nxt += 1
+            if jobs_run % every == 0:
+                log(f"filter: {len(kept)}/{args.count} kept, {counts['seen']} candidates seen, {jobs_run} run, "
+                    f"dropped {dict(dropped)}")
+            if len(kept) >= args.count:
+                break
+    t_filter = time.time() - t0
+    n_seen = counts["seen"]
+    log(f"filter: {len(kept)}/{args.count} kept, {n_seen} candidates seen, {jobs_run} run, dropped {dict(dropped)}")
 
     if args.judge_pool and kept:
         from .pool_filter import DEFAULT_BINARY, judge_through_pool
@@ -304,6 +318,7 @@ def run(args) -> dict:
     report.update(kept=len(records), candidates_seen=n_seen, dropped=dict(dropped), dropped_examples=examples,
                   similarity=summary(sims), decontaminated=removed, wall_s=round(time.time() - t_start, 1),
                   filter_s=round(t_filter, 1), filter_jobs=jobs_run, slots=args.slots,
+                  prepare_s=round(counts["prepare_s"], 1),
                   jobs_per_s_per_slot=round(jobs_run / t_filter / args.slots, 3) if t_filter else None)
     if getattr(args, "abort_reason", ""):
         report["aborted"] = args.abort_reason

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections import deque
+from multiprocessing.connection import wait
 
 
 def _slot_main(conn, threads: int) -> None:
@@ -82,19 +82,30 @@ class SlotPool:
         self.slots[i] = _Slot(self.ctx, self.threads)
         self.restarts += 1
 
-    def map(self, jobs: list):
-        """jobs: (name, source, options) triples. Yields (index, result) as jobs finish."""
-        queue = deque(enumerate(jobs))
-        pending = len(jobs)
+    def map(self, jobs):
+        """jobs: an iterable of (name, source, options) triples, pulled only when a slot is
+        free. Yields (index, result) as jobs finish."""
+        it = enumerate(jobs)
+        exhausted, busy = False, 0
         started = time.monotonic()
-        while pending:
+        while not (exhausted and busy == 0):
             for s in self.slots:
-                if s.ready and s.job is None and queue:
-                    idx, (name, source, options) = queue.popleft()
+                if s.ready and s.job is None and not exhausted:
+                    try:
+                        idx, (name, source, options) = next(it)
+                    except StopIteration:
+                        exhausted = True
+                        break
                     s.parent.send((idx, name, source, options))
                     s.job, s.deadline = (idx, name), time.monotonic() + self.timeout_s
+                    busy += 1
+            if exhausted and busy == 0:
+                return
+            # Rationale: one wait over every slot's pipe (50 ms at most), not a poll per slot,
+            # so a finished job is seen at once however many slots there are.
+            readable = set(wait([s.parent for s in self.slots], timeout=0.05))
             for i, s in enumerate(self.slots):
-                if s.parent.poll(0.01):
+                if s.parent in readable:
                     try:
                         kind, payload = s.parent.recv()
                     except (EOFError, OSError):
@@ -104,7 +115,7 @@ class SlotPool:
                         continue
                     if kind == "done":
                         s.job = None
-                        pending -= 1
+                        busy -= 1
                         yield payload
                         continue
                 now = time.monotonic()
@@ -117,7 +128,7 @@ class SlotPool:
                         reason = f"the slot process died (exit code {s.proc.exitcode}) running it"
                         stage = "crash"
                     self._restart(i)
-                    pending -= 1
+                    busy -= 1
                     yield idx, {"name": name, "kept": False, "stage": stage, "reason": reason}
                 elif not s.ready and not s.proc.is_alive():
                     raise RuntimeError(f"slot {i} failed to start (exit code {s.proc.exitcode})")

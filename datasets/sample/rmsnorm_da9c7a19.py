@@ -1,4 +1,4 @@
-"""Level 2: BatchNorm1d -> LayerNorm. Synthesized by caf_agent_data from torch.nn.BatchNorm1d, torch.nn.LayerNorm."""
+"""Level 1: RMSNorm. Synthesized by caf_agent_data from torch.nn.RMSNorm."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -7,17 +7,15 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.op0 = nn.BatchNorm1d(128)
-        self.op1 = nn.LayerNorm(128)
+        self.op0 = nn.RMSNorm(64)
 
     def forward(self, x):
         x = self.op0(x)
-        x = self.op1(x)
         return x
 
 
-batch_size = 32
-input_shape = (128,)
+batch_size = 8
+input_shape = (16, 64)
 
 
 def get_inputs():

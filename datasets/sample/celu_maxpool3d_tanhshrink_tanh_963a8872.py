@@ -1,4 +1,4 @@
-"""Level 2: tanh -> Softplus -> GELU. Synthesized by caf_agent_data from torch.nn.functional.tanh, torch.nn.Softplus, torch.nn.GELU."""
+"""Level 2: celu -> MaxPool3d -> tanhshrink -> tanh. Synthesized by caf_agent_data from torch.nn.functional.celu, torch.nn.MaxPool3d, torch.nn.functional.tanhshrink, torch.tanh."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -7,13 +7,13 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.op1 = nn.Softplus(beta=1.0)
-        self.op2 = nn.GELU()
+        self.op1 = nn.MaxPool3d(kernel_size=3, stride=2)
 
     def forward(self, x):
-        x = F.tanh(x)
+        x = F.celu(x)
         x = self.op1(x)
-        x = self.op2(x)
+        x = F.tanhshrink(x)
+        x = x + torch.tanh(x) * 1.0
         return x
 
 
