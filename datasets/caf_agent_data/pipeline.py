@@ -162,6 +162,15 @@ def _llm_candidates(args, crawl_result, rng, limit):
                                        "n_ops": len(c["ops"]), "meta_check": True}
 
 
+class Stopped(BaseException):
+    """The run was asked to stop (SIGTERM, SIGINT): the outputs so far are still written. A
+    BaseException, so no handler of a task's own errors swallows it."""
+
+
+def _stop(signum, frame):
+    raise Stopped(f"stopped by signal {signum}; the tasks kept until then are written")
+
+
 def run(args) -> dict:
     t_start = time.time()
     prepare_out(args.out, args.force)
@@ -257,22 +266,25 @@ def run(args) -> dict:
     results, nxt, jobs_run = {}, 0, 0
     t0 = time.time()
     with SlotPool(args.slots, args.timeout_s, args.threads) as pool:
-        for idx, r in pool.map(jobs()):
-            results[idx] = r
-            jobs_run += 1
-            while nxt in results and len(kept) < args.count:
-                name, source, meta = prepared[nxt]
-                r = results.pop(nxt)
-                if not r["kept"]:
-                    drop(r["stage"], r["reason"], name)
-                else:
-                    kept.append((name, source, meta, r))
-                nxt += 1
-            if jobs_run % every == 0:
-                log(f"filter: {len(kept)}/{args.count} kept, {counts['seen']} candidates seen, {jobs_run} run, "
-                    f"dropped {dict(dropped)}")
-            if len(kept) >= args.count:
-                break
+        try:
+            for idx, r in pool.map(jobs()):
+                results[idx] = r
+                jobs_run += 1
+                while nxt in results and len(kept) < args.count:
+                    name, source, meta = prepared[nxt]
+                    r = results.pop(nxt)
+                    if not r["kept"]:
+                        drop(r["stage"], r["reason"], name)
+                    else:
+                        kept.append((name, source, meta, r))
+                    nxt += 1
+                if jobs_run % every == 0:
+                    log(f"filter: {len(kept)}/{args.count} kept, {counts['seen']} candidates seen, {jobs_run} run, "
+                        f"dropped {dict(dropped)}")
+                if len(kept) >= args.count:
+                    break
+        except Stopped as e:  # SIGTERM/SIGINT: write what was kept so far
+            args.abort_reason = str(e)
     t_filter = time.time() - t0
     n_seen = counts["seen"]
     log(f"filter: {len(kept)}/{args.count} kept, {n_seen} candidates seen, {jobs_run} run, dropped {dict(dropped)}")
@@ -342,7 +354,10 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     args.argv = argv
+    import signal
     from .pool_filter import PoolError
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         report = run(args)
     except (TaskSetError, PoolError) as e:
