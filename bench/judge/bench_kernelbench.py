@@ -65,7 +65,7 @@ def main() -> int:
     p.add_argument("--levels", default="1,2,3")
     p.add_argument("--per-level", type=int, default=None)
     p.add_argument("--select", default="", help="level:numbers, e.g. 1:19-25,2:1-3 (default: all)")
-    p.add_argument("--device", default="cuda")
+    p.add_argument("--device", default="cuda:0")
     p.add_argument("--job-timeout", type=float, default=60.0)
     p.add_argument("--budget-s", type=float, default=1e9)
     p.add_argument("--build-root", default=os.environ.get("CAF_EVAL_BUILD_ROOT"))

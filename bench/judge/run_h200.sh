@@ -52,7 +52,7 @@ for s in $steps; do
     # KernelBench/ folder under bench/judge/external/ (not part of this repo: carry it).
     # KB_SELECT picks problems (e.g. 1:19-25,2:1-3), KB_JOB_S the per-job cap, KT the step's.
     timeout "${KT:-300}" $PY bench/judge/bench_kernelbench.py --root bench/judge/external/KernelBench \
-      --device cuda --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
+      --device cuda:0 --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
       --budget-s "$(( ${KT:-300} - 30 ))" ${KB_SELECT:+--select "$KB_SELECT"} \
       --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
     echo "kernelbench rc=$?"; grep -E "^L|SUMMARY" "$OUT/kernelbench.log" | tail -40 ;;

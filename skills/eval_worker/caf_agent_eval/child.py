@@ -128,7 +128,15 @@ class Child:
         from . import dispatch_guard
         from .task import as_outputs
         torch, T = self.torch, self.Tensor
-        inputs = self.protocol.decode_value(req["inputs"], self.device)
+        if "inputs" in req:
+            inputs = self.protocol.decode_value(req["inputs"], self.device)
+        else:  # drawn here from the worker's seed (task.generate_inputs), as the worker drew its copy
+            from .task import generate_inputs
+            if self.task_mod is None:
+                return {"error": "no task input generator was loaded", "violations": []}
+            batch = req.get("batch")
+            inputs = generate_inputs(self.task_mod, int(req["seed"]), self.device,
+                                     int(batch) if batch is not None else None)
         self.poison()
         guard = dispatch_guard.DispatchGuard()
         try:

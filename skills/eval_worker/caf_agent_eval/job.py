@@ -184,13 +184,15 @@ def _reference(ctx, task, o, secret, job_id) -> dict:
     dev = ctx.device
     init = task.init_inputs(derive_seed(secret, job_id, "init", 0))
     model = task.make_model(init, derive_seed(secret, job_id, "weights", 0), dev)
-    inputs, outputs = [], []
+    inputs, outputs, draws = [], [], []
     with torch.no_grad():
         for k in range(o["num_checks"]):
-            x = task.inputs(derive_seed(secret, job_id, "check", k), dev, task.check_batch(k))
+            seed, batch = derive_seed(secret, job_id, "check", k), task.check_batch(k)
+            draws.append((seed, batch))
+            x = task.inputs(seed, dev, batch)
             inputs.append(x)
             outputs.append([t.clone() for t in as_outputs(model(*x))])
-    return {"init": init, "model": model, "inputs": inputs, "outputs": outputs,
+    return {"init": init, "model": model, "inputs": inputs, "outputs": outputs, "draws": draws,
             "state_dict": {k: t.detach() for k, t in model.state_dict().items()}}
 
 
@@ -229,7 +231,8 @@ def _first_problem(log: str) -> str:
 
 def _check(child, ref, k, o, v):
     inputs = ref["inputs"][k]
-    rep = child.request({"op": "call", "inputs": protocol.encode_value(inputs)},
+    seed, batch = ref["draws"][k]  # the child draws the same inputs on its device (no transfer)
+    rep = child.request({"op": "call", "seed": int(seed), "batch": batch},
                         o["call_timeout_s"], f"check {k + 1}")
     where = f"check {k + 1}/{o['num_checks']} ({verify.describe_inputs(inputs)})"
     entry = {"index": k, "passed": False, "reason": ""}

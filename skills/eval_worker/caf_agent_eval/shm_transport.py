@@ -37,6 +37,7 @@ MAX_ARENA_BYTES = 16 << 30
 ALIGN = mmap.ALLOCATIONGRANULARITY
 # Rationale: far above any real tensor's rank; bounds the work a lying shape can cause.
 MAX_DIMS = 64
+POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
                "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
@@ -210,7 +211,9 @@ def _check_arena(fd: int, size: int, maps: list) -> None:
 def _map_in(fd: int, maps: list) -> None:
     import torch
     for m in maps:
-        region = mmap.mmap(fd, m["nbytes"], flags=mmap.MAP_PRIVATE,
+        # MAP_POPULATE: the pages are mapped in one go, not faulted in one by one while a
+        # copy to the GPU reads them (the sealed bytes are final; writes still copy on write).
+        region = mmap.mmap(fd, m["nbytes"], flags=mmap.MAP_PRIVATE | POPULATE,
                            prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=m["off"])
         m["data"] = torch.frombuffer(region, dtype=torch.uint8)  # keeps the mapping alive
         del m["off"], m["nbytes"]

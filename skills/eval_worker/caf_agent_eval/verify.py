@@ -20,7 +20,7 @@ def compare(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float,
     if cand.dtype != ref.dtype:
         return False, f"dtype {cand.dtype} != expected {ref.dtype}", stats
     # On the reference's device: a GPU compares a large output in milliseconds, a CPU in seconds.
-    c = cand.detach().to(ref.device, torch.float64)
+    c = cand.detach().to(ref.device).to(torch.float64)  # moved first, widened there
     r = ref.detach().to(torch.float64)
     bad_c = ~torch.isfinite(c)
     bad_r = ~torch.isfinite(r)
@@ -62,7 +62,8 @@ def inputs_unchanged(before: list, after: list) -> str | None:
         if isinstance(b, torch.Tensor):
             if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
                 return f"input {i} changed shape or type during the call"
-            if not torch.equal(a.cpu(), b.cpu()) and not _equal_nan(a.cpu(), b.cpu()):
+            a = a.to(b.device)  # compared where the judge's copy is (a GPU: milliseconds)
+            if not torch.equal(a, b) and not _equal_nan(a, b):
                 return f"input {i} was modified in place during the call (inputs must be read-only)"
     return None
 

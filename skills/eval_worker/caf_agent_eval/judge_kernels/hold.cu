@@ -15,11 +15,21 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+// The hold's end, common to all its blocks: the first block to start sets it (caf_hold
+// zeroes it before each launch). With an end per block (its own start + ns), the blocks that
+// started first ended first and a side stream's blocks took their SMs before the start
+// event, which waits for the last block: a head start the side-stream accounting missed.
+__device__ unsigned long long g_until;
+
 // Rationale: 1024 threads per block; at most 32 registers per thread, so two blocks fill a
 // 2048-thread SM's registers (64 Ki) as well as its thread slots.
 __global__ void __launch_bounds__(1024, 2) hold_kernel(unsigned long long ns) {
   __shared__ unsigned long long until;
-  if (threadIdx.x == 0) until = global_ns() + ns;
+  if (threadIdx.x == 0) {
+    unsigned long long mine = global_ns() + ns;
+    unsigned long long first = atomicCAS(&g_until, 0ULL, mine);
+    until = first == 0ULL ? mine : first;
+  }
   __syncthreads();
   while (global_ns() < until) {
   }
@@ -55,7 +65,13 @@ int caf_hold_geometry(int dev, int* threads, int* blocks) {
 int caf_hold(int dev, unsigned long long ns, int threads, int blocks, unsigned long long stream) {
   cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) return static_cast<int>(e);
-  hold_kernel<<<blocks, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(ns);
+  void* until = nullptr;
+  e = cudaGetSymbolAddress(&until, g_until);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  e = cudaMemsetAsync(until, 0, sizeof(unsigned long long), s);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  hold_kernel<<<blocks, threads, 0, s>>>(ns);
   return static_cast<int>(cudaGetLastError());
 }
 
