@@ -81,3 +81,26 @@ def test_pipeline_with_the_judge_pool_stage(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert rc == 0 and report["kept"] == 1
     assert report["judge_pool"]["tasks"] == 1 and report["judge_pool"]["accepted"] == 1
+
+
+def test_sigterm_stops_the_run_and_writes_what_was_kept(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "datasets"))
+    p = subprocess.Popen([sys.executable, "-m", "caf_agent_data.pipeline", "--out", str(out), "--count", "500",
+                          "--slots", "1", "--no-transformers", "--min-ms", "0", "--max-ms", "10000"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    for line in p.stderr:
+        if "filter:" in line or time.time() > deadline:
+            break
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 2, err[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert "stopped by signal" in report["aborted"]
+    assert 0 < report["kept"] < 500
+    assert len([f for f in os.listdir(out) if f.endswith(".py")]) == report["kept"]
