@@ -39,13 +39,23 @@ def _geo(xs: list) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def _run(pool, jobs: list, what: str) -> list:
+def _run(pool, jobs: list, what: str, stopped: list) -> list:
+    """Results in job order; after a stop (pipeline.Stopped: SIGTERM, SIGINT) the jobs not
+    finished are None and `stopped` holds the reason."""
+    from .pipeline import Stopped
     out, t0 = [None] * len(jobs), time.time()
-    for n, (idx, r) in enumerate(pool.map(jobs), start=1):
-        out[idx] = r
-        if n % 25 == 0 or n == len(jobs):
-            log(f"{what}: {n}/{len(jobs)} in {time.time() - t0:.0f} s")
+    try:
+        for n, (idx, r) in enumerate(pool.map(jobs), start=1):
+            out[idx] = r
+            if n % 25 == 0 or n == len(jobs):
+                log(f"{what}: {n}/{len(jobs)} in {time.time() - t0:.0f} s")
+    except Stopped as e:
+        stopped.append(str(e))
     return out
+
+
+def _not_reached(name: str, why: str) -> dict:
+    return {"name": name, "kept": False, "stage": "not_reached", "reason": why}
 
 
 def level_table(rows: list, paper_bounds: tuple = (1.0, 100.0)) -> dict:
@@ -100,8 +110,10 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
     t0 = time.time()
     base = dict(MEASURE, device=device, seed=seed, **(options or {}))
     names = [t.name for t in tasks]
+    stopped: list = []
     with SlotPool(slots, timeout_s, threads) as pool:
-        eager = _run(pool, [(n, t.source, dict(base)) for n, t in zip(names, tasks)], "eager")
+        eager = _run(pool, [(n, t.source, dict(base)) for n, t in zip(names, tasks)], "eager", stopped)
+    eager = [r or _not_reached(n, stopped[0]) for n, r in zip(names, eager)]
     t_eager = time.time() - t0
     rows = []
     for t, r in zip(tasks, eager):
@@ -113,20 +125,21 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
         with open(partial_out, "w", encoding="utf-8") as f:
             json.dump({"rows": rows, "levels": level_table(rows), "eager_pass_s": round(t_eager, 1)}, f, indent=1)
     t_compile = 0.0
-    if do_compile:
+    if do_compile and not stopped:
         todo = _round_robin([i for i, r in enumerate(rows) if r["eager_ms"]], [t.level for t in tasks])
         t1 = time.time()
         with SlotPool(slots, compile_timeout_s, threads) as pool:
             step = 2 * slots
             for k in range(0, len(todo), step):
-                if compile_budget_s and time.time() - t1 > compile_budget_s:
+                if stopped or (compile_budget_s and time.time() - t1 > compile_budget_s):
+                    why = stopped[0] if stopped else f"the compile pass's budget ({compile_budget_s:g} s) ran out first"
                     for i in todo[k:]:
-                        rows[i]["compile_stage"] = "not_reached"
-                        rows[i]["compile_reason"] = f"the compile pass's budget ({compile_budget_s:g} s) ran out first"
+                        rows[i]["compile_stage"], rows[i]["compile_reason"] = "not_reached", why
                     break
                 chunk = todo[k:k + step]
                 comp = _run(pool, [(names[i], tasks[i].source, dict(base, compile=True)) for i in chunk],
-                            f"compile {k + len(chunk)}/{len(todo)}")
+                            f"compile {k + len(chunk)}/{len(todo)}", stopped)
+                comp = [r or _not_reached(names[i], stopped[0]) for i, r in zip(chunk, comp)]
                 for i, r in zip(chunk, comp):
                     if r["kept"]:
                         rows[i]["compile_ms"] = r["compile_ms"]
@@ -134,6 +147,7 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
                         rows[i]["compile_stage"], rows[i]["compile_reason"] = r["stage"], r["reason"]
         t_compile = time.time() - t1
     return {"rows": rows, "levels": level_table(rows), "device": device, "slots": slots,
+            "aborted": stopped[0] if stopped else None,
             "eager_pass_s": round(t_eager, 1), "compile_pass_s": round(t_compile, 1),
             "wall_s": round(time.time() - t0, 1)}
 
@@ -150,7 +164,10 @@ def markdown(report: dict) -> str:
                      f"{f(s['eager_ms_median'])} | {f(s['eager_ms_geomean'])} | {f(s['compile_ms_median'])} | "
                      f"{f(s['compile_speedup_geomean'])} | {s['compile_faster_5pct']} | {s['compile_slower_5pct']} | "
                      f"{s['eager_within_paper_bounds']} |")
-    bad = [r for r in report["rows"] if not r["eager_ms"] or r.get("compile_stage")]
+    unreached = [r for r in report["rows"] if r["eager_ms"] and r.get("compile_stage") == "not_reached"]
+    bad = [r for r in report["rows"] if not r["eager_ms"] or (r.get("compile_stage") and r not in unreached)]
+    if unreached:
+        lines += ["", f"torch.compile not reached for {len(unreached)} tasks: {unreached[0]['compile_reason']}"]
     if bad:
         lines += ["", "Not measured (stage: reason):", ""]
         for r in bad:
@@ -202,8 +219,12 @@ def main(argv=None) -> int:
     if a.limit:
         tasks = tasks[:a.limit]
     log(f"{len(tasks)} tasks from {a.tasks} ({len(ts.refused)} files refused by the reader)")
+    import signal
     import tempfile
     import torch
+    from .pipeline import _stop
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     opts = {}
     if a.time_budget_s is not None:
         opts["budget_s"] = a.time_budget_s
