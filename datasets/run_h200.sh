@@ -6,7 +6,8 @@
 #    and the kept/rejected breakdown in synth/report.json.
 # 2. kernelbench: caf_agent_data.evaluate over levels 1-3: judge-style load and validation,
 #    eager times (slots take turns timing), then torch.compile within a budget.
-# Caps (seconds, env): ST synth, KT kernelbench; CB the compile pass's budget. SLOTS_S,
+# Caps (seconds, env; a step past its cap is stopped and writes what it has): ST synth, KT
+# kernelbench; CB the compile pass's budget. SLOTS_S,
 # SLOTS_K: slots of each step. Steps run one after the other, never side by side.
 set -u
 KB=${1:?usage: datasets/run_h200.sh KERNELBENCH_CHECKOUT}
@@ -26,7 +27,7 @@ export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 cat "$OUT/env.txt"
 HF=""; $PY -c 'import transformers' 2>/dev/null || HF="--no-transformers"
 t0=$(date +%s)
-timeout "${ST:-75}" $PY -m caf_agent_data.pipeline --out "$OUT/synth" --seed 0 --count "${N:-1000}" \
+timeout "${ST:-90}" $PY -m caf_agent_data.pipeline --out "$OUT/synth" --seed 0 --count "${N:-1000}" \
   --max-candidates "${N:-1000}" --eval-set "$KB" --device "$DEVICE" --min-ms "${MIN_MS:-1}" --max-ms 100 \
   --scale "${SCALE:-16}" --max-numel $((1 << 26)) --slots "${SLOTS_S:-14}" --timeout-s 30 \
   --time-budget-s 0.05 --force $HF 2> "$OUT/synth.log" | tee "$OUT/synth_summary.txt"
@@ -35,7 +36,7 @@ grep "filter:" "$OUT/synth.log" | tail -1
 t0=$(date +%s)
 timeout "${KT:-100}" $PY -m caf_agent_data.evaluate --tasks "$KB" --levels 1,2,3 --device "$DEVICE" \
   --slots "${SLOTS_K:-12}" --serial-timing --time-budget-s 0.05 --timeout-s 40 --compile \
-  --compile-timeout-s 25 --compile-budget-s "${CB:-15}" ${LIMIT:+--limit "$LIMIT"} \
+  --compile-timeout-s 25 --compile-budget-s "${CB:-10}" ${LIMIT:+--limit "$LIMIT"} \
   --out "$OUT/kb.json" --markdown "$OUT/kb.md" > /dev/null 2> "$OUT/kb.log"
 echo "kernelbench rc=$? wall=$(( $(date +%s) - t0 )) s"
 head -6 "$OUT/kb.md" 2>/dev/null || tail -5 "$OUT/kb.log"
