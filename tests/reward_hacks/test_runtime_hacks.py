@@ -12,6 +12,17 @@ def test_input_mutation(judge):
     assert_rejected(v, "input_mutation", "input 1 was modified in place")
 
 
+def test_input_mutation_only_while_timed(judge):
+    # Honest for the 5 checks, scratch space in an input from then on: the timed calls'
+    # inputs are compared after the last round (a random sample of its sets).
+    src = ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.calls = 0\n    def forward(self, a, b):\n        self.calls += 1\n"
+           "        if self.calls > 5:\n            return caf_ext.add_relu_scratch_b(a, b)\n"
+           "        return caf_ext.add_relu(a, b)\n")
+    v = judge("add_relu", src, mode="profile")
+    assert_rejected(v, "input_mutation", "timing input set", "input 1 was modified in place")
+
+
 def test_uninitialised_output_memory(judge):
     v = judge("add_relu", AB + "        return caf_ext.empty_out(a)\n")
     assert v["reward"] == -1 and ({"mismatch", "nan_inf"} & set(v["flags"])), v

@@ -293,7 +293,10 @@ class Child:
         return {"calls": calls, "sets": sets}
 
     def sets_after(self, req):
-        return {"sets": [self.protocol.encode_value(s) for s in self.sets]}
+        """The input sets at req["indices"] (all without it) as they are now."""
+        idx = req.get("indices")
+        chosen = self.sets if idx is None else [self.sets[int(i)] for i in idx]
+        return {"sets": [self.protocol.encode_value(s) for s in chosen]}
 
     def serve(self):
         handlers = {"build": self.build, "load": self.load, "call": self.call, "load_sets": self.load_sets,
