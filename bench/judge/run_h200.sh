@@ -57,8 +57,14 @@ for s in $steps; do
       --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
     echo "kernelbench rc=$?"; grep -E "^L|SUMMARY" "$OUT/kernelbench.log" | tail -40 ;;
   suite)
-    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu tests/reward_hacks/cuda tests/skills \
-      > "$OUT/suite.log" 2>&1
+    # Three workers share the GPU, so a test that compares two profiles' times can see one
+    # of them inflated by another test's kernels (the side-stream test's honest add_relu:
+    # 0.36 ms beside another test, 0.036 ms alone, 2026-12-01): those run alone afterwards.
+    SERIAL="side_stream"
+    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" bash -c "
+      $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu -k 'not ($SERIAL)' tests/reward_hacks/cuda tests/skills
+      a=\$?; $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu -k '$SERIAL' tests/reward_hacks/cuda
+      b=\$?; exit \$(( a || b ))" > "$OUT/suite.log" 2>&1
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac
 done
