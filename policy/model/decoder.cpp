@@ -197,8 +197,13 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
       auto v_1kse = use.cache->v_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
       auto opts = positions_bt.options();
       auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + use.start).view({t, 1});
-      out_bhte = at::scaled_dot_product_attention(q_bhte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false,
-                                                  std::nullopt, /*enable_gqa=*/h != k);
+      // Rationale: keys repeated per query head rather than enable_gqa, which the masked
+      // memory-efficient CUDA kernel lacks (the fallback materialises [h, t, s] scores).
+      if (h != k) {
+        k_1kse = k_1kse.repeat_interleave(h / k, 1);
+        v_1kse = v_1kse.repeat_interleave(h / k, 1);
+      }
+      out_bhte = at::scaled_dot_product_attention(q_bhte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false);
     } else {
       out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
                                                   std::nullopt, /*enable_gqa=*/h != k);

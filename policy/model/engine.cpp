@@ -1,5 +1,6 @@
 // Shape legend: b decode rows (slots 0..b-1), r sampled rows (running + admitted), v vocab.
 #include "policy/model/engine.hpp"
+#include "policy/model/weight_exchange.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -215,10 +216,12 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
     tokens[static_cast<size_t>(i)] = slot->out.tokens.back();
     positions[static_cast<size_t>(i)] = slot->cached;
     keys = std::max(keys, slot->cached + 1);
+    stats.attended_keys += static_cast<uint64_t>(slot->cached + 1);
     live.push_back(i);
     rows.push_back(&*slot);
   }
   stats.decoded_tokens += live.size();
+  if (!live.empty()) ++stats.decode_steps;
   torch::Tensor logits_bv;
   if (graphs) {
     logits_bv = graphs->decode(tokens, positions, keys);
@@ -436,7 +439,10 @@ status generation_engine::load_weights(const std::string& model_dir, uint64_t ve
   if (const auto newest = policy_version(); version < newest)
     return fail("load_weights: version " + std::to_string(version) + " is older than the current " +
                 std::to_string(newest));
-  auto tensors = read_checkpoint_tensors(model_dir);
+  // "inproc:<key>": tensors a learner of this process staged (no disk); else a checkpoint.
+  const std::string prefix = in_process_weights_prefix;
+  auto tensors = model_dir.rfind(prefix, 0) == 0 ? in_process_weights(model_dir.substr(prefix.size()))
+                                                 : read_checkpoint_tensors(model_dir);
   if (!tensors) return tensors.error();
   tensor_map staged;
   try {

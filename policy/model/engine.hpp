@@ -53,6 +53,8 @@ struct engine_stats {
   uint64_t reused_tokens = 0;  ///< Prompt tokens whose keys came from the prefix cache.
   uint64_t copied_tokens = 0;  ///< Of those, keys copied from another slot's kept prefix.
   uint64_t decoded_tokens = 0;  ///< Tokens run through decode steps (one key each).
+  uint64_t decode_steps = 0;  ///< Steps that ran a decode pass.
+  uint64_t attended_keys = 0;  ///< Keys read by decode rows, summed (the KV traffic of decoding).
   uint64_t prefix_hits = 0;  ///< Admissions that reused at least one cached key.
   uint64_t evictions = 0;  ///< Kept prefixes given up (wholly or in part) to make room.
   uint64_t invalidations = 0;  ///< Kept prefixes dropped because new weights were applied.
@@ -82,7 +84,8 @@ class generation_engine {
   /// Ends a waiting or running request now; its partial result has reason aborted.
   std::optional<generation_result> cancel(uint64_t id);
 
-  /// Reads a checkpoint (same architecture), places it on the device and stages it; the next
+  /// Reads a checkpoint (same architecture), or the tensors staged in this process when
+  /// `model_dir` is "inproc:<key>" (policy/model/weight_exchange.hpp), places it on the device and stages it; the next
   /// step() swaps it in and reports `version`. A later call replaces a still-pending one.
   /// Fails, changing nothing, on missing files, shape mismatch or a version older than the
   /// current one.

@@ -139,7 +139,8 @@ void print_stats(const engine_stats& s) {
   const double looked_up = static_cast<double>(s.prefilled_tokens + s.reused_tokens);
   std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
             << ",\"copied\":" << s.copied_tokens << ",\"decoded\":" << s.decoded_tokens
-            << ",\"evictions\":" << s.evictions << ",\"prefix_hit_rate\":"
+            << ",\"evictions\":" << s.evictions << ",\"decode_steps\":" << s.decode_steps
+            << ",\"attended_keys\":" << s.attended_keys << ",\"prefix_hit_rate\":"
             << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
 }
 
@@ -240,6 +241,8 @@ int run_agent_bench(const args& a) {
   s.copied_tokens -= before.copied_tokens;
   s.decoded_tokens -= before.decoded_tokens;
   s.evictions -= before.evictions;
+  s.decode_steps -= before.decode_steps;
+  s.attended_keys -= before.attended_keys;
   std::cout << "{\"seconds\":" << seconds << ",\"generated\":" << generated << ",";
   print_stats(s);
   std::cout << "}\n";
@@ -261,42 +264,59 @@ int run_generate(const std::string& command, const args& a) {
     (void)engine.value()->run_until_idle();
     if (options.device != "cpu") torch::cuda::synchronize();
   }
-  const auto before = engine.value()->stats();
-  const auto start = std::chrono::steady_clock::now();
-  for (auto& r : requests) {
-    if (auto id = engine.value()->submit(std::move(r)); !id) {
-      std::cerr << id.error().message << "\n";
-      return 1;
-    }
-  }
-  // Step by hand to note when each sequence's prefill ended (its first token came out).
-  double first_token_s = 0;
+  // --repeat N (bench): the same requests N times on the same engine; later runs find the CUDA
+  // graphs of every bucket captured.
+  const int repeat = command == "bench" ? std::max(1, std::stoi(get(a, "repeat", "1"))) : 1;
   std::vector<generation_result> results;
-  while (!engine.value()->idle()) {
-    auto done = engine.value()->step();
-    if (!done) {
-      std::cerr << done.error().message << "\n";
-      return 1;
+  for (int rep = 0; rep < repeat; ++rep) {
+    results.clear();
+    const auto before = engine.value()->stats();
+    uint64_t prompt_tokens = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (auto r : requests) {
+      prompt_tokens += r.prompt.size();
+      if (auto id = engine.value()->submit(std::move(r)); !id) {
+        std::cerr << id.error().message << "\n";
+        return 1;
+      }
     }
-    if (first_token_s == 0 && engine.value()->stats().prefilled_tokens - before.prefilled_tokens > 0 &&
-        engine.value()->waiting() == 0) {
-      synchronize(options);
-      first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Step by hand to note when the last prompt's prefill ended.
+    double prefill_s = 0;
+    while (!engine.value()->idle()) {
+      auto done = engine.value()->step();
+      if (!done) {
+        std::cerr << done.error().message << "\n";
+        return 1;
+      }
+      const auto now = engine.value()->stats();
+      if (prefill_s == 0 && now.prefilled_tokens + now.reused_tokens - before.prefilled_tokens - before.reused_tokens >=
+                                prompt_tokens) {
+        synchronize(options);
+        prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      for (auto& r : done.value()) results.push_back(std::move(r));
     }
-    for (auto& r : done.value()) results.push_back(std::move(r));
+    synchronize(options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (command == "bench") {
+      size_t tokens = 0;
+      for (const auto& r : results) tokens += r.tokens.size();
+      auto s = engine.value()->stats();
+      s.prefilled_tokens -= before.prefilled_tokens;
+      s.reused_tokens -= before.reused_tokens;
+      s.copied_tokens -= before.copied_tokens;
+      s.decoded_tokens -= before.decoded_tokens;
+      s.decode_steps -= before.decode_steps;
+      s.attended_keys -= before.attended_keys;
+      s.evictions -= before.evictions;
+      std::cout << "{\"repeat\":" << rep << ",\"seconds\":" << seconds << ",\"tokens\":" << tokens
+                << ",\"prefill_seconds\":" << prefill_s << ",";
+      print_stats(s);
+      std::cout << "}\n";
+    }
   }
-  synchronize(options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (command == "bench") return 0;
   std::sort(results.begin(), results.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
-  if (command == "bench") {
-    size_t tokens = 0;
-    for (const auto& r : results) tokens += r.tokens.size();
-    std::cout << "{\"seconds\":" << seconds << ",\"tokens\":" << tokens << ",\"prefill_seconds\":" << first_token_s
-              << ",";
-    print_stats(engine.value()->stats());
-    std::cout << "}\n";
-    return 0;
-  }
   for (const auto& r : results) print_result(r);
   return 0;
 }
