@@ -6,6 +6,7 @@
 #include <boost/process/extend.hpp>
 
 #include "sandbox/fd_hygiene.hpp"
+#include "sandbox/node_reaper.hpp"
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -48,6 +50,9 @@ verdict verdict_for_failure(const worker_failure& f) {
 }
 
 struct worker_process::impl {
+  /// Own group, parent-death signal, a cgroup for its compilers and fork server: the worker
+  /// and everything it starts die with the node, even a SIGKILLed one.
+  std::unique_ptr<sandbox::node_child_guard> guard;
   bp::child child;
   int to_fd = -1;    // our end of the worker's stdin
   int from_fd = -1;  // our end of the worker's stdout
@@ -165,7 +170,11 @@ std::optional<worker_failure> worker_process::start() {
                                                            : bp::search_path(cfg_.python);
     // The worker's children run the agent's native code: none of the node's descriptors
     // (trajectory store, sockets) may reach them, so all but 0-2 close at exec.
-    const auto no_inherited_fds = bp::extend::on_exec_setup = [](auto&) {
+    static std::atomic<int> started{0};
+    p->guard = std::make_unique<sandbox::node_child_guard>(
+        "caf-agent-" + std::to_string(::getpid()) + "-worker-" + std::to_string(++started));
+    const auto no_inherited_fds = bp::extend::on_exec_setup = [guard = p->guard.get()](auto&) {
+      guard->in_child();
       if (!sandbox::mark_fds_cloexec_from(3)) ::_exit(126);
     };
     if (cfg_.stderr_path.empty())
@@ -174,6 +183,7 @@ std::optional<worker_failure> worker_process::start() {
     else
       p->child = bp::child(exe, args, bp::std_in < to_child, bp::std_out > from_child,
                            bp::std_err > cfg_.stderr_path, child_env, no_inherited_fds);
+    p->guard->started(p->child.id());
     // Keep our ends; the child's ends close in this process when the pipe objects go.
     p->to_fd = ::dup(to_child.native_sink());
     p->from_fd = ::dup(from_child.native_source());

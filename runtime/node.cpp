@@ -21,6 +21,7 @@
 #include "runtime/membership.hpp"
 #include "runtime/process.hpp"
 #include "runtime/roles.hpp"
+#include "sandbox/node_reaper.hpp"
 
 namespace caf_agent::runtime {
 
@@ -123,6 +124,10 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
 }  // namespace
 
 int run_node(const cli_options& opts, const app_config& cfg) {
+  // First, while this process has one thread: the reaper forks (see sandbox/node_reaper).
+  if (auto err = sandbox::start_node_reaper(); !err.empty())
+    log_error("caf-agent", "no reaper for this node's children (" + err +
+                               "); a SIGKILLed node may leave its eval workers running");
   exit_latch latch;
   install_signal_latch(latch);
   if (opts.role == "coordinator") return run_coordinator(opts, cfg, latch);

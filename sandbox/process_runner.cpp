@@ -2,6 +2,7 @@
 
 #include "sandbox/episode_cgroup.hpp"
 #include "sandbox/fd_hygiene.hpp"
+#include "sandbox/node_reaper.hpp"
 
 #include <boost/process/args.hpp>
 #include <boost/process/child.hpp>
@@ -53,9 +54,9 @@ std::mutex& spawn_mutex() {
 }
 
 /// Runs in the forked child before exec: group, limits, fds, identity.
-void child_setup(const spawn_spec& s) {
+void child_setup(const spawn_spec& s, pid_t parent) {
   if (::setpgid(0, 0) != 0) child_fail("setpgid");
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  die_with_parent(parent);  // and bwrap's --die-with-parent takes its pid namespace along
   const std::pair<int, std::uint64_t> limits[] = {
       {RLIMIT_CPU, s.limits.cpu_seconds},         {RLIMIT_AS, s.limits.address_space_bytes},
       {RLIMIT_NPROC, s.limits.max_processes},     {RLIMIT_FSIZE, s.limits.file_size_bytes},
@@ -89,6 +90,7 @@ struct process_tree::impl {
   void kill_and_reap() {
     if (reaped || !child.valid()) return;
     ::kill(-child.id(), SIGKILL);
+    reaper_forget_group(child.id());
     std::error_code ec;
     child.wait(ec);
     reaped = true;
@@ -117,13 +119,16 @@ std::unique_ptr<process_tree> process_tree::start(const spawn_spec& spec, std::s
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   std::error_code ec;
   auto p = std::make_unique<impl>();
+  const pid_t parent = ::getpid();
   {
     std::lock_guard<std::mutex> lock(spawn_mutex());
     p->child = bp::child(bp::exe = spec.argv[0], bp::args = args, env, bp::start_dir = spec.cwd,
                          bp::std_in < bp::null, (bp::std_out & bp::std_err) > out,
-                         bp::extend::on_exec_setup = [&spec](auto&) { child_setup(spec); }, ec);
+                         bp::extend::on_exec_setup = [&spec, parent](auto&) { child_setup(spec, parent); }, ec);
   }
   if (ec) return error = fmt::format("cannot start '{}': {}", spec.argv[0], ec.message()), nullptr;
+  // A SIGKILLed node runs no destructor: its reaper kills the group instead.
+  reaper_watch_group(p->child.id());
   p->out_fd = out.native_source();
   out.assign_source(-1);  // ownership moves to impl; the sink closes with `out`
   return std::unique_ptr<process_tree>(new process_tree(std::move(p)));
