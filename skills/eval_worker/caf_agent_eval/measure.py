@@ -283,12 +283,13 @@ def calibration_round(child, n: int, call_ms: float, t: dict, o: dict,
     """One calibration round in the child (child.time_round): n calls of the judge's own
     wait of call_ms (the claimed median call), outputs of the reference's sizes kept, the
     same flush, hold, syncs and reference calls as a timed round. Returns (parent ms, ms of
-    waits the parent knows it contains, the child's span). A GPU without the hold kernel
-    waits with torch's cycle spin, whose length the parent does not know: counted as 0,
-    which only makes the check stricter."""
+    waits the parent knows it contains, the child's span). Without the hold kernel (a CPU,
+    or a GPU where none was built) the calls do not wait."""
     from .job import JobFailed
     req = _time_request([0] * n, t, hold_ms)  # the calls ignore their inputs
-    wait_ms = max(0.0, min(float(call_ms), 1e4))
+    # Only the hold kernel waits a time this process knows; without it the calls do not wait
+    # (the reference calls' waits are then taken off the timed rounds alone: same result).
+    wait_ms = max(0.0, min(float(call_ms), 1e4)) if hold_ms > 0 else 0.0
     req["calibrate"] = {"ms": wait_ms}
     t0 = perf()
     rep = child.request(req, o["round_timeout_s"], "timing (calibration)")
@@ -299,7 +300,10 @@ def calibration_round(child, n: int, call_ms: float, t: dict, o: dict,
     if rep.get("tampered"):
         raise JobFailed("timing functions were replaced: " + ", ".join(rep["tampered"]),
                         "timer_tampering")
-    known = wait_ms if rep.get("held") else 0.0
+    if rep.get("held") is not (hold_ms > 0):  # as for a timed round: the judge's own failure
+        raise RuntimeError("timing: a calibration round was not held as asked "
+                           f"({str(rep.get('hold_error'))[:300]})")
+    known = wait_ms  # the child's claims do not enter: a wait it skipped only makes the check stricter
     span = rep.get("span_ms")
     span = float(span) if isinstance(span, (int, float)) and not isinstance(span, bool) else None
     return parent_ms, known, span
