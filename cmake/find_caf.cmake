@@ -2,6 +2,7 @@
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
 find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+find_library(CAF_OPENSSL_LIBRARY caf_openssl REQUIRED)
 if(NOT EXISTS "${CAF_INCLUDE_DIR}/caf/type_id.hpp")
   message(FATAL_ERROR "CAF at ${CAF_INCLUDE_DIR} has no caf/type_id.hpp; caf-agent needs CAF 0.17.6")
 endif()
@@ -13,4 +14,9 @@ add_library(caf::io SHARED IMPORTED)
 set_target_properties(caf::io PROPERTIES
   IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
   INTERFACE_LINK_LIBRARIES caf::core)
+# Mutual TLS between nodes (runtime/tls.hpp): CAF's OpenSSL module, shipped by libcaf-dev.
+add_library(caf::openssl SHARED IMPORTED)
+set_target_properties(caf::openssl PROPERTIES
+  IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+  INTERFACE_LINK_LIBRARIES caf::io)
 message(STATUS "CAF: ${CAF_CORE_LIBRARY}")

@@ -4,8 +4,10 @@
 #include <thread>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "messages/type_ids.hpp"
+#include "runtime/tls.hpp"
 
 namespace caf_agent::runtime {
 
@@ -15,6 +17,14 @@ std::string app_identifier() {
 
 void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg) {
   caf_cfg.load<caf::io::middleman>();
+  if (tls_enabled(cfg.cluster)) {
+    // CAF's OpenSSL module: with a certificate, key and CA set, both ends of every connection
+    // present a certificate and verify the other's against the CA (runtime/tls.hpp).
+    caf_cfg.load<caf::openssl::manager>();
+    caf_cfg.openssl_certificate = cfg.cluster.tls_cert;
+    caf_cfg.openssl_key = cfg.cluster.tls_key;
+    caf_cfg.openssl_cafile = cfg.cluster.tls_ca;
+  }
   caf_cfg.add_message_types<caf::id_block::caf_agent>();
   auto threads = cfg.runtime.scheduler_threads > 0
                      ? static_cast<size_t>(cfg.runtime.scheduler_threads)

@@ -11,8 +11,8 @@ namespace caf_agent::runtime {
 /// caf-agent protocol version refuse each other's connections.
 std::string app_identifier();
 
-/// Loads the middleman, registers every message type, turns on CAF's
-/// heartbeats and sets scheduler threads from `cfg`.
+/// Loads the middleman (and CAF's OpenSSL module when [cluster] sets TLS), registers every
+/// message type, turns on CAF's heartbeats and sets scheduler threads from `cfg`.
 void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg);
 
 }  // namespace caf_agent::runtime

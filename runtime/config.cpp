@@ -41,6 +41,9 @@ void cluster_config::read(section_reader& r) {
   r.read("node_timeout_ms", node_timeout_ms);
   r.read("connect_timeout_ms", connect_timeout_ms);
   r.read("rejoin_timeout_ms", rejoin_timeout_ms);
+  r.read("tls_cert", tls_cert);
+  r.read("tls_key", tls_key);
+  r.read("tls_ca", tls_ca);
 }
 
 void cluster_config::validate(section_reader& r) const {
@@ -58,6 +61,10 @@ void cluster_config::validate(section_reader& r) const {
   require_range(r, "rejoin_timeout_ms", static_cast<double>(rejoin_timeout_ms), 0, 86400000);
   if (coordinator.find(':') == std::string::npos)
     r.error("coordinator", "must be HOST:PORT, got '" + coordinator + "'");
+  const int tls_set = !tls_cert.empty() + !tls_key.empty() + !tls_ca.empty();
+  if (tls_set != 0 && tls_set != 3)
+    r.error(tls_cert.empty() ? "tls_cert" : tls_key.empty() ? "tls_key" : "tls_ca",
+            "must be set: TLS needs tls_cert, tls_key and tls_ca together");
 }
 
 void process_config::read(section_reader& r) {

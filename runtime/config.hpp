@@ -26,6 +26,12 @@ struct cluster_config {
   /// How long a member keeps trying to rejoin a coordinator it lost (a restart, or this
   /// node was frozen and dropped) before it exits with code 3; 0 = exit at once.
   int64_t rejoin_timeout_ms = 60000;
+  /// Mutual TLS between nodes (runtime/tls.hpp): this node's PEM certificate (chain), its
+  /// unencrypted PEM key and the cluster CA's certificate. All three or none; none means
+  /// plaintext, which is allowed on loopback only.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };

@@ -52,7 +52,7 @@ int run_inspector(const cli_options& opts, const app_config& cfg) {
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
-  auto coord = connect_coordinator(sys, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms);
+  auto coord = connect_coordinator(sys, cfg.cluster, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms);
   if (!coord.ok) {
     log_error("caf-agent", coord.error);
     return 2;

@@ -54,7 +54,7 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
 connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, bool rejoining,
                                  std::chrono::steady_clock::time_point deadline, exit_latch& latch) {
   for (;;) {
-    auto coord = connect_coordinator(sys, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
+    auto coord = connect_coordinator(sys, cfg.cluster, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
     if (coord.ok || !rejoining || std::chrono::steady_clock::now() >= deadline) return coord;
     // Rationale: 200 ms between attempts finds a restarted coordinator within a fraction
     // of a second without flooding a host that is still down.
