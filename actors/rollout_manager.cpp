@@ -10,6 +10,7 @@
 #include "actors/log.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/pool_choice.hpp"
+#include "rollout/wire_limit.hpp"
 
 namespace caf_agent {
 
@@ -210,6 +211,8 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
       [=](trajectory_record& rec) {
         auto& s = self->state;
         s.running.erase(rec.episode_id);
+        if (rollout::fit_record_to_wire(rec))  // past BASP's limits: aborted, with the sizes
+          log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);
         if (s.driver) self->send(s.driver, std::move(rec));
         admit(self);
         report_capacity(self);
