@@ -14,6 +14,7 @@
 
 #include "messages/policy.hpp"
 #include "policy/text/json.hpp"
+#include "policy/text/tokenizer.hpp"
 
 namespace caf_agent::rollout {
 
@@ -65,13 +66,23 @@ struct sim_policy_options {
 /// Scripted tool calls with realistic latency; for load tests.
 std::unique_ptr<policy_backend> make_sim_policy(sim_policy_options opts);
 
+/// Token mode of the replay backend: the checkpoint's tokenizer and its end-of-turn id.
+struct replay_tokens {
+  std::shared_ptr<const policy::tokenizer> tok;  ///< null: text mode
+  int32_t im_end = -1;                           ///< appended to every turn's tokens
+};
+
 /// Replays recorded assistant turns. The file is JSONL, one object per line:
 /// {"task_id": "add_relu" | "*", "turns": ["<assistant text>", ...]}.
 /// An episode of task T replays the entry for T (else "*"); past the recorded
-/// turns it answers with a final answer. Returns an error message instead of a
-/// backend when the file is missing or malformed (names the line).
+/// turns it answers with a final answer. With `tokens` (token mode) every
+/// completion also carries the turn's text encoded with that tokenizer plus the
+/// end-of-turn token, and logprob 0 per token (nothing was sampled), so the
+/// episode records token-level demonstrations for rejection fine-tuning.
+/// Returns an error message instead of a backend when the file is missing or
+/// malformed (names the line).
 std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
-                                                   std::string& error);
+                                                   std::string& error, replay_tokens tokens = {});
 
 /// Settings of the openai backend.
 struct openai_policy_options {

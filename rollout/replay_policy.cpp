@@ -12,8 +12,9 @@ namespace {
 
 class replay_policy final : public policy_backend {
  public:
-  replay_policy(std::map<std::string, std::vector<std::string>> episodes, double latency_ms)
-      : episodes_(std::move(episodes)), latency_ms_(latency_ms) {}
+  replay_policy(std::map<std::string, std::vector<std::string>> episodes, double latency_ms,
+                replay_tokens tokens)
+      : episodes_(std::move(episodes)), latency_ms_(latency_ms), tokens_(std::move(tokens)) {}
 
   backend_reply generate(const messages::generate_request& req) override {
     backend_reply r;
@@ -29,6 +30,15 @@ class replay_policy final : public policy_backend {
     auto turn = static_cast<size_t>(req.turn);
     r.completion.text = turn < it->second.size() ? it->second[turn]
                                                  : "Recorded episode ends here.";
+    if (tokens_.tok) {
+      // The recorded text is the demonstration: its tokens are what the model should sample
+      // after the generation prompt, ending the turn with the end-of-turn token. No sampler
+      // ran, so there is no sampler logprob; 0 stands in (RFT does not read it).
+      auto ids = tokens_.tok->encode(r.completion.text);
+      r.completion.tokens.assign(ids.begin(), ids.end());
+      r.completion.tokens.push_back(tokens_.im_end);
+      r.completion.logprobs.assign(r.completion.tokens.size(), 0.0f);
+    }
     r.delay = std::chrono::microseconds(static_cast<int64_t>(latency_ms_ * 1000));
     return r;
   }
@@ -38,12 +48,17 @@ class replay_policy final : public policy_backend {
  private:
   std::map<std::string, std::vector<std::string>> episodes_;
   double latency_ms_;
+  replay_tokens tokens_;
 };
 
 }  // namespace
 
 std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
-                                                   std::string& error) {
+                                                   std::string& error, replay_tokens tokens) {
+  if (tokens.tok && tokens.im_end < 0) {
+    error = "replay: token mode needs the end-of-turn token's id";
+    return nullptr;
+  }
   std::ifstream in{path};
   if (!in) {
     error = "cannot read replay file '" + path + "'";
@@ -81,7 +96,7 @@ std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, doub
     error = "replay file '" + path + "' has no episodes";
     return nullptr;
   }
-  return std::make_unique<replay_policy>(std::move(episodes), latency_ms);
+  return std::make_unique<replay_policy>(std::move(episodes), latency_ms, std::move(tokens));
 }
 
 }  // namespace caf_agent::rollout

@@ -104,7 +104,6 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
     o.latency_ms_mean = p.sim_latency_ms_mean;
     return rollout::make_sim_policy(o);
   }
-  if (p.backend == "replay") return rollout::make_replay_policy(p.replay_path, 0, error);
   if (p.backend == "openai") {
     rollout::openai_policy_options o;
     o.base_url = p.base_url;
@@ -139,6 +138,37 @@ struct policy_endpoint {
   std::shared_ptr<policy::engine_service> engine;      ///< libtorch: shared with the HTTP server
 #endif
 };
+
+/// The replay backend. Token-level when `policy.model_dir` holds a tokenizer.json (the
+/// default's small model after ./x setup): episodes then keep the exact token sequence of the
+/// recorded conversation under that checkpoint's chat template, with the loss mask on the
+/// recorded assistant turns, so `trajectory_tool batch --stage rft` can train on it. Without
+/// a tokenizer there the replay stays text-level (records without tokens), and says so.
+std::string start_replay_policy(caf::actor_system& sys, const app_config& cfg, policy_endpoint& out) {
+  auto& p = cfg.policy;
+  rollout::replay_tokens tokens;
+  const auto tok_path = fs::path{p.model_dir} / "tokenizer.json";
+  std::string mode = "text-level (no " + tok_path.string() + ")";
+  if (!p.model_dir.empty() && fs::exists(tok_path)) {
+    auto tok = policy::tokenizer::from_file(tok_path.string());
+    if (!tok) return "policy.model_dir: " + tok.error().message;
+    auto chat_format = policy::checkpoint_chat_format(p.model_dir);
+    if (!chat_format) return "policy.model_dir: " + chat_format.error().message;
+    auto im_end = tok.value().token_to_id(chat_format->im_end);
+    if (!im_end) return "policy.model_dir: the tokenizer has no " + chat_format->im_end + " token";
+    out.tokenizer = std::make_shared<const policy::tokenizer>(std::move(tok.value()));
+    out.chat_format = std::move(chat_format.value());
+    tokens = {out.tokenizer, *im_end};
+    mode = "token-level with the chat format of " + p.model_dir;
+  }
+  std::string error;
+  std::shared_ptr<rollout::policy_backend> backend =
+      rollout::make_replay_policy(p.replay_path, 0, error, std::move(tokens));
+  if (!backend) return error;
+  out.description = "replay " + p.replay_path + ", " + mode;
+  out.server = spawn_policy_server(sys, backend, 1);
+  return {};
+}
 
 std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_endpoint& out) {
   auto& p = cfg.policy;
@@ -193,6 +223,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
 #endif
   }
   std::string error;
+  if (p.backend == "replay") return start_replay_policy(sys, cfg, out);
   auto backend = make_backend(cfg, error);
   if (!backend) return error;
   out.description = backend->name();

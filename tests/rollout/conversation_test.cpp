@@ -5,6 +5,8 @@
 #include <fstream>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "rollout/conversation.hpp"
 #include "rollout/eval_report.hpp"
 #include "rollout/policy_backend.hpp"
@@ -208,4 +210,47 @@ TEST(conversation_tokens, a_turn_cut_by_the_length_limit_gets_an_unmasked_end_an
   EXPECT_EQ(tokens[prompt_size + sampled.size()], *tok->token_to_id("<|im_end|>"));
   EXPECT_EQ(c.loss_mask()[prompt_size + sampled.size()], 0);  // added, not sampled
   EXPECT_EQ(c.token_logprobs().size(), tokens.size());
+}
+
+TEST(policy_backends, replay_in_token_mode_gives_the_recorded_turn_as_tokens_the_conversation_keeps) {
+  auto tok = tiny_tokenizer();
+  if (!tok) GTEST_SKIP() << "no small model tokenizer (./x setup creates models/tiny-qwen2)";
+  const std::string turn = "Task t.\n<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"model.py\"}}\n</tool_call>";
+  auto path = std::filesystem::temp_directory_path() / "caf_agent_replay_tokens.jsonl";
+  std::ofstream{path} << nlohmann::json({{"task_id", "t"}, {"turns", {turn, "Done."}}}).dump() << "\n";
+  std::string error;
+  auto shared = std::make_shared<const policy::tokenizer>(*tok);
+  const int32_t im_end = *tok->token_to_id("<|im_end|>");
+  EXPECT_FALSE(make_replay_policy(path.string(), 0, error, {shared, -1}));  // token mode needs the end id
+  EXPECT_NE(error.find("end-of-turn"), std::string::npos);
+  auto p = make_replay_policy(path.string(), 0, error, {shared, im_end});
+  ASSERT_TRUE(p) << error;
+  conversation c{"skill", "task", {}, {131072, 16384}, &*tok};
+  const auto prompt_size = c.prompt_tokens().size();
+  messages::generate_request req;
+  req.task_id = "t";
+  auto first = p->generate(req).completion;
+  ASSERT_FALSE(first.tokens.empty());
+  EXPECT_EQ(first.tokens.back(), im_end);
+  EXPECT_EQ(first.logprobs, std::vector<float>(first.tokens.size(), 0.0f));
+  auto actions = c.on_sampled(first.tokens, first.logprobs);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(c.assistant_texts().back(), turn);  // decodes back to the recording
+  c.add_observation(actions[0].call_id, "the model");
+  (void) c.prompt_tokens();
+  req.turn = 1;
+  auto last = p->generate(req).completion;
+  EXPECT_TRUE(c.on_sampled(last.tokens, last.logprobs).empty());
+  c.close_tokens();
+  // The loss mask is 1 on the two recorded turns (their end token included), 0 elsewhere.
+  const auto& mask = c.loss_mask();
+  const auto starts = c.assistant_turn_starts();
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0], prompt_size);
+  size_t ones = 0;
+  for (auto m : mask) ones += m;
+  EXPECT_EQ(ones, first.tokens.size() + last.tokens.size());
+  for (size_t i = 0; i < first.tokens.size(); ++i) EXPECT_EQ(mask[starts[0] + i], 1);
+  for (size_t i = 0; i < last.tokens.size(); ++i) EXPECT_EQ(mask[starts[1] + i], 1);
+  EXPECT_EQ(c.tokens()[starts[1] + last.tokens.size() - 1], im_end);
 }
