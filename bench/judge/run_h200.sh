@@ -63,7 +63,7 @@ for s in $steps; do
     SERIAL="side_stream"
     CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" bash -c "
       $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu -k 'not ($SERIAL)' tests/reward_hacks/cuda tests/skills
-      a=\$?; $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu -k '$SERIAL' tests/reward_hacks/cuda
+      a=\$?; $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu -k '$SERIAL' tests/reward_hacks/cuda tests/skills
       b=\$?; exit \$(( a || b ))" > "$OUT/suite.log" 2>&1
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac
