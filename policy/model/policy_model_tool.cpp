@@ -258,7 +258,9 @@ int run_generate(const std::string& command, const args& a) {
   }
   auto requests = requests_of(a);
   if (command == "bench") {  // Warm-up: one short request (allocator, kernels, pinned memory).
+    // Its own prompt, so the prefix cache does not hand the timed run a prefilled first prompt.
     generation_request warm = requests.front();
+    warm.prompt.assign(8, 3);
     warm.max_new_tokens = 4;
     (void)engine.value()->submit(warm);
     (void)engine.value()->run_until_idle();
