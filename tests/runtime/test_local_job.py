@@ -1,6 +1,7 @@
 """The main job: `caf-agent --role local` on the embedded default runs every bundled task
 through real sandboxes and real evaluations, prints the report, and exits 0; an
 interrupted run still gives every started episode its one record."""
+import json
 import os
 import pathlib
 import signal
@@ -8,7 +9,7 @@ import subprocess
 
 import pytest
 
-from cafagent_testlib import REPO, records_in, store_of, tiny_model
+from cafagent_testlib import REPO, build_dir, records_in, store_of, tiny_model
 
 
 def local_config(tmp_path, ws, build_workers=-1):
@@ -23,8 +24,10 @@ def local_config(tmp_path, ws, build_workers=-1):
 
 def test_local_eval_run_reports_every_task(caf_agent, tmp_path, workspace_root):
     # With a build stage (the default only on CUDA slots): the recorded kernels below are
-    # compiled by a --build-only worker ahead of the slot, and judged the same.
+    # compiled by a --build-only worker ahead of the slot, and judged the same. With the small
+    # model's tokenizer the replay is token-level: the records are RFT demonstrations.
     cfg = local_config(tmp_path, workspace_root, build_workers=1)
+    cfg.write_text(cfg.read_text() + f'model_dir = "{tiny_model()}"\n')
     res = subprocess.run([str(caf_agent), "--role", "local", "--eval", "--config", str(cfg)],
                          capture_output=True, text=True, timeout=900, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -43,6 +46,41 @@ def test_local_eval_run_reports_every_task(caf_agent, tmp_path, workspace_root):
         assert by_task[task]["reward"] >= 1 and by_task[task]["termination"] == "finished"
         assert any("compile: OK" in o for o in by_task[task]["observations"])
         assert any(o.startswith("verify: PASS") for o in by_task[task]["observations"])
+    check_replay_tokens(records)
+    # Every record is a clean success, so all of them are RFT training data.
+    packed = subprocess.run([str(build_dir() / "rollout" / "trajectory_tool"), "batch", "--store",
+                             str(store_of(res.stdout)), "--stage", "rft", "--out", str(tmp_path / "rft.json")],
+                            capture_output=True, text=True, timeout=60)
+    assert packed.returncode == 0, packed.stderr
+    assert json.loads(packed.stdout)["kept"] == len(tasks), packed.stdout
+
+
+def check_replay_tokens(records):
+    """Token-level replay records: the loss mask covers exactly the recorded assistant turns
+    (each ending with <|im_end|>), which decode (with the `tokenizers` library, not ours) to
+    the recorded texts; everything else (system prompt, task, tool results) is masked out."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(tiny_model() / "tokenizer.json"))
+    im_end = tok.token_to_id("<|im_end|>")
+    for r in records:
+        tokens, mask = list(r["tokens"]), list(r["loss_mask"])
+        assert tokens and len(tokens) == len(mask) == len(r["logprobs"]), r["task_id"]
+        spans, start = [], None
+        for i, m in enumerate(mask + [0]):
+            if m and start is None:
+                start = i
+            elif not m and start is not None:
+                spans.append((start, i))
+                start = None
+        assert [s for s, _ in spans] == r["turn_starts"], r["task_id"]
+        assert len(spans) == len(r["turn_texts"]) == r["turns"], r["task_id"]
+        for (s, e), text in zip(spans, r["turn_texts"]):
+            assert tokens[e - 1] == im_end
+            assert tok.decode(tokens[s:e - 1], skip_special_tokens=False) == text
+        # The prompt before the first turn is the chat template's system and user messages.
+        head = tok.decode(tokens[:spans[0][0]], skip_special_tokens=False)
+        assert head.startswith("<|im_start|>system\n") and head.endswith("<|im_start|>assistant\n")
+        assert f"Task {r['task_id']}" in head
 
 
 def test_interrupted_run_records_every_started_episode(caf_agent, tmp_path, workspace_root):
