@@ -1,6 +1,8 @@
 // learner_tool: the learner on one machine, without the cluster (tests, parity, benchmarks).
-//   step  --model DIR --batch FILE [--stage ppo|rft|vp] [--critic DIR] --out DIR
-//         one training step on a stored batch; prints the step report (JSON) and writes a
+//   step  --model DIR --batch FILE [--stage ppo|rft|vp] [--critic DIR] [--steps N] --out DIR
+//         one training step (N with --steps, over the same batch, the optimizer state carried
+//         on; --batch-sequences K: each step the next K trajectories, round robin) on a stored
+//         batch; prints each step report (JSON, one line) and writes a
 //         checkpoint (step-00000001/ with actor/, critic/, optimizer state) under --out
 //   grad  --model DIR --batch FILE --out FILE [--values]
 //         loss = sum over sampled tokens of log p (+ the critic's values with --values; the
@@ -133,9 +135,23 @@ int run_step(const args& a) {
   }
   auto t = trainer::create(actor.value(), critic, options_of(a));
   if (!t) return report_error(t.error().message);
-  auto r = t.value().step(batch.value(), stage.value());
-  if (!r) return report_error(r.error().message);
-  std::cout << r.value().to_json() << "\n";
+  // --steps N: N steps over the same batch in one process (the optimizer state carries over),
+  // one report line each; the recipe's RFT epochs (docs/TRAINING.md).
+  // --batch-sequences K: each step takes the next K trajectories of the batch (round robin, in
+  // batch order), so one pass over the batch is several optimizer steps.
+  const int64_t steps = std::stoll(get(a, "steps", "1"));
+  if (steps < 1) return report_error("--steps must be >= 1");
+  const int64_t n = batch.value().sequences();
+  const int64_t per_step = std::stoll(get(a, "batch-sequences", std::to_string(n)));
+  if (per_step < 1) return report_error("--batch-sequences must be >= 1");
+  result<step_report> r = fail("no step ran");
+  for (int64_t i = 0; i < steps; ++i) {
+    std::vector<int64_t> pick;
+    for (int64_t k = 0; k < std::min(per_step, n); ++k) pick.push_back((i * per_step + k) % n);
+    r = t.value().step(per_step >= n ? batch.value() : batch.value().select(pick), stage.value());
+    if (!r) return report_error(r.error().message);
+    std::cout << r.value().to_json() << std::endl;
+  }
   if (a.count("out")) {
     auto saved = save_checkpoint(get(a, "out"), {t.value().steps(), 1}, t.value().checkpoint_parts());
     if (!saved) return report_error(saved.error().message);
@@ -268,7 +284,7 @@ int main(int argc, char** argv) {
   args a;
   if (!caf_agent::policy::parse_tool_args(argc, argv, 2, a)) return 2;
   static const std::map<std::string, std::vector<std::string>> known = {
-      {"step", {"model", "batch", "stage", "critic", "out"}},
+      {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences"}},
       {"grad", {"model", "batch", "out", "values"}},
       {"bench", {"model", "context", "seq-len", "steps", "peak-tflops"}}};
   static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",
