@@ -27,11 +27,15 @@ export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
 cat "$OUT/env.txt"
 HF=""; $PY -c 'import transformers' 2>/dev/null || HF="--no-transformers"
 t0=$(date +%s)
-timeout "${ST:-90}" $PY -m caf_agent_data.pipeline --out "$OUT/synth" --seed 0 --count "${N:-1000}" \
+# The dataset itself stays on the machine (too many files to bring back); its manifest and
+# report are copied to $OUT.
+SYN=${SYN:-/tmp/datasets-synth}
+timeout "${ST:-90}" $PY -m caf_agent_data.pipeline --out "$SYN" --seed 0 --count "${N:-1000}" \
   --max-candidates "${N:-1000}" --eval-set "$KB" --device "$DEVICE" --min-ms "${MIN_MS:-1}" --max-ms 100 \
   --scale "${SCALE:-16}" --max-numel $((1 << 26)) --slots "${SLOTS_S:-14}" --timeout-s 30 \
   --time-budget-s 0.05 --force $HF 2> "$OUT/synth.log" | tee "$OUT/synth_summary.txt"
 echo "synth rc=${PIPESTATUS[0]} wall=$(( $(date +%s) - t0 )) s"
+cp "$SYN/manifest.jsonl" "$SYN/report.json" "$OUT/" 2>/dev/null
 grep "filter:" "$OUT/synth.log" | tail -1
 t0=$(date +%s)
 timeout "${KT:-100}" $PY -m caf_agent_data.evaluate --tasks "$KB" --levels 1,2,3 --device "$DEVICE" \

@@ -54,6 +54,24 @@ def _run(pool, jobs: list, what: str, stopped: list) -> list:
     return out
 
 
+def _retry_alone(results: list, jobs: list, timeout_s: float, threads: int, stopped: list, what: str) -> list:
+    """Runs again, in one slot with the whole device, the jobs whose result says retry_alone
+    (refused for size or out of memory under a memory share); notes the retry."""
+    from .slots import SlotPool
+    again = [i for i, r in enumerate(results) if r and r.get("retry_alone")]
+    if not again or stopped:
+        return results
+    log(f"{what}: {len(again)} tasks again, alone on the device")
+    with SlotPool(1, timeout_s, threads) as pool:
+        redo = _run(pool, [(jobs[i][0], jobs[i][1], dict(jobs[i][2], memory_share=1.0)) for i in again],
+                    f"{what} alone", stopped)
+    for i, r in zip(again, redo):
+        if r is not None:
+            r.setdefault("notes", []).append(f"run alone on the device after: {results[i]['reason'][:160]}")
+            results[i] = r
+    return results
+
+
 def _not_reached(name: str, why: str) -> dict:
     return {"name": name, "kept": False, "stage": "not_reached", "reason": why}
 
@@ -111,8 +129,10 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
     base = dict(MEASURE, device=device, seed=seed, **(options or {}))
     names = [t.name for t in tasks]
     stopped: list = []
+    eager_jobs = [(n, t.source, dict(base)) for n, t in zip(names, tasks)]
     with SlotPool(slots, timeout_s, threads) as pool:
-        eager = _run(pool, [(n, t.source, dict(base)) for n, t in zip(names, tasks)], "eager", stopped)
+        eager = _run(pool, eager_jobs, "eager", stopped)
+    eager = _retry_alone(eager, eager_jobs, timeout_s, threads, stopped, "eager")
     eager = [r or _not_reached(n, stopped[0]) for n, r in zip(names, eager)]
     t_eager = time.time() - t0
     rows = []
@@ -137,8 +157,9 @@ def evaluate(tasks: list, device: str, slots: int, threads: int, timeout_s: floa
                         rows[i]["compile_stage"], rows[i]["compile_reason"] = "not_reached", why
                     break
                 chunk = todo[k:k + step]
-                comp = _run(pool, [(names[i], tasks[i].source, dict(base, compile=True)) for i in chunk],
-                            f"compile {k + len(chunk)}/{len(todo)}", stopped)
+                cjobs = [(names[i], tasks[i].source, dict(base, compile=True)) for i in chunk]
+                comp = _run(pool, cjobs, f"compile {k + len(chunk)}/{len(todo)}", stopped)
+                comp = _retry_alone(comp, cjobs, compile_timeout_s, threads, stopped, "compile")
                 comp = [r or _not_reached(names[i], stopped[0]) for i, r in zip(chunk, comp)]
                 for i, r in zip(chunk, comp):
                     if r["kept"]:
@@ -205,6 +226,8 @@ def main(argv=None) -> int:
     p.add_argument("--time-budget-s", type=float, default=None, help="timing budget per task (filter.DEFAULTS budget_s)")
     p.add_argument("--serial-timing", action="store_true",
                    help="slots take turns timing (a lock file): no two timings overlap on a shared GPU")
+    p.add_argument("--memory-share", type=float, default=0.0,
+                   help="each slot's share of the device memory in the size check (default: 1/slots on a GPU, 1 on a CPU)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (a smoke run)")
     p.add_argument("--out", default="", help="write the report (JSON) here")
     p.add_argument("--markdown", default="", help="write the per-level table and refusals (Markdown) here")
@@ -228,6 +251,8 @@ def main(argv=None) -> int:
     opts = {}
     if a.time_budget_s is not None:
         opts["budget_s"] = a.time_budget_s
+    share = a.memory_share or (1.0 / a.slots if a.device.startswith("cuda") else 1.0)
+    opts["memory_share"] = min(1.0, share)
     lock_dir = tempfile.mkdtemp(prefix="caf_eval_lock_") if a.serial_timing else ""
     if lock_dir:
         opts["timing_lock"] = lock_dir + "/timing.lock"

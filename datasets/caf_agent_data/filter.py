@@ -62,6 +62,10 @@ DEFAULTS = {
     # Rationale: slots share a GPU; with a lock file named here no two slots time at once
     # (loading, validation and torch.compile's compilation still overlap). "" = no lock.
     "timing_lock": "",
+    # Rationale: N slots on one GPU each see the whole device in the judge's size check, then
+    # run out of memory together; with a share each checks against its part. A task that is
+    # refused for size or runs out of memory under a share below 1 is marked retry_alone.
+    "memory_share": 1.0,
 }
 
 
@@ -141,8 +145,11 @@ def _error(e: BaseException) -> str:
 
 def _checks(task: Task, cfg: dict, res: dict) -> None:
     dev, seed = cfg["device"], int(cfg["seed"])
+    limit = task_check.memory_limit(dev)
+    if limit and cfg["memory_share"] < 1.0:
+        limit = max(1, int(limit * cfg["memory_share"]))
     try:
-        task_check.check_size(task, "profile", task_check.memory_limit(dev))
+        task_check.check_size(task, "profile", limit)
     except task_check.TaskError as e:
         raise Rejected("size", str(e)) from None
     try:
@@ -226,5 +233,8 @@ def run_job(name: str, source: str, options: dict | None = None) -> dict:
         finally:
             if task is not None:
                 drop_task_module(task)
+    if not res["kept"] and cfg["memory_share"] < 1.0 and (
+            res["stage"] == "size" or "OutOfMemoryError" in res["reason"]):
+        res["retry_alone"] = True
     res["job_s"] = round(time.perf_counter() - t0, 3)
     return res

@@ -32,3 +32,13 @@ def test_per_level_report_of_a_kernelbench_checkout(tmp_path, capsys):
     assert lv["3"]["refused"] == {"reference": 1, "load": 1} and lv["all"]["tasks"] == 4
     md = capsys.readouterr().out
     assert "| 1 | 2 | 2 | 0 | 0 |" in md and "`level3/1_constant`: reference:" in md
+
+
+def test_a_task_too_large_for_its_share_is_run_alone(tmp_path):
+    d = tmp_path / "set"
+    write(str(d / "relu.py"), task("return torch.relu(x)"))
+    out = tmp_path / "r.json"
+    assert evaluate.main(["--tasks", str(d), "--slots", "2", "--memory-share", "1e-12", "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["stage"] == "measured" and row["eager_ms"] > 0
+    assert "run alone on the device after: task too large for this slot" in row["notes"][0]
