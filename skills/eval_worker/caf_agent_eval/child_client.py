@@ -23,6 +23,7 @@ from . import protocol
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Rationale: 64 KiB of a submission's prints is plenty to debug it; more is a flood.
 LOG_CAP_BYTES = 64 * 1024
+ZYGOTE_EXIT_S = 30.0  # how long a closed fork server may take to exit before it is killed
 
 
 class ChildTimeout(Exception):
@@ -164,7 +165,9 @@ class Zygote:
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=5)
+            # Rationale: the server exits on its socket's EOF; its interpreter (torch imported)
+            # took more than 5 s to finish on a loaded 2-core host (2026-12-01) and was killed.
+            self.proc.wait(timeout=ZYGOTE_EXIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
