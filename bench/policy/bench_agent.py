@@ -50,7 +50,11 @@ def make_model(path):
 
 
 def run(tool, *args, timeout=900):
-    proc = subprocess.run([str(tool), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    """The tool's JSON lines, or None when it ran past `timeout` seconds."""
+    try:
+        proc = subprocess.run([str(tool), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
     if proc.returncode != 0:
         sys.exit(f"policy_model_tool {args[0]} failed:\n{proc.stderr}")
     return [json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{")]
@@ -72,6 +76,11 @@ def main():
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--skip-uncached", action="store_true", help="leave out the re-prefilling run")
+    parser.add_argument("--uncached-limit", type=float, default=900, help="seconds for the re-prefilling run")
+    parser.add_argument("--matmul-decode-attention", action="store_true",
+                        help="also run the cached agent workload and the long sequence with the engine's matmul decode attention")
+    parser.add_argument("--only-decode-attention", action="store_true",
+                        help="only the cached agent workload and the long sequence, with and without matmul decode attention")
     parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args()
     tool = bench_generate.build_tool(args.build_dir)
@@ -81,23 +90,45 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         params = make_model(tmp)
         out["params"] = params
-        batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", 552,
-                    "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
-                    "--repeat", 2)
-        out["batch_64x512"] = [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch]
         agent = ["agent-bench", "--model", tmp, *common, "--max-batch", args.episodes, "--max-context", 32768,
                  "--episodes", args.episodes, "--turns", args.turns, "--system", 1000, "--obs", 500, "--reply", 300]
-        cached = run(tool, *agent)[0]
-        out["agent_cached"] = dict(cached, **bounds(cached, params))
-        if not args.skip_uncached:
-            plain = run(tool, *agent, "--no-prefix-cache")[0]
-            out["agent_uncached"] = dict(plain, **bounds(plain, params))
-            out["agent_speedup"] = plain["seconds"] / cached["seconds"]
-        long = run(tool, "bench", "--model", tmp, *common, "--max-batch", 1, "--max-context", CONTEXT,
-                   "--random-prompts", 1, "--prompt-len", CONTEXT - 512, "--max-new-tokens", 511,
-                   "--temperature", 1)[0]
-        long["decode_tokens_per_s"] = long["tokens"] / max(long["seconds"] - long["prefill_seconds"], 1e-9)
-        out["long_131072"] = dict(long, **bounds(long, params))
+        long_run = ["bench", "--model", tmp, *common, "--max-batch", 1, "--max-context", CONTEXT,
+                    "--random-prompts", 1, "--prompt-len", CONTEXT - 512, "--max-new-tokens", 511, "--temperature", 1]
+
+        def long_result(extra=()):
+            r = run(tool, *long_run, *extra)[0]
+            r["decode_tokens_per_s"] = r["tokens"] / max(r["seconds"] - r["prefill_seconds"], 1e-9)
+            return dict(r, **bounds(r, params))
+
+        if not args.only_decode_attention:
+            batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", 552,
+                        "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
+                        "--repeat", 2)
+            out["batch_64x512"] = [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch]
+            cached = run(tool, *agent)[0]
+            out["agent_cached"] = dict(cached, **bounds(cached, params))
+            print(json.dumps({"batch_64x512": out["batch_64x512"], "agent_cached": out["agent_cached"]}), flush=True)
+            if not args.skip_uncached:
+                # Bounded: when it runs past the limit, the limit is a lower bound of its time.
+                plain = run(tool, *agent, "--no-prefix-cache", timeout=args.uncached_limit)
+                if plain is None:
+                    out["agent_uncached"] = {"timed_out_after_s": args.uncached_limit}
+                    out["agent_speedup_at_least"] = args.uncached_limit / cached["seconds"]
+                else:
+                    out["agent_uncached"] = dict(plain[0], **bounds(plain[0], params))
+                    out["agent_speedup"] = plain[0]["seconds"] / cached["seconds"]
+            out["long_131072"] = long_result()
+        if args.only_decode_attention:
+            out["long_131072"] = long_result()
+            print(json.dumps({"long_131072": out["long_131072"]}), flush=True)
+        if args.matmul_decode_attention or args.only_decode_attention:
+            out["long_131072_matmul"] = long_result(["--matmul-decode-attention"])
+            print(json.dumps({"long_131072_matmul": out["long_131072_matmul"]}), flush=True)
+            if args.only_decode_attention:
+                cached = run(tool, *agent)[0]
+                out["agent_cached"] = dict(cached, **bounds(cached, params))
+            m = run(tool, *agent, "--matmul-decode-attention")[0]
+            out["agent_cached_matmul"] = dict(m, **bounds(m, params))
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:

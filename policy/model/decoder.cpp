@@ -1,6 +1,9 @@
 // Shape legend: see decoder.hpp. g: query heads per key/value head.
 #include "policy/model/decoder.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -180,11 +183,26 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
     auto v_nkce = v_cache.narrow(0, 0, b);
     k_nkce.scatter_(2, index_bk1e, k_bkte);
     v_nkce.scatter_(2, index_bk1e, v_bkte);
-    const int64_t s = use.mask_b11s.size(-1);
-    auto q_bkge = q_bhte.reshape({b, k, h / k, e});
-    auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s),
-                                                     v_nkce.narrow(2, 0, s), use.mask_b11s);
-    out_bhte = out_bkge.reshape({b, h, 1, e});
+    const int64_t s = use.mask_b11s.size(-1), g = h / k;
+    auto q_bkge = q_bhte.reshape({b, k, g, e});
+    if (matmul_decode_) {
+      // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
+      auto q_xge = q_bkge.reshape({b * k, g, e});
+      auto k_xse = k_nkce.narrow(2, 0, s).reshape({b * k, s, e});
+      auto v_xse = v_nkce.narrow(2, 0, s).reshape({b * k, s, e});
+      // fp32 scores from bf16/fp16 operands: cuBLAS's fp32 output on CUDA; elsewhere upcast.
+      auto scores_xgs = q_xge.scalar_type() == torch::kFloat32 ? at::bmm(q_xge, k_xse.transpose(1, 2))
+                        : q_xge.is_cuda() ? at::bmm(q_xge, k_xse.transpose(1, 2), torch::kFloat32)
+                                          : at::bmm(q_xge.to(torch::kFloat32), k_xse.transpose(1, 2).to(torch::kFloat32));
+      auto scores_bkgs = scores_xgs.view({b, k, g, s}).mul_(1.0 / std::sqrt(static_cast<double>(e)));
+      scores_bkgs.masked_fill_(use.mask_b11s.logical_not(), -std::numeric_limits<float>::infinity());
+      auto probs_xgs = torch::softmax(scores_bkgs, -1).to(v_xse.scalar_type()).view({b * k, g, s});
+      out_bhte = at::bmm(probs_xgs, v_xse).view({b, h, 1, e});
+    } else {
+      auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s),
+                                                       v_nkce.narrow(2, 0, s), use.mask_b11s);
+      out_bhte = out_bkge.reshape({b, h, 1, e});
+    }
   } else {
     if (use.cache != nullptr) {  // Prefill of one slot: keep keys and values for decoding.
       use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(k_bkte[0]);

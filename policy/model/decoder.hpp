@@ -114,6 +114,11 @@ class decoder {
   /// The LM head's weight [v, d] (the embedding when tied).
   const torch::Tensor& lm_head_weight() const;
 
+  /// How decode steps attend to the cache: false (default) one masked SDPA call; true two batched
+  /// matrix products (scores in fp32) with a masked softmax between, which cuBLAS spreads over the
+  /// key length (SDPA's masked kernel runs one block per row and KV head, slow at long context).
+  void set_matmul_decode_attention(bool on) { matmul_decode_ = on; }
+
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
   status assign(const tensor_map& tensors);
@@ -155,6 +160,7 @@ class decoder {
   rope_table rope_;
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
+  bool matmul_decode_ = false;
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

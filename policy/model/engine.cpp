@@ -129,6 +129,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto model = decoder::load(options.model_dir, device, parse_dtype(options.dtype));
     if (!model) return model.error();
     state->model = std::move(model.value());
+    state->model.set_matmul_decode_attention(options.matmul_decode_attention);
     const auto& config = state->model.config();
     state->context = options.max_context > 0 ? options.max_context
                                              : std::min<int64_t>(config.max_position_embeddings, 4096);

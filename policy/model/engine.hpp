@@ -40,6 +40,9 @@ struct engine_options {
   /// prefilled over several steps while the running sequences go on decoding, so one long
   /// observation does not stall them. 0: each prompt at once.
   int32_t prefill_chunk = 2048;
+  /// Decode attention as two batched matrix products instead of one masked SDPA call (see
+  /// decoder::set_matmul_decode_attention). Off until measured on a GPU.
+  bool matmul_decode_attention = false;
 
   /// Checks ranges and names.
   status validate() const;
