@@ -32,7 +32,8 @@ t0=$(date +%s)
 SYN=${SYN:-/tmp/datasets-synth}
 timeout "${ST:-90}" $PY -m caf_agent_data.pipeline --out "$SYN" --seed 0 --count "${N:-1000}" \
   --max-candidates "${N:-1000}" --eval-set "$KB" --device "$DEVICE" --min-ms "${MIN_MS:-1}" --max-ms 100 \
-  --scale "${SCALE:-16}" --max-numel $((1 << 26)) --slots "${SLOTS_S:-14}" --timeout-s 30 \
+  --scale "${SCALE:-16}" --batch-scale "${BATCH_SCALE:-4}" --max-numel $((1 << 26)) --slots "${SLOTS_S:-14}" \
+  --timeout-s 30 --determinism-atol "${DET_ATOL:-1e-5}" \
   --time-budget-s 0.05 --force $HF 2> "$OUT/synth.log" | tee "$OUT/synth_summary.txt"
 echo "synth rc=${PIPESTATUS[0]} wall=$(( $(date +%s) - t0 )) s"
 cp "$SYN/manifest.jsonl" "$SYN/report.json" "$OUT/" 2>/dev/null

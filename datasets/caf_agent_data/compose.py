@@ -98,12 +98,12 @@ def _pick(rng: random.Random, recipes: list, weights: dict) -> Recipe:
 
 
 def compose(crawl: Crawl, rng: random.Random, n_ops: int, family: str | None = None, scale: int = 1,
-            max_numel: int = DEFAULT_MAX_NUMEL) -> tuple[Problem | None, str]:
+            max_numel: int = DEFAULT_MAX_NUMEL, batch_scale: int = 1) -> tuple[Problem | None, str]:
     """One problem of n_ops stages (1-5) or (None, why it did not compose)."""
     if not 1 <= n_ops <= 5:
         raise ValueError(f"n_ops must be 1 to 5, got {n_ops}")
     family = family or rng.choice([f for f in FAMILIES if f != "int"] * 4 + ["int"])
-    shape = family_shape(family, rng, scale)
+    shape = family_shape(family, rng, scale, batch_scale)
     is_int = family == "int"
     start, steps, shapes = shape, [], []
     for stage in range(n_ops):

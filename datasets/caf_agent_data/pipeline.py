@@ -51,6 +51,9 @@ def parse_args(argv):
     p.add_argument("--max-ms", type=float, default=None, help="eager time upper bound (filter.DEFAULTS)")
     p.add_argument("--time-budget-s", type=float, default=None, help="timing budget per task (filter.DEFAULTS budget_s)")
     p.add_argument("--scale", type=int, default=1, help="multiply the non-batch sizes (GPU sets)")
+    p.add_argument("--batch-scale", type=int, default=1, help="multiply the batch sizes (GPU sets)")
+    p.add_argument("--determinism-atol", type=float, default=None,
+                   help="tolerance of the determinism check (filter.DEFAULTS: bitwise; a GPU may need ~1e-5)")
     p.add_argument("--max-numel", type=int, default=0, help="elements per intermediate (compose.DEFAULT_MAX_NUMEL)")
     p.add_argument("--no-transformers", action="store_true",
                    help="crawl torch only (without the transformers activations and model blocks)")
@@ -76,6 +79,8 @@ def parse_args(argv):
         p.error(f"--ops {a.ops!r}: operators per problem must be within 1-5")
     if a.count < 1:
         p.error("--count must be >= 1")
+    if a.scale < 1 or a.batch_scale < 1:
+        p.error("--scale and --batch-scale must be >= 1")
     if a.composer == "llm" and not (a.llm_url and a.llm_model):
         p.error("--composer llm needs --llm-url and --llm-model")
     return a
@@ -121,7 +126,8 @@ def candidates(args, crawl_result):
         return
     for _ in range(limit):
         n = rng.randint(*args.ops_range)
-        p, why = compose(crawl_result, rng, n, scale=args.scale, max_numel=args.max_numel or DEFAULT_MAX_NUMEL)
+        p, why = compose(crawl_result, rng, n, scale=args.scale, max_numel=args.max_numel or DEFAULT_MAX_NUMEL,
+                         batch_scale=args.batch_scale)
         if p is None:
             yield None, None, {"stage": "compose", "reason": why}
             continue
@@ -144,7 +150,7 @@ def _llm_candidates(args, crawl_result, rng, limit):
     failures = 0
     for _ in range(limit):
         n = rng.randint(*args.ops_range)
-        shape = family_shape(rng.choice(["2d", "3d", "4d"]), rng, args.scale)
+        shape = family_shape(rng.choice(["2d", "3d", "4d"]), rng, args.scale, args.batch_scale)
         try:
             c, why = compose_llm(ep, crawl_result, rng, n, shape)
         except ComposerError as e:
@@ -204,6 +210,8 @@ def run(args) -> dict:
         opts["max_ms"] = args.max_ms
     if args.time_budget_s is not None:
         opts["budget_s"] = args.time_budget_s
+    if args.determinism_atol is not None:
+        opts["determinism_atol"] = args.determinism_atol
     report["filter_options"] = dict(FILTER_DEFAULTS, **opts)
     dropped, examples, sims, removed = Counter(), {}, [], []
     seen, kept = set(eval_ids), []

@@ -22,8 +22,15 @@ NUM_EMBEDDINGS = 1000
 PROBE_SHAPES = {"2d": (4, 32), "3d": (2, 8, 16), "4d": (2, 8, 8, 8), "5d": (2, 4, 4, 4, 4), "int": (4, 16)}
 
 
-def family_shape(family: str, rng: random.Random, scale: int = 1) -> tuple:
-    """A drawn input shape of a family; batch first, non-batch sizes times scale."""
+def family_shape(family: str, rng: random.Random, scale: int = 1, batch_scale: int = 1) -> tuple:
+    """A drawn input shape of a family; batch first (times batch_scale), non-batch sizes
+    times scale. The draws do not depend on the scales, so a seed gives the same problems
+    at every size."""
+    shape = _family_shape(family, rng, scale)
+    return (shape[0] * batch_scale,) + tuple(shape[1:])
+
+
+def _family_shape(family: str, rng: random.Random, scale: int) -> tuple:
     s = scale
     if family == "2d":
         return (rng.choice([8, 16, 32]), rng.choice([64, 128, 256]) * s)

@@ -97,3 +97,10 @@ def test_shapes_that_do_not_compose_are_refused(crawled):
     assert shapes is None and "fails on meta tensors" in why
     with pytest.raises(ValueError, match="1 to 5"):
         compose(crawled, random.Random(0), 6)
+
+
+def test_batch_scale_multiplies_only_the_batch(crawled):
+    a, _ = compose(crawled, random.Random(5), 2, family="4d")
+    b, _ = compose(crawled, random.Random(5), 2, family="4d", batch_scale=8, max_numel=1 << 26)
+    assert b.input_shape[0] == 8 * a.input_shape[0] and b.input_shape[1:] == a.input_shape[1:]
+    assert [s.wraps for s in a.steps] == [s.wraps for s in b.steps]

@@ -73,6 +73,10 @@ def test_the_judge_on_a_gpu_pool_slot_accepts_and_refuses_with_reasons(tmp_path)
 
 
 def test_pipeline_with_the_judge_pool_stage(tmp_path):
+    import pathlib
+    from caf_agent_data.pool_filter import DEFAULT_BINARY
+    from cafagent_testlib import require_binary
+    require_binary(pathlib.Path(DEFAULT_BINARY))
     src = tmp_path / "in"
     write(str(src / "good.py"), task("return torch.nn.functional.hardswish(x) * 3.0"))
     out = tmp_path / "out"
