@@ -4,10 +4,13 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "learner/aggregation.hpp"
+#include "learner/data_parallel.hpp"
 #include "learner/packing.hpp"
 
 namespace caf_agent::learner {
@@ -35,18 +38,18 @@ torch::Tensor cat_all(const std::vector<prepared>& mbs, torch::Tensor prepared::
   return torch::cat(parts);
 }
 
+/// The trainable tensors of a model the optimizer steps (the critic leaves its LM head alone).
+std::vector<torch::Tensor> trained_params(policy::decoder& model, bool critic) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, p] : model.named_parameters())
+    if (!(critic && name == "lm_head.weight")) out.push_back(p);
+  return out;
+}
+
 torch::Tensor cat_masks(const std::vector<prepared>& mbs) {
   std::vector<torch::Tensor> parts;
   for (const auto& m : mbs) parts.push_back(m.b.loss_mask_t);
   return torch::cat(parts);
-}
-
-/// The aggregation with the whole batch's count as the denominator (micro-batch losses add up).
-aggregation global_agg(aggregation agg, const std::vector<rollout_batch>& mbs) {
-  double count = 0;
-  for (const auto& m : mbs) count += aggregation_count(m.loss_mask_t, m.seq_offsets_n1, agg.mode);
-  agg.denominator = count;
-  return agg;
 }
 
 double masked_mean(const torch::Tensor& x_t, const torch::Tensor& mask_t) {
@@ -132,23 +135,68 @@ std::vector<checkpoint_part> trainer::checkpoint_parts() {
 
 std::vector<rollout_batch> trainer::microbatches(const rollout_batch& batch, step_report& report) const {
   std::vector<rollout_batch> out;
-  if (options_.max_tokens_per_microbatch == 0) {
+  const bool dp = data_parallel();
+  if (options_.max_tokens_per_microbatch == 0 && !dp) {
     out.push_back(to_device(batch, actor_.device()));
   } else {
     std::vector<int64_t> lengths;
     auto off = batch.seq_offsets_n1.to(torch::kCPU).contiguous();
-    for (int64_t i = 0; i < batch.sequences(); ++i)
+    int64_t longest = 0, total = 0;
+    for (int64_t i = 0; i < batch.sequences(); ++i) {
       lengths.push_back(off.data_ptr<int64_t>()[i + 1] - off.data_ptr<int64_t>()[i]);
-    auto plan = pack_microbatches(lengths, {options_.max_tokens_per_microbatch, 1});
+      longest = std::max(longest, lengths.back());
+      total += lengths.back();
+    }
+    const int64_t world = dp ? options_.group->world_size() : 1;
+    // Rationale: without a budget, a shard's share of the batch is one micro-batch: about
+    // 1 / world of the tokens, never less than the longest trajectory.
+    const int64_t budget = options_.max_tokens_per_microbatch > 0
+                               ? options_.max_tokens_per_microbatch
+                               : std::max<int64_t>({longest, (total + world - 1) / world, 1});
+    auto plan = pack_microbatches(lengths, {budget, world});
     if (!plan) {
       report.skip_reason = plan.error().message;
       return {};
     }
-    for (const auto& mb : plan.value().shards.at(0))
+    for (const auto& mb : plan.value().shards.at(dp ? options_.group->rank() : 0))
       if (!mb.sequences.empty()) out.push_back(to_device(batch.select(mb.sequences), actor_.device()));
   }
   report.microbatches = static_cast<int64_t>(out.size());
   return out;
+}
+
+bool trainer::data_parallel() const { return options_.group != nullptr && options_.group->world_size() > 1; }
+
+result<aggregation> trainer::global_agg(aggregation agg, const std::vector<rollout_batch>& mbs) {
+  double count = 0;
+  for (const auto& m : mbs) count += aggregation_count(m.loss_mask_t, m.seq_offsets_n1, agg.mode);
+  if (data_parallel()) {
+    std::vector<torch::Tensor> t{torch::full({1}, count, torch::dtype(torch::kFloat64).device(actor_.device()))};
+    if (auto ok = options_.group->all_reduce(t, reduce_op::sum); !ok) return ok.error();
+    count = t[0].item<double>();
+  }
+  agg.denominator = count;
+  return agg;
+}
+
+result<bool> trainer::sync_before_step(bool local_skip, bool actor, bool critic) {
+  if (!data_parallel()) return local_skip;
+  std::vector<torch::Tensor> flag{
+      torch::full({1}, local_skip ? 1.0 : 0.0, torch::dtype(torch::kFloat32).device(actor_.device()))};
+  if (auto ok = options_.group->all_reduce(flag, reduce_op::max); !ok) return ok.error();
+  if (flag[0].item<double>() > 0) return true;
+  std::vector<torch::Tensor> grads;
+  auto add = [&](policy::decoder& model, bool is_critic) {
+    for (auto& p : trained_params(model, is_critic)) {
+      // A shard without micro-batches (or a parameter its batch never reached) adds zeros.
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+  };
+  if (actor) add(actor_, false);
+  if (critic) add(*critic_, true);
+  if (auto ok = options_.group->all_reduce(grads, reduce_op::sum); !ok) return ok.error();
+  return false;
 }
 
 result<step_report> trainer::step(const rollout_batch& batch, train_stage stage) {
@@ -169,7 +217,11 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
       status ok = stage == train_stage::ppo ? ppo_step(batch, report)
                   : stage == train_stage::rft ? rft_step(batch, report)
                                               : vp_step(batch, report);
-      if (!ok) return ok.error();
+      if (!ok) {  // nothing half-accumulated may leak into the next step
+        actor_opt_.zero_grad();
+        if (critic_opt_) critic_opt_->zero_grad();
+        return ok.error();
+      }
     } catch (const c10::Error& e) {
       actor_opt_.zero_grad();
       if (critic_opt_) critic_opt_->zero_grad();
@@ -184,7 +236,7 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
 
 status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
   auto mbs_in = microbatches(batch, report);
-  if (mbs_in.empty()) return {};
+  if (!report.skip_reason.empty() || (mbs_in.empty() && !data_parallel())) return {};
   std::vector<prepared> mbs;
   {  // Old log-probabilities and values by the trainer, before the update.
     torch::NoGradGuard no_grad;
@@ -202,34 +254,56 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
       mbs.push_back({b, a.value().logp_t, v.value().values_t, g.value().advantages_t, g.value().returns_t});
     }
   }
-  auto mask_t = cat_masks(mbs);
-  if (batch.sampler_logp_t.defined()) {
-    std::vector<torch::Tensor> s;
-    for (const auto& m : mbs) s.push_back(m.b.sampler_logp_t);
-    auto mm = mismatch_stats(torch::cat(s), cat_all(mbs, &prepared::old_logp_t), mask_t, options_.ppo.mask_ratio_band);
-    if (!mm) return mm.error();
-    report.mismatch = mm.value();
+  if (!mbs.empty()) {  // statistics of this shard's share
+    auto mask_t = cat_masks(mbs);
+    if (batch.sampler_logp_t.defined()) {
+      std::vector<torch::Tensor> s;
+      for (const auto& m : mbs) s.push_back(m.b.sampler_logp_t);
+      auto mm = mismatch_stats(torch::cat(s), cat_all(mbs, &prepared::old_logp_t), mask_t, options_.ppo.mask_ratio_band);
+      if (!mm) return mm.error();
+      report.mismatch = mm.value();
+    }
+    auto ev = explained_variance(cat_all(mbs, &prepared::old_values_t), cat_all(mbs, &prepared::returns_t), mask_t);
+    report.explained_variance = ev ? ev.value() : 0.0;
   }
-  auto ev = explained_variance(cat_all(mbs, &prepared::old_values_t), cat_all(mbs, &prepared::returns_t), mask_t);
-  report.explained_variance = ev ? ev.value() : 0.0;
-  auto adv_all = cat_all(mbs, &prepared::advantages_t);
-  report.advantage_mean = masked_mean(adv_all, mask_t);
-  if (options_.normalize_advantages) {
-    const double mean = report.advantage_mean;
-    const double var = masked_mean((adv_all - mean).pow(2), mask_t);
-    // Rationale: 1e-8 keeps a batch of identical advantages from dividing by zero.
-    for (auto& m : mbs) m.advantages_t = (m.advantages_t - mean) / std::sqrt(var + 1e-8) * m.b.loss_mask_t;
+  {  // The advantages' mean (and whitening) over the global batch's sampled tokens.
+    double sums[3] = {0, 0, 0};  // sum, sum of squares, count
+    for (const auto& m : mbs) {
+      auto adv = m.advantages_t.detach().to(torch::kFloat64) * m.b.loss_mask_t;
+      sums[0] += adv.sum().item<double>();
+      sums[1] += (adv * adv).sum().item<double>();
+      sums[2] += m.b.loss_mask_t.sum().item<double>();
+    }
+    if (data_parallel()) {
+      std::vector<torch::Tensor> t{torch::tensor({sums[0], sums[1], sums[2]}, torch::kFloat64).to(actor_.device())};
+      if (auto ok = options_.group->all_reduce(t, reduce_op::sum); !ok) return ok.error();
+      auto host = t[0].cpu();
+      for (int i = 0; i < 3; ++i) sums[i] = host[i].item<double>();
+    }
+    const double n = std::max(sums[2], 1.0);
+    report.advantage_mean = sums[0] / n;
+    if (options_.normalize_advantages) {
+      const double mean = report.advantage_mean;
+      const double var = std::max(sums[1] / n - mean * mean, 0.0);
+      // Rationale: 1e-8 keeps a batch of identical advantages from dividing by zero.
+      for (auto& m : mbs) m.advantages_t = (m.advantages_t - mean) / std::sqrt(var + 1e-8) * m.b.loss_mask_t;
+    }
   }
   ppo_options ppo = options_.ppo;
-  ppo.agg = global_agg(ppo.agg, mbs_in);
+  auto pagg = global_agg(ppo.agg, mbs_in);
+  if (!pagg) return pagg.error();
+  ppo.agg = pagg.value();
   value_loss_options vopt = options_.value;
-  vopt.agg = global_agg(vopt.agg, mbs_in);
+  auto vagg = global_agg(vopt.agg, mbs_in);
+  if (!vagg) return vagg.error();
+  vopt.agg = vagg.value();
   train_forward_options actor_fwd = options_.forward, critic_fwd = options_.forward;
   actor_fwd.want_entropy = true;  // reported every step
   critic_fwd.want_logprobs = false;
   critic_fwd.want_values = true;
   for (int64_t epoch = 0; epoch < options_.ppo_epochs; ++epoch) {
     double policy_loss = 0, value_loss_sum = 0, entropy_sum = 0, sampled = 0;
+    bool bad = false;
     for (auto& m : mbs) {
       auto f = train_forward(actor_, m.b.tokens_t, m.b.seq_offsets_n1, actor_fwd);
       if (!f) return f.error();
@@ -248,10 +322,8 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
       auto vl = value_loss(v.value().values_t, m.old_values_t, m.returns_t, m.b.loss_mask_t, m.b.seq_offsets_n1, vopt);
       if (!vl) return vl.error();
       if (!all_finite({total, vl.value().loss})) {
-        report.skip_reason = "non-finite loss";
-        actor_opt_.zero_grad();
-        critic_opt_->zero_grad();
-        return {};
+        bad = true;
+        break;
       }
       total.backward();
       vl.value().loss.backward();
@@ -261,6 +333,14 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
       entropy_sum += masked_mean(f.value().entropy_t, m.b.loss_mask_t) * n;
       sampled += n;
       report.ppo = loss.value();
+    }
+    auto skip = sync_before_step(bad, true, true);
+    if (!skip) return skip.error();
+    if (skip.value()) {
+      report.skip_reason = bad ? "non-finite loss" : "non-finite loss on another shard";
+      actor_opt_.zero_grad();
+      critic_opt_->zero_grad();
+      return {};
     }
     report.policy_loss = policy_loss;
     report.value_loss = value_loss_sum;
@@ -277,25 +357,33 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
 
 status trainer::rft_step(const rollout_batch& batch, step_report& report) {
   auto mbs = microbatches(batch, report);
-  if (mbs.empty()) return {};
-  const aggregation agg = global_agg(options_.ppo.agg, mbs);
+  if (!report.skip_reason.empty() || (mbs.empty() && !data_parallel())) return {};
+  auto agg = global_agg(options_.ppo.agg, mbs);
+  if (!agg) return agg.error();
   train_forward_options fwd = options_.forward;
   fwd.want_entropy = false;
   double loss_sum = 0, nll_sum = 0, sampled = 0;
+  bool bad = false;
   for (auto& b : mbs) {
     auto f = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, fwd);
     if (!f) return f.error();
-    auto nll = rft_nll(f.value().logp_t, b.loss_mask_t, b.seq_offsets_n1, agg);
+    auto nll = rft_nll(f.value().logp_t, b.loss_mask_t, b.seq_offsets_n1, agg.value());
     if (!nll) return nll.error();
     if (!all_finite({nll.value().loss})) {
-      report.skip_reason = "non-finite loss";
-      actor_opt_.zero_grad();
-      return {};
+      bad = true;
+      break;
     }
     nll.value().loss.backward();
     loss_sum += nll.value().loss.item<double>();
     nll_sum += nll.value().nll_token_mean * static_cast<double>(nll.value().tokens);
     sampled += static_cast<double>(nll.value().tokens);
+  }
+  auto skip = sync_before_step(bad, true, false);
+  if (!skip) return skip.error();
+  if (skip.value()) {
+    report.skip_reason = bad ? "non-finite loss" : "non-finite loss on another shard";
+    actor_opt_.zero_grad();
+    return {};
   }
   report.policy_loss = loss_sum;
   report.nll = nll_sum / std::max(sampled, 1.0);
@@ -306,12 +394,15 @@ status trainer::rft_step(const rollout_batch& batch, step_report& report) {
 
 status trainer::vp_step(const rollout_batch& batch, step_report& report) {
   auto mbs = microbatches(batch, report);
-  if (mbs.empty()) return {};
-  value_pretrain_options vp{options_.gae.gamma, options_.gae.lambda, global_agg(options_.value.agg, mbs)};
+  if (!report.skip_reason.empty() || (mbs.empty() && !data_parallel())) return {};
+  auto agg = global_agg(options_.value.agg, mbs);
+  if (!agg) return agg.error();
+  value_pretrain_options vp{options_.gae.gamma, options_.gae.lambda, agg.value()};
   train_forward_options fwd = options_.forward;
   fwd.want_logprobs = false;
   fwd.want_values = true;
   double loss_sum = 0;
+  bool bad = false;
   std::vector<torch::Tensor> values, returns, masks;
   for (auto& b : mbs) {
     auto f = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, fwd);
@@ -319,9 +410,8 @@ status trainer::vp_step(const rollout_batch& batch, step_report& report) {
     auto loss = value_pretrain_loss(f.value().values_t, b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, vp);
     if (!loss) return loss.error();
     if (!all_finite({loss.value().loss})) {
-      report.skip_reason = "non-finite loss";
-      critic_opt_->zero_grad();
-      return {};
+      bad = true;
+      break;
     }
     loss.value().loss.backward();
     loss_sum += loss.value().loss.item<double>();
@@ -331,9 +421,18 @@ status trainer::vp_step(const rollout_batch& batch, step_report& report) {
     returns.push_back(g.value().returns_t);
     masks.push_back(b.loss_mask_t);
   }
+  auto skip = sync_before_step(bad, false, true);
+  if (!skip) return skip.error();
+  if (skip.value()) {
+    report.skip_reason = bad ? "non-finite loss" : "non-finite loss on another shard";
+    critic_opt_->zero_grad();
+    return {};
+  }
   report.value_loss = loss_sum;
-  auto ev = explained_variance(torch::cat(values), torch::cat(returns), torch::cat(masks));
-  report.explained_variance = ev ? ev.value() : 0.0;
+  if (!values.empty()) {
+    auto ev = explained_variance(torch::cat(values), torch::cat(returns), torch::cat(masks));
+    report.explained_variance = ev ? ev.value() : 0.0;
+  }
   report.critic_step = critic_opt_->step();
   if (!report.critic_step.applied) report.skip_reason = "critic: " + report.critic_step.skip_reason;
   return {};

@@ -30,6 +30,8 @@
 
 namespace caf_agent::learner {
 
+class process_group;
+
 /// A packed batch of trajectories (see aggregation.hpp).
 struct rollout_batch {
   torch::Tensor tokens_t;        ///< int64 [t]: every token of every trajectory, end to end.
@@ -68,6 +70,12 @@ struct trainer_options {
   bool normalize_advantages = false;
   /// Weight of the entropy bonus in the actor loss (0: none).
   double entropy_coef = 0.0;
+  /// Data-parallel shards (not owned; null or a world of one: this process alone). Every shard
+  /// steps on the same global batch and trains its share of the packing plan (token-budget
+  /// micro-batches dealt so every shard runs as many); the aggregation's denominator, the
+  /// advantage whitening, the skip decision and the gradients (a sum) are all-reduced, so the
+  /// shards take the step one process would take on the whole batch.
+  process_group* group = nullptr;
 };
 
 /// What one step did and measured.
@@ -135,6 +143,9 @@ class trainer {
   status rft_step(const rollout_batch& batch, step_report& report);
   status vp_step(const rollout_batch& batch, step_report& report);
   std::vector<rollout_batch> microbatches(const rollout_batch& batch, step_report& report) const;
+  result<aggregation> global_agg(aggregation agg, const std::vector<rollout_batch>& mbs);
+  result<bool> sync_before_step(bool local_skip, bool actor, bool critic);
+  bool data_parallel() const;
 
   policy::decoder actor_;
   std::optional<policy::decoder> critic_;

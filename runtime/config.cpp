@@ -239,13 +239,15 @@ void learner_config::validate(section_reader& r) const {
   require_positive(r, "shards", shards);
   // Rationale: one shard per GPU; 4096 is far beyond any cluster this runs on.
   require_range(r, "shards", shards, 1, 4096);
+  r.read("cpu_threads", cpu_threads);
   require_one_of(r, "backend", backend, {"gloo", "nccl"});
   if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
     r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
   if (backend == "gloo" && device != "cpu") r.error("backend", "gloo trains CPU tensors: set device = \"cpu\" or backend = \"nccl\"");
   if (backend == "nccl" && device == "cpu") r.error("backend", "nccl needs device = \"cuda\"");
   if (master_addr.empty()) r.error("master_addr", "must not be empty");
-  if (master_port < 1 || master_port > 65535) r.error("master_port", "must be in 1..65535");
+  if (master_port < 1 || master_port > 65535 - 15) r.error("master_port", "must be in 1..65520 (it uses 16 ports)");
+  if (cpu_threads < 0) r.error("cpu_threads", "must be >= 0 (0: cores / shards)");
   require_positive(r, "timeout_ms", timeout_ms);
   if (actor_lr <= 0) r.error("actor_lr", "must be > 0");
   if (critic_lr <= 0) r.error("critic_lr", "must be > 0");
@@ -414,6 +416,10 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
     if (!model.empty()) need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir",
                              fs::path{model} / "config.json", false, "the checkpoint's config.json");
+std::string train_run_dir(const app_config& cfg) {
+  return cfg.train.run_dir.empty() ? cfg.runtime.run_dir + "/train" : cfg.train.run_dir;
+}
+
     else if (role == "local") errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
   }
   if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")

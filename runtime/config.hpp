@@ -130,7 +130,8 @@ struct learner_config {
   std::string backend = "gloo"; ///< gloo (CPU tensors) or nccl (one GPU per shard)
   std::string device = "cpu";   ///< cpu, cuda, cuda:N (nccl: cuda:<rank % GPUs>)
   std::string master_addr = "127.0.0.1";  ///< where shard 0 serves the rendezvous store
-  int32_t master_port = 29500;  ///< the rendezvous port (torchrun's default)
+  int32_t master_port = 29500;  ///< the rendezvous port (torchrun's default); + generation % 16 after a shard was lost
+  int32_t cpu_threads = 0;      ///< torch threads of a CPU shard; 0: cores / shards
   /// Rendezvous and collective timeout. Rationale: a dead peer is seen at once by gloo; this
   /// bounds a hung one, and must exceed the slowest shard's step.
   int64_t timeout_ms = 600000;
@@ -151,6 +152,7 @@ struct learner_config {
   /// New weights to policy services: auto = the tensors themselves to an engine in this
   /// process (no disk), the checkpoint directory (reload from disk) to every other; disk = always the checkpoint.
   std::string weight_sync = "auto";
+  int32_t rank = 0;             ///< this shard (`--shard R`; not a TOML key)
   int32_t weight_sync_bucket_mb = 64;  ///< in-process hand-off: tensors copied in buckets of this size
   void read(section_reader& r);
   void validate(section_reader& r) const;
@@ -226,3 +228,6 @@ std::string_view embedded_default_config();
 std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run);
 
 }  // namespace caf_agent::runtime
+/// The trainer's run directory: train.run_dir, or runtime.run_dir + "/train".
+std::string train_run_dir(const app_config& cfg);
+

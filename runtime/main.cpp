@@ -38,6 +38,9 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_option("--publish-weights", o.publish_weights,
                  "inspector: publish this checkpoint directory to every policy service, then exit");
   app.add_option("--weights-version", o.weights_version, "inspector: version number of --publish-weights");
+  app.add_flag("--train", o.train,
+               "coordinator or local role: train ([train] stages over [learner] shards; resumes its run directory)");
+  app.add_option("--shard", o.shard, "learner role: this shard's rank, 0 .. learner.shards - 1");
   app.add_option("--resume", o.resume,
                  "coordinator or local role: continue the run in this directory (its plan.json and records): "
                  "the planned episodes without a record run, no other");
@@ -78,7 +81,12 @@ int main(int argc, char** argv) {
   }
   if (opts.resume && opts.role != "coordinator" && opts.role != "local")
     return fail("--resume is for the coordinator or local role, not '" + opts.role + "'");
-  bool drives_run = opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume));
+  if (opts.train && opts.role != "coordinator" && opts.role != "local")
+    return fail("--train is for the coordinator or local role, not '" + opts.role + "'");
+  if (opts.train && opts.resume) return fail("--train resumes its own run directory (train.run_dir); drop --resume");
+  if (opts.train) cfg.train.enabled = true;
+  cfg.learner.rank = opts.shard;
+  bool drives_run = opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume || opts.train));
   if (auto errors = check_paths(cfg, opts.role, drives_run && !opts.resume); !errors.empty()) {
     for (size_t i = 1; i < errors.size(); ++i) std::fprintf(stderr, "caf-agent: error: %s\n", errors[i].c_str());
     return fail(errors.front());

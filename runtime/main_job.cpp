@@ -11,6 +11,7 @@
 #include "rollout/tasks.hpp"
 #include "rollout/trajectory_store.hpp"
 #include "runtime/local_job.hpp"
+#include "runtime/train_job.hpp"
 
 namespace caf_agent::runtime {
 
@@ -138,7 +139,9 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
 int run_local_main_job(caf::actor_system& sys, const cli_options& opts, const app_config& cfg,
                        const std::map<std::string, caf::actor>& peers, exit_latch& latch) {
   auto it = peers.find("coordinator");
-  return run_episodes(sys, opts, cfg, it == peers.end() ? caf::actor{} : it->second, latch);
+  auto coord = it == peers.end() ? caf::actor{} : it->second;
+  if (cfg.train.enabled) return run_training(sys, cfg, coord, latch, true);
+  return run_episodes(sys, opts, cfg, coord, latch);
 }
 
 }  // namespace caf_agent::runtime

@@ -21,6 +21,7 @@
 #include "runtime/membership.hpp"
 #include "runtime/process.hpp"
 #include "runtime/roles.hpp"
+#include "runtime/train_job.hpp"
 #include "sandbox/node_reaper.hpp"
 
 namespace caf_agent::runtime {
@@ -38,6 +39,11 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   if (!coord) return 2;
   log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" +
                               std::to_string(port) + " as " + id);
+  if (opts.train) {
+    auto code = run_training(sys, cfg, coord, latch, false);
+    caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+    return code;
+  }
   if (drive) {
     auto code = run_episodes(sys, opts, cfg, coord, latch);
     caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);

@@ -19,6 +19,8 @@ struct cli_options {
   std::optional<std::string> publish_weights; ///< inspector: checkpoint dir to publish
   uint64_t weights_version = 0;           ///< inspector: version of the published weights
   std::optional<std::string> resume;      ///< coordinator/local: run directory of a run to continue
+  bool train = false;                     ///< coordinator/local: run the trainer ([train], [learner])
+  int shard = 0;                          ///< learner: this shard's rank (0 .. learner.shards - 1)
 };
 
 /// The roles `--role` accepts.

@@ -19,6 +19,7 @@
 #include "messages/type_ids.hpp"
 #include "policy/text/chat_template.hpp"
 #include "policy/text/json.hpp"
+#include "runtime/learner_role.hpp"
 #include "runtime/process.hpp"
 #include "sandbox/episode_sandbox.hpp"
 
@@ -342,12 +343,7 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
     out.counts["policy_server"] = 1;
     return {};
   }
-  if (role == "learner") {
-    // The learner shards (LibTorch PPO) arrive with the learner; the node
-    // registers so the cluster view shows where they will run.
-    out.counts["learner_shards"] = 0;
-    return {};
-  }
+  if (role == "learner") return start_learner_role(sys, cfg, node_id, peers, out);
   return "role '" + role + "' has no actors to start";
 }
 

@@ -1,0 +1,533 @@
+// actors/trainer.cpp: see trainer.hpp.
+#include "actors/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "actors/log.hpp"
+#include "actors/run_driver.hpp"
+#include "messages/type_ids.hpp"
+#include "rollout/train_plan.hpp"
+#include "rollout/training_set.hpp"
+#include "rollout/trajectory_store.hpp"
+
+namespace caf_agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace messages;
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+enum class phase { rollout, waiting_shards, training, publishing, finished };
+
+struct shard_ref {
+  std::string node;
+  caf::actor handle;
+};
+
+/// What an iteration's records say about the policy (its log line).
+struct iteration_stats {
+  int64_t episodes = 0, aborted = 0, correct = 0;
+  double reward_sum = 0;
+  std::map<int32_t, int64_t> tiers;
+};
+
+struct trainer_state {
+  trainer_options opts;
+  rollout::train_state st;
+  phase ph = phase::rollout;
+  caf::actor driver;
+  std::map<int32_t, shard_ref> shards;          // by rank
+  std::map<std::string, caf::actor> policies;   // by node
+  train_batch batch;                            // the step in progress (resent on retry)
+  rollout::consumed_batch consumed;             // what committing it consumes
+  iteration_stats stats;
+  std::map<int32_t, train_step_done> replies;
+  int32_t attempt = 0;
+  uint64_t generation = 1;
+  steady::time_point step_start;
+  static inline const char* name = "trainer";
+};
+
+using trainer_actor = caf::stateful_actor<trainer_state>;
+
+std::string store_dir(const trainer_state& s) { return (fs::path{s.opts.run_dir} / "trajectories").string(); }
+std::string checkpoint_root(const std::string& run_dir) { return (fs::path{run_dir} / "checkpoints").string(); }
+
+const trainer_stage& current_stage(const trainer_state& s) { return s.opts.stages.at(s.st.stage_index); }
+
+std::string fmt(double x, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+/// Appends one JSON line to iterations.jsonl (the run's outcome log); a failure is logged, not fatal.
+void record_event(trainer_state& s, json event) {
+  std::ofstream out(fs::path{s.opts.run_dir} / "iterations.jsonl", std::ios::app);
+  out << event.dump() << "\n";
+  if (!out) log_error("train", "cannot append to " + s.opts.run_dir + "/iterations.jsonl");
+}
+
+void finish(trainer_actor* self, int code, const std::string& summary) {
+  auto& s = self->state;
+  if (s.ph == phase::finished) return;
+  s.ph = phase::finished;
+  if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
+  s.driver = nullptr;
+  (code == 0 ? log_info : log_error)("train", summary);
+  if (s.opts.on_finished) s.opts.on_finished(code, summary);
+}
+
+bool persist(trainer_actor* self) {
+  if (auto err = rollout::write_train_state(self->state.opts.run_dir, self->state.st)) {
+    finish(self, trainer_storage, "cannot write the stage state: " + *err);
+    return false;
+  }
+  return true;
+}
+
+void start_iteration(trainer_actor* self);
+void send_batch(trainer_actor* self);
+
+iteration_stats stats_of(const std::vector<const trajectory_record*>& recs) {
+  iteration_stats out;
+  for (const auto* r : recs) {
+    ++out.episodes;
+    if (r->termination == "aborted") {
+      ++out.aborted;
+      continue;
+    }
+    out.reward_sum += r->reward;
+    out.correct += r->correct;
+    ++out.tiers[r->reward];
+  }
+  return out;
+}
+
+std::string stats_text(const iteration_stats& st) {
+  const auto judged = std::max<int64_t>(st.episodes - st.aborted, 1);
+  std::string tiers;
+  for (int32_t t : {-1, 1, 2, 3}) {
+    auto it = st.tiers.find(t);
+    tiers += (tiers.empty() ? "" : " ") + std::to_string(t) + ":" + std::to_string(it == st.tiers.end() ? 0 : it->second);
+  }
+  return std::to_string(st.episodes) + " episodes, mean reward " + fmt(st.reward_sum / double(judged)) +
+         ", pass rate " + fmt(100.0 * double(st.correct) / double(judged), 1) + "%, tiers " + tiers +
+         (st.aborted ? ", aborted " + std::to_string(st.aborted) : "");
+}
+
+/// Builds the step's batch from `records` (the iteration's); an empty one is committed as such.
+void build_batch(trainer_actor* self, const std::vector<trajectory_record>& records, std::vector<uint64_t> ids) {
+  auto& s = self->state;
+  const auto& stage = current_stage(s);
+  std::vector<const trajectory_record*> mine;
+  std::set<uint64_t> wanted(ids.begin(), ids.end());
+  for (const auto& r : records)
+    if (wanted.contains(r.episode_id)) mine.push_back(&r);
+  s.stats = stats_of(mine);
+  rollout::training_filter filter{rollout::learner_stage(stage.name), stage.max_repeats, stage.min_reward};
+  rollout::training_selection sel;
+  for (const auto* r : mine) {
+    auto why = rollout::training_exclusion(*r, filter);
+    if (why.empty()) sel.kept.push_back(r);
+    else ++sel.dropped[why];
+  }
+  if (mine.size() < ids.size()) sel.dropped["no record"] += static_cast<int64_t>(ids.size() - mine.size());
+  s.consumed = {0, stage.name, s.st.policy_version + 1, ids, static_cast<int64_t>(sel.kept.size()), sel.dropped};
+  if (sel.kept.empty()) {
+    std::string why;
+    for (auto& [k, n] : sel.dropped) why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+    log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + "): " +
+                           stats_text(s.stats) + "; no training data (" + why + "); no step taken");
+    rollout::commit_iteration(s.st, s.consumed, false, {});
+    if (stage.store.empty() == false) s.st.store_cursor += static_cast<int64_t>(ids.size());
+    record_event(s, {{"event", "no_training_data"}, {"iteration", s.st.iteration}, {"stage", stage.name},
+                     {"episode_ids", ids}, {"dropped", sel.dropped}});
+    if (!persist(self)) return;
+    if (s.st.empty_iterations >= s.opts.max_empty_iterations)
+      return finish(self, trainer_no_data, std::to_string(s.st.empty_iterations) +
+                                               " iterations in a row brought no training data; the run stopped "
+                                               "(the state is kept: fix the cause and run again to resume)");
+    return start_iteration(self);
+  }
+  auto packed = rollout::packed_batch_json(sel.kept, filter.stage);
+  train_batch b;
+  b.batch_id = s.st.iteration + 1;
+  b.stage = filter.stage;
+  b.base_version = s.st.policy_version;
+  b.base_checkpoint = s.st.checkpoint;
+  b.new_version = s.st.policy_version + 1;
+  b.stage_in_process = s.opts.stage_in_process;
+  for (const auto* r : sel.kept) b.episode_ids.push_back(r->episode_id);
+  b.tokens = packed["tokens"].get<std::vector<int32_t>>();
+  b.seq_offsets = packed["seq_offsets"].get<std::vector<int64_t>>();
+  for (float m : packed["loss_mask"].get<std::vector<float>>()) b.loss_mask.push_back(m != 0 ? 1 : 0);
+  b.sampler_logp = packed["sampler_logp"].get<std::vector<float>>();
+  b.rewards = packed["rewards"].get<std::vector<float>>();
+  s.batch = std::move(b);
+  s.attempt = 0;
+  send_batch(self);
+}
+
+void rollout_done(trainer_actor* self, const run_summary& summary) {
+  auto& s = self->state;
+  if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
+  s.driver = nullptr;
+  if (!summary.storage_error.empty())
+    return finish(self, trainer_storage, "storage failed: " + summary.storage_error + "; kept " + summary.kept +
+                                             " (run again to resume)");
+  rollout::scan_report scan;
+  auto records = rollout::trajectory_store::read_all(store_dir(s), &scan);
+  build_batch(self, records, s.st.pending);
+}
+
+void start_iteration(trainer_actor* self) {
+  auto& s = self->state;
+  if (s.ph == phase::finished) return;
+  if (s.st.stage_index >= s.opts.stages.size()) {
+    std::string stages;
+    for (auto& o : s.st.stages_done)
+      stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" + o.outcome + ")";
+    return finish(self, trainer_ok, "training finished: version " + std::to_string(s.st.policy_version) + " in " +
+                                        s.st.checkpoint + " after " + std::to_string(s.st.iteration) +
+                                        " iterations (" + stages + ")");
+  }
+  const auto& stage = current_stage(s);
+  s.ph = phase::rollout;
+  if (!stage.store.empty()) {  // a stage over stored records: the next window of the store
+    auto records = rollout::trajectory_store::read_all(stage.store);
+    if (records.empty())
+      return finish(self, trainer_bad_input, "train." + stage.name + ".store '" + stage.store + "' holds no record");
+    std::sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.episode_id < b.episode_id; });
+    std::vector<uint64_t> ids;
+    for (int32_t i = 0; i < s.opts.episodes_per_iteration; ++i)
+      ids.push_back(records[static_cast<size_t>(s.st.store_cursor + i) % records.size()].episode_id);
+    return build_batch(self, records, ids);
+  }
+  const auto& ids = rollout::plan_iteration(s.st, s.opts.episodes_per_iteration);
+  if (!persist(self)) return;  // the plan is on disk before any episode starts
+  run_driver_options d;
+  d.tasks = s.opts.tasks;
+  d.mode = "train";
+  d.store_dir = store_dir(s);
+  d.retry_aborted = s.opts.retry_aborted;
+  d.coordinator = s.opts.coordinator;
+  for (auto id : ids) {
+    start_episode e;
+    e.episode_id = id;
+    e.task = s.opts.tasks[static_cast<size_t>(id - 1) % s.opts.tasks.size()];
+    e.mode = "train";
+    e.max_turns = stage.max_turns;
+    e.wall_limit_ms = s.opts.wall_limit_ms;
+    e.seed = s.opts.seed * 1000003 + id;
+    d.planned.push_back(std::move(e));
+  }
+  d.episodes = static_cast<int>(d.planned.size());
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  d.on_finished = [me](const run_summary& summary) { caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept); };
+  log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + " step " +
+                        std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
+                        " with version " + std::to_string(s.st.policy_version));
+  std::string error;
+  s.driver = spawn_run_driver(self->system(), std::move(d), error);
+  if (!s.driver) finish(self, trainer_storage, "the run driver cannot start: " + error);
+}
+
+void send_batch(trainer_actor* self) {
+  auto& s = self->state;
+  if (static_cast<int32_t>(s.shards.size()) < s.opts.shards) {
+    if (s.ph != phase::waiting_shards)
+      log_info("train", "waiting for " + std::to_string(s.opts.shards) + " learner shards (" +
+                            std::to_string(s.shards.size()) + " joined)");
+    s.ph = phase::waiting_shards;
+    return;
+  }
+  if (++s.attempt > s.opts.max_step_attempts)
+    return finish(self, trainer_step_failed, "the step of iteration " + std::to_string(s.batch.batch_id) +
+                                                 " failed " + std::to_string(s.opts.max_step_attempts) +
+                                                 " times; the run stopped (run again to resume: no episode is lost)");
+  s.batch.attempt = s.attempt;
+  s.batch.generation = s.generation;
+  s.replies.clear();
+  s.ph = phase::training;
+  s.step_start = steady::now();
+  for (auto& [rank, shard] : s.shards) self->send(shard.handle, s.batch);
+  log_info("train", "step of iteration " + std::to_string(s.batch.batch_id) + " sent to " +
+                        std::to_string(s.shards.size()) + " shards (attempt " + std::to_string(s.attempt) + ")");
+}
+
+void step_failed(trainer_actor* self, const std::string& why) {
+  auto& s = self->state;
+  if (s.ph != phase::training) return;
+  ++s.generation;  // every shard rendezvouses again
+  s.ph = phase::waiting_shards;
+  log_error("train", "step of iteration " + std::to_string(s.batch.batch_id) + " (attempt " +
+                         std::to_string(s.attempt) + ") failed: " + why + "; it runs again once all " +
+                         std::to_string(s.opts.shards) + " shards are up");
+  record_event(s, {{"event", "step_failed"}, {"iteration", s.batch.batch_id}, {"attempt", s.attempt},
+                   {"reason", why}, {"episode_ids", s.consumed.episode_ids}});
+  // Rationale: a second's pause keeps a step that fails at once (a bad checkpoint) from
+  // spinning through its attempts before anyone can read the first error.
+  self->delayed_send(self, std::chrono::seconds(1), atoms::run::value);
+}
+
+void publish(trainer_actor* self, uint64_t version, const std::string& path, std::function<void()> next) {
+  auto& s = self->state;
+  if (s.policies.empty()) {
+    log_error("train", "no policy service has joined: version " + std::to_string(version) + " was not published");
+    return next();
+  }
+  s.ph = phase::publishing;
+  auto left = std::make_shared<size_t>(s.policies.size());
+  auto lines = std::make_shared<std::vector<json>>();
+  auto refused = std::make_shared<std::string>();
+  const auto start = steady::now();
+  for (auto& [node, handle] : s.policies) {
+    auto done = [=, node = node](const std::string& error) {
+      const double ms = std::chrono::duration<double, std::milli>(steady::now() - start).count();
+      lines->push_back({{"node", node}, {"ok", error.empty()}, {"ms", ms}, {"error", error}});
+      if (!error.empty()) *refused += (refused->empty() ? "" : "; ") + node + ": " + error;
+      if (--*left > 0) return;
+      std::string text;
+      for (auto& l : *lines)
+        text += (text.empty() ? "" : ", ") + l["node"].get<std::string>() + " " +
+                (l["ok"].get<bool>() ? "ok " + fmt(l["ms"].get<double>(), 1) + " ms" : "refused");
+      log_info("train", "published version " + std::to_string(version) + " (" +
+                            (path.rfind("inproc:", 0) == 0 ? "in process" : path) + "): " + text);
+      record_event(self->state, {{"event", "published"}, {"version", version}, {"path", path}, {"services", *lines}});
+      if (!refused->empty())
+        return finish(self, trainer_weights_refused,
+                      "policy services refused version " + std::to_string(version) + ": " + *refused +
+                          "; the run stopped (the step is committed: run again to resume and republish)");
+      next();
+    };
+    self->request(handle, std::chrono::seconds(120), weights_published{version, path})
+        .then([=](std::string& error) { done(error); },
+              [=](caf::error& err) { done("unreachable: " + self->system().render(err)); });
+  }
+}
+
+void step_succeeded(trainer_actor* self) {
+  auto& s = self->state;
+  const auto& stage = current_stage(s);
+  const auto& lead = s.replies.at(0);
+  double policy_loss = 0, value_loss = 0, ev = 0;
+  for (auto& [rank, r] : s.replies) {
+    policy_loss += r.policy_loss;
+    value_loss += r.value_loss;
+    ev += r.explained_variance / double(s.replies.size());
+  }
+  const double seconds = std::chrono::duration<double>(steady::now() - s.step_start).count();
+  const auto from = s.st.policy_version;
+  rollout::commit_iteration(s.st, s.consumed, true, lead.checkpoint);
+  if (!stage.store.empty()) s.st.store_cursor += static_cast<int64_t>(s.consumed.episode_ids.size());
+  const auto reason = rollout::stage_stop_reason(stage.name, s.st.stage_step, stage.iterations, ev,
+                                                 stage.min_explained_variance, stage.max_steps);
+  const auto steps = s.st.stage_step;
+  if (!reason.empty()) rollout::advance_stage(s.st, stage.name, reason, ev);
+  if (!persist(self)) return;
+  log_info("train", "iteration " + std::to_string(s.st.iteration) + " (" + stage.name + " step " +
+                        std::to_string(steps) + "): " + stats_text(s.stats) + "; trained on " +
+                        std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
+                        std::to_string(s.st.policy_version) + (lead.applied ? "" : ", skipped: " + lead.skip_reason) +
+                        "): policy loss " + fmt(policy_loss, 4) + ", value loss " + fmt(value_loss, 4) +
+                        ", explained variance " + fmt(ev, 3) + ", step " + fmt(seconds, 1) + " s" +
+                        (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
+  json shards = json::array();
+  for (auto& [rank, r] : s.replies)
+    shards.push_back({{"rank", rank}, {"node", r.node_id}, {"prepare_s", r.prepare_s}, {"step_s", r.step_s},
+                      {"save_s", r.save_s}, {"stage_s", r.stage_s}, {"report", json::parse(r.report_json, nullptr, false)}});
+  const double judged = double(std::max<int64_t>(s.stats.episodes - s.stats.aborted, 1));
+  json tiers = json::object();
+  for (auto& [t, n] : s.stats.tiers) tiers[std::to_string(t)] = n;
+  record_event(s, {{"event", "step"}, {"iteration", s.st.iteration}, {"stage", stage.name}, {"stage_step", steps},
+                   {"attempt", s.attempt}, {"policy_version", s.st.policy_version}, {"checkpoint", lead.checkpoint},
+                   {"episode_ids", s.consumed.episode_ids}, {"kept", s.consumed.kept}, {"dropped", s.consumed.dropped},
+                   {"mean_reward", s.stats.reward_sum / judged}, {"pass_rate", double(s.stats.correct) / judged},
+                   {"tiers", tiers}, {"aborted", s.stats.aborted}, {"policy_loss", policy_loss},
+                   {"value_loss", value_loss}, {"explained_variance", ev}, {"seconds", seconds}, {"shards", shards}});
+  if (!reason.empty())
+    log_info("train", "stage " + stage.name + " done after " + std::to_string(steps) + " steps (" +
+                          (reason == "gate"   ? "explained variance " + fmt(ev, 3) + " reached the gate"
+                           : reason == "cap" ? "the step cap; explained variance " + fmt(ev, 3) + " stayed below " +
+                                                   fmt(stage.min_explained_variance, 3)
+                                             : "its iterations") +
+                          ")");
+  const bool stop = reason == "cap" && stage.stop_at_cap;
+  const auto path = lead.in_process_path.empty() ? (fs::path{lead.checkpoint} / "actor").string() : lead.in_process_path;
+  publish(self, s.st.policy_version, path, [self, stop, name = stage.name] {
+    if (stop)
+      return finish(self, trainer_gate_not_reached,
+                    "stage " + name + " hit its step cap before the explained-variance gate (stop_at_cap = true)");
+    start_iteration(self);
+  });
+}
+
+void on_step_done(trainer_actor* self, train_step_done& d) {
+  auto& s = self->state;
+  if (s.ph != phase::training || d.batch_id != s.batch.batch_id || d.attempt != s.attempt) {
+    log_debug("train", "ignored a late answer of shard " + std::to_string(d.rank) + " (batch " +
+                           std::to_string(d.batch_id) + ", attempt " + std::to_string(d.attempt) + ")");
+    return;
+  }
+  if (!d.error.empty()) return step_failed(self, "shard " + std::to_string(d.rank) + " (" + d.node_id + "): " + d.error);
+  s.replies[d.rank] = d;
+  if (static_cast<int32_t>(s.replies.size()) == s.opts.shards) step_succeeded(self);
+}
+
+void on_service(trainer_actor* self, const service_announce& svc, caf::actor handle) {
+  auto& s = self->state;
+  if (svc.name == "policy") {
+    s.policies[svc.node_id] = handle;
+    // A policy service that joins after weights moved on (a restarted node, a resumed run)
+    // gets the current version from its checkpoint before it serves a new iteration's episodes.
+    if (s.st.policy_version > 0 && !s.st.checkpoint.empty())
+      self->request(handle, std::chrono::seconds(120),
+                    weights_published{s.st.policy_version, (fs::path{s.st.checkpoint} / "actor").string()})
+          .then([=, node = svc.node_id](std::string& error) {
+                  if (error.empty()) log_info("train", "policy service " + node + " has version " +
+                                                           std::to_string(self->state.st.policy_version));
+                  else log_error("train", "policy service " + node + " refused the current weights: " + error);
+                },
+                [=, node = svc.node_id](caf::error& err) {
+                  log_error("train", "policy service " + node + " unreachable: " + self->system().render(err));
+                });
+    return;
+  }
+  if (svc.name.rfind("learner/", 0) != 0) return;
+  int32_t rank = -1;
+  try {
+    rank = std::stoi(svc.name.substr(8));
+  } catch (const std::exception&) {
+  }
+  if (rank < 0 || rank >= s.opts.shards) {
+    log_error("train", "learner shard " + svc.name + " on " + svc.node_id + " ignored: ranks are 0.." +
+                           std::to_string(s.opts.shards - 1) + " (learner.shards = " + std::to_string(s.opts.shards) + ")");
+    return;
+  }
+  auto it = s.shards.find(rank);
+  if (it != s.shards.end() && it->second.handle != handle) {
+    ++s.generation;
+    if (s.ph == phase::training) step_failed(self, "shard " + std::to_string(rank) + " was replaced by " + svc.node_id);
+  }
+  s.shards[rank] = {svc.node_id, handle};
+  log_info("train", "learner shard " + std::to_string(rank) + " on " + svc.node_id + " (" +
+                        std::to_string(s.shards.size()) + "/" + std::to_string(s.opts.shards) + ")");
+  if (s.ph == phase::waiting_shards && static_cast<int32_t>(s.shards.size()) == s.opts.shards) send_batch(self);
+}
+
+void on_node_lost(trainer_actor* self, const node_lost& lost) {
+  auto& s = self->state;
+  s.policies.erase(lost.node_id);
+  for (auto it = s.shards.begin(); it != s.shards.end(); ++it) {
+    if (it->second.node != lost.node_id) continue;
+    const auto rank = it->first;
+    s.shards.erase(it);
+    ++s.generation;
+    log_error("train", "learner shard " + std::to_string(rank) + " on " + lost.node_id + " lost (" + lost.reason + ")");
+    if (s.ph == phase::training)
+      step_failed(self, "learner shard " + std::to_string(rank) + " on " + lost.node_id + " lost (" + lost.reason + ")");
+    return;
+  }
+}
+
+caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_state st) {
+  auto& s = self->state;
+  s.opts = std::move(opts);
+  s.st = std::move(st);
+  if (s.opts.coordinator) self->send(s.opts.coordinator, atoms::subscribe::value);
+  log_info("train", "run directory " + s.opts.run_dir + ": stage " +
+                        (s.st.stage_index < s.opts.stages.size() ? current_stage(s).name : std::string{"(all done)"}) +
+                        ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) +
+                        ", " + std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
+                        (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
+  self->send(self, atoms::open::value);
+  return {
+      [=](atoms::open) { start_iteration(self); },
+      [=](atoms::run) {  // retry a failed step
+        if (self->state.ph == phase::waiting_shards) send_batch(self);
+      },
+      [=](atoms::done, std::string& storage_error, std::string& kept) {
+        if (self->state.ph != phase::rollout) return;
+        run_summary summary;
+        summary.storage_error = storage_error;
+        summary.kept = kept;
+        rollout_done(self, summary);
+      },
+      [=](train_step_done& d) { on_step_done(self, d); },
+      [=](service_announce& svc, caf::actor handle) { on_service(self, svc, handle); },
+      [=](node_lost& lost) { on_node_lost(self, lost); },
+      [=](atoms::stop, const std::string& why) -> caf::response_promise {
+        auto& st2 = self->state;
+        auto text = "training interrupted (" + why + "); the stage state is kept: run again to resume";
+        auto rp = self->make_response_promise();
+        if (!st2.driver) {
+          finish(self, 130, text);
+          rp.deliver(true);
+          return rp;
+        }
+        // Started episodes still end in one record each (the driver records them aborted).
+        self->request(st2.driver, std::chrono::seconds(10), atoms::stop::value, why)
+            .then([=](bool) mutable { finish(self, 130, text); rp.deliver(true); },
+                  [=](caf::error&) mutable { finish(self, 130, text); rp.deliver(true); });
+        return rp;
+      },
+      [=](atoms::stats) -> std::map<std::string, double> {
+        auto& st2 = self->state;
+        return {{"iteration", double(st2.st.iteration)},
+                {"stage_index", double(st2.st.stage_index)},
+                {"stage_step", double(st2.st.stage_step)},
+                {"policy_version", double(st2.st.policy_version)},
+                {"shards", double(st2.shards.size())},
+                {"policy_services", double(st2.policies.size())},
+                {"attempt", double(st2.attempt)}};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_trainer(caf::actor_system& sys, trainer_options opts, std::string& error) {
+  if (opts.stages.empty()) {
+    error = "train.stages is empty";
+    return nullptr;
+  }
+  if (opts.tasks.empty()) {
+    error = "no tasks to train on";
+    return nullptr;
+  }
+  std::optional<rollout::train_state> saved;
+  if (auto err = rollout::read_train_state(opts.run_dir, saved)) {
+    error = *err;
+    return nullptr;
+  }
+  rollout::train_state st;
+  if (saved) {
+    if (auto diff = rollout::settings_mismatch(saved->settings, opts.settings); !diff.empty()) {
+      error = "the training run directory " + opts.run_dir + " belongs to another config (" + diff +
+              "); use another train.run_dir, or the config that made it";
+      return nullptr;
+    }
+    st = std::move(*saved);
+  } else {
+    st.settings = opts.settings;
+    if (auto err = rollout::write_train_state(opts.run_dir, st)) {
+      error = *err;
+      return nullptr;
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(checkpoint_root(opts.run_dir), ec);
+  return sys.spawn(trainer, std::move(opts), std::move(st));
+}
+
+}  // namespace caf_agent

@@ -1,0 +1,122 @@
+#pragma once
+// shard_session: one data-parallel learner shard (its actor and critic, optimizers, process group)
+// behind a header without torch types, so the actor that drives it (actors/learner_shard) compiles
+// without LibTorch's headers. Each run() takes the global batch as plain vectors and:
+//   1. joins the process group of the step's generation (a new generation after a shard was lost:
+//      the old group is poisoned, every shard rendezvouses again);
+//   2. makes sure the models hold the step's base version: a shard that is fresh, failed a step,
+//      or holds another version loads the base checkpoint (or the base model for version 0), so
+//      a restarted shard and a survivor start the retried step from the same weights;
+//   3. trains one step (learner/trainer: its share of the batch, gradients all-reduced);
+//   4. on rank 0, writes the checkpoint of the new version (replacing one an unacknowledged
+//      earlier attempt left) and, when asked, stages the actor's tensors for an engine of this
+//      process (policy/model/weight_exchange).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "learner/result.hpp"
+
+namespace caf_agent::learner {
+
+/// Where a shard runs and how it trains.
+struct shard_options {
+  std::string model_dir;        ///< base model of actor and critic (the critic's value head starts at 0)
+  std::string device = "cpu";   ///< cpu, cuda (cuda:<rank % GPUs>), cuda:N
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  std::string backend = "gloo";  ///< gloo or nccl
+  std::string master_addr = "127.0.0.1";
+  /// Shard 0's rendezvous store listens on master_port + generation % 16: a shard that comes
+  /// back while an abandoned step of its previous incarnation still holds the old port finds
+  /// a free one. Rationale: 16 ports outlast every abandoned step a run sees in a row.
+  int32_t master_port = 29500;
+  int64_t timeout_ms = 600000;
+  /// Torch threads of a CPU shard (process-wide); 0: the cores / world_size when world_size > 1
+  /// (shards of one host share its cores; spinning threads would starve each other's messaging).
+  int32_t cpu_threads = 0;
+  std::string checkpoint_root;  ///< rank 0 writes step-<version>/ here
+  double actor_lr = 3e-6;
+  double critic_lr = 6e-6;
+  double clip_low = 0.2;
+  double clip_high = 0.28;
+  double gamma = 1.0;
+  double gae_lambda = 0.95;
+  int64_t ppo_epochs = 1;
+  int64_t max_tokens_per_microbatch = 0;
+  double entropy_coef = 0;
+  bool normalize_advantages = false;
+  double max_grad_norm = 1.0;
+  std::string compute_dtype = "float32";
+  bool checkpoint_layers = false;
+  double temperature = 1.0;     ///< the sampler's temperature (log-probabilities are recomputed under it)
+  int64_t bucket_bytes = int64_t{64} << 20;  ///< in-process hand-off bucket size
+};
+
+/// The global batch of one step, as the rollout stored it (rollout/training_set).
+struct shard_batch {
+  std::string stage;  ///< ppo, rft or vp
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> seq_offsets;
+  std::vector<uint8_t> loss_mask;
+  std::vector<float> sampler_logp;
+  std::vector<float> rewards;
+};
+
+/// What a step starts from and produces.
+struct shard_step {
+  uint64_t base_version = 0;    ///< the weights the step starts from
+  std::string base_checkpoint;  ///< their checkpoint ("" for version 0: the base model)
+  uint64_t new_version = 1;     ///< the version the step produces
+  uint64_t generation = 0;      ///< process-group generation (bumped when the shard set changed)
+  bool save_checkpoint = true;  ///< rank 0 writes the new version's checkpoint
+  bool stage_in_process = false;  ///< rank 0 stages the actor's tensors for an engine of this process
+};
+
+/// What one step did (this shard's view; losses are this shard's share of the global sum).
+struct shard_step_outcome {
+  bool applied = false;
+  std::string skip_reason;
+  std::string report_json;      ///< learner::step_report::to_json
+  double policy_loss = 0;
+  double value_loss = 0;
+  double explained_variance = 0;
+  double entropy = 0;
+  double nll = 0;
+  int64_t sampled_tokens = 0;   ///< of the global batch
+  std::string checkpoint;       ///< rank 0 with save_checkpoint: the new version's directory
+  std::string in_process_path;  ///< rank 0 with stage_in_process: "inproc:<key>" for load_weights
+  bool reloaded = false;        ///< the base version was loaded for this step
+  double prepare_seconds = 0;   ///< rendezvous and loading
+  double step_seconds = 0;
+  double save_seconds = 0;
+  double stage_seconds = 0;
+};
+
+/// One shard. Not thread-safe: one thread calls run().
+class shard_session {
+ public:
+  /// Checks the options; loads nothing yet (the first run() does).
+  static result<std::unique_ptr<shard_session>> create(const shard_options& options);
+  ~shard_session();
+  shard_session(const shard_session&) = delete;
+  shard_session& operator=(const shard_session&) = delete;
+
+  /// One training step (see the file comment). An error (a peer died mid all-reduce, a bad batch,
+  /// a checkpoint that cannot be read) leaves the shard needing a reload and a new group.
+  result<shard_step_outcome> run(const shard_batch& batch, const shard_step& step);
+
+  /// The weights version the shard holds (0 before the first step).
+  uint64_t version() const;
+  /// True when gloo (CPU) or NCCL (CUDA) groups can be built here.
+  static bool backend_available(const std::string& backend);
+
+ private:
+  struct impl;
+  explicit shard_session(std::unique_ptr<impl> state);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace caf_agent::learner

@@ -1,0 +1,107 @@
+// runtime/learner_role.cpp: see learner_role.hpp.
+#include "runtime/learner_role.hpp"
+
+#include <filesystem>
+
+#include <caf/all.hpp>
+
+#include "actors/log.hpp"
+#include "messages/type_ids.hpp"
+
+#ifdef CAF_AGENT_HAS_LEARNER
+#include "actors/learner_shard.hpp"
+#endif
+
+namespace caf_agent::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string model_of(const app_config& cfg) {
+  return cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
+}
+
+}  // namespace
+
+nlohmann::json training_settings(const app_config& cfg) {
+  auto& l = cfg.learner;
+  nlohmann::json stages = nlohmann::json::object();
+  for (auto& name : cfg.train.stages) {
+    auto& s = cfg.train.stage(name);
+    stages[name] = {{"iterations", s.iterations}, {"max_turns", s.max_turns}, {"min_reward", s.min_reward},
+                    {"max_repeats", s.max_repeats}, {"store", s.store},
+                    {"min_explained_variance", s.min_explained_variance}, {"max_steps", s.max_steps}};
+  }
+  return {{"train.stages", cfg.train.stages},
+          {"train.episodes_per_iteration", cfg.train.episodes_per_iteration},
+          {"train.stage", stages},
+          {"learner.model_dir", fs::absolute(model_of(cfg)).lexically_normal().string()},
+          {"rollout.tasks_dir", fs::absolute(cfg.rollout.tasks_dir).lexically_normal().string()},
+          {"learner.shards", l.shards},
+          {"learner.actor_lr", l.actor_lr},
+          {"learner.critic_lr", l.critic_lr},
+          {"learner.clip_low", l.clip_low},
+          {"learner.clip_high", l.clip_high},
+          {"learner.gamma", l.gamma},
+          {"learner.gae_lambda", l.gae_lambda},
+          {"learner.ppo_epochs", l.ppo_epochs},
+          {"learner.entropy_coef", l.entropy_coef},
+          {"learner.normalize_advantages", l.normalize_advantages},
+          {"learner.compute_dtype", l.compute_dtype}};
+}
+
+std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
+                               const std::map<std::string, caf::actor>& peers, role_actors& out) {
+#ifdef CAF_AGENT_HAS_LEARNER
+  auto l = cfg.learner;
+  // Rationale: the local role is one process, so one shard: the whole batch, no rendezvous.
+  if (peers.contains("local")) l.shards = 1, l.rank = 0;
+  if (l.rank < 0 || l.rank >= l.shards)
+    return "--shard " + std::to_string(l.rank) + " is outside 0.." + std::to_string(l.shards - 1) +
+           " (learner.shards = " + std::to_string(l.shards) + ")";
+  learner::shard_options o;
+  o.model_dir = model_of(cfg);
+  o.device = l.device;
+  o.rank = l.rank;
+  o.world_size = l.shards;
+  o.backend = l.backend;
+  o.master_addr = l.master_addr;
+  o.master_port = l.master_port;
+  o.cpu_threads = l.cpu_threads;
+  o.timeout_ms = l.timeout_ms;
+  o.checkpoint_root = (fs::path{train_run_dir(cfg)} / "checkpoints").string();
+  o.actor_lr = l.actor_lr;
+  o.critic_lr = l.critic_lr;
+  o.clip_low = l.clip_low;
+  o.clip_high = l.clip_high;
+  o.gamma = l.gamma;
+  o.gae_lambda = l.gae_lambda;
+  o.ppo_epochs = l.ppo_epochs;
+  o.max_tokens_per_microbatch = l.max_tokens_per_microbatch;
+  o.entropy_coef = l.entropy_coef;
+  o.normalize_advantages = l.normalize_advantages;
+  o.max_grad_norm = l.max_grad_norm;
+  o.compute_dtype = l.compute_dtype;
+  o.checkpoint_layers = l.checkpoint_layers;
+  o.temperature = cfg.policy.temperature > 0 ? cfg.policy.temperature : 1.0;
+  o.bucket_bytes = int64_t{l.weight_sync_bucket_mb} << 20;
+  auto shard = spawn_learner_shard(sys, o, node_id);
+  out.actors.push_back(shard);
+  out.named["learner_shard"] = shard;
+  out.counts["learner_shards"] = 1;
+  out.notes.push_back("learner shard " + std::to_string(l.rank) + "/" + std::to_string(l.shards) + " (" + l.backend +
+                      " on " + l.device + ") training " + (o.model_dir.empty() ? "(no model configured)" : o.model_dir));
+  log_info("learner", out.notes.back());
+  auto it = peers.find("coordinator");
+  if (it != peers.end())
+    caf::send_as(shard, it->second, messages::service_announce{node_id, "learner/" + std::to_string(l.rank)});
+  return {};
+#else
+  out.counts["learner_shards"] = 0;
+  out.notes.push_back("learner: this build has no LibTorch; no shard runs here");
+  return {};
+#endif
+}
+
+}  // namespace caf_agent::runtime
