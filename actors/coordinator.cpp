@@ -10,7 +10,10 @@
 
 #include "actors/log.hpp"
 #include "actors/node_registry.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
+#include "observe/cluster_view.hpp"
+#include "observe/registry.hpp"
 
 namespace caf_agent {
 
@@ -29,10 +32,57 @@ struct coordinator_state {
   };
   std::vector<service> services;
   std::vector<caf::actor> subscribers;  // run drivers: get services and node losses
+  observe::cluster_view view;            // the heartbeats' metrics, stuck episodes
   static inline const char* name = "coordinator";
 };
 
-using coordinator_actor = caf::stateful_actor<coordinator_state>;
+using coordinator_actor = observed_actor<coordinator_state>;
+
+observe::view_inputs view_inputs_of(coordinator_actor* self) {
+  auto& st = self->state;
+  return {{st.opts.coordinator_id, unix_ms(), st.registry.snapshot(true)},
+          observe::metrics_registry::process().snapshot(),
+          observe::run_board::process().facts(),
+          unix_ms()};
+}
+
+void check_stuck(coordinator_actor* self) {
+  for (auto& f : self->state.view.check_stuck(view_inputs_of(self)))
+    log_error("coordinator", "episode " + std::to_string(f.episode_id) + " on " + f.node_id + " looks stuck (" +
+                                 f.reason + "): " + f.detail);
+}
+
+/// `episode ID`: the transcript so far, from whichever rollout node runs it.
+void episode_transcript(coordinator_actor* self, const std::string& arg, caf::response_promise rp) {
+  uint64_t id = 0;
+  try {
+    size_t used = 0;
+    id = std::stoull(arg, &used);
+    if (used != arg.size()) throw std::invalid_argument{arg};
+  } catch (const std::exception&) {
+    rp.deliver(std::string{R"({"error": "episode needs a numeric episode id"})"});
+    return;
+  }
+  std::vector<caf::actor> managers;
+  for (auto& s : self->state.services)
+    if (s.name == "rollout") managers.push_back(s.handle);
+  auto missing = "{\"error\": \"episode " + std::to_string(id) + " is not in flight on any rollout node\"}";
+  if (managers.empty()) return rp.deliver(missing);
+  auto left = std::make_shared<size_t>(managers.size());
+  auto done = std::make_shared<bool>(false);
+  for (auto& m : managers) {
+    auto answer = [=](const std::string& text) mutable {
+      if (*done) return;
+      if (!text.empty()) {
+        *done = true;
+        return rp.deliver(text);
+      }
+      if (--*left == 0) rp.deliver(missing);
+    };
+    self->request(m, std::chrono::seconds(5), atoms::transcript::value, id)
+        .then([=](std::string& text) mutable { answer(text); }, [=](caf::error&) mutable { answer(""); });
+  }
+}
 
 void notify_lost(coordinator_actor* self, const node_event& ev) {
   auto& st = self->state;
@@ -82,6 +132,7 @@ register_ack on_register(coordinator_actor* self, register_node& msg) {
 caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
   self->state.opts = opts;
   self->state.registry = node_registry{opts.node_timeout_ms};
+  self->state.view = observe::cluster_view{opts.stuck};
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     auto it = st.node_of.find(dm.source);
@@ -98,6 +149,18 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
       [=](register_node& msg) -> register_ack { return on_register(self, msg); },
       [=](node_heartbeat& hb) {
         if (auto ev = self->state.registry.heartbeat(hb, unix_ms())) report(*ev);
+        self->state.view.on_metrics(hb.node_id, std::move(hb.metrics));
+      },
+      [=](get_view& req) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        if (req.what == "episode") {
+          episode_transcript(self, req.arg, rp);
+          return rp;
+        }
+        auto in = view_inputs_of(self);
+        rp.deliver(req.what == "prometheus" ? self->state.view.prometheus(in)
+                                            : self->state.view.render(req.what, in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        return rp;
       },
       [=](leave_cluster& msg) {
         if (auto ev = self->state.registry.left(msg.node_id, msg.reason)) {
@@ -164,6 +227,7 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
       },
       [=](atoms::tick) {
         for (auto& ev : self->state.registry.expire(unix_ms())) report(ev);
+        check_stuck(self);
         schedule_tick(self);
       },
   };

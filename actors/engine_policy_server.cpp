@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -24,7 +25,7 @@ struct engine_server_state {
   static inline const char* name = "engine_policy_server";
 };
 
-using engine_server = caf::stateful_actor<engine_server_state>;
+using engine_server = observed_actor<engine_server_state>;
 
 const char* finish_name(policy::finish_reason r) {
   switch (r) {

@@ -6,8 +6,10 @@
 #include <deque>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/conversation.hpp"
 #include "rollout/tasks.hpp"
@@ -42,10 +44,35 @@ struct episode_state {
   static inline const char* name = "episode";
 };
 
-using episode_actor = caf::stateful_actor<episode_state>;
+using episode_actor = observed_actor<episode_state>;
 
 double since_ms(steady::time_point t) {
   return std::chrono::duration<double, std::milli>(steady::now() - t).count();
+}
+
+/// Posts the episode's progress to the node's registry (the inspector's episodes view).
+void progress(episode_actor* self, const std::function<void(episode_progress&)>& f) {
+  observe::metrics_registry::process().episode_update(self->state.start.episode_id, f);
+}
+
+/// A tool call or evaluation starts: its phase, and whether it repeats the last call.
+void progress_call(episode_actor* self, const rollout::action& a, const std::string& phase) {
+  // Rationale: 200 characters tell two calls apart for a human and bound the heartbeat.
+  auto call = (a.name + " " + a.arguments_json).substr(0, 200);
+  progress(self, [&](episode_progress& e) {
+    e.phase = phase;
+    ++e.tool_calls;
+    e.repeats = e.last_call == call ? e.repeats + 1 : 1;
+    e.last_call = call;
+  });
+}
+
+/// A completion, tool result or verdict arrived.
+void progress_made(episode_actor* self, double waited_ms, bool tool) {
+  progress(self, [&](episode_progress& e) {
+    e.last_progress_ms = unix_ms();
+    if (tool) e.tool_ms += waited_ms;
+  });
 }
 
 void next_turn(episode_actor* self);
@@ -72,6 +99,7 @@ void send_record(episode_actor* self) {
                   {"total", since_ms(st.t0)}};
   r.ended_at_ms = unix_ms();
   r.turn_overhead_us = std::move(st.overhead_us);
+  observe::metrics_registry::process().episode_done(st.start.episode_id);
   self->send(st.env.sink, std::move(r));
   self->quit();
 }
@@ -93,6 +121,7 @@ void end_turn(episode_actor* self) {
   auto& st = self->state;
   double overhead_ms = since_ms(st.turn_start) - st.turn_wait_ms;
   st.overhead_us.push_back(static_cast<uint32_t>(std::max(0.0, overhead_ms) * 1000));
+  observe::metrics_registry::process().turn_finished(static_cast<int64_t>(since_ms(st.turn_start) * 1000));
   next_turn(self);
 }
 
@@ -111,6 +140,7 @@ void evaluate(episode_actor* self, const std::string& mode,
   auto on_result = [=](eval_result& r) {
     auto& s = self->state;
     if (s.eval_seq != seq || !s.pending_eval) return;  // already failed by a pool loss
+    progress_made(self, since_ms(started), false);
     auto cb = std::move(s.pending_eval);
     s.pending_eval = nullptr;
     cb(r);
@@ -169,6 +199,7 @@ void run_tool(episode_actor* self, rollout::action a) {
   auto& st = self->state;
   auto started = steady::now();
   tool_request req{st.start.episode_id, a.call_id, a.name, a.arguments_json};
+  progress_call(self, a, "tool:" + a.name);
   self->request(st.env.tools, ms(15 * 60 * 1000), std::move(req))
       .then(
           [=](tool_response& r) {
@@ -176,6 +207,7 @@ void run_tool(episode_actor* self, rollout::action a) {
             double waited = since_ms(started);
             s.tools_ms += waited;
             s.turn_wait_ms += waited;
+            progress_made(self, waited, true);
             auto& t = s.rec.tools[a.name];
             ++t.calls;
             t.total_ms += r.elapsed_ms;
@@ -196,6 +228,7 @@ void next_action(episode_actor* self) {
   if (a.kind == rollout::action::invalid) return observe(self, a.call_id, a.error);
   if (a.kind == rollout::action::tool) return run_tool(self, std::move(a));
   ++st.rec.tools[a.name].calls;
+  progress_call(self, a, "eval:" + a.name);
   evaluate(self, a.name, [=](eval_result& r) { observe(self, a.call_id, verdict_text(a.name, r)); });
 }
 
@@ -203,6 +236,10 @@ void on_completion(episode_actor* self, completion& c) {
   auto& st = self->state;
   if (c.finish_reason == "error") return abort_episode(self, "policy backend failed: " + c.error);
   st.rec.policy_versions.push_back(c.policy_version);
+  progress(self, [&](episode_progress& e) {
+    e.last_progress_ms = unix_ms();
+    e.policy_version = c.policy_version;
+  });
   std::vector<rollout::action> actions;
   if (st.conv->token_mode()) {
     if (c.tokens.empty()) return abort_episode(self, "policy backend returned no tokens");
@@ -229,6 +266,12 @@ void next_turn(episode_actor* self) {
     return final_eval(self, "wall_limit");
   st.turn_start = steady::now();
   st.turn_wait_ms = 0;
+  progress(self, [&](episode_progress& e) {
+    e.phase = "generating";
+    e.turn = st.conv->turns();
+    e.tokens = st.conv->context_tokens();
+    e.turn_started_ms = unix_ms();
+  });
   generate_request req;
   req.episode_id = st.start.episode_id;
   req.request_id = st.start.episode_id * 1000 + st.conv->turns();
@@ -262,6 +305,10 @@ void next_turn(episode_actor* self) {
 void final_eval(episode_actor* self, const std::string& termination) {
   auto& st = self->state;
   st.rec.termination = termination;
+  progress(self, [&](episode_progress& e) {
+    e.phase = "eval:final";
+    e.turn_started_ms = 0;  // no turn runs now
+  });
   evaluate(self, "final", [=](eval_result& r) {
     auto& rec = self->state.rec;
     if (r.status != "ok") {
@@ -294,6 +341,13 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
                                                     env.tool_schemas, limits, env.tokenizer.get(), env.chat_format);
   st.start = std::move(start);
   st.env = std::move(env);
+  progress(self, [&](episode_progress& e) {
+    e.task_id = st.start.task.task_id;
+    e.node_id = st.env.node_id;
+    e.max_turns = st.start.max_turns;
+    e.phase = "opening";
+    e.started_at_ms = e.last_progress_ms = unix_ms();
+  });
   self->request(st.env.tools, ms(120000), atoms::open::value, st.start.episode_id, st.start.task)
       .then(
           [=](std::string& error) {
@@ -307,6 +361,14 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
             abort_episode(self, "tool executor failed: " + self->system().render(err));
           });
   return {
+      // The inspector's `episode ID`: the transcript so far as JSON.
+      [=](atoms::transcript) -> std::string {
+        auto& s = self->state;
+        nlohmann::json j{{"episode_id", s.start.episode_id}, {"task_id", s.start.task.task_id},
+                         {"node_id", s.env.node_id}, {"turns", s.conv->turns()},
+                         {"assistant", s.conv->assistant_texts()}, {"observations", s.conv->observations()}};
+        return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // agent text may be invalid UTF-8
+      },
       [=](atoms::drain) {  // the GPU pool's node was lost
         auto& s = self->state;
         if (!s.pending_eval) return;

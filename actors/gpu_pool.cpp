@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "gpu_pool/worker_protocol.hpp"
 #include "messages/type_ids.hpp"
 
@@ -33,7 +34,7 @@ struct slot_state {
   static inline const char* name = "gpu_slot";
 };
 
-caf::behavior slot_actor(caf::stateful_actor<slot_state>* self, std::shared_ptr<slot_backend> be,
+caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<slot_backend> be,
                          caf::actor manager, int32_t index) {
   self->state.backend = std::move(be);
   self->state.manager = manager;
@@ -45,7 +46,10 @@ caf::behavior slot_actor(caf::stateful_actor<slot_state>* self, std::shared_ptr<
         auto t0 = now_us();
         auto reply = st.backend->run(req);
         reply.result.slot = "slot" + std::to_string(st.index);
-        if (!reply.notice.empty()) log_error("gpu-pool", reply.result.slot + ": " + reply.notice);
+        if (!reply.notice.empty()) {
+          log_error("gpu-pool", reply.result.slot + ": " + reply.notice);
+          observe::metrics_registry::process().note_restart("gpu_slot", reply.result.slot + ": " + reply.notice);
+        }
         if (reply.delay.count() > 0) {
           reply.result.run_us = reply.delay.count();
           self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result,
@@ -65,14 +69,17 @@ struct builder_state {
   static inline const char* name = "eval_builder";
 };
 
-caf::behavior builder_actor(caf::stateful_actor<builder_state>* self, std::shared_ptr<build_backend> be,
+caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr<build_backend> be,
                             caf::actor manager, int32_t index) {
   self->attach_functor([be] { be->stop(); });
   return {
       [=](atoms::build, eval_request& req) {
         auto t0 = now_us();
         auto r = be->build(req);
-        if (!r.notice.empty()) log_error("gpu-pool", "builder" + std::to_string(index) + ": " + r.notice);
+        if (!r.notice.empty()) {
+          log_error("gpu-pool", "builder" + std::to_string(index) + ": " + r.notice);
+          observe::metrics_registry::process().note_restart("eval_builder", "builder" + std::to_string(index) + ": " + r.notice);
+        }
         self->send(manager, atoms::built::value, index, req.job_id, r.ok, r.infra_failure, r.log,
                    now_us() - t0);
       },
@@ -115,7 +122,7 @@ struct manager_state {
   static inline const char* name = "gpu_pool";
 };
 
-using manager_actor = caf::stateful_actor<manager_state>;
+using manager_actor = observed_actor<manager_state>;
 
 /// Integrates busy slots over time, overall and while work was waiting (the
 /// state between two events is constant, so this is exact).
@@ -140,6 +147,10 @@ void publish_credits(manager_actor* self) {
   st.open = open;
   pool_credits pc{open ? static_cast<int32_t>(st.sched->credits()) : 0, static_cast<int32_t>(st.sched->queued() + st.parked.size()),
                   static_cast<int32_t>(st.sched->busy()), static_cast<int32_t>(st.sched->healthy())};
+  observe::metrics_registry::process().pool_update(
+      {st.opts.name, static_cast<int32_t>(st.sched->slots()), pc.healthy_slots, pc.busy_slots, pc.queued,
+       static_cast<int32_t>(st.to_build.size() + std::count(st.builder_busy.begin(), st.builder_busy.end(), true)),
+       static_cast<int64_t>(st.jobs_done), static_cast<int64_t>(st.infra_failures), {}});
   if (pc == st.last_published) return;
   st.last_published = pc;
   for (auto& s : st.subscribers) self->send(s, pc);
@@ -164,6 +175,7 @@ void dispatch(manager_actor* self) {
     auto& e = st.jobs.at(a->job.job_id);
     e.req.deadline_ms = e.req.deadline_ms;  // slot default applies when 0
     st.queue_us_total += static_cast<double>(now_us() - e.enqueued_us);
+    observe::metrics_registry::process().pool_wait(st.opts.name, now_us() - e.enqueued_us);
     self->send(st.slots[a->slot], atoms::run::value, e.req);
   }
   publish_credits(self);
@@ -273,6 +285,7 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
   st.run_us_total += static_cast<double>(res.run_us);
   // Rationale: one retry absorbs a worker that died or restarted under a job
   // (the slot restarts it); a second failure is reported as infrastructure.
+  if (infra) observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
   if (infra && it != st.jobs.end() && it->second.attempts++ < 1) {
     log_error(st.opts.name, "job " + std::to_string(res.job_id) + " hit an infrastructure failure on slot" +
                                 std::to_string(slot) + " (" + res.reason + "); retrying");
@@ -295,6 +308,7 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
   st.sched = std::make_unique<gpu_pool::slot_scheduler>(slot_count, opts.queue_capacity,
                                                         opts.quarantine_after);
   st.started_us = st.last_event_us = now_us();
+  publish_credits(self);  // nobody subscribed yet: this only shows the idle pool in the node's metrics
   return {
       [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
       [=](atoms::done, int32_t slot, eval_result& res, bool infra) { on_done(self, slot, res, infra); },

@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -24,12 +25,14 @@ struct node_agent_state {
   static inline const char* name = "node_agent";
 };
 
-using agent_actor = caf::stateful_actor<node_agent_state>;
+using agent_actor = observed_actor<node_agent_state>;
 
 void beat(agent_actor* self) {
   auto& st = self->state;
   node_heartbeat hb{st.info.node_id, {}, unix_ms()};
   if (st.events.counters) hb.counters = st.events.counters();
+  // The process's actors, episodes and pools (observe/registry.hpp): the coordinator aggregates.
+  if (observe::metrics_registry::process().enabled()) hb.metrics = observe::metrics_registry::process().snapshot();
   self->send(st.coordinator, std::move(hb));
   self->delayed_send(self, std::chrono::milliseconds(st.heartbeat_ms), atoms::tick::value);
 }

@@ -1,7 +1,8 @@
 #pragma once
 /// actors/node_agent.hpp: a node's representative at the coordinator.
 ///
-/// Registers the node, sends heartbeats with its counters, watches the
+/// Registers the node, sends heartbeats with its counters and the process's metrics
+/// (observe/registry.hpp), watches the
 /// coordinator, and leaves cleanly on `atoms::stop`. Outcomes (registered,
 /// refused, coordinator lost) reach the process through `node_agent_events`.
 

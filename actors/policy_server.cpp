@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -21,7 +22,7 @@ struct server_state {
   static inline const char* name = "policy_server";
 };
 
-using server_actor = caf::stateful_actor<server_state>;
+using server_actor = observed_actor<server_state>;
 
 caf::behavior blocking_worker(caf::event_based_actor*, std::shared_ptr<rollout::policy_backend> b) {
   return {

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/pool_choice.hpp"
 #include "rollout/wire_limit.hpp"
@@ -44,7 +45,7 @@ struct manager_state {
   static inline const char* name = "rollout_manager";
 };
 
-using manager_actor = caf::stateful_actor<manager_state>;
+using manager_actor = observed_actor<manager_state>;
 
 std::vector<rollout::pool_view> views(const manager_state& st) {
   std::vector<rollout::pool_view> out;
@@ -237,6 +238,14 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         if (svc.name == "gpu_pool") add_pool(self, handle, svc.node_id);
       },
       [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
+      // The inspector's `episode ID` (through the coordinator): its transcript so far, "" if not here.
+      [=](atoms::transcript, uint64_t id) -> caf::response_promise {
+        auto rp = self->make_response_promise();
+        auto it = self->state.running.find(id);
+        if (it == self->state.running.end()) rp.deliver(std::string{});
+        else rp.delegate(it->second, atoms::transcript::value);
+        return rp;
+      },
       [=](pool_credits& pc) {
         auto& s = self->state;
         auto* p = pool_by_addr(s, caf::actor_cast<caf::actor_addr>(self->current_sender()));

@@ -8,7 +8,9 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
+#include "observe/run_board.hpp"
 #include "rollout/dispatch_ledger.hpp"
 #include "rollout/trajectory_store.hpp"
 
@@ -29,7 +31,7 @@ struct driver_state {
   static inline const char* name = "run_driver";
 };
 
-using driver_actor = caf::stateful_actor<driver_state>;
+using driver_actor = observed_actor<driver_state>;
 
 std::string kept_text(const rollout::trajectory_store& store) {
   auto ids = store.episode_ids();
@@ -92,6 +94,7 @@ void append_record(driver_actor* self, trajectory_record& rec) {
   }
   ++st.summary.recorded;
   st.summary.aborted += rec.termination == "aborted";
+  observe::run_board::process().on_record(rec);
   // Rationale: every episode is worth a line in small runs; at thousands, a line
   // per percent keeps the log readable.
   auto every = std::max(1, st.summary.planned / 100);
@@ -179,6 +182,7 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
   st.summary.store_dir = st.opts.store_dir;
   auto plan = st.opts.planned.empty() ? plan_episodes(st.opts) : st.opts.planned;
   st.summary.planned = static_cast<int>(plan.size());
+  observe::run_board::process().start(st.opts.store_dir, st.opts.mode, st.summary.planned);
   for (auto& s : plan) {
     if (st.store->contains(s.episode_id)) {
       ++st.summary.resumed;
@@ -204,7 +208,10 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
         s.ledger.node_up(cap.node_id, cap.limit);
         dispatch(self);
       },
-      [=](episode_started& es) { self->state.ledger.started(es.node_id, es.episode_id); },
+      [=](episode_started& es) {
+        self->state.ledger.started(es.node_id, es.episode_id);
+        observe::run_board::process().on_started();
+      },
       [=](trajectory_record& rec) {
         auto from = rec.node_id;
         store_record(self, rec, from);

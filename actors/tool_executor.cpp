@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "actors/log.hpp"
+#include "actors/observed_actor.hpp"
 #include "actors/workspace.hpp"
 #include "messages/type_ids.hpp"
 #include "sandbox/episode_sandbox.hpp"
@@ -101,7 +102,7 @@ struct router_state {
   static inline const char* name = "tool_router";
 };
 
-using router_actor = caf::stateful_actor<router_state>;
+using router_actor = observed_actor<router_state>;
 
 void pump(router_actor* self) {
   auto& st = self->state;

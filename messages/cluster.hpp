@@ -11,7 +11,8 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 3;  // 2: generate_request.messages_json; 3: node_info.notes
+inline constexpr uint32_t protocol_version = 4;  // 2: generate_request.messages_json; 3: node_info.notes;
+                                                 // 4: node_heartbeat.metrics
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {
@@ -43,12 +44,101 @@ struct register_ack {
   CAF_AGENT_FIELDS(register_ack, accepted, reason, heartbeat_interval_ms)
 };
 
+/// One actor kind of a process, named as CAF 1.x names its metrics (label `name` = kind):
+/// caf.system.running-actors, caf.actor.mailbox-size, caf.actor.processing-time.
+struct actor_kind_metrics {
+  std::string kind;               ///< the actor's state name: episode, gpu_pool, coordinator, ...
+  int64_t running = 0;            ///< caf.system.running-actors
+  int64_t spawned = 0;            ///< since the process started
+  int64_t mailbox_size = 0;       ///< caf.actor.mailbox-size, summed over running actors (last seen)
+  int64_t mailbox_peak = 0;       ///< the largest mailbox one actor of this kind had
+  int64_t processed = 0;          ///< messages handled
+  int64_t processing_us = 0;      ///< caf.actor.processing-time, total
+  std::vector<int64_t> processing_buckets;  ///< histogram over observe::histogram bounds
+  int64_t errors = 0;             ///< actors that exited with an error
+  int64_t restarts = 0;           ///< restarts of what the kind owns (an eval worker), with reasons
+  std::vector<std::string> restart_reasons;  ///< the last few errors and restarts, newest last
+  std::map<std::string, int64_t> handled;     ///< message type -> messages handled
+  std::map<std::string, int64_t> handled_us;  ///< message type -> processing time
+  CAF_AGENT_FIELDS(actor_kind_metrics, kind, running, spawned, mailbox_size, mailbox_peak, processed,
+                   processing_us, processing_buckets, errors, restarts, restart_reasons, handled, handled_us)
+};
+
+/// One running actor among the busiest of its process (by mailbox or processing time).
+struct actor_top {
+  std::string kind;
+  uint64_t id = 0;  ///< CAF actor id (unique within its process)
+  int64_t mailbox_size = 0;
+  int64_t mailbox_peak = 0;
+  int64_t processed = 0;
+  int64_t busy_us = 0;
+  CAF_AGENT_FIELDS(actor_top, kind, id, mailbox_size, mailbox_peak, processed, busy_us)
+};
+
+/// An episode in flight, as its rollout node sees it.
+struct episode_progress {
+  uint64_t episode_id = 0;
+  std::string task_id;
+  std::string node_id;
+  int32_t turn = 0;
+  int32_t max_turns = 0;
+  int64_t tokens = 0;           ///< context tokens (exact in token mode, else estimated)
+  uint64_t policy_version = 0;  ///< of the last completion
+  std::string phase;            ///< opening, generating, tool:NAME, eval:MODE, closing
+  int64_t started_at_ms = 0;
+  int64_t last_progress_ms = 0; ///< last completion or tool/eval result
+  int64_t turn_started_ms = 0;
+  int32_t tool_calls = 0;
+  double tool_ms = 0;           ///< time spent in tool calls so far
+  int32_t repeats = 0;          ///< the last tool call repeated this many times in a row (1: once)
+  std::string last_call;        ///< NAME ARGS of the last call (truncated)
+  CAF_AGENT_FIELDS(episode_progress, episode_id, task_id, node_id, turn, max_turns, tokens, policy_version,
+                   phase, started_at_ms, last_progress_ms, turn_started_ms, tool_calls, tool_ms, repeats,
+                   last_call)
+};
+
+/// A GPU pool of a process: slots and the wait for one.
+struct pool_metrics {
+  std::string name;
+  int32_t slots = 0;
+  int32_t healthy = 0;   ///< slots - healthy = quarantined
+  int32_t busy = 0;
+  int32_t queued = 0;    ///< in the slot queue and parked
+  int32_t building = 0;  ///< waiting for or in a builder
+  int64_t jobs_done = 0;
+  int64_t infra_failures = 0;
+  std::vector<int64_t> wait_buckets;  ///< queue wait (enqueue to slot), observe::histogram bounds
+  CAF_AGENT_FIELDS(pool_metrics, name, slots, healthy, busy, queued, building, jobs_done, infra_failures,
+                   wait_buckets)
+};
+
+/// What a process reports with its heartbeats (one registry per process).
+struct node_metrics {
+  std::string process;  ///< host:pid: several nodes of one process (the local role) share it
+  int64_t sampled_at_ms = 0;
+  std::vector<actor_kind_metrics> kinds;
+  std::vector<actor_top> top;
+  std::vector<episode_progress> episodes;
+  std::vector<int64_t> turn_buckets;  ///< durations of the turns finished here
+  std::vector<pool_metrics> pools;
+  CAF_AGENT_FIELDS(node_metrics, process, sampled_at_ms, kinds, top, episodes, turn_buckets, pools)
+};
+
 /// Periodic liveness and load report from a node's agent.
 struct node_heartbeat {
   std::string node_id;
   std::map<std::string, int64_t> counters;
   int64_t sent_at_ms = 0;
-  CAF_AGENT_FIELDS(node_heartbeat, node_id, counters, sent_at_ms)
+  node_metrics metrics;  ///< since protocol 4
+  CAF_AGENT_FIELDS(node_heartbeat, node_id, counters, sent_at_ms, metrics)
+};
+
+/// Inspector -> coordinator: one view of the cluster as JSON (`what`: nodes, actors,
+/// episodes, gpu, queues, train, episode (arg: its id), metrics, prometheus).
+struct get_view {
+  std::string what;
+  std::string arg;
+  CAF_AGENT_FIELDS(get_view, what, arg)
 };
 
 /// A node as the coordinator sees it.

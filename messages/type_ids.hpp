@@ -43,7 +43,13 @@
   X(weights_published)             \
   X(service_announce)              \
   X(node_lost)                     \
-  X(episode_started)
+  X(episode_started)               \
+  X(actor_kind_metrics)            \
+  X(actor_top)                     \
+  X(episode_progress)              \
+  X(pool_metrics)                  \
+  X(node_metrics)                  \
+  X(get_view)
 
 #define CAF_AGENT_ADD_TYPE_ID(name) CAF_ADD_TYPE_ID(caf_agent, (caf_agent::messages::name))
 
@@ -69,4 +75,5 @@ using done = caf::atom_constant<caf::atom("done")>;
 using run = caf::atom_constant<caf::atom("run")>;
 using build = caf::atom_constant<caf::atom("build")>;
 using built = caf::atom_constant<caf::atom("built")>;
+using transcript = caf::atom_constant<caf::atom("transcript")>;
 }  // namespace caf_agent::atoms

@@ -210,6 +210,28 @@ void policy_config::validate(section_reader& r) const {
     r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
 }
 
+void observe_config::read(section_reader& r) {
+  r.read("instrument", instrument);
+  r.read("prometheus_host", prometheus_host);
+  r.read("prometheus_port", prometheus_port);
+  r.read("metrics_interval_ms", metrics_interval_ms);
+  r.read("stuck_no_progress_s", stuck_no_progress_s);
+  r.read("stuck_repeat_calls", stuck_repeat_calls);
+  r.read("stuck_turn_factor", stuck_turn_factor);
+  r.read("stuck_min_turn_s", stuck_min_turn_s);
+}
+
+void observe_config::validate(section_reader& r) const {
+  if (prometheus_port < -1 || prometheus_port > 65535) r.error("prometheus_port", "must be -1 (off) or in 0..65535");
+  if (prometheus_host.empty()) r.error("prometheus_host", "must not be empty");
+  // Rationale: below 100 ms the JSONL grows faster than anyone reads it; 0 turns it off.
+  if (metrics_interval_ms != 0 && metrics_interval_ms < 100) r.error("metrics_interval_ms", "must be 0 (off) or >= 100");
+  require_positive(r, "stuck_no_progress_s", stuck_no_progress_s);
+  if (stuck_repeat_calls < 2) r.error("stuck_repeat_calls", "must be >= 2 (one call is no repetition)");
+  if (stuck_turn_factor <= 1) r.error("stuck_turn_factor", "must be > 1");
+  if (stuck_min_turn_s < 0) r.error("stuck_min_turn_s", "must be >= 0");
+}
+
 void learner_config::read(section_reader& r) {
   r.read("model_dir", model_dir);
   r.read("shards", shards);
@@ -217,6 +239,7 @@ void learner_config::read(section_reader& r) {
   r.read("device", device);
   r.read("master_addr", master_addr);
   r.read("master_port", master_port);
+  r.read("cpu_threads", cpu_threads);
   r.read("timeout_ms", timeout_ms);
   r.read("actor_lr", actor_lr);
   r.read("critic_lr", critic_lr);
@@ -239,7 +262,6 @@ void learner_config::validate(section_reader& r) const {
   require_positive(r, "shards", shards);
   // Rationale: one shard per GPU; 4096 is far beyond any cluster this runs on.
   require_range(r, "shards", shards, 1, 4096);
-  r.read("cpu_threads", cpu_threads);
   require_one_of(r, "backend", backend, {"gloo", "nccl"});
   if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
     r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
@@ -353,7 +375,7 @@ config_result parse_config(std::string_view toml_text, std::string_view origin) 
     return out;
   }
   static const std::set<std::string, std::less<>> known{
-      "cluster", "runtime", "rollout", "gpu_pool", "sandbox", "policy", "learner", "train"};
+      "cluster", "runtime", "rollout", "gpu_pool", "sandbox", "policy", "learner", "train", "observe"};
   for (auto& [k, v] : root)
     if (!known.contains(k.str()))
       out.errors.push_back("unknown config section or key '" + std::string{k.str()} + "'");
@@ -366,6 +388,7 @@ config_result parse_config(std::string_view toml_text, std::string_view origin) 
   read_section(root, "policy", c.policy, out.errors);
   read_section(root, "learner", c.learner, out.errors);
   read_section(root, "train", c.train, out.errors);
+  read_section(root, "observe", c.observe, out.errors);
   for (auto& e : out.errors)
     if (e.rfind(std::string{origin}, 0) != 0) e = std::string{origin} + ": " + e;
   return out;
@@ -393,6 +416,10 @@ std::string_view embedded_default_config() {
   return embedded_local_toml;
 }
 
+std::string train_run_dir(const app_config& cfg) {
+  return cfg.train.run_dir.empty() ? cfg.runtime.run_dir + "/train" : cfg.train.run_dir;
+}
+
 std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run) {
   namespace fs = std::filesystem;
   std::vector<std::string> errors;
@@ -416,10 +443,6 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
     if (!model.empty()) need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir",
                              fs::path{model} / "config.json", false, "the checkpoint's config.json");
-std::string train_run_dir(const app_config& cfg) {
-  return cfg.train.run_dir.empty() ? cfg.runtime.run_dir + "/train" : cfg.train.run_dir;
-}
-
     else if (role == "local") errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
   }
   if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")

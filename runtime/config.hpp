@@ -196,6 +196,20 @@ struct train_config {
 };
 
 /// All sections of one node's configuration.
+/// [observe]: metrics, the Prometheus endpoint, stuck episodes (the coordinator's).
+struct observe_config {
+  bool instrument = true;               ///< count messages per actor (off: only for the cost benchmark)
+  std::string prometheus_host = "127.0.0.1";
+  int32_t prometheus_port = -1;         ///< the coordinator's /metrics endpoint; -1 = off, 0 = any free port
+  int64_t metrics_interval_ms = 5000;   ///< a line of metrics.jsonl in the run directory this often; 0 = none
+  int64_t stuck_no_progress_s = 600;    ///< no completion and no tool result for this long: stuck
+  int32_t stuck_repeat_calls = 5;       ///< the same tool call this many times in a row: stuck
+  double stuck_turn_factor = 10.0;      ///< a turn this many times the median turn: stuck
+  int64_t stuck_min_turn_s = 30;        ///< ... and at least this long
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
 struct app_config {
   cluster_config cluster;
   process_config runtime;
@@ -205,6 +219,7 @@ struct app_config {
   policy_config policy;
   learner_config learner;
   train_config train;
+  observe_config observe;
 };
 
 /// The result of loading a config: the values, or every error found.
@@ -223,11 +238,11 @@ config_result load_config_file(const std::string& path);
 /// The embedded default (the text of config/local.toml at build time).
 std::string_view embedded_default_config();
 
+/// The trainer's run directory: train.run_dir, or runtime.run_dir + "/train".
+std::string train_run_dir(const app_config& cfg);
+
 /// Checks the paths `role` will use (skills_dir, tasks_dir when `drives_run`, the replay
 /// file, model_dir, the eval worker); each error names its key and the path.
 std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run);
 
 }  // namespace caf_agent::runtime
-/// The trainer's run directory: train.run_dir, or runtime.run_dir + "/train".
-std::string train_run_dir(const app_config& cfg);
-

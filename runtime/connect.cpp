@@ -12,6 +12,7 @@
 #include "actors/log.hpp"
 #include "runtime/node.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/observe_service.hpp"
 
 namespace caf_agent::runtime {
 
@@ -63,7 +64,7 @@ caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, cons
       return {};
     }
   auto coord = spawn_coordinator(
-      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms});
+      sys, {id, cfg.cluster.heartbeat_interval_ms, cfg.cluster.node_timeout_ms, stuck_options_of(cfg.observe)});
   auto pub = publish_coordinator(sys, coord, cfg.cluster.listen_host, cfg.cluster.port, tls_enabled(cfg.cluster));
   if (!pub.ok) {
     log_error("caf-agent", pub.error);
@@ -71,6 +72,7 @@ caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, cons
     return {};
   }
   port = pub.port;
+  start_metrics_endpoint(sys, coord, cfg.observe);
   return coord;
 }
 

@@ -1,22 +1,33 @@
 // runtime/inspector.cpp: `caf-agent --role inspector`, the cluster view.
+//
+//   caf-agent --role inspector --coordinator HOST:PORT                 nodes (the classic table)
+//   caf-agent --role inspector --coordinator HOST:PORT VIEW [ARG] [--json]
+//       VIEW: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus
+//   caf-agent --role inspector --coordinator HOST:PORT --watch         the live full-screen view
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <iostream>
+#include <sstream>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"
+#include "runtime/inspector_text.hpp"
 #include "runtime/node.hpp"
 #include "runtime/process.hpp"
 
 namespace caf_agent::runtime {
 
 namespace {
+
+using nlohmann::json;
 
 std::string format_age(int64_t ms) {
   if (ms < 1000) return std::to_string(ms) + "ms";
@@ -44,6 +55,96 @@ void print_snapshot(const messages::cluster_snapshot& snap) {
   std::fflush(stdout);
 }
 
+/// Asks the coordinator for one view; returns false (and says why) when it does not answer.
+bool fetch_view(caf::actor_system& sys, const caf::actor& coord, int64_t timeout_ms, const std::string& what,
+                const std::string& arg, std::string& out) {
+  bool ok = false;
+  caf::scoped_actor self{sys};
+  self->request(coord, std::chrono::milliseconds(timeout_ms), messages::get_view{what, arg})
+      .receive(
+          [&](std::string& text) {
+            out = std::move(text);
+            ok = true;
+          },
+          [&](caf::error& err) {
+            // An older coordinator has no get_view: say so rather than a bare "unexpected message".
+            log_error("caf-agent", "coordinator did not answer the '" + what + "' view: " + sys.render(err) +
+                                       " (a coordinator of another caf-agent version answers only the plain node list)");
+          });
+  return ok;
+}
+
+int run_publish(caf::actor_system& sys, const caf::actor& coord, const cli_options& opts) {
+  int code = 0;
+  // Paths travel as given; make them absolute so nodes started elsewhere find them.
+  auto path = std::filesystem::absolute(*opts.publish_weights).lexically_normal().string();
+  caf::scoped_actor self{sys};
+  self->request(coord, std::chrono::minutes(5), messages::weights_published{opts.weights_version, path})
+      .receive(
+          [&](std::string& text) {
+            std::istringstream lines{text};
+            for (std::string line; std::getline(lines, line);) {
+              std::printf("%s\n", line.c_str());
+              if (!line.ends_with(": ok")) code = 1;
+            }
+          },
+          [&](caf::error& err) {
+            log_error("caf-agent", "coordinator did not answer: " + sys.render(err));
+            code = 2;
+          });
+  std::fflush(stdout);
+  return code;
+}
+
+/// One-shot VIEW [ARG]: JSON as the coordinator sent it, or a table.
+int run_view(caf::actor_system& sys, const caf::actor& coord, const cli_options& opts, int64_t timeout_ms) {
+  auto what = opts.inspect.front();
+  auto arg = opts.inspect.size() > 1 ? opts.inspect[1] : std::string{};
+  if (what == "episode" && arg.empty()) {
+    log_error("caf-agent", "inspector: 'episode' needs an episode id (caf-agent --role inspector episode ID)");
+    return 2;
+  }
+  if (!is_inspector_view(what)) {
+    log_error("caf-agent", "inspector: unknown view '" + what + "' (expected " + inspector_views() + ")");
+    return 2;
+  }
+  std::string text;
+  if (!fetch_view(sys, coord, timeout_ms, what, arg, text)) return 2;
+  if (what == "prometheus") {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    log_error("caf-agent", "the coordinator's '" + what + "' view is not JSON");
+    return 2;
+  }
+  int code = j.is_object() && j.contains("error") ? 1 : 0;
+  if (opts.json) std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+  else std::fputs(render_view_text(what, j).c_str(), stdout);
+  std::fflush(stdout);
+  return code;
+}
+
+/// The live view: every second, a full screen on a terminal, plain frames otherwise.
+int run_watch(caf::actor_system& sys, const caf::actor& coord, exit_latch& latch, int64_t timeout_ms) {
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  do {
+    json views = json::object();
+    for (auto* v : {"nodes", "actors", "episodes", "gpu", "queues", "train"}) {
+      std::string text;
+      if (!fetch_view(sys, coord, timeout_ms, v, "", text)) return 2;
+      views[v] = json::parse(text, nullptr, false);
+    }
+    auto frame = render_dashboard(views, unix_ms());
+    if (tty) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear
+    std::fputs(frame.c_str(), stdout);
+    if (!tty) std::fputs("\n", stdout);
+    std::fflush(stdout);
+  } while (!latch.wait_for(std::chrono::seconds(1)));
+  return 0;
+}
+
 }  // namespace
 
 int run_inspector(const cli_options& opts, const app_config& cfg) {
@@ -57,39 +158,21 @@ int run_inspector(const cli_options& opts, const app_config& cfg) {
     log_error("caf-agent", coord.error);
     return 2;
   }
-  int code = 0;
-  if (opts.publish_weights) {
-    // Paths travel as given; make them absolute so nodes started elsewhere find them.
-    auto path = std::filesystem::absolute(*opts.publish_weights).lexically_normal().string();
-    caf::scoped_actor self{sys};
-    self->request(coord.handle, std::chrono::minutes(5), messages::weights_published{opts.weights_version, path})
-        .receive(
-            [&](std::string& text) {
-              std::istringstream lines{text};
-              for (std::string line; std::getline(lines, line);) {
-                std::printf("%s\n", line.c_str());
-                if (!line.ends_with(": ok")) code = 1;
-              }
-            },
-            [&](caf::error& err) {
-              log_error("caf-agent", "coordinator did not answer: " + sys.render(err));
-              code = 2;
-            });
-    std::fflush(stdout);
-    return code;
+  if (opts.publish_weights) return run_publish(sys, coord.handle, opts);
+  if (!opts.inspect.empty() || opts.json) {
+    auto view_opts = opts;
+    if (view_opts.inspect.empty()) view_opts.inspect = {"nodes"};
+    return run_view(sys, coord.handle, view_opts, cfg.cluster.connect_timeout_ms);
   }
-  do {
-    caf::scoped_actor self{sys};
-    self->request(coord.handle, std::chrono::milliseconds(cfg.cluster.connect_timeout_ms),
-                  messages::get_cluster{true})
-        .receive([](messages::cluster_snapshot& snap) { print_snapshot(snap); },
-                 [&](caf::error& err) {
-                   log_error("caf-agent", "coordinator did not answer: " + sys.render(err));
-                   code = 2;
-                 });
-    if (code != 0 || !opts.watch) break;
-    std::printf("\n");
-  } while (!latch.wait_for(std::chrono::seconds(1)));
+  if (opts.watch) return run_watch(sys, coord.handle, latch, cfg.cluster.connect_timeout_ms);
+  int code = 0;
+  caf::scoped_actor self{sys};
+  self->request(coord.handle, std::chrono::milliseconds(cfg.cluster.connect_timeout_ms), messages::get_cluster{true})
+      .receive([](messages::cluster_snapshot& snap) { print_snapshot(snap); },
+               [&](caf::error& err) {
+                 log_error("caf-agent", "coordinator did not answer: " + sys.render(err));
+                 code = 2;
+               });
   return code;
 }
 

@@ -5,9 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include "actors/log.hpp"
+#include "observe/registry.hpp"
 #include "runtime/config.hpp"
 #include "runtime/node.hpp"
 #include "runtime/options.hpp"
+#include "runtime/report_cmd.hpp"
 
 using namespace caf_agent;
 using namespace caf_agent::runtime;
@@ -34,7 +36,10 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_option("--episodes", o.episodes, "local role: number of episodes to run");
   app.add_flag("--exit-after-start", o.exit_after_start,
                "start every actor, register, report and exit");
-  app.add_flag("--watch", o.watch, "inspector: refresh every second until interrupted");
+  app.add_flag("--watch", o.watch, "inspector: the live full-screen view, refreshed every second (plain frames when not on a terminal)");
+  app.add_option("view", o.inspect,
+                 "inspector: one view and exit: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus");
+  app.add_flag("--json", o.json, "inspector: print the view as JSON");
   app.add_option("--publish-weights", o.publish_weights,
                  "inspector: publish this checkpoint directory to every policy service, then exit");
   app.add_option("--weights-version", o.weights_version, "inspector: version number of --publish-weights");
@@ -49,6 +54,7 @@ void add_options(CLI::App& app, cli_options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (is_offline_command(argc, argv)) return run_offline_command(argc, argv);  // report, export
   CLI::App app{"caf-agent: agentic RL for CUDA kernel generation, one binary per machine"};
   cli_options opts;
   add_options(app, opts);
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
   set_log_level(cfg.runtime.log_level == "quiet"   ? log_level::quiet
                 : cfg.runtime.log_level == "debug" ? log_level::debug
                                                    : log_level::info);
+  observe::metrics_registry::process().set_enabled(cfg.observe.instrument);
   if (opts.role == "inspector") return run_inspector(opts, cfg);
   return run_node(opts, cfg);
 }

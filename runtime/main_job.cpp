@@ -6,12 +6,14 @@
 #include "actors/log.hpp"
 #include "actors/run_driver.hpp"
 #include "messages/type_ids.hpp"
+#include "observe/report.hpp"
 #include "rollout/eval_report.hpp"
 #include "rollout/run_plan.hpp"
 #include "rollout/tasks.hpp"
 #include "rollout/trajectory_store.hpp"
 #include "runtime/local_job.hpp"
 #include "runtime/train_job.hpp"
+#include "runtime/observe_service.hpp"
 
 namespace caf_agent::runtime {
 
@@ -103,6 +105,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
     log_error("caf-agent", error);
     return 2;
   }
+  auto metrics = std::make_unique<metrics_log>(sys, coordinator, d.store_dir, cfg.observe.metrics_interval_ms);
   latch.wait();
   if (latch.reason() != "run finished") {
     // Every started episode still gets its one record (aborted, with the reason).
@@ -110,6 +113,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
     self->request(driver, std::chrono::seconds(10), atoms::stop::value, latch.reason())
         .receive([](bool) {}, [](caf::error&) {});
   }
+  metrics.reset();  // the last line: the run's final state
   caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
   std::map<std::string, int> level_of;
   for (auto& t : d.tasks) level_of[t.task_id] = t.level;
@@ -123,6 +127,10 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
     for (auto& [pool, n] : summary->evaluations_per_pool) std::printf("  %s: %lld\n", pool.c_str(), (long long) n);
   }
   if (summary->requeued > 0) std::printf("episodes re-queued from lost nodes: %d\n", summary->requeued);
+  if (auto err = observe::write_run_report(d.store_dir, fs::path{d.store_dir} / "report.html"); err.empty())
+    std::printf("run report: %s/report.html\n", d.store_dir.c_str());
+  else
+    log_error("driver", "no run report: " + err);
   std::fflush(stdout);
   if (!summary->storage_error.empty()) {
     log_error("driver", "the run failed: storage: " + summary->storage_error + "; kept " + summary->kept +

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace caf_agent::runtime {
 
@@ -21,6 +22,8 @@ struct cli_options {
   std::optional<std::string> resume;      ///< coordinator/local: run directory of a run to continue
   bool train = false;                     ///< coordinator/local: run the trainer ([train], [learner])
   int shard = 0;                          ///< learner: this shard's rank (0 .. learner.shards - 1)
+  std::vector<std::string> inspect;       ///< inspector: VIEW [ARG] (nodes, actors, episodes, ...; episode ID)
+  bool json = false;                      ///< inspector: print the view as JSON
 };
 
 /// The roles `--role` accepts.

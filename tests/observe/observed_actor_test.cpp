@@ -1,0 +1,67 @@
+// tests/observe/observed_actor_test.cpp: an observed actor counts what it handles.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include "actors/observed_actor.hpp"
+#include "messages/type_ids.hpp"
+
+using namespace caf_agent;
+
+namespace {
+
+struct probe_state {
+  int handled = 0;
+  static inline const char* name = "probe";
+};
+
+caf::behavior probe(observed_actor<probe_state>* self) {
+  return {
+      [=](messages::get_view& v) -> std::string {
+        ++self->state.handled;
+        return v.what;
+      },
+      [=](atoms::ping) -> int32_t { return ++self->state.handled; },
+  };
+}
+
+const messages::actor_kind_metrics* kind(const messages::node_metrics& m, const std::string& name) {
+  for (auto& k : m.kinds)
+    if (k.kind == name) return &k;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(ObservedActor, CountsMessagesByTypeAndExits) {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::caf_agent>();
+  caf::actor_system sys{cfg};
+  auto& reg = observe::metrics_registry::process();
+  reg.reset();
+  auto a = sys.spawn(probe);
+  {
+    caf::scoped_actor self{sys};
+    for (int i = 0; i < 3; ++i)
+      self->request(a, std::chrono::seconds(5), messages::get_view{"x", ""}).receive([](std::string&) {},
+                                                                                     [](caf::error&) {});
+    self->request(a, std::chrono::seconds(5), atoms::ping::value).receive([](int32_t) {}, [](caf::error&) {});
+  }
+  auto snap = reg.snapshot();
+  auto* k = kind(snap, "probe");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->running, 1);
+  EXPECT_EQ(k->handled.at("get_view"), 3);
+  EXPECT_EQ(k->handled.at("ping"), 1);
+  EXPECT_EQ(k->processed, 4);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  a = nullptr;
+  for (int i = 0; i < 100 && kind(reg.snapshot(), "probe")->running != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  snap = reg.snapshot();
+  EXPECT_EQ(kind(snap, "probe")->running, 0);
+  EXPECT_EQ(kind(snap, "probe")->errors, 0);  // a shutdown is no error
+  // Kept after the exit (the exit message itself is one more handled message).
+  EXPECT_EQ(kind(snap, "probe")->handled.at("get_view"), 3);
+  EXPECT_EQ(kind(snap, "probe")->processed, 5);
+}
