@@ -24,9 +24,11 @@ pytestmark = pytest.mark.slow
 
 # The recipe; docs/TRAINING.md gives the measurements behind each number and the [train] keys.
 RECIPE = {
-    "rft_steps": 1000,         # optimizer steps over the demonstrations (450 measured: 95% token accuracy)
+    # RFT in phases (steps, lr), each a learner_tool run from the previous actor with a fresh
+    # optimizer. Measured: 450 at 1e-2 then 90 at 3e-3 gave 4 of 6 fresh episodes passing
+    # (mean 0.67); the third phase is the projection for the last two.
+    "rft_phases": [(450, 1e-2), (90, 3e-3), (150, 1e-3)],
     "rft_batch_sequences": 1,  # trajectories per step (round robin)
-    "rft_lr": 1e-2,
     "ppo_lr": 1e-4,
     "temperature": 0.0,        # fresh episodes: greedy decoding (see docs/TRAINING.md)
     "max_new_tokens": 512,
@@ -114,9 +116,12 @@ def test_rft_on_recorded_episodes_then_ppo_learns_the_bundled_tasks(caf_agent, t
     # 2. RFT.
     summary = pack(demo_store, "rft", tmp_path / "rft.json")
     assert summary["kept"] == len(tasks), summary
-    actor, reports = train(tmp_path, "rft-ckpt", base, tmp_path / "rft.json", "rft", RECIPE["rft_steps"],
-                           RECIPE["rft_lr"], ("--batch-sequences", str(RECIPE["rft_batch_sequences"])))
-    assert reports[-1]["nll"] < reports[0]["nll"]
+    actor, first_nll = base, None
+    for i, (steps, lr) in enumerate(RECIPE["rft_phases"]):
+        actor, reports = train(tmp_path, f"rft-ckpt-{i}", actor, tmp_path / "rft.json", "rft", steps, lr,
+                               ("--batch-sequences", str(RECIPE["rft_batch_sequences"])))
+        first_nll = first_nll or reports[0]["nll"]
+    assert reports[-1]["nll"] < first_nll
 
     # 3. Fresh episodes from the fine-tuned weights, judged by the real judge.
     rft_store, after_rft = run_local(caf_agent, libtorch_config(tmp_path, "after-rft", workspace_root, actor))
