@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
     std::printf("{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
                 "\"swap_step_ms\":%.2f,\"disk_ms\":%.2f,\"save_ms\":%.2f,\"reload_and_step_ms\":%.2f}\n",
                 round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms, disk_ms, save_ms, reload_ms);
+    std::fflush(stdout);  // a line per round survives a crash later on
     sum_inproc += inproc_ms;
     sum_disk += disk_ms;
     max_inproc = std::max(max_inproc, inproc_ms);

@@ -29,6 +29,8 @@
 
 #include "learner/losses.hpp"
 #include "learner/packing.hpp"
+#include "learner/trainer.hpp"
+#include "tests/learner/tiny_decoder.hpp"
 
 extern char** environ;
 
@@ -192,6 +194,68 @@ int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
   return diff <= 1e-6 && moved > 1e-3 ? 0 : 8;
 }
 
+// learner::trainer with a process group: 3 PPO steps (AdamW, token-budget micro-batches, whitened
+// advantages) of a tiny random decoder and critic, once on the whole batch in this process and
+// once as `world` shards each training its share. Every parameter of both models must agree
+// (fp32, 1e-6): the shards take the step one process takes. One epoch per step: with two, the
+// second epoch's ratios leave 1 and a token near a clip bound can fall on either side of it
+// under fp32 noise (the shards pack other micro-batches than one process). AdamW's eps is 1e-3
+// here: with the default 1e-8, a gradient component that cancels to ~1e-9 has an update of
+// lr * g / (|g| + eps) that turns fp32 summation noise into differences of ~1e-6 (measured
+// 2.0e-6 with one epoch, 4.2e-6 with two); a larger eps keeps the update smooth in g, so the
+// comparison tests the reduction, not the optimizer's sensitivity.
+int shard_trainer(int64_t rank, int64_t world, uint16_t port) {
+  auto pg = process_group::create(options_for(rank, world, port, std::chrono::seconds(30)));
+  if (!pg) return std::cerr << pg.error().message << "\n", 2;
+  torch::manual_seed(7);  // the same batch on every rank
+  const std::vector<int64_t> lengths{9, 5, 7, 3, 6, 8};
+  std::vector<int64_t> offsets{0};
+  for (auto l : lengths) offsets.push_back(offsets.back() + l);
+  const int64_t t = offsets.back();
+  rollout_batch batch;
+  batch.tokens_t = torch::randint(0, 11, {t}, torch::kInt64);
+  batch.seq_offsets_n1 = torch::tensor(offsets, torch::kInt64);
+  batch.loss_mask_t = (torch::rand({t}) < 0.6).to(torch::kFloat32);
+  for (auto o : offsets) if (o < t) batch.loss_mask_t[o] = 0;  // each sequence starts with a prompt token
+  batch.sampler_logp_t = -torch::rand({t}) * 2;
+  batch.rewards_n = torch::randn({static_cast<int64_t>(lengths.size())});
+  trainer_options o;
+  o.ppo_epochs = 1;
+  o.actor_optimizer.lr = 1e-3;
+  o.critic_optimizer.lr = 1e-3;
+  o.actor_optimizer.eps = 1e-3;
+  o.critic_optimizer.eps = 1e-3;
+  o.max_tokens_per_microbatch = 12;
+  o.normalize_advantages = true;
+  const auto config = test_support::tiny_config(11, 2);
+  auto make = [&](process_group* group) {
+    auto opts = o;
+    opts.group = group;
+    return trainer::create(test_support::tiny_decoder(config, 21), test_support::tiny_decoder(config, 22), opts);
+  };
+  auto one = make(nullptr);
+  auto sharded = make(pg->get());
+  if (!one || !sharded) return std::cerr << "trainer::create failed\n", 3;
+  auto start = test_support::tiny_decoder(config, 21).named_parameters();
+  for (int step = 0; step < 3; ++step) {
+    auto a = one->step(batch, train_stage::ppo);
+    auto b = sharded->step(batch, train_stage::ppo);
+    if (!a || !b) return std::cerr << (a ? b.error().message : a.error().message) << "\n", 4;
+    if (!a->applied || !b->applied) return std::cerr << "a step was skipped\n", 5;
+  }
+  double diff = 0, moved = 0;
+  auto compare = [&](policy::decoder& x, policy::decoder& y) {
+    for (const auto& [name, p] : x.named_parameters())
+      diff = std::max(diff, (p - y.named_parameters().at(name)).abs().max().item<double>());
+  };
+  compare(one->actor(), sharded->actor());
+  compare(one->critic(), sharded->critic());
+  for (const auto& [name, p] : one->actor().named_parameters())
+    moved = std::max(moved, (p - start.at(name)).abs().max().item<double>());
+  std::cout << "rank " << rank << ": max |sharded - one| = " << diff << ", actor moved by " << moved << "\n";
+  return diff <= 1e-6 && moved > 1e-4 ? 0 : 8;
+}
+
 int run_shard(int argc, char** argv) {
   if (argc != 6) return std::cerr << "usage: --shard SCENARIO RANK WORLD PORT\n", 64;
   const std::string scenario = argv[2];
@@ -200,6 +264,7 @@ int run_shard(int argc, char** argv) {
   const auto port = static_cast<uint16_t>(std::stoi(argv[5]));
   if (scenario == "mean") return shard_mean(rank, world, port);
   if (scenario == "equivalence") return shard_equivalence(rank, world, port);
+  if (scenario == "trainer") return shard_trainer(rank, world, port);
   if (scenario == "die") return shard_peer_lost(rank, world, port, false);
   if (scenario == "hang") return shard_peer_lost(rank, world, port, true);
   return 64;
@@ -302,6 +367,14 @@ TEST(DataParallel, GlooAllReduceEqualsTheLocalMean) {
 TEST(DataParallel, ShardsEqualOneProcessOnTheCombinedBatch) {
   if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
   auto shards = start_shards("equivalence", 2);
+  ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
+  for (int64_t r = 0; r < 2; ++r) EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
+  remove_logs(shards);
+}
+
+TEST(DataParallel, TrainerShardsEqualOneProcessOnTheWholeBatch) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  auto shards = start_shards("trainer", 2);
   ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
   for (int64_t r = 0; r < 2; ++r) EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
   remove_logs(shards);
