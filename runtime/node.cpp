@@ -136,9 +136,11 @@ int run_node(const cli_options& opts, const app_config& cfg) {
                                "); a SIGKILLed node may leave its eval workers running");
   exit_latch latch;
   install_signal_latch(latch);
-  if (opts.role == "coordinator") return run_coordinator(opts, cfg, latch);
-  if (opts.role == "local") return run_local(opts, cfg, latch);
-  return run_member(opts.role, cfg, latch);
+  const int code = opts.role == "coordinator" ? run_coordinator(opts, cfg, latch)
+                   : opts.role == "local"     ? run_local(opts, cfg, latch)
+                                              : run_member(opts.role, cfg, latch);
+  sandbox::stop_node_reaper();
+  return code;
 }
 
 }  // namespace caf_agent::runtime

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ namespace {
 
 /// The node's end of the socket pair to the reaper (-1: no reaper).
 std::atomic<int> reaper_fd{-1};
+/// The reaper's pid (0: none).
+pid_t reaper_pid = 0;
 
 // -- the reaper process: no allocation (it may be forked from a process whose other threads
 // -- hold the allocator's lock), only raw system calls on fixed tables ----------------------
@@ -207,8 +210,21 @@ std::string start_node_reaper() {
     reaper_main(fds[0]);
   }
   ::close(fds[0]);
+  reaper_pid = pid;
   reaper_fd.store(fds[1]);
   return {};
+}
+
+void stop_node_reaper() {
+  const int fd = reaper_fd.exchange(-1);
+  if (fd < 0) return;
+  ::close(fd);  // EOF: the reaper kills what is still registered, then exits
+  if (reaper_pid > 0) {
+    int status = 0;
+    while (::waitpid(reaper_pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaper_pid = 0;
+  }
 }
 
 bool node_reaper_running() { return reaper_fd.load() >= 0; }

@@ -23,6 +23,10 @@ namespace caf_agent::sandbox {
 /// (it forks). Returns "" or why it could not start (the node then runs without one).
 std::string start_node_reaper();
 
+/// At a clean exit: closes the socket (the reaper kills whatever is still registered) and
+/// waits for the reaper, so it is not left as a zombie for init to collect.
+void stop_node_reaper();
+
 /// True once start_node_reaper succeeded in this process.
 bool node_reaper_running();
 

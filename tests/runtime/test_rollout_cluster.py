@@ -129,7 +129,9 @@ def test_every_started_episode_ends_in_one_record(nodes, tmp_path):
     nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout2")
 
     coord.wait_for("[2/", timeout=240)
-    workers = children_of(pool.proc.pid)
+    # The node's children are its eval workers and its reaper (sandbox/node_reaper).
+    workers = [p for p in children_of(pool.proc.pid)
+               if b"caf_agent_eval.worker" in pathlib.Path(f"/proc/{p}/cmdline").read_bytes()]
     assert workers, "the gpu-pool node has no eval worker processes"
     os.kill(workers[0], signal.SIGKILL)
     # The kill is noticed either by the job it was running (an infrastructure
