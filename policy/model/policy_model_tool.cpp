@@ -136,6 +136,21 @@ std::vector<generation_request> requests_of(const args& a) {
   return out;
 }
 
+// The engine's counters accumulated between two snapshots.
+engine_stats stats_since(const engine_stats& before, engine_stats now) {
+  now.admissions -= before.admissions;
+  now.prefilled_tokens -= before.prefilled_tokens;
+  now.reused_tokens -= before.reused_tokens;
+  now.copied_tokens -= before.copied_tokens;
+  now.decoded_tokens -= before.decoded_tokens;
+  now.decode_steps -= before.decode_steps;
+  now.attended_keys -= before.attended_keys;
+  now.prefix_hits -= before.prefix_hits;
+  now.evictions -= before.evictions;
+  now.invalidations -= before.invalidations;
+  return now;
+}
+
 void print_stats(const engine_stats& s) {
   const double looked_up = static_cast<double>(s.prefilled_tokens + s.reused_tokens);
   std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
@@ -236,15 +251,7 @@ int run_agent_bench(const args& a) {
   }
   synchronize(options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto s = engine.stats();
-  s.admissions -= before.admissions;
-  s.prefilled_tokens -= before.prefilled_tokens;
-  s.reused_tokens -= before.reused_tokens;
-  s.copied_tokens -= before.copied_tokens;
-  s.decoded_tokens -= before.decoded_tokens;
-  s.evictions -= before.evictions;
-  s.decode_steps -= before.decode_steps;
-  s.attended_keys -= before.attended_keys;
+  const auto s = stats_since(before, engine.stats());
   std::cout << "{\"seconds\":" << seconds << ",\"generated\":" << generated << ",";
   print_stats(s);
   std::cout << "}\n";
@@ -305,14 +312,7 @@ int run_generate(const std::string& command, const args& a) {
     if (command == "bench") {
       size_t tokens = 0;
       for (const auto& r : results) tokens += r.tokens.size();
-      auto s = engine.value()->stats();
-      s.prefilled_tokens -= before.prefilled_tokens;
-      s.reused_tokens -= before.reused_tokens;
-      s.copied_tokens -= before.copied_tokens;
-      s.decoded_tokens -= before.decoded_tokens;
-      s.decode_steps -= before.decode_steps;
-      s.attended_keys -= before.attended_keys;
-      s.evictions -= before.evictions;
+      const auto s = stats_since(before, engine.value()->stats());
       std::cout << "{\"repeat\":" << rep << ",\"seconds\":" << seconds << ",\"tokens\":" << tokens
                 << ",\"prefill_seconds\":" << prefill_s << ",";
       print_stats(s);
