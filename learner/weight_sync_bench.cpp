@@ -12,7 +12,11 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -53,6 +57,20 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Where the process was when it crashed (the symbols of the exported libraries; no core needed).
+void print_backtrace(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  const char msg[] = "weight_sync_bench: crashed; backtrace:\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+// The phase each round is in, on stderr, so a crash names it.
+void phase(int round, const char* what) { std::fprintf(stderr, "round %d: %s\n", round, what); }
+
 int fail(const std::string& why) {
   std::cerr << "weight_sync_bench: " << why << "\n";
   return 1;
@@ -61,6 +79,8 @@ int fail(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGSEGV, print_backtrace);
+  std::signal(SIGABRT, print_backtrace);
   policy::tool_args a;
   if (!policy::parse_tool_args(argc, argv, 1, a)) return 2;
   const torch::Device device(policy::tool_arg(a, "device", torch::cuda::is_available() ? "cuda" : "cpu"));
@@ -98,6 +118,7 @@ int main(int argc, char** argv) {
   double sum_inproc = 0, sum_disk = 0, max_inproc = 0;
   uint64_t version = 0;
   for (int round = 0; round < rounds; ++round) {
+    phase(round, "update the masters");
     {
       at::NoGradGuard no_grad;
       for (const auto& [n, p] : learner.value().named_parameters()) p.add_(torch::randn_like(p), 1e-4);
@@ -105,14 +126,17 @@ int main(int argc, char** argv) {
     sync(device);
     auto t0 = std::chrono::steady_clock::now();
     const auto key = "bench" + std::to_string(round);
+    phase(round, "stage in process");
     policy::stage_in_process_weights(key, learner.value().named_parameters(), bucket);
     sync(device);
     const double stage_ms = ms_since(t0);
+    phase(round, "engine load_weights inproc");
     auto t1 = std::chrono::steady_clock::now();
     if (auto ok = engine.value()->load_weights(std::string(policy::in_process_weights_prefix) + key, ++version); !ok)
       return fail(ok.error().message);
     sync(device);
     const double load_ms = ms_since(t1);
+    phase(round, "engine step after the in-process swap");
     auto t2 = std::chrono::steady_clock::now();
     if (auto err = one_step(); !err.empty()) return fail(err);
     sync(device);
@@ -120,10 +144,12 @@ int main(int argc, char** argv) {
     const double inproc_ms = ms_since(t0);
     if (engine.value()->policy_version() != version) return fail("the engine did not switch to the new version");
     // The disk path: a checkpoint written and read back.
+    phase(round, "save the checkpoint");
     auto t3 = std::chrono::steady_clock::now();
     const auto ckpt = (dir / ("step-" + std::to_string(round))).string();
     if (auto ok = learner.value().save(ckpt); !ok) return fail(ok.error().message);
     const double save_ms = ms_since(t3);
+    phase(round, "engine load_weights from disk and step");
     auto t4 = std::chrono::steady_clock::now();
     if (auto ok = engine.value()->load_weights(ckpt, ++version); !ok) return fail(ok.error().message);
     if (auto err = one_step(); !err.empty()) return fail(err);

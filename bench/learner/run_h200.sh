@@ -6,7 +6,9 @@
 #        bf16 compute over fp32 masters, per-layer recomputation, fused AdamW, at 8,192 packed
 #        tokens (one sequence, and 8 x 1,024); hf: the same step in PyTorch eager Python
 #        (bench_hf.py: transformers, bf16 autocast, gradient checkpointing, fused AdamW);
-#        long: one 131,072-token trajectory in one step (peak memory reported).
+#        long: one 131,072-token trajectory in one step (peak memory reported);
+#        cpp-norecompute: the 8,192-token step without per-layer recomputation (what the learner
+#        runs when the activations fit: checkpoint_layers = false), and with the head's chunks kept.
 # Each bench prints one JSON line: tokens_per_second, step_seconds, mfu (torchtitan's
 # definition, peak 989 TFLOP/s; the formula is in learner/learner_tool.cpp and bench_hf.py),
 # peak_memory_bytes. Caps (seconds, env): BT build, CT each C++ bench, HT each HF bench.
@@ -28,7 +30,7 @@ for s in $steps; do
     gen=$(command -v ninja > /dev/null && echo Ninja || echo "Unix Makefiles")
     timeout "${BT:-420}" bash -c "cmake -S . -B '$BUILD' -G '$gen' -DCMAKE_BUILD_TYPE=Release \
       -DCAF_AGENT_LIBTORCH_ONLY=ON -DPython3_EXECUTABLE=\$(command -v $PY) > '$OUT/build.log' 2>&1 && \
-      cmake --build '$BUILD' --target learner_tool -j \$(nproc) >> '$OUT/build.log' 2>&1"
+      cmake --build '$BUILD' --target learner_tool weight_sync_bench -j \$(nproc) >> '$OUT/build.log' 2>&1"
     echo "build rc=$?"; tail -3 "$OUT/build.log" ;;
   cpp)
     for seq in 8192 1024; do
@@ -40,6 +42,13 @@ for s in $steps; do
     timeout "${CT:-240}" "$TOOL" bench --context 8192 "${COMMON[@]}" --no-head-recompute \
       2>> "$OUT/cpp.log" | tee -a "$OUT/cpp.jsonl"
     echo "cpp no-head-recompute rc=${PIPESTATUS[0]}" ;;
+  cpp-norecompute)
+    NR=(--device cuda --dtype bfloat16 --chunk 4096 --steps "$STEPS")
+    timeout "${CT:-240}" "$TOOL" bench --context 8192 "${NR[@]}" 2>> "$OUT/cpp.log" | tee -a "$OUT/cpp-norecompute.jsonl"
+    echo "cpp no recompute rc=${PIPESTATUS[0]}"
+    timeout "${CT:-240}" "$TOOL" bench --context 8192 "${NR[@]}" --no-head-recompute \
+      2>> "$OUT/cpp.log" | tee -a "$OUT/cpp-norecompute.jsonl"
+    echo "cpp no recompute, no head recompute rc=${PIPESTATUS[0]}" ;;
   hf)
     for seq in 8192 1024; do
       timeout "${HT:-240}" $PY bench/learner/bench_hf.py --context 8192 --seq-len $seq --steps "$STEPS" \
