@@ -1,7 +1,7 @@
 // weight_sync_bench: how long new weights take from the learner to an engine of the same
 // process, on a random model (default: the Qwen2-0.5B shape), against the disk path.
 //   weight_sync_bench [--device cuda] [--engine-dtype bfloat16] [--rounds 5] [--bucket-mb 64]
-//                     [--tiny] [--dir DIR]
+//                     [--tiny] [--dir DIR] [--skip-disk] [--keep-checkpoints]
 // Each round changes the learner's fp32 masters (a small random step, as an update would), then
 //   in process: stage_in_process_weights (bucketed copies of the masters), the engine's
 //     load_weights("inproc:<key>") (cast to the engine's dtype on its device), and the engine's
@@ -13,11 +13,14 @@
 #include <torch/cuda.h>
 
 #include <execinfo.h>
+#include <signal.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -57,13 +60,26 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Where the process was when it crashed (the symbols of the exported libraries; no core needed).
-void print_backtrace(int sig) {
+// Where the process was when it crashed: the faulting address, the instruction pointer and the
+// mapping it lies in (for addr2line), then the frames the unwinder finds (no core needed).
+void print_crash(int sig, siginfo_t* info, void* context) {
+  char line[256];
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  const auto pc = static_cast<unsigned long>(uc->uc_mcontext.gregs[REG_RIP]);
+  int n = std::snprintf(line, sizeof(line), "weight_sync_bench: signal %d at address %p, pc 0x%lx\n", sig,
+                        info->si_addr, pc);
+  (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+  if (FILE* maps = std::fopen("/proc/self/maps", "r")) {  // the mapping holding pc
+    while (std::fgets(line, sizeof(line), maps)) {
+      unsigned long lo = 0, hi = 0;
+      if (std::sscanf(line, "%lx-%lx", &lo, &hi) == 2 && pc >= lo && pc < hi)
+        (void)!write(STDERR_FILENO, line, std::strlen(line));
+    }
+    std::fclose(maps);
+  }
   void* frames[64];
-  const int n = backtrace(frames, 64);
-  const char msg[] = "weight_sync_bench: crashed; backtrace:\n";
-  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  const int depth = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -79,8 +95,11 @@ int fail(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::signal(SIGSEGV, print_backtrace);
-  std::signal(SIGABRT, print_backtrace);
+  struct sigaction crash {};
+  crash.sa_sigaction = print_crash;
+  crash.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &crash, nullptr);
+  sigaction(SIGABRT, &crash, nullptr);
   policy::tool_args a;
   if (!policy::parse_tool_args(argc, argv, 1, a)) return 2;
   const torch::Device device(policy::tool_arg(a, "device", torch::cuda::is_available() ? "cuda" : "cpu"));
@@ -88,6 +107,8 @@ int main(int argc, char** argv) {
   const int64_t bucket = std::stoll(policy::tool_arg(a, "bucket-mb", "64")) << 20;
   const auto dir = fs::path(policy::tool_arg(a, "dir", (fs::temp_directory_path() / "weight_sync_bench").string()));
   const auto config = shape(a.count("tiny") != 0);
+  const bool skip_disk = a.count("skip-disk") != 0;            // the in-process path alone
+  const bool keep_checkpoints = a.count("keep-checkpoints") != 0;  // no removal between rounds
   torch::manual_seed(0);
   policy::tensor_map tensors;
   for (const auto& [key, sh] : policy::expected_parameter_shapes(config))
@@ -143,6 +164,14 @@ int main(int argc, char** argv) {
     const double step_ms = ms_since(t2);
     const double inproc_ms = ms_since(t0);
     if (engine.value()->policy_version() != version) return fail("the engine did not switch to the new version");
+    if (skip_disk) {
+      std::printf("{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
+                  "\"swap_step_ms\":%.2f}\n", round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms);
+      std::fflush(stdout);
+      sum_inproc += inproc_ms;
+      max_inproc = std::max(max_inproc, inproc_ms);
+      continue;
+    }
     // The disk path: a checkpoint written and read back.
     phase(round, "save the checkpoint");
     auto t3 = std::chrono::steady_clock::now();
@@ -162,7 +191,8 @@ int main(int argc, char** argv) {
     sum_inproc += inproc_ms;
     sum_disk += disk_ms;
     max_inproc = std::max(max_inproc, inproc_ms);
-    fs::remove_all(ckpt);
+    phase(round, "remove the checkpoint");
+    if (!keep_checkpoints) fs::remove_all(ckpt);
   }
   std::printf("{\"summary\":true,\"device\":\"%s\",\"engine_dtype\":\"%s\",\"bytes\":%lld,\"rounds\":%d,"
               "\"inproc_mean_ms\":%.2f,\"inproc_max_ms\":%.2f,\"disk_mean_ms\":%.2f}\n",
