@@ -65,6 +65,38 @@ def test_fresh_rounds_shrink_for_large_inputs_and_the_estimate_follows():
     assert calls_per_round(t, 1 << 20) == t["iters_per_round"]  # 1 MiB sets: a full round
     assert calls_per_round(t, 6 << 30) == 1  # KernelBench's 6.4 GB inputs: one call per round
     assert calls_per_round(dict(t, fresh_inputs=False), 6 << 30) == t["iters_per_round"]
-    big = {"inputs": 6 << 30, "outputs": 6 << 30, "params": 0}
-    # one call per round: the profile estimate holds 2*5 + 2*(3+1) input sets, not 2*5 + 2*(3+10)
-    assert task_check.needed_bytes(big, "profile") == (6 << 30) * (18 + 25)
+    big = {"inputs": 6 << 30, "outputs": 6 << 30, "params": 0, "max_output_elems": 3 << 29}
+    fixed = task_check.FIXED_BYTES + task_check.COMPARE_TEMPS * (1 << 24)
+    # one call per round: the profile estimate holds 3 + 2*(3+1) input sets, not 3 + 2*(3+10)
+    assert task_check.needed_bytes(big, "profile") == (6 << 30) * (11 + 15) + fixed
+
+
+H200_BYTES = 150_000_000_000  # what torch reports as the H200's total memory (~139.7 GiB)
+
+
+def test_kernelbench_6gib_activations_fit_a_verify_on_an_h200_not_a_profile():
+    # level1/19_ReLU and its neighbours: 4096 x 393216 fp32 in and out (6 GiB each). The
+    # copies a verify holds (task_check.input_copies/output_copies: checks drawn one at a time)
+    # fit on an H200 (~75 GiB); the first estimate (31 copies, 186 GiB) refused them there.
+    from caf_agent_eval import task_check
+    relu = {"inputs": 6 << 30, "outputs": 6 << 30, "params": 0, "max_output_elems": 3 << 29}
+    need = task_check.needed_bytes(relu, "verify")
+    assert 70 << 30 < need < 80 << 30, need / 2**30
+    assert need < H200_BYTES < task_check.needed_bytes(relu, "profile")
+    assert task_check.needed_bytes(relu, "verify", cuda=False) == need + (12 << 30)  # the arena copy
+
+
+def test_a_6gib_task_is_judged_on_a_slot_that_fits_it_and_refused_on_one_that_does_not(tmp_path):
+    # check_size on meta tensors (nothing allocated) with the two slot sizes.
+    from caf_agent_eval import task_check
+    from caf_agent_eval.task import Task
+    relu_py = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+               "    def forward(self, x):\n        return torch.relu(x)\n\n"
+               "def get_inputs():\n    return [torch.rand(4096, 393216)]\n\n"
+               "def get_init_inputs():\n    return []\n")
+    t = Task("19_ReLU", relu_py, str(tmp_path))
+    task_check.check_size(t, "verify", H200_BYTES)  # judged
+    with pytest.raises(task_check.TaskError, match="verify job needs about 7[0-9].[0-9]+ GiB"):
+        task_check.check_size(t, "verify", 64 << 30)
+    with pytest.raises(task_check.TaskError, match="profile job needs"):
+        task_check.check_size(t, "profile", H200_BYTES)

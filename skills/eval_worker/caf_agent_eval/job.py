@@ -132,6 +132,7 @@ def run(ctx, req: dict) -> dict:
         if mode in ("profile", "final"):
             phase = "timing"
             from .measure import measure
+            ref["current"] = None  # the last check's tensors are not needed for timing
             ctx.quiesce(o["start_timeout_s"])
             clock.lap("quiesce")
             open_phase = "timing"
@@ -165,6 +166,8 @@ def run(ctx, req: dict) -> dict:
             clock.lap(open_phase)
         child.kill()
         v["log"] = child.log()
+        if ctx.device.startswith("cuda"):  # how the child's tensors came back (ipc.py)
+            v["child_transport"] = dict(child.transfers)
         shutil.rmtree(job_dir, ignore_errors=True)
         ctx.job_done()
         clock.lap("cleanup")
@@ -179,21 +182,48 @@ def run(ctx, req: dict) -> dict:
     return v
 
 
+# Rationale: torch's caching allocator keeps what a job freed reserved for this process; the
+# slots of one GPU share its memory, so after a large job (a KernelBench activation holds
+# ~24 GiB in the worker) the cache goes back to the driver. Below this it stays (a small
+# task's next job reuses it; freeing and allocating again costs milliseconds).
+KEEP_RESERVED_BYTES = 2 << 30
+
+
+def release_device_memory(ctx) -> None:
+    """After a job (worker.handle): the allocator's cache back to the driver when it is large."""
+    if ctx.device.startswith("cuda") and torch.cuda.memory_reserved(ctx.device) > KEEP_RESERVED_BYTES:
+        torch.cuda.empty_cache()
+
+
 def _reference(ctx, task, o, secret, job_id) -> dict:
-    """Reference model, check inputs and reference outputs; they stay in this process."""
+    """Reference model and the checks' seeds; they stay in this process. A check's inputs
+    and reference outputs are drawn when the check runs (_check_reference) and dropped
+    before the next one's: one set at a time, not num_checks (for KernelBench's 6 GiB
+    activations that is 12 GiB held instead of 60). Check 0's are drawn here (its outputs'
+    sizes go to the child for the poison)."""
     dev = ctx.device
     init = task.init_inputs(derive_seed(secret, job_id, "init", 0))
     model = task.make_model(init, derive_seed(secret, job_id, "weights", 0), dev)
-    inputs, outputs, draws = [], [], []
+    draws = [(derive_seed(secret, job_id, "check", k), task.check_batch(k)) for k in range(o["num_checks"])]
+    ref = {"init": init, "model": model, "task": task, "draws": draws, "current": None, "device": dev,
+           "state_dict": {k: t.detach() for k, t in model.state_dict().items()}}
+    ref["specs"] = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in _check_reference(ref, 0)[1]]
+    return ref
+
+
+def _check_reference(ref: dict, k: int) -> tuple[list, list]:
+    """(inputs, reference outputs) of check k, drawn in this process from the check's seed
+    (the child draws the same inputs on its device)."""
+    cur = ref["current"]
+    if cur is not None and cur[0] == k:
+        return cur[1], cur[2]
+    ref["current"] = None  # the previous check's tensors are freed before the next are drawn
+    seed, batch = ref["draws"][k]
+    x = ref["task"].inputs(seed, ref["device"], batch)
     with torch.no_grad():
-        for k in range(o["num_checks"]):
-            seed, batch = derive_seed(secret, job_id, "check", k), task.check_batch(k)
-            draws.append((seed, batch))
-            x = task.inputs(seed, dev, batch)
-            inputs.append(x)
-            outputs.append([t.clone() for t in as_outputs(model(*x))])
-    return {"init": init, "model": model, "inputs": inputs, "outputs": outputs, "draws": draws,
-            "state_dict": {k: t.detach() for k, t in model.state_dict().items()}}
+        y = [t.clone() for t in as_outputs(ref["model"](*x))]
+    ref["current"] = (k, x, y)
+    return x, y
 
 
 def _setup(ctx, child, task, ref, files, job_dir, o, v):
@@ -204,7 +234,7 @@ def _setup(ctx, child, task, ref, files, job_dir, o, v):
                          "build_root": ctx.build_root}, o["build_timeout_s"], "build")
     if rep.get("ok"):
         v["cached_build"] = bool(rep.get("cached_build"))  # False: the slot paid for the compile
-        specs = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in ref["outputs"][0]]
+        specs = ref["specs"]
         rep = child.request({
             "op": "load", "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
             "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
@@ -230,10 +260,10 @@ def _first_problem(log: str) -> str:
 
 
 def _check(child, ref, k, o, v):
-    inputs = ref["inputs"][k]
     seed, batch = ref["draws"][k]  # the child draws the same inputs on its device (no transfer)
     rep = child.request({"op": "call", "seed": int(seed), "batch": batch},
                         o["call_timeout_s"], f"check {k + 1}")
+    inputs, outputs = _check_reference(ref, k)
     where = f"check {k + 1}/{o['num_checks']} ({verify.describe_inputs(inputs)})"
     entry = {"index": k, "passed": False, "reason": ""}
     v["checks"].append(entry)
@@ -255,7 +285,7 @@ def _check(child, ref, k, o, v):
     changed = verify.inputs_unchanged(inputs, [protocol.decode_value(x) for x in rep["inputs_after"]])
     if changed:
         fail(changed, "input_mutation")
-    compare_outputs(ref["outputs"][k], rep["outputs"], o, fail)
+    compare_outputs(outputs, rep["outputs"], o, fail)
     entry["passed"] = True
 
 

@@ -26,20 +26,32 @@ class TaskError(Exception):
 
 
 # Rationale: copies of each tensor the judge holds at once in a job (parent and child
-# together; measure.py, job.py, child.py). verify: per check the parent's input and
-# reference output, the child's received input, its output, a snapshot and the kept output
-# (5 checks). profile adds the warm-up sets (3) and one round of fresh sets on both sides,
-# the round's outputs and the previous round's (kept alive for the buffer check).
+# together; job.py, child.py, measure.py), counted from the code, not guessed:
+# verify, parent: one check's input and its reference output (twice while the forward's
+# result is cloned) -- the checks are drawn one at a time --, and the child's output and
+# input as received; child: its input, its output and the snapshot, and the earlier checks'
+# outputs it keeps alive (4; the buffer-reuse check). On a CPU the frame's arena holds the
+# child's output and input once more (on a GPU that copy is host memory, not the slot's).
+# profile adds the warm-up sets (3) and one round of fresh sets on both sides, the round's
+# outputs and the previous round's (kept alive for the buffer check), the roofline's
+# reference output, a sampled call's reference and the two fetched outputs.
 # `calls` is the round's length (measure.calls_per_round: fewer calls for large inputs).
-def input_copies(mode: str, calls: int) -> int:
-    return 2 * 5 if mode == "verify" else 2 * 5 + 2 * (3 + calls)
+def input_copies(mode: str, calls: int, cuda: bool = True) -> int:
+    n = 3 + (0 if cuda else 1)
+    return n if mode == "verify" else n + 2 * (3 + calls)
 
 
-def output_copies(mode: str, calls: int) -> int:
-    return 4 * 5 + 1 if mode == "verify" else 4 * 5 + 1 + 2 * calls + 2
+def output_copies(mode: str, calls: int, cuda: bool = True) -> int:
+    n = 9 + (0 if cuda else 1)
+    return n if mode == "verify" else n + 2 * calls + 4
 
 
 PARAM_COPIES = 3  # the parent's reference, the state_dict sent, the child's ModelNew
+# Rationale: beside the tensors, each of the two processes holds a CUDA context, the L2
+# flush buffer (128 MiB) and allocator slack; the comparison's float64 temporaries are ~9
+# chunks (verify.CHUNK_ELEMS) of 8 bytes an element.
+FIXED_BYTES = 1 << 30
+COMPARE_TEMPS = 9 * 8
 
 
 def footprint(task: Task) -> dict | None:
@@ -58,7 +70,8 @@ def footprint(task: Task) -> dict | None:
         return None
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))  # noqa: E731
     return {"inputs": nbytes(inputs), "outputs": nbytes(outs),
-            "params": nbytes(list(model.parameters()) + list(model.buffers()))}
+            "params": nbytes(list(model.parameters()) + list(model.buffers())),
+            "max_output_elems": max([t.numel() for t in outs if isinstance(t, torch.Tensor)] or [0])}
 
 
 def round_calls(fp: dict) -> int:
@@ -67,10 +80,13 @@ def round_calls(fp: dict) -> int:
     return calls_per_round(options.DEFAULTS["timing"], fp["inputs"])
 
 
-def needed_bytes(fp: dict, mode: str) -> int:
+def needed_bytes(fp: dict, mode: str, cuda: bool = True) -> int:
+    from .verify import CHUNK_ELEMS
     calls = round_calls(fp)
-    return fp["inputs"] * input_copies(mode, calls) + fp["outputs"] * output_copies(mode, calls) \
-        + fp["params"] * PARAM_COPIES
+    temps = COMPARE_TEMPS * min(int(fp.get("max_output_elems", CHUNK_ELEMS)), CHUNK_ELEMS)
+    return fp["inputs"] * input_copies(mode, calls, cuda) \
+        + fp["outputs"] * output_copies(mode, calls, cuda) \
+        + fp["params"] * PARAM_COPIES + temps + FIXED_BYTES
 
 
 def memory_limit(device: str) -> int | None:
@@ -102,21 +118,21 @@ def memory_limit(device: str) -> int | None:
     return min(limits) if limits else None
 
 
-def check_size(task: Task, mode: str, limit: int | None) -> None:
+def check_size(task: Task, mode: str, limit: int | None, cuda: bool = True) -> None:
     """Raises TaskError when a job of this task in `mode` needs more than `limit` bytes."""
     if not limit:
         return
     fp = footprint(task)
     if fp is None:
         return
-    need = needed_bytes(fp, mode)
+    need = needed_bytes(fp, mode, cuda)
     if need > limit:
         gib = lambda b: f"{b / 2**30:.2f} GiB"  # noqa: E731
         raise TaskError(
             f"task too large for this slot: a {mode} job needs about {gib(need)} (one input "
             f"set {gib(fp['inputs'])}, outputs {gib(fp['outputs'])}, parameters "
-            f"{gib(fp['params'])}, held {input_copies(mode, round_calls(fp))}/"
-            f"{output_copies(mode, round_calls(fp))}/{PARAM_COPIES} times) "
+            f"{gib(fp['params'])}, held {input_copies(mode, round_calls(fp), cuda)}/"
+            f"{output_copies(mode, round_calls(fp), cuda)}/{PARAM_COPIES} times) "
             f"and the slot has {gib(limit)}")
 
 

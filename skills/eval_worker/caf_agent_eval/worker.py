@@ -164,7 +164,7 @@ class WorkerContext:
                 drop_task_module(old)
         if check_key not in t.checked:
             try:
-                task_check.check_size(t, check_key[1], self.memory_limit)
+                task_check.check_size(t, check_key[1], self.memory_limit, self.flavour == "cuda")
                 task_check.check_reference(t, self.device, *check_key[2:])
             except task_check.TaskError as e:
                 self._task_failed(check_key, str(e))
@@ -208,6 +208,8 @@ def handle(ctx: WorkerContext, req: dict) -> tuple[dict, bool]:
         except Exception as e:
             text = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-4000:]
             return {"job_id": job_id, "status": "infra_error", "error": text}, True
+        finally:
+            job.release_device_memory(ctx)
         verdict["eval_wall_s"] = time.monotonic() - t0
         return {"job_id": job_id, "status": "ok", "verdict": verdict}, True
     if op == "build":
