@@ -55,6 +55,10 @@ class Child:
         self.task_mod = None        # the task's model.py, for gen_sets only
         self.round_outputs: list = []
         self.threads_before = threading.active_count()
+        self.ipc = False            # the worker asks for device-to-device replies (ipc.py)
+        self.exported: dict = {}    # id -> tensor exported in the last reply (kept alive until the next request)
+        from .shm_transport import INLINE_MAX_BYTES
+        self.ipc_min_bytes = INLINE_MAX_BYTES
 
     # ---- setup --------------------------------------------------------------------------
     def build(self, req):
@@ -102,7 +106,8 @@ class Child:
         try:
             decode = self.protocol.decode_value
             init_inputs = decode(req["init_inputs"])
-            model = mod.ModelNew(*init_inputs).to(self.device).eval()
+            from .task import build_on
+            model = build_on(lambda: mod.ModelNew(*init_inputs), self.device).eval()
             sd = decode(req["state_dict"], self.device)
             if sd or list(model.state_dict()):
                 model.load_state_dict(sd, strict=bool(req.get("strict", True)))
@@ -145,6 +150,10 @@ class Child:
             self.timers.sync()
         except BaseException as e:
             return {"error": _err(e), "violations": guard.violations()}
+        violations = guard.violations()
+        if violations:  # the worker fails the check on these first: no tensor need cross
+            return {"violations": violations, "outputs": [], "inputs_after": [], "flags": [],
+                    "tampered": self.timers.tampered()}
         outs = as_outputs(out)
         flags, enc, snaps = [], [], []
         for i, o in enumerate(outs):
@@ -168,8 +177,8 @@ class Child:
         if threading.active_count() > self.threads_before:
             flags.append("forward left a Python thread running")
         self.kept += [o for o in outs if type(o) is T]
-        enc = [self.protocol.encode_tensor(s) if s is not None else None for s in snaps]
-        after = [self.protocol.encode_value(x) for x in inputs]
+        enc = [self._enc(s) if s is not None else None for s in snaps]
+        after = [self._enc_value(x) for x in inputs]
         return {"outputs": enc, "inputs_after": after, "violations": guard.violations(),
                 "flags": flags, "tampered": self.timers.tampered()}
 
@@ -288,19 +297,51 @@ class Child:
             outs = as_outputs(self.round_outputs[i])
             if any(type(o) is not self.Tensor for o in outs):
                 return {"error": "a timed call returned something other than plain tensors"}
-            calls.append([self.protocol.encode_tensor(o) for o in outs])
-        sets = [[self.protocol.encode_value(x) for x in self.sets[j]] for j in req.get("sets", [])]
+            calls.append([self._enc(o) for o in outs])
+        sets = [[self._enc_value(x) for x in self.sets[j]] for j in req.get("sets", [])]
         return {"calls": calls, "sets": sets}
 
     def sets_after(self, req):
         """The input sets at req["indices"] (all without it) as they are now."""
         idx = req.get("indices")
         chosen = self.sets if idx is None else [self.sets[int(i)] for i in idx]
-        return {"sets": [self.protocol.encode_value(s) for s in chosen]}
+        return {"sets": [self._enc_value(s) for s in chosen]}
+
+    # ---- replies' tensors -----------------------------------------------------------------
+    def _enc(self, t):
+        """A tensor of a reply: on a GPU, when the worker asks for it and the tensor is one
+        the memfd path would carry (>= 64 KiB; smaller ones go inline), as a CUDA IPC map
+        (the worker copies it device to device, ipc.py) kept alive until the next request;
+        else (or when it cannot be exported) its bytes."""
+        if self.ipc and t.is_cuda and t.numel() * t.element_size() >= self.ipc_min_bytes:
+            from . import ipc
+            try:
+                m, keep = ipc.export(t)
+            except ipc.IpcUnavailable:
+                return self.protocol.encode_tensor(t)
+            m["id"] = len(self.exported)
+            self.exported[m["id"]] = keep
+            return m
+        return self.protocol.encode_tensor(t)
+
+    def _enc_value(self, v):
+        if isinstance(v, self.Tensor):
+            return self._enc(v)
+        if isinstance(v, (list, tuple)):
+            return {"__seq__": [self._enc_value(x) for x in v], "tuple": isinstance(v, tuple)}
+        return self.protocol.encode_value(v)
+
+    def resend(self, req):
+        """The last reply's exported tensors at req["ids"], by memfd (the worker could not map
+        their handles)."""
+        try:
+            return {"tensors": [self.protocol.encode_tensor(self.exported[int(i)]) for i in req["ids"]]}
+        except (KeyError, TypeError, ValueError):
+            return {"error": "resend: no such tensor in the last reply"}
 
     def serve(self):
         handlers = {"build": self.build, "load": self.load, "call": self.call, "load_sets": self.load_sets,
-                    "gen_sets": self.gen_sets,
+                    "gen_sets": self.gen_sets, "resend": self.resend,
                     "time": self.time_round, "fetch": self.fetch, "sets_after": self.sets_after}
         self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
         while True:
@@ -312,6 +353,9 @@ class Child:
             if op == "exit":
                 return
             handler = handlers.get(op)
+            if op != "resend":  # the worker has copied the last reply's tensors: free them
+                self.exported = {}
+                self.ipc = req.get("ipc") is True
             try:
                 reply = handler(req) if handler else {"error": f"unknown op {op!r}"}
             except BaseException as e:

@@ -26,6 +26,14 @@ LOG_CAP_BYTES = 64 * 1024
 ZYGOTE_EXIT_S = 30.0  # how long a closed fork server may take to exit before it is killed
 
 
+# Device-to-device replies (ipc.py) while they work in this worker. A child whose handle
+# did not open gets memfd replies from then on (it may be lying: that only slows its own
+# job); after IPC_FAILED_CHILDREN children in a row failed so, IPC is off for the worker
+# (this host cannot do it).
+IPC_FAILED_CHILDREN = 3
+_IPC = {"on": True, "failed": 0}
+
+
 class ChildTimeout(Exception):
     """The child missed a deadline (it was killed)."""
 
@@ -214,6 +222,9 @@ class ChildProcess:
 
     def __init__(self, device: str, threads: int, zygote: Zygote | None = None):
         self.zygote = zygote
+        self.device = device
+        self.ipc_failed = False
+        self.transfers = {"ipc": 0, "resent": 0}  # the child's tensors copied device to device / by memfd after a failed handle
         self.forked = zygote is not None
         self.proc = None
         self._log = bytearray()
@@ -273,14 +284,48 @@ class ChildProcess:
 
     def request(self, obj: dict, timeout_s: float, phase: str) -> dict:
         """Sends a request and waits for its reply; raises ChildTimeout / ChildCrashed /
-        ChildProtocolError."""
+        ChildProtocolError. On a GPU the child is asked to send its CUDA tensors as IPC
+        handles, which are copied device to device here before this returns (ipc.py)."""
+        from . import ipc
+        use_ipc = _IPC["on"] and not self.ipc_failed and ipc.wanted(self.device)
+        deadline = time.monotonic() + timeout_s
+        self._send(dict(obj, ipc=True) if use_ipc else obj, phase)
+        rep = self._read(deadline, phase)
+        if use_ipc:
+            self._resolve_ipc(rep, deadline, phase)
+        return rep
+
+    def _send(self, obj: dict, phase: str) -> None:
         try:
             protocol.write_frame(self.proc.stdin.fileno(), obj, self.proc.fd_sock)
         except protocol.FrameInvalid as e:
             self._invalid(phase, e)
         except (BrokenPipeError, OSError):
             self._crashed(phase)
-        return self._read(time.monotonic() + timeout_s, phase)
+
+    def _resolve_ipc(self, rep: dict, deadline: float, phase: str) -> None:
+        from . import ipc
+
+        def resend(ids):
+            self._send({"op": "resend", "ids": ids}, phase)
+            got = self._read(deadline, phase)
+            return got.get("tensors")
+        try:
+            opened, resent = ipc.resolve(rep, self.device, resend)
+        except protocol.FrameInvalid as e:
+            self._invalid(phase, e)
+        self.transfers["ipc"] += opened
+        self.transfers["resent"] += resent
+        if opened and not resent:
+            _IPC["failed"] = 0
+        elif resent:
+            self.ipc_failed = True
+            _IPC["failed"] += 1
+            if _IPC["failed"] >= IPC_FAILED_CHILDREN and _IPC["on"]:
+                _IPC["on"] = False
+                print(f"eval worker: CUDA IPC handles of {IPC_FAILED_CHILDREN} evaluation processes "
+                      "in a row did not open; tensors come by memfd from now on",
+                      file=sys.stderr, flush=True)
 
     def _read(self, deadline: float, phase: str) -> dict:
         try:

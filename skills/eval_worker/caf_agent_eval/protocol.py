@@ -133,14 +133,18 @@ def encode_tensor(t) -> dict:
             "shape": list(c.shape), "data": raw}
 
 
-def decode_tensor(m: dict, device: str = "cpu"):
+def decode_tensor(m: dict, device: str | None = None):
     """Inverse of encode_tensor, placed on device (always a fresh, writable tensor). The
-    bytes of an out-of-band tensor are already a fresh torch.uint8 tensor (no copy on CPU)."""
+    bytes of an out-of-band tensor are already a fresh torch.uint8 tensor (no copy on CPU;
+    a tensor the worker copied from the child's GPU memory, ipc.py, is on that GPU): with
+    device None it stays where it is; inline bytes go to the CPU."""
     import torch
     from .shm_transport import dtype_of
     dtype = dtype_of(m["dtype"])
     if isinstance(m["data"], torch.Tensor):
-        return m["data"].view(dtype).reshape(m["shape"]).to(device)
+        t = m["data"].view(dtype).reshape(m["shape"])
+        return t if device is None else t.to(device)
+    device = device or "cpu"
     if not m["data"]:
         return torch.empty(0, dtype=dtype).reshape(m["shape"]).to(device)
     if str(device).startswith("cpu"):
@@ -166,8 +170,9 @@ def encode_value(v):
     raise TypeError(f"cannot encode value of type {type(v).__name__}")
 
 
-def decode_value(v, device: str = "cpu"):
-    """Inverse of encode_value; tensors are placed on device."""
+def decode_value(v, device: str | None = None):
+    """Inverse of encode_value; tensors are placed on device (decode_tensor: None keeps an
+    out-of-band tensor where it is, inline bytes go to the CPU)."""
     if isinstance(v, dict):
         if "__tensor__" in v:
             return decode_tensor(v, device)
