@@ -2,7 +2,7 @@
 and how long does each take?
 
     python3 bench/judge/bench_kernelbench.py --root KB/KernelBench --levels 1,2,3 \
-        --device cuda --job-timeout 60 --budget-s 300 --out kb.json
+        --device cuda:0 --workers 8 --job-timeout 60 --budget-s 300 --honest-relu --out kb.json
 
 KernelBench (public, ScalingIntelligence/KernelBench) is not part of this repo: put its
 `KernelBench/` folder (level1/, level2/, level3/) under bench/judge/external/, which git
@@ -14,6 +14,14 @@ verdict comes back, and when. A job without an answer within --job-timeout count
 verdict and the worker is restarted. --per-level N takes the first N problems of each level
 (by KernelBench's number), --select picks numbers (1:19-25,3:1-2); --budget-s stops starting
 new problems after that many seconds.
+
+--workers N judges on N workers side by side, each with the whole device as its slot's
+limit (so each verdict is the one a dedicated slot gives); a job starts only while the
+judge's own size estimates (task_check.needed_bytes) of the jobs running add up to at most
+--fill of the device, largest first. Times per problem are then times beside other jobs.
+--honest-relu afterwards verifies an honest CUDA kernel (bench/judge/kernels/relu*) on
+level1/19_ReLU alone: all five checks at 6 GiB, with the GPU's peak memory against the
+estimate.
 """
 from __future__ import annotations
 
@@ -23,7 +31,9 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +69,114 @@ def reference_copy(model_py: str) -> str:
     return re.sub(r"\bModel\b", "ModelNew", model_py)
 
 
+RELU_PROBLEM = "19_ReLU.py"
+RELU_MODEL_NEW = ("import torch\nimport torch.nn as nn\nimport caf_ext\n\n"
+                  "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+                  "    def forward(self, x):\n        return caf_ext.relu(x)\n")
+KERNELS = os.path.join(HERE, "kernels")
+
+
+def relu_submission() -> dict:
+    """An honest CUDA submission for level1/19_ReLU (bench/judge/kernels/relu*): a verify that
+    runs all five checks at 6 GiB, where the reference copy stops at check 1."""
+    files = {"model_new.py": RELU_MODEL_NEW}
+    for name in ("relu.cu", "relu_op.cpp"):
+        with open(os.path.join(KERNELS, name)) as f:
+            files[f"kernels/{name}"] = f.read()
+    return files
+
+
+class GpuMemory:
+    """memory.used of GPU 0 from `nvidia-smi -lms 100`, the highest since the last mark()."""
+
+    def __init__(self):
+        self.peak = self.now = None
+        self.lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                          "-i", "0", "-lms", "100"], stdout=subprocess.PIPE, text=True)
+        except OSError:
+            self.proc = None
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                mib = int(line.strip())
+            except ValueError:
+                continue
+            with self.lock:
+                self.now = mib
+                self.peak = mib if self.peak is None else max(self.peak, mib)
+
+    def mark(self):
+        """(MiB used now, the highest MiB seen since the previous mark)."""
+        time.sleep(0.25)  # one more sample in
+        with self.lock:
+            out = (self.now, self.peak)
+            self.peak = self.now
+        return out
+
+    def close(self):
+        if self.proc:
+            self.proc.kill()
+
+
+def estimate_gib(path: str, mode: str = "verify"):
+    """The judge's own size estimate for a problem (task_check.needed_bytes, meta tensors)."""
+    from caf_agent_eval import task_check
+    from caf_agent_eval.task import Task
+    import tempfile
+    with open(path) as f:
+        src = f.read()
+    try:
+        fp = task_check.footprint(Task(os.path.basename(path), src, tempfile.mkdtemp(prefix="kb_est_")))
+    except Exception:
+        return None
+    return None if fp is None else round(task_check.needed_bytes(fp, mode) / 2**30, 2)
+
+
+class Runner:
+    """One eval worker and the problems it judges, restarted when a job gets no answer."""
+
+    def __init__(self, a, limit: int | None):
+        self.a = a
+        self.env = {"CAF_EVAL_MEMORY_LIMIT_BYTES": str(limit)} if limit else {}
+        self.client = self._start()
+
+    def _start(self):
+        c = WorkerClient(device=self.a.device, build_root=self.a.build_root, env=self.env,
+                         threads=self.a.threads)
+        c.request({"op": "ping"}, timeout_s=300)
+        return c
+
+    def judge(self, lv: int, path: str, files: dict | None = None, label: str = "") -> dict:
+        with open(path) as f:
+            src = f.read()
+        name = os.path.basename(path)
+        t0 = time.perf_counter()
+        row = {"level": lv, "problem": name}
+        if label:
+            row["submission"] = label
+        try:
+            r = self.client.evaluate(name, src, files or {"model_new.py": reference_copy(src)},
+                                     mode="verify", timeout_s=self.a.job_timeout)
+            v = r.get("verdict") or {}
+            row.update(status=r.get("status"), flags=v.get("flags"), correct=v.get("correct"),
+                       reason=(v.get("reason") or r.get("error") or "")[:300],
+                       phases_s=v.get("phases_s"))
+        except protocol.FrameError as e:  # no answer in time (or the worker died): restart it
+            row.update(status="no_verdict", reason=f"{type(e).__name__}: {e}"[:300])
+            self.client.proc.kill()
+            self.client = self._start()
+        row["wall_s"] = round(time.perf_counter() - t0, 3)
+        return row
+
+    def close(self):
+        self.client.close()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True, help="KernelBench's KernelBench/ folder")
@@ -68,52 +186,126 @@ def main() -> int:
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--job-timeout", type=float, default=60.0)
     p.add_argument("--budget-s", type=float, default=1e9)
+    p.add_argument("--workers", type=int, default=1,
+                   help="eval workers judging side by side on the device, each with the whole "
+                        "device as its slot's limit; a job starts only while the judge's own "
+                        "size estimates of the jobs running add up to at most --fill of it")
+    p.add_argument("--fill", type=float, default=0.8)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads per worker")
+    p.add_argument("--memory-bytes", type=float, default=None,
+                   help="the device's memory (default: torch's total_memory of --device)")
+    p.add_argument("--honest-relu", action="store_true",
+                   help="also verify an honest CUDA kernel on level1/19_ReLU (6 GiB), alone")
     p.add_argument("--build-root", default=os.environ.get("CAF_EVAL_BUILD_ROOT"))
     p.add_argument("--out", required=True)
     a = p.parse_args()
     todo = problems(a.root, [int(x) for x in a.levels.split(",")], a.per_level, a.select)
-    client = WorkerClient(device=a.device, build_root=a.build_root)
-    client.request({"op": "ping"}, timeout_s=300)
-    rows, t_start = [], time.perf_counter()
-    for lv, path in todo:
-        if time.perf_counter() - t_start > a.budget_s:
-            break
-        src = open(path).read()
-        name = os.path.basename(path)
-        t0 = time.perf_counter()
-        row = {"level": lv, "problem": name}
-        try:
-            r = client.evaluate(name, src, {"model_new.py": reference_copy(src)}, mode="verify",
-                                timeout_s=a.job_timeout)
-            v = r.get("verdict") or {}
-            row.update(status=r.get("status"), flags=v.get("flags"), correct=v.get("correct"),
-                       reason=(v.get("reason") or r.get("error") or "")[:300],
-                       phases_s=v.get("phases_s"))
-        except protocol.FrameError as e:  # no answer in time (or the worker died): restart it
-            row.update(status="no_verdict", reason=f"{type(e).__name__}: {e}"[:300])
-            client.proc.kill()
-            client = WorkerClient(device=a.device, build_root=a.build_root)
-            client.request({"op": "ping"}, timeout_s=300)
-        row["wall_s"] = round(time.perf_counter() - t0, 3)
-        rows.append(row)
-        print(f"L{lv} {name}: {row['status']} {row.get('flags')} {row['wall_s']:.1f} s "
-              f"{row['reason'][:120]}", flush=True)
+    t_start = time.perf_counter()
+    runners: list = [None] * max(1, a.workers)
+
+    def start(k):
+        runners[k] = Runner(a, None)
+    starters = [threading.Thread(target=start, args=(k,)) for k in range(len(runners))]
+    for t in starters:
+        t.start()
+    # The judge's own estimate of each verify job (meta tensors) while the workers start.
+    total = a.memory_bytes
+    if total is None:
+        import torch
+        total = torch.cuda.get_device_properties(torch.device(a.device)).total_memory \
+            if a.device.startswith("cuda") else 0
+    est = [estimate_gib(path) for _, path in todo]
+    unknown_gib = 20.0  # no estimate (the task does not run on meta tensors)
+    cap_gib = a.fill * total / 2**30 if total else float("inf")
+    for t in starters:
+        t.join()
+    mem = GpuMemory() if a.device.startswith("cuda") else None
+    rows: dict = {}
+    cond = threading.Condition()
+    # Largest first: the big jobs start while the device is empty, the small ones fill in.
+    queue = sorted(range(len(todo)), key=lambda i: -(est[i] if est[i] is not None else unknown_gib))
+    state = {"in_use": 0.0, "running": 0}
+    print(f"estimates done at {time.perf_counter() - t_start:.1f} s; cap {cap_gib:.1f} GiB", flush=True)
+
+    def save(extra=None):
+        ordered = [rows[i] for i in sorted(rows)]
         with open(a.out, "w") as f:
-            json.dump({"rows": rows}, f, indent=1)
-    client.close()
+            json.dump({"workers": a.workers, "fill": a.fill, **(extra or {}), "rows": ordered}, f, indent=1)
+
+    def work(runner):
+        while True:
+            with cond:
+                while True:
+                    if not queue or time.perf_counter() - t_start > a.budget_s:
+                        return
+                    fit = [i for i in queue if state["running"] == 0 or state["in_use"]
+                           + (est[i] if est[i] is not None else unknown_gib) <= cap_gib]
+                    if fit:
+                        i = fit[0]
+                        queue.remove(i)
+                        need = est[i] if est[i] is not None else unknown_gib
+                        beside = state["in_use"]
+                        state["in_use"] += need
+                        state["running"] += 1
+                        break
+                    cond.wait(1.0)
+            lv, path = todo[i]
+            row = runner.judge(lv, path)
+            row["estimate_verify_gib"] = est[i]
+            row["started_beside_gib"] = round(beside, 1)  # estimates of the jobs already running
+            with cond:
+                state["in_use"] -= need
+                state["running"] -= 1
+                rows[i] = row
+                cond.notify_all()
+                print(f"L{lv} {row['problem']}: {row['status']} {row.get('flags')} {row['wall_s']:.1f} s "
+                      f"(est {est[i]} GiB) {row['reason'][:120]}", flush=True)
+                save()
+    threads = [threading.Thread(target=work, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    extra = {"batch_s": round(time.perf_counter() - t_start, 1), "cap_gib": round(cap_gib, 1)}
+    relu = [(lv, path) for lv, path in todo if lv == 1 and os.path.basename(path) == RELU_PROBLEM]
+    if a.honest_relu and relu and time.perf_counter() - t_start <= a.budget_s:
+        before = mem.mark() if mem else None
+        row = runners[0].judge(*relu[0], files=relu_submission(), label="honest relu kernel")
+        row["estimate_verify_gib"] = estimate_gib(relu[0][1])
+        if mem:
+            _, peak = mem.mark()
+            if before and before[0] is not None and peak is not None:
+                row["gpu_peak_mib_over_idle"] = peak - before[0]
+        extra["honest_relu"] = row
+        print(f"L1 {RELU_PROBLEM} (honest kernel, alone): {row['status']} {row.get('flags')} "
+              f"correct={row.get('correct')} {row['wall_s']:.1f} s peak "
+              f"{row.get('gpu_peak_mib_over_idle')} MiB over idle, estimate {row['estimate_verify_gib']} GiB "
+              f"{row['reason'][:120]} {row.get('phases_s')}", flush=True)
+    for r in runners:
+        r.close()
+    if mem:
+        mem.close()
+    out_rows = [rows[i] for i in sorted(rows)]
     summary = {}
-    for lv in sorted({r["level"] for r in rows}):
-        rs = [r for r in rows if r["level"] == lv]
-        ws = [r["wall_s"] for r in rs]
+    for lv in sorted({x[0] for x in todo}):
+        rs = [r for r in out_rows if r["level"] == lv]
+        ws = [r["wall_s"] for r in rs] or [0.0]
+        flags: dict = {}
+        for r in rs:
+            for fl in (r.get("flags") or ["(passed)" if r.get("correct") else "(none)"]):
+                flags[fl] = flags.get(fl, 0) + 1
         summary[f"level{lv}"] = {
-            "problems": len(rs), "verdicts": sum(r["status"] in ("ok",) for r in rs),
+            "problems": len(rs), "of": sum(1 for x in todo if x[0] == lv),
+            "verdicts": sum(r["status"] in ("ok",) for r in rs),
             "no_verdict": sum(r["status"] == "no_verdict" for r in rs),
             "infra_error": sum(r["status"] == "infra_error" for r in rs),
             "task_error": sum("task_error" in (r.get("flags") or []) for r in rs),
-            "wall_s_median": statistics.median(ws), "wall_s_max": max(ws), "wall_s_total": sum(ws)}
-    with open(a.out, "w") as f:
-        json.dump({"summary": summary, "rows": rows}, f, indent=1)
+            "flags": flags,
+            "wall_s_median": statistics.median(ws), "wall_s_max": max(ws), "wall_s_total": round(sum(ws), 1)}
+    extra["total_s"] = round(time.perf_counter() - t_start, 1)
+    save({**extra, "summary": summary})
     print("SUMMARY " + json.dumps(summary), flush=True)
+    print("TIMES " + json.dumps({k: v for k, v in extra.items() if k != "honest_relu"}), flush=True)
     return 0
 
 

@@ -29,7 +29,7 @@ steps=${*:-all}; [ "$steps" = all ] && steps="bench agent suite"
 TI=$($PY -c 'import torch.utils.cpp_extension as c; print(c.include_paths()[0])' 2>/dev/null)
 find "$TI" /usr/local/cuda/include -name '*.h' -type f -print0 2>/dev/null | xargs -0 cat > /dev/null 2>&1
 # SM clock, power and temperature every 200 ms while the steps run (read-only queries).
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used \
   --format=csv -lms 200 > "$OUT/smi.csv" 2>&1 &
 SMI=$!
 for s in $steps; do
@@ -50,12 +50,16 @@ for s in $steps; do
   kernelbench)
     # Verify of a reference copy over KernelBench (bench_kernelbench.py); needs its
     # KernelBench/ folder under bench/judge/external/ (not part of this repo: carry it).
-    # KB_SELECT picks problems (e.g. 1:19-25,2:1-3), KB_JOB_S the per-job cap, KT the step's.
+    # KB_SELECT picks problems (e.g. 1:19-25,2:1-3), KB_JOB_S the per-job cap, KT the step's,
+    # KB_WORKERS workers side by side (each with 1/N of the GPU's memory; what is too large
+    # for that is judged again alone with all of it), KB_HONEST_RELU=1 also verifies an
+    # honest kernel on level1/19_ReLU (6 GiB, all five checks) and records its peak memory.
     timeout "${KT:-300}" $PY bench/judge/bench_kernelbench.py --root bench/judge/external/KernelBench \
       --device cuda:0 --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
-      --budget-s "$(( ${KT:-300} - 30 ))" ${KB_SELECT:+--select "$KB_SELECT"} \
+      --budget-s "$(( ${KT:-300} - ${KB_RESERVE_S:-30} ))" ${KB_SELECT:+--select "$KB_SELECT"} \
+      --workers "${KB_WORKERS:-1}" ${KB_HONEST_RELU:+--honest-relu} \
       --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
-    echo "kernelbench rc=$?"; grep -E "^L|SUMMARY" "$OUT/kernelbench.log" | tail -40 ;;
+    echo "kernelbench rc=$?"; grep -E "whole device|honest|SUMMARY|TIMES" "$OUT/kernelbench.log" | tail -40 ;;
   suite)
     # Three workers share the GPU, so a test that compares two profiles' times can see one
     # of them inflated by another test's kernels (the side-stream test's honest add_relu:

@@ -20,6 +20,14 @@ def test_honest_add_relu_profiles(cuda_judge):
     assert "candidate" not in v["timings"]["hold_short"], v["timings"]["launch_ms"]
 
 
+def test_the_childs_tensors_come_back_device_to_device(cuda_judge):
+    # ipc.py: check outputs and inputs after each check as CUDA IPC handles, copied on the
+    # GPU by the worker; none had to be resent by memfd.
+    v = cuda_judge("add_relu", AB + "        return caf_ext.add_relu(a, b)\n")
+    assert v["correct"] is True, v["reason"]
+    assert v["child_transport"]["ipc"] >= 5 and v["child_transport"]["resent"] == 0, v["child_transport"]
+
+
 def test_honest_fused_chain_beats_eager(cuda_judge):
     v = cuda_judge("fused_elementwise", XY + "        return caf_ext.fused_chain(x, y)\n", mode="profile")
     assert v["correct"] is True, v["reason"]
@@ -42,22 +50,48 @@ ADD_RELU_MEDIUM = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module
                    "def get_init_inputs():\n    return []\n")
 
 
+def _timing_view(v):
+    """What a failed side-stream assertion needs to be read: times, host shares, gaps."""
+    t = v.get("timings", {})
+    return {k: t.get(k) for k in ("candidate_ms", "eager_ms", "compile_ms", "launch_ms", "hold_short",
+                                  "hidden_work_ms", "gap_median_ms", "iterations")}
+
+
+def _honest_profile(cuda_judge, name, model_py):
+    """The honest single-stream kernel's profile, the yardstick of the side-stream tests. Its
+    time must be the kernel's: a profile whose host share outlasted the hold (`hold_short`)
+    timed the host too (H200 2026-12-01, beside another test: 0.361 ms for a 0.0355 ms kernel,
+    wall 0.85 ms), so it is measured once more; two such profiles fail as a contended host."""
+    for _ in range(2):
+        v = cuda_judge.inline(name, model_py, AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+        assert v["correct"] is True, v["reason"]
+        if "candidate" not in v["timings"]["hold_short"]:
+            return v
+    pytest.fail(f"the honest profile's host share outlasted the hold twice (contended host?): {_timing_view(v)}")
+
+
+def _assert_side_stream_not_faster(side, honest):
+    # The hack's own time must be the GPU's: with its host share past the hold, host time
+    # would have padded it and the comparison would prove nothing.
+    assert "candidate" not in side["timings"]["hold_short"], _timing_view(side)
+    assert side["timings"]["candidate_ms"] > 0.8 * honest["timings"]["candidate_ms"], \
+        (_timing_view(side), _timing_view(honest))
+
+
 def test_side_stream_work_is_counted_not_hidden(cuda_judge):
     # Work left on a side stream cannot win: either it races the judge's work still queued on
     # the current stream (the output poisoning; the kernel never waited for it) and a check
     # sees the poison -- reward -1 (H200 2026-11-30: check 5/5, NaN at (0, 0)) -- or the
     # device-wide sync finishes it and its time is counted, flagged, not below the honest
     # single-stream kernel's.
-    honest = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
-                               AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+    honest = _honest_profile(cuda_judge, "add_relu_medium", ADD_RELU_MEDIUM)
     side = cuda_judge.inline("add_relu_medium", ADD_RELU_MEDIUM,
                              AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
     if not side["correct"]:
         assert side["reward"] == -1 and "check" in side["reason"], side["reason"]
         return
-    assert "side_stream_work" in side["flags"], side["timings"]
-    assert side["timings"]["candidate_ms"] > 0.8 * honest["timings"]["candidate_ms"], \
-        (side["timings"], honest["timings"])
+    assert "side_stream_work" in side["flags"], _timing_view(side)
+    _assert_side_stream_not_faster(side, honest)
 
 
 # 8192x4096 fp32: the honest kernel moves 384 MiB (~0.1 ms on the H200), far above launch
@@ -70,13 +104,11 @@ ADD_RELU_LARGE = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module)
 
 
 def test_side_stream_work_is_timed_on_a_large_task(cuda_judge):
-    honest = cuda_judge.inline("add_relu_large", ADD_RELU_LARGE,
-                               AB + "        return caf_ext.add_relu(a, b)\n", mode="profile")
+    honest = _honest_profile(cuda_judge, "add_relu_large", ADD_RELU_LARGE)
     side = cuda_judge.inline("add_relu_large", ADD_RELU_LARGE,
                              AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
-    assert honest["correct"] is True and side["correct"] is True, (honest["reason"], side["reason"])
-    assert side["timings"]["candidate_ms"] > 0.8 * honest["timings"]["candidate_ms"], \
-        (side["timings"], honest["timings"])
+    assert side["correct"] is True, side["reason"]
+    _assert_side_stream_not_faster(side, honest)
 
 
 def test_uninitialised_memory(cuda_judge):
