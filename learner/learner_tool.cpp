@@ -2,7 +2,10 @@
 //   step  --model DIR --batch FILE [--stage ppo|rft|vp] [--critic DIR] [--steps N] --out DIR
 //         one training step (N with --steps, over the same batch, the optimizer state carried
 //         on; --batch-sequences K: each step the next K trajectories, round robin) on a stored
-//         batch; prints each step report (JSON, one line) and writes a
+//         batch; --phases STEPS:LR,... sets the actor's lr by phase (--steps defaults to their
+//         sum), --cosine [--warmup N] [--min-lr X] a warm-up to --lr and a cosine decay over
+//         --steps (learner/lr_schedule.hpp); prints each step report (JSON, one line, with the
+//         step's "lr") and writes a
 //         checkpoint (step-00000001/ with actor/, critic/, optimizer state) under --out
 //   grad  --model DIR --batch FILE --out FILE [--values]
 //         loss = sum over sampled tokens of log p (+ the critic's values with --values; the
@@ -39,6 +42,7 @@
 #include <string>
 
 #include "learner/checkpoint.hpp"
+#include "learner/lr_schedule.hpp"
 #include "learner/trainer.hpp"
 #include "policy/model/tool_args.hpp"
 #include "policy/text/json.hpp"
@@ -139,8 +143,25 @@ int run_step(const args& a) {
   // one report line each; the recipe's RFT epochs (docs/TRAINING.md).
   // --batch-sequences K: each step takes the next K trajectories of the batch (round robin, in
   // batch order), so one pass over the batch is several optimizer steps.
-  const int64_t steps = std::stoll(get(a, "steps", "1"));
+  // --phases STEPS:LR,...: the actor's lr by phase (steps default to the phases' sum);
+  // --cosine: warm-up (--warmup N) to --lr, then cosine to --min-lr over --steps.
+  lr_schedule schedule{.lr = options_of(a).actor_optimizer.lr};
+  if (a.count("phases")) {
+    auto phases = parse_lr_phases(get(a, "phases"));
+    if (!phases) return report_error("--phases: " + phases.error().message);
+    schedule.kind = lr_schedule_kind::phases;
+    schedule.phases = phases.value();
+  }
+  const int64_t steps = std::stoll(get(a, "steps", std::to_string(std::max<int64_t>(1, schedule.phase_steps()))));
   if (steps < 1) return report_error("--steps must be >= 1");
+  if (a.count("cosine")) {
+    if (a.count("phases")) return report_error("--cosine and --phases exclude each other");
+    schedule.kind = lr_schedule_kind::cosine;
+    schedule.warmup_steps = std::stoll(get(a, "warmup", "0"));
+    schedule.min_lr = std::stod(get(a, "min-lr", "0"));
+    schedule.total_steps = steps;
+  }
+  if (auto ok = schedule.validate(); !ok) return report_error(ok.error().message);
   const int64_t n = batch.value().sequences();
   const int64_t per_step = std::stoll(get(a, "batch-sequences", std::to_string(n)));
   if (per_step < 1) return report_error("--batch-sequences must be >= 1");
@@ -148,6 +169,7 @@ int run_step(const args& a) {
   for (int64_t i = 0; i < steps; ++i) {
     std::vector<int64_t> pick;
     for (int64_t k = 0; k < std::min(per_step, n); ++k) pick.push_back((i * per_step + k) % n);
+    t.value().set_actor_lr(schedule.at(i));
     r = t.value().step(per_step >= n ? batch.value() : batch.value().select(pick), stage.value());
     if (!r) return report_error(r.error().message);
     std::cout << r.value().to_json() << std::endl;
@@ -284,7 +306,8 @@ int main(int argc, char** argv) {
   args a;
   if (!caf_agent::policy::parse_tool_args(argc, argv, 2, a)) return 2;
   static const std::map<std::string, std::vector<std::string>> known = {
-      {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences"}},
+      {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences", "phases", "cosine", "warmup",
+                "min-lr"}},
       {"grad", {"model", "batch", "out", "values"}},
       {"bench", {"model", "context", "seq-len", "steps", "peak-tflops"}}};
   static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",

@@ -206,6 +206,7 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
     return fail(std::string("trainer: stage ") + stage_name(stage) + " needs a critic");
   step_report report;
   report.stage = stage_name(stage);
+  report.actor_lr = options_.actor_optimizer.lr;
   report.sequences = batch.sequences();
   report.tokens = batch.tokens_t.size(0);
   report.sampled_tokens = static_cast<int64_t>(batch.loss_mask_t.sum().item<double>());
@@ -473,11 +474,11 @@ std::string step_report::to_json() const {
                 ",\"sequences\":%lld,\"tokens\":%lld,\"sampled_tokens\":%lld,\"microbatches\":%lld,"
                 "\"policy_loss\":%.9g,\"value_loss\":%.9g,\"nll\":%.9g,\"entropy\":%.9g,"
                 "\"explained_variance\":%.9g,\"reward_mean\":%.9g,\"advantage_mean\":%.9g,"
-                "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f",
+                "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f,\"lr\":%.9g",
                 static_cast<long long>(sequences), static_cast<long long>(tokens),
                 static_cast<long long>(sampled_tokens), static_cast<long long>(microbatches), policy_loss,
                 value_loss, nll, entropy, explained_variance, reward_mean, advantage_mean, actor_step.grad_norm,
-                critic_step.grad_norm, seconds);
+                critic_step.grad_norm, seconds, actor_lr);
   out += buf;
   if (ppo) {
     std::snprintf(buf, sizeof buf,

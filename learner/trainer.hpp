@@ -99,6 +99,7 @@ struct step_report {
   optimizer_step_report actor_step;   ///< The actor's last optimizer step.
   optimizer_step_report critic_step;  ///< The critic's last optimizer step.
   double seconds = 0;          ///< Wall time of the step.
+  double actor_lr = 0;         ///< The actor's learning rate of the step.
 
   /// One JSON object with every field (for logs and learner_tool).
   std::string to_json() const;
@@ -135,6 +136,13 @@ class trainer {
   std::vector<checkpoint_part> checkpoint_parts();
   /// Sets the step counter (after a checkpoint was loaded).
   void set_steps(int64_t steps) { steps_ = steps; }
+  /// Sets the actor's learning rate for the next steps (an lr schedule's rate of the step).
+  void set_actor_lr(double lr) {
+    options_.actor_optimizer.lr = lr;
+    actor_opt_.options().lr = lr;
+  }
+  /// Sets the temperature the log-probabilities are computed under (the sampler's).
+  void set_temperature(double temperature) { options_.forward.temperature = temperature; }
 
  private:
   trainer(policy::decoder actor, std::optional<policy::decoder> critic, adamw actor_opt,

@@ -74,3 +74,20 @@ def test_bad_batches_are_clear_errors(model_dir, tmp_path):
     assert proc.returncode == 1 and "vocabulary" in proc.stderr
     proc = run("step", "--model", model_dir, "--batch", batch(tmp_path), "--stage", "sft")
     assert proc.returncode == 1 and "unknown training stage" in proc.stderr
+
+
+def test_step_lr_schedules(model_dir, tmp_path):
+    # --phases: steps default to the phases' sum; each report names its step's lr.
+    proc = run("step", "--model", model_dir, "--batch", batch(tmp_path), "--stage", "rft",
+               "--phases", "2:1e-3,1:1e-4", "--batch-sequences", "1")
+    assert proc.returncode == 0, proc.stderr
+    lrs = [json.loads(l)["lr"] for l in proc.stdout.splitlines()]
+    assert lrs == pytest.approx([1e-3, 1e-3, 1e-4])
+    # --cosine: warm-up 1 of 3 steps to --lr 1e-3, then cosine down to --min-lr.
+    proc = run("step", "--model", model_dir, "--batch", batch(tmp_path), "--stage", "rft", "--steps", "3",
+               "--lr", "1e-3", "--cosine", "--warmup", "1", "--min-lr", "1e-5")
+    assert proc.returncode == 0, proc.stderr
+    lrs = [json.loads(l)["lr"] for l in proc.stdout.splitlines()]
+    assert lrs == pytest.approx([1e-3, 1e-3, 1e-5 + (1e-3 - 1e-5) * 0.5])
+    proc = run("step", "--model", model_dir, "--batch", batch(tmp_path), "--stage", "rft", "--phases", "2:x")
+    assert proc.returncode == 1 and "--phases: phase '2:x'" in proc.stderr
