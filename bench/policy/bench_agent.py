@@ -8,7 +8,8 @@ checkpoint with 131,072 positions, and in one run measures:
   2. `agent-bench`: 64 conversations x 30 turns, a 1,000-token first prompt, each turn a
      300-token sampled reply and a 500-token observation; with the prefix cache and without it
      (every turn re-prefills the whole conversation, the engine before the cache);
-  3. one sequence decoding at 131,072 tokens of context (a 130,560-token prompt, chunked prefill).
+  3. one sequence decoding at 131,072 tokens of context (a 130,560-token prompt, chunked prefill);
+  all with the engine's --cache-attention (auto: flash on the GPU), --compare runs others too.
 Each figure is printed beside a lower bound of the same workload on this GPU: decode steps
 bound by memory bandwidth (every weight and every attended key read once per step), prefill
 bound by bf16 tensor-core throughput. Prints one JSON object (and writes it to --out).
@@ -75,18 +76,25 @@ def main():
     parser.add_argument("--build-dir", type=pathlib.Path, default=REPO / "build-bench")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--cache-attention", default="auto", help="the engine's cache attention for every run")
+    parser.add_argument("--compare", nargs="*", default=[],
+                        help="other cache attentions to run the cached agent workload and the long sequence with")
     parser.add_argument("--skip-uncached", action="store_true", help="leave out the re-prefilling run")
     parser.add_argument("--uncached-limit", type=float, default=900, help="seconds for the re-prefilling run")
-    parser.add_argument("--matmul-decode-attention", action="store_true",
-                        help="also run the cached agent workload and the long sequence with the engine's matmul decode attention")
-    parser.add_argument("--only-decode-attention", action="store_true",
-                        help="only the cached agent workload and the long sequence, with and without matmul decode attention")
+    parser.add_argument("--uncached-limit-factor", type=float, default=0,
+                        help="if > 0, limit the re-prefilling run to this many times the cached run's seconds "
+                             "(a run stopped there proves at least that speedup)")
     parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args()
     tool = bench_generate.build_tool(args.build_dir)
     common = ["--device", "cuda", "--dtype", "bfloat16", "--vocab", SHAPE["vocab_size"]]
     out = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
-           "torch": torch.__version__, "host": platform.node()}
+           "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention}
+
+    def save():
+        if args.out:
+            args.out.write_text(json.dumps(out, indent=1) + "\n")
+
     with tempfile.TemporaryDirectory() as tmp:
         params = make_model(tmp)
         out["params"] = params
@@ -95,44 +103,43 @@ def main():
         long_run = ["bench", "--model", tmp, *common, "--max-batch", 1, "--max-context", CONTEXT,
                     "--random-prompts", 1, "--prompt-len", CONTEXT - 512, "--max-new-tokens", 511, "--temperature", 1]
 
-        def long_result(extra=()):
-            r = run(tool, *long_run, *extra)[0]
+        def long_result(mode):
+            r = run(tool, *long_run, "--cache-attention", mode)[0]
             r["decode_tokens_per_s"] = r["tokens"] / max(r["seconds"] - r["prefill_seconds"], 1e-9)
             return dict(r, **bounds(r, params))
 
-        if not args.only_decode_attention:
-            batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", 552,
-                        "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
-                        "--repeat", 2)
-            out["batch_64x512"] = [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch]
-            cached = run(tool, *agent)[0]
-            out["agent_cached"] = dict(cached, **bounds(cached, params))
-            print(json.dumps({"batch_64x512": out["batch_64x512"], "agent_cached": out["agent_cached"]}), flush=True)
-            if not args.skip_uncached:
-                # Bounded: when it runs past the limit, the limit is a lower bound of its time.
-                plain = run(tool, *agent, "--no-prefix-cache", timeout=args.uncached_limit)
-                if plain is None:
-                    out["agent_uncached"] = {"timed_out_after_s": args.uncached_limit}
-                    out["agent_speedup_at_least"] = args.uncached_limit / cached["seconds"]
-                else:
-                    out["agent_uncached"] = dict(plain[0], **bounds(plain[0], params))
-                    out["agent_speedup"] = plain[0]["seconds"] / cached["seconds"]
-            out["long_131072"] = long_result()
-        if args.only_decode_attention:
-            out["long_131072"] = long_result()
-            print(json.dumps({"long_131072": out["long_131072"]}), flush=True)
-        if args.matmul_decode_attention or args.only_decode_attention:
-            out["long_131072_matmul"] = long_result(["--matmul-decode-attention"])
-            print(json.dumps({"long_131072_matmul": out["long_131072_matmul"]}), flush=True)
-            if args.only_decode_attention:
-                cached = run(tool, *agent)[0]
-                out["agent_cached"] = dict(cached, **bounds(cached, params))
-            m = run(tool, *agent, "--matmul-decode-attention")[0]
-            out["agent_cached_matmul"] = dict(m, **bounds(m, params))
+        def report(key, value):
+            out[key] = value
+            print(json.dumps({key: value}), flush=True)
+            save()
+
+        mode = args.cache_attention
+        batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", 552,
+                    "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
+                    "--repeat", 2, "--cache-attention", mode)
+        report("batch_64x512", [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch])
+        cached = run(tool, *agent, "--cache-attention", mode)[0]
+        report("agent_cached", dict(cached, **bounds(cached, params)))
+        report("long_131072", long_result(mode))
+        for other in args.compare:
+            report("long_131072_" + other, long_result(other))
+            c = run(tool, *agent, "--cache-attention", other)[0]
+            report("agent_cached_" + other, dict(c, **bounds(c, params)))
+        if not args.skip_uncached:
+            # Bounded: when it runs past the limit, the limit is a lower bound of its time.
+            limit = args.uncached_limit
+            if args.uncached_limit_factor > 0:
+                limit = min(limit, args.uncached_limit_factor * cached["seconds"])
+            plain = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, timeout=limit)
+            if plain is None:
+                out["agent_speedup_at_least"] = limit / cached["seconds"]
+                report("agent_uncached", {"timed_out_after_s": limit})
+            else:
+                out["agent_speedup"] = plain[0]["seconds"] / cached["seconds"]
+                report("agent_uncached", dict(plain[0], **bounds(plain[0], params)))
     text = json.dumps(out, indent=1)
     print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    save()
 
 
 if __name__ == "__main__":

@@ -166,12 +166,25 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
   return write_checkpoint_tensors(model_dir, params_, max_shard_bytes);
 }
 
-torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
-                                 const torch::Tensor& positions_bt, const cache_use& use) const {
+torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const cache_use& use) const {
+  const int64_t p = q_ptge.size(0), t = q_ptge.size(1), g = q_ptge.size(2), e = q_ptge.size(3);
+  // The cache [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view.
+  auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+  auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  const int64_t flat = k_cache.size(0) * k_cache.size(1) * k_cache.size(2);
+  auto out = at::_flash_attention_forward(q_ptge.reshape({p * t, g, e}), k_cache.view({flat, 1, e}),
+                                          v_cache.view({flat, 1, e}), use.cu_q, use.cu_k, t, use.max_k,
+                                          /*dropout_p=*/0.0, /*is_causal=*/t > 1, /*return_debug_mask=*/false,
+                                          std::nullopt, std::nullopt, std::nullopt, use.used_k);
+  return std::get<0>(out).view({p, t, g, e});
+}
+
+torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
+                                 const cache_use& use) const {
   const auto& w = layers_[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
-  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, positions_bt);
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
+  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles);
   torch::Tensor out_bhte;
   if (use.cache != nullptr && use.slot < 0) {
     // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
@@ -183,9 +196,12 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
     auto v_nkce = v_cache.narrow(0, 0, b);
     k_nkce.scatter_(2, index_bk1e, k_bkte);
     v_nkce.scatter_(2, index_bk1e, v_bkte);
-    const int64_t s = use.mask_b11s.size(-1), g = h / k;
+    const int64_t s = use.keys;
     auto q_bkge = q_bhte.reshape({b, k, g, e});
-    if (matmul_decode_) {
+    if (cache_attention_ == cache_attention::flash) {
+      // One cache sequence per (row, KV head), one query of g heads each.
+      out_bhte = flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), use).view({b, h, 1, e});
+    } else if (cache_attention_ == cache_attention::matmul) {
       // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
       auto q_xge = q_bkge.reshape({b * k, g, e});
       auto k_xse = k_nkce.narrow(2, 0, s).reshape({b * k, s, e});
@@ -208,12 +224,17 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
       use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(k_bkte[0]);
       use.cache->v_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(v_bkte[0]);
     }
-    if (use.cache != nullptr && use.start > 0) {
+    if (use.cache != nullptr && use.start > 0 && cache_attention_ == cache_attention::flash) {
+      // Continuing a cached prefix: one cache sequence per KV head of the slot, t queries of g
+      // heads, causal from the bottom right (query i sees keys 0..start + i).
+      auto q_ktge = q_bhte[0].view({k, g, t, e}).permute({0, 2, 1, 3});
+      out_bhte = flash_over_cache(layer, q_ktge, use).permute({0, 2, 1, 3}).reshape({1, h, t, e});
+    } else if (use.cache != nullptr && use.start > 0) {
       // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
       const int64_t s = use.start + t;
       auto k_1kse = use.cache->k_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
       auto v_1kse = use.cache->v_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
-      auto opts = positions_bt.options();
+      auto opts = torch::TensorOptions().dtype(torch::kInt64).device(x_btd.device());
       auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + use.start).view({t, 1});
       // Rationale: keys repeated per query head rather than enable_gqa, which the masked
       // memory-efficient CUDA kernel lacks (the fallback materialises [h, t, s] scores).
@@ -231,7 +252,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd,
 }
 
 std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
-                                                  const torch::Tensor& positions_bt) const {
+                                                  const rope_angles& angles) const {
   const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   auto q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
@@ -241,8 +262,7 @@ std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const tor
     q_bthe = rms_norm(q_bthe, w.q_norm_e, config_.rms_norm_eps);
     k_btke = rms_norm(k_btke, w.k_norm_e, config_.rms_norm_eps);
   }
-  return {apply_rope(q_bthe.transpose(1, 2), positions_bt, rope_),
-          apply_rope(k_btke.transpose(1, 2), positions_bt, rope_), v_bkte};
+  return {apply_rope(q_bthe.transpose(1, 2), angles), apply_rope(k_btke.transpose(1, 2), angles), v_bkte};
 }
 
 decoder decoder::cast(torch::ScalarType dtype) const {
@@ -276,7 +296,8 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   const double eps = config_.rms_norm_eps;
   const int64_t t = x_1td.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto [q_1hte, k_1kte, v_1kte] = project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), positions_1t);
+  auto [q_1hte, k_1kte, v_1kte] =
+      project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), rope_angles::gather(positions_1t, rope_));
   // Rationale: causal attention per sequence instead of a block-diagonal mask: no [t, t] mask
   // (17 G entries at 131k tokens), and is_causal keeps CUDA on the flash kernel. Sequences of
   // equal length share one batched call (many short trajectories would otherwise cost one call
@@ -323,9 +344,10 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
 torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
                                   const cache_use& use) const {
   const double eps = config_.rms_norm_eps;
+  const auto angles = rope_angles::gather(positions_bt, rope_);  // the same for every layer
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const auto& w = layers_[static_cast<size_t>(i)];
-    x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), positions_bt, use);
+    x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), angles, use);
     x_btd = x_btd + swiglu(rms_norm(x_btd, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w,
                            w.up_b, w.down_w, w.down_b);
   }
@@ -374,15 +396,43 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_c
               " exceed the cache capacity of ", cache.capacity(), " tokens");
   auto positions_1t = torch::arange(start, start + t, tokens_t.options().dtype(torch::kInt64)).unsqueeze(0);
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
-  auto hidden_1td = run_layers(x_1td, positions_1t, cache_use{&cache, slot, start, {}, {}});
+  cache_use use;
+  use.cache = &cache;
+  use.slot = slot;
+  use.start = start;
+  if (cache_attention_ == cache_attention::flash && start > 0) {
+    // One cache sequence per KV head of the slot, each of t queries over start + t keys.
+    const int64_t k = config_.num_key_value_heads;
+    auto opts = tokens_t.options().dtype(torch::kInt32);
+    auto heads = torch::arange(k + 1, opts);
+    use.cu_q = heads * static_cast<int32_t>(t);
+    use.cu_k = (heads + static_cast<int32_t>(slot * k)) * static_cast<int32_t>(cache.capacity());
+    use.used_k = torch::full({k}, start + t, opts);
+    use.max_k = start + t;
+  }
+  auto hidden_1td = run_layers(x_1td, positions_1t, use);
   return lm_head(hidden_1td[0][t - 1]);
 }
 
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
                               int64_t keys_s, kv_cache& cache) const {
   const int64_t b = tokens_b.size(0);
-  auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
-  cache_use use{&cache, -1, 0, positions_b, keys_11s <= positions_b.view({b, 1, 1, 1})};
+  cache_use use;
+  use.cache = &cache;
+  use.positions_b = positions_b;
+  use.keys = keys_s;
+  if (cache_attention_ == cache_attention::flash) {
+    // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
+    const int64_t k = config_.num_key_value_heads;
+    auto opts = positions_b.options().dtype(torch::kInt32);
+    use.cu_q = torch::arange(b * k + 1, opts);
+    use.cu_k = use.cu_q * static_cast<int32_t>(cache.capacity());
+    use.used_k = (positions_b + 1).view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
+    use.max_k = keys_s;
+  } else {
+    auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
+    use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});
+  }
   auto x_b1d = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_b.view({b, 1}));
   auto hidden_b1d = run_layers(x_b1d, positions_b.view({b, 1}), use);
   return lm_head(hidden_b1d.squeeze(1));

@@ -43,6 +43,22 @@ struct kv_cache {
   int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
 };
 
+/// How attention reads the KV cache (decode steps, and prefills that continue a cached prefix).
+enum class cache_attention {
+  /// One masked SDPA call over the slots' first `keys` positions (prefill from an offset: keys
+  /// repeated per query head). Exact on every device; on CUDA the masked kernel runs one thread
+  /// block per (row, KV head), slow at long context.
+  sdpa,
+  /// Decode as two batched matrix products with fp32 scores and a masked softmax between (cuBLAS
+  /// spreads them over the key length); prefill as sdpa.
+  matmul,
+  /// The flash kernel's variable-length form over the cache in place: every (slot, KV head) is
+  /// one sequence of the cache viewed as [slots * KV heads * capacity, 1, e] with its used length
+  /// (seqused_k), so each row reads only its own keys, GQA needs no copy, and decode rows split
+  /// the key length over thread blocks (flash-decoding). CUDA with bfloat16 / float16 only.
+  flash,
+};
+
 /// The transformer. Copyable handle semantics: copies share the parameter tensors.
 class decoder {
  public:
@@ -114,10 +130,10 @@ class decoder {
   /// The LM head's weight [v, d] (the embedding when tied).
   const torch::Tensor& lm_head_weight() const;
 
-  /// How decode steps attend to the cache: false (default) one masked SDPA call; true two batched
-  /// matrix products (scores in fp32) with a masked softmax between, which cuBLAS spreads over the
-  /// key length (SDPA's masked kernel runs one block per row and KV head, slow at long context).
-  void set_matmul_decode_attention(bool on) { matmul_decode_ = on; }
+  /// How attention reads the KV cache in decode steps and in prefills that continue a cached
+  /// prefix (see cache_attention). Default sdpa.
+  void set_cache_attention(cache_attention mode) { cache_attention_ = mode; }
+  cache_attention cache_attention_mode() const { return cache_attention_; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -141,14 +157,22 @@ class decoder {
     int64_t slot = -1;  ///< Prefill target slot; -1 in a decode step.
     int64_t start = 0;  ///< Prefill: position of the first new token (keys before it are cached).
     torch::Tensor positions_b;  ///< Decode: where each slot's new key goes.
-    torch::Tensor mask_b11s;  ///< Decode: which cached keys each slot may attend to.
+    int64_t keys = 0;  ///< Decode: attended cache length (max position + 1).
+    torch::Tensor mask_b11s;  ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
+    /// flash: per (slot, KV head) sequence, the query offsets, key offsets into the flat cache
+    /// and used key counts (int32), and the longest used count.
+    torch::Tensor cu_q, cu_k, used_k;
+    int64_t max_k = 0;
   };
   void bind_layers();
-  torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const torch::Tensor& positions_bt,
+  torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
                           const cache_use& use) const;
+  /// flash attention of q [p, t, g, e] (p cache sequences of t queries, g query heads per KV head)
+  /// over the cache sequences `use` describes; returns [p, t, g, e].
+  torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const cache_use& use) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
-                                           const torch::Tensor& positions_bt) const;
+                                           const rope_angles& angles) const;
   torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
                            const cache_use& use) const;
   torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
@@ -160,7 +184,7 @@ class decoder {
   rope_table rope_;
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
-  bool matmul_decode_ = false;
+  cache_attention cache_attention_ = cache_attention::sdpa;
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

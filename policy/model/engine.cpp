@@ -39,6 +39,9 @@ status engine_options::validate() const {
   if (max_context < 0) return fail("engine: max_context must be >= 0 (0: from config.json)");
   if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
   if (prefill_chunk < 0) return fail("engine: prefill_chunk must be >= 0 (0: whole prompts)");
+  if (cache_attention != "auto" && cache_attention != "sdpa" && cache_attention != "matmul" &&
+      cache_attention != "flash")
+    return fail("engine: cache_attention '" + cache_attention + "' is not one of auto, sdpa, matmul, flash");
   return {};
 }
 
@@ -79,6 +82,26 @@ int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
   size_t i = 0;
   while (i < n && a[i] == b[i]) ++i;
   return static_cast<int64_t>(i);
+}
+
+// The cache attention of `options` on this device; "auto" takes flash where it applies.
+result<cache_attention> choose_cache_attention(const engine_options& options, torch::Device device,
+                                               const model_config& config, int64_t context) {
+  if (options.cache_attention == "sdpa") return cache_attention::sdpa;
+  if (options.cache_attention == "matmul") return cache_attention::matmul;
+  std::string why_not;
+  if (!device.is_cuda())
+    why_not = "needs a CUDA device";
+  else if (options.dtype == "float32")
+    why_not = "needs bfloat16 or float16";
+  // Rationale: the kernel's sequence offsets into the flat cache are int32.
+  else if (static_cast<int64_t>(options.max_batch) * config.num_key_value_heads * context >
+           std::numeric_limits<int32_t>::max())
+    why_not = "addresses the cache with int32 offsets (max_batch x KV heads x max_context < 2^31)";
+  if (why_not.empty()) return cache_attention::flash;
+  if (options.cache_attention == "auto") return cache_attention::sdpa;
+  return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " +
+              options.dtype + ")");
 }
 
 }  // namespace
@@ -129,13 +152,15 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto model = decoder::load(options.model_dir, device, parse_dtype(options.dtype));
     if (!model) return model.error();
     state->model = std::move(model.value());
-    state->model.set_matmul_decode_attention(options.matmul_decode_attention);
     const auto& config = state->model.config();
     state->context = options.max_context > 0 ? options.max_context
                                              : std::min<int64_t>(config.max_position_embeddings, 4096);
     if (state->context > config.max_position_embeddings)
       return fail("engine: max_context " + std::to_string(state->context) + " exceeds the model's " +
                   "max_position_embeddings " + std::to_string(config.max_position_embeddings));
+    auto mode = choose_cache_attention(options, device, config, state->context);
+    if (!mode) return mode.error();
+    state->model.set_cache_attention(mode.value());
     state->cache = kv_cache::allocate(config, options.max_batch, state->context, device,
                                       parse_dtype(options.dtype));
     if (options.cuda_graphs && decode_graphs::supported(device))

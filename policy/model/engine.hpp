@@ -40,9 +40,11 @@ struct engine_options {
   /// prefilled over several steps while the running sequences go on decoding, so one long
   /// observation does not stall them. 0: each prompt at once.
   int32_t prefill_chunk = 2048;
-  /// Decode attention as two batched matrix products instead of one masked SDPA call (see
-  /// decoder::set_matmul_decode_attention). Off until measured on a GPU.
-  bool matmul_decode_attention = false;
+  /// How decode steps and prefills after a cached prefix read the KV cache (policy::cache_attention):
+  /// "sdpa", "matmul", "flash" (CUDA, bfloat16 / float16), or "auto": flash where it applies,
+  /// else sdpa. Rationale: flash reads only each row's used keys and splits long rows over
+  /// thread blocks (bench/results/2026-12-01-policy-h200-decode.md).
+  std::string cache_attention = "auto";
 
   /// Checks ranges and names.
   status validate() const;

@@ -4,14 +4,15 @@
 #include <cmath>
 #include <numbers>
 
+#include <ATen/ATen.h>
 #include <torch/types.h>
 
 namespace caf_agent::policy {
 
 torch::Tensor rms_norm(const torch::Tensor& x_xd, const torch::Tensor& weight_d, double eps) {
-  auto x32_xd = x_xd.to(torch::kFloat32);
-  auto variance_x1 = x32_xd.pow(2).mean(-1, /*keepdim=*/true);
-  auto normed_xd = x32_xd * torch::rsqrt(variance_x1 + eps);
+  // x * rsqrt(mean(x^2) + eps) in fp32 by ATen's rms_norm without weight (one fused kernel on CUDA
+  // where the composite took five), then cast back and scaled in the model's dtype like transformers.
+  auto normed_xd = at::rms_norm(x_xd.to(torch::kFloat32), {x_xd.size(-1)}, std::nullopt, eps);
   return weight_d * normed_xd.to(x_xd.scalar_type());
 }
 
@@ -44,26 +45,27 @@ rope_table rope_table::make(const rope_config& rope, int64_t head_dim, int64_t m
   return rope_table{angles_pe.cos().to(device, dtype), angles_pe.sin().to(device, dtype)};
 }
 
-namespace {
-
-torch::Tensor rotate_half(const torch::Tensor& x_bhte) {
-  const int64_t half = x_bhte.size(-1) / 2;
-  auto first = x_bhte.narrow(-1, 0, half);
-  auto second = x_bhte.narrow(-1, half, half);
-  return torch::cat({-second, first}, -1);
+rope_angles rope_angles::gather(const torch::Tensor& positions_bt, const rope_table& table) {
+  const auto b = positions_bt.size(0);
+  const auto t = positions_bt.size(1);
+  const auto e = table.cos_pe.size(1);
+  auto flat_p = positions_bt.reshape({-1});
+  // [b, 1, t, e]: broadcast over heads. sign_e = (-1, ..., -1, 1, ..., 1).
+  auto sign_e = torch::ones({e}, table.sin_pe.options());
+  sign_e.narrow(0, 0, e / 2).fill_(-1);
+  return rope_angles{table.cos_pe.index_select(0, flat_p).view({b, 1, t, e}),
+                     (table.sin_pe.index_select(0, flat_p) * sign_e).view({b, 1, t, e})};
 }
 
-}  // namespace
+torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles) {
+  // roll by e/2 gives cat(second, first); times (-sin, sin) that is cat(-second, first) * sin.
+  const int64_t half = x_bhte.size(-1) / 2;
+  return x_bhte * angles.cos_b1te + torch::roll(x_bhte, {half}, {-1}) * angles.sin_b1te;
+}
 
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt,
                          const rope_table& table) {
-  const auto b = positions_bt.size(0);
-  const auto t = positions_bt.size(1);
-  auto flat_p = positions_bt.reshape({-1});
-  // [b, 1, t, e]: broadcast over heads.
-  auto cos_b1te = table.cos_pe.index_select(0, flat_p).view({b, 1, t, -1});
-  auto sin_b1te = table.sin_pe.index_select(0, flat_p).view({b, 1, t, -1});
-  return x_bhte * cos_b1te + rotate_half(x_bhte) * sin_b1te;
+  return apply_rope(x_bhte, rope_angles::gather(positions_bt, table));
 }
 
 torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,

@@ -30,9 +30,22 @@ struct rope_table {
                          torch::Device device, torch::ScalarType dtype);
 };
 
+/// The rows of a rope_table for the positions of one pass, shared by every layer (gathered once
+/// per pass instead of once per layer and projection).
+struct rope_angles {
+  torch::Tensor cos_b1te;  ///< cos of each position's angles, broadcast over heads.
+  torch::Tensor sin_b1te;  ///< sin with the first half negated: rotate_half becomes a roll.
+
+  /// Gathers the angles of `positions_bt` (int64 [b, t]).
+  static rope_angles gather(const torch::Tensor& positions_bt, const rope_table& table);
+};
+
 /// Rotates `x_bhte` (heads second) by the angles of `positions_bt`: x*cos + rotate_half(x)*sin.
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt,
                          const rope_table& table);
+/// The same with gathered angles. Bit-identical to transformers' rotate_half form: the roll moves
+/// the halves and the sign sits in the sin table (negation is exact).
+torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles);
 
 /// SwiGLU MLP: down(silu(gate(x)) * up(x)); biases may be undefined tensors.
 torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,

@@ -16,7 +16,7 @@
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16;
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --prefill-chunk N (0: whole prompts),
-// --matmul-decode-attention (decode attention as two batched matrix products), --max-batch,
+// --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context.
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
@@ -182,7 +182,7 @@ engine_options engine_options_of(const args& a) {
   options.max_context = std::stoi(get(a, "max-context", "0"));
   options.cuda_graphs = !a.count("no-cuda-graphs");
   options.prefix_cache = !a.count("no-prefix-cache");
-  options.matmul_decode_attention = a.count("matmul-decode-attention") != 0;
+  options.cache_attention = get(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
   return options;
 }

@@ -372,7 +372,7 @@ TEST(engine, matmul_decode_attention_equals_sdpa_over_rows_of_different_lengths)
     o.max_batch = 3;
     o.dtype = dtype;
     auto sdpa = generation_engine::open(o).value();
-    o.matmul_decode_attention = true;
+    o.cache_attention = "matmul";
     auto matmul = generation_engine::open(o).value();
     std::vector<generation_request> requests = {greedy(observation(9, 0, 3), 12), greedy(observation(9, 1, 40), 9),
                                                 greedy(observation(9, 2, 17), 15)};
@@ -405,6 +405,28 @@ TEST(engine, matmul_decode_attention_equals_sdpa_over_rows_of_different_lengths)
       }
     }
   }
+}
+
+TEST(engine, flash_cache_attention_is_refused_where_it_cannot_run_and_auto_falls_back) {
+  engine_options o;
+  o.model_dir = model_a();
+  o.max_batch = 2;
+  o.cache_attention = "flash";  // CPU, float32: the flash kernel exists only on CUDA in half precision
+  auto refused = generation_engine::open(o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("cache_attention 'flash' needs a CUDA device"), std::string::npos)
+      << refused.error().message;
+  o.cache_attention = "fast";
+  auto unknown = generation_engine::open(o);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("'fast' is not one of auto, sdpa, matmul, flash"), std::string::npos);
+  o.cache_attention = "auto";  // sdpa here: the same tokens as the default engine
+  auto engine = generation_engine::open(o);
+  ASSERT_TRUE(engine) << engine.error().message;
+  ASSERT_TRUE(engine.value()->submit(greedy({5, 9, 2, 77}, 8)));
+  auto done = engine.value()->run_until_idle();
+  ASSERT_TRUE(done && done.value().size() == 1);
+  EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
 }
 
 // -- engine_service: the engine on its own thread ---------------------------
