@@ -58,6 +58,7 @@ for s in $steps; do
       --device cuda:0 --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
       --budget-s "$(( ${KT:-300} - ${KB_RESERVE_S:-30} ))" ${KB_SELECT:+--select "$KB_SELECT"} \
       --workers "${KB_WORKERS:-1}" ${KB_HONEST_RELU:+--honest-relu} \
+      --estimates bench/judge/external/KernelBench/caf_estimates.json \
       --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
     echo "kernelbench rc=$?"; grep -E "whole device|honest|SUMMARY|TIMES" "$OUT/kernelbench.log" | tail -40 ;;
   suite)

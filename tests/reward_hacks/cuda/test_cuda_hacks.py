@@ -107,7 +107,9 @@ def test_side_stream_work_is_timed_on_a_large_task(cuda_judge):
     honest = _honest_profile(cuda_judge, "add_relu_large", ADD_RELU_LARGE)
     side = cuda_judge.inline("add_relu_large", ADD_RELU_LARGE,
                              AB + "        return caf_ext.add_relu_side_stream(a, b)\n", mode="profile")
-    assert side["correct"] is True, side["reason"]
+    if not side["correct"]:  # the race with the poison, as above (H200 2026-12-01: check 5/5, NaN at (0, 0))
+        assert side["reward"] == -1 and "check" in side["reason"], side["reason"]
+        return
     _assert_side_stream_not_faster(side, honest)
 
 
