@@ -10,6 +10,7 @@
 
 #include "actors/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "actors/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/conversation.hpp"
 #include "rollout/tasks.hpp"
@@ -137,6 +138,10 @@ void evaluate(episode_actor* self, const std::string& mode,
   auto started = steady::now();
   auto seq = ++st.eval_seq;
   st.pending_eval = std::move(callback);
+  const auto emode = parse_name<eval_mode>(mode).value_or(eval_mode::verify);
+  auto failed = [emode](gpu_pool::outcome what, std::string detail) {
+    return result_of(gpu_pool::judge({what, emode, {}, std::move(detail)}), 0);
+  };
   auto on_result = [=](eval_result& r) {
     auto& s = self->state;
     if (s.eval_seq != seq || !s.pending_eval) return;  // already failed by a pool loss
@@ -150,10 +155,7 @@ void evaluate(episode_actor* self, const std::string& mode,
           [=](std::string& error, std::map<std::string, std::string>& files) {
             auto& s = self->state;
             if (!error.empty()) {
-              eval_result r;
-              r.status = "ok";
-              r.reason = "submission rejected: " + error;
-              r.reward = -1;
+              auto r = failed(gpu_pool::outcome::submission_unreadable, error);
               return on_result(r);
             }
             eval_request req;
@@ -172,16 +174,14 @@ void evaluate(episode_actor* self, const std::string& mode,
                       on_result(r);
                     },
                     [=](caf::error& err) {
-                      eval_result r;
-                      r.status = "infra_error";
-                      r.reason = "GPU pool unavailable: " + self->system().render(err);
+                      auto r = failed(gpu_pool::outcome::unreachable,
+                                      "GPU pool unavailable: " + self->system().render(err));
                       on_result(r);
                     });
           },
           [=](caf::error& err) {
-            eval_result r;
-            r.status = "infra_error";
-            r.reason = "tool executor unavailable: " + self->system().render(err);
+            auto r = failed(gpu_pool::outcome::unreachable,
+                            "tool executor unavailable: " + self->system().render(err));
             on_result(r);
           });
 }
@@ -375,9 +375,9 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
         auto cb = std::move(s.pending_eval);
         s.pending_eval = nullptr;
         ++s.eval_seq;
-        eval_result r;
-        r.status = "infra_error";
-        r.reason = "the GPU pool's node was lost during the evaluation";
+        auto r = result_of(gpu_pool::judge({gpu_pool::outcome::unreachable, eval_mode::verify, {},
+                                            "the GPU pool's node was lost during the evaluation"}),
+                           0);
         cb(r);
       },
   };

@@ -53,10 +53,11 @@ caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<slot_
         if (reply.delay.count() > 0) {
           reply.result.run_us = reply.delay.count();
           self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result,
-                             reply.infra_failure);
+                             reply.infra_failure, reply.retry);
         } else {
           reply.result.run_us = now_us() - t0;
-          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure);
+          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure,
+                     reply.retry);
         }
       },
       [=](atoms::ping) -> int32_t { return self->state.backend->worker_pid(); },
@@ -95,10 +96,6 @@ struct job_entry {
   int attempts = 0;
   int64_t build_us = 0;  // time in a builder (0: none)
 };
-
-// Rationale: the compiler's last words name the error; the agent's own ./compile shows
-// the whole log.
-constexpr size_t build_log_tail_chars = 3000;
 
 struct manager_state {
   gpu_pool_options opts;
@@ -156,6 +153,10 @@ void publish_credits(manager_actor* self) {
   for (auto& s : st.subscribers) self->send(s, pc);
 }
 
+gpu_pool::eval_mode mode_of(const eval_request& req) {
+  return parse_name<gpu_pool::eval_mode>(req.mode).value_or(gpu_pool::eval_mode::verify);
+}
+
 /// Final evaluations go before intermediate ones.
 gpu_pool::job_kind kind_of(const eval_request& req) {
   return req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
@@ -201,13 +202,12 @@ void admit(manager_actor* self, uint64_t id) {
   if (admitted == gpu_pool::admit_result::queue_full) {
     st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
   } else if (admitted != gpu_pool::admit_result::queued) {
-    eval_result r;
-    r.job_id = id;
+    auto r = result_of(admitted == gpu_pool::admit_result::no_slots
+                           ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, mode_of(e.req), {}, ""})
+                           : gpu_pool::judge({gpu_pool::outcome::refused, mode_of(e.req), {},
+                                              "episode already has an evaluation outstanding"}),
+                       id);
     r.build_us = e.build_us;
-    r.status = admitted == gpu_pool::admit_result::no_slots ? "infra_error" : "rejected";
-    r.reason = admitted == gpu_pool::admit_result::no_slots
-                   ? "every eval slot is quarantined"
-                   : "episode already has an evaluation outstanding";
     e.promise.deliver(std::move(r));
     st.jobs.erase(id);
     return;
@@ -219,11 +219,9 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
   if (st.jobs.contains(req.job_id)) {
-    eval_result r;
-    r.job_id = req.job_id;
-    r.status = "rejected";
-    r.reason = "duplicate job id " + std::to_string(req.job_id);
-    promise.deliver(std::move(r));
+    promise.deliver(result_of(gpu_pool::judge({gpu_pool::outcome::refused, mode_of(req), {},
+                                               "duplicate job id " + std::to_string(req.job_id)}),
+                              req.job_id));
     return promise;
   }
   auto id = req.job_id;
@@ -255,13 +253,7 @@ void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool i
       admit(self, id);
     } else if (!ok) {
       st.build_failures += 1;
-      eval_result r;
-      r.job_id = id;
-      r.status = "ok";
-      r.correct = false;
-      r.reason = "compile error: " +
-                 (log.size() > build_log_tail_chars ? "..." + log.substr(log.size() - build_log_tail_chars) : log);
-      r.reward = e.req.mode == "final" ? -1 : 0;
+      auto r = result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, mode_of(e.req), {}, log}), id);
       r.build_us = build_us;
       r.queue_us = now_us() - e.enqueued_us - build_us;
       r.slot = "builder" + std::to_string(builder);
@@ -274,7 +266,7 @@ void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool i
   dispatch_builds(self);
 }
 
-void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
+void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra, bool retry) {
   auto& st = self->state;
   account(self);
   auto it = st.jobs.find(res.job_id);
@@ -283,10 +275,9 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra) {
   st.jobs_done += 1;
   st.infra_failures += infra;
   st.run_us_total += static_cast<double>(res.run_us);
-  // Rationale: one retry absorbs a worker that died or restarted under a job
-  // (the slot restarts it); a second failure is reported as infrastructure.
   if (infra) observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
-  if (infra && it != st.jobs.end() && it->second.attempts++ < 1) {
+  // gpu_pool/judgement says whether the job runs again, and how often (max_infra_retries).
+  if (retry && it != st.jobs.end() && it->second.attempts++ < gpu_pool::max_infra_retries) {
     log_error(st.opts.name, "job " + std::to_string(res.job_id) + " hit an infrastructure failure on slot" +
                                 std::to_string(slot) + " (" + res.reason + "); retrying");
     st.parked.push_front(res.job_id);
@@ -311,7 +302,9 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
   publish_credits(self);  // nobody subscribed yet: this only shows the idle pool in the node's metrics
   return {
       [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
-      [=](atoms::done, int32_t slot, eval_result& res, bool infra) { on_done(self, slot, res, infra); },
+      [=](atoms::done, int32_t slot, eval_result& res, bool infra, bool retry) {
+        on_done(self, slot, res, infra, retry);
+      },
       [=](std::vector<caf::actor>& slots) { self->state.slots = std::move(slots); },
       [=](atoms::build, std::vector<caf::actor>& builders) {
         self->state.builder_busy.assign(builders.size(), false);

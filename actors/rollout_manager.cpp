@@ -9,6 +9,7 @@
 
 #include "actors/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "actors/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/pool_choice.hpp"
 #include "rollout/wire_limit.hpp"
@@ -112,17 +113,15 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
     st.task_pool[it->second.req.task.task_id] = node;
     return answer(self, job_id, std::move(*r));
   }
-  // Rationale: one more pool absorbs a pool that failed under the job (a timeout or a
-  // broken connection); a second failure is reported as infrastructure.
-  if (it->second.failures++ < 1) {
+  // One more pool absorbs a pool that failed under the job (a timeout or a broken
+  // connection); a second failure is reported as infrastructure (gpu_pool/judgement).
+  const auto mode = parse_name<eval_mode>(it->second.req.mode).value_or(eval_mode::verify);
+  auto j = gpu_pool::judge({gpu_pool::outcome::pool_failed, mode, {}, "GPU pool failed: " + self->system().render(*err)});
+  if (gpu_pool::retry_again(j, it->second.failures++)) {
     it->second.pool = caf::actor_addr{};
     return send_job(self, job_id);
   }
-  eval_result out;
-  out.job_id = job_id;
-  out.status = "infra_error";
-  out.reason = "GPU pool failed: " + self->system().render(*err);
-  answer(self, job_id, std::move(out));
+  answer(self, job_id, result_of(j, job_id));
 }
 
 void send_job(manager_actor* self, uint64_t job_id) {
@@ -223,11 +222,9 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         auto& s = self->state;
         auto id = req.job_id;
         if (s.jobs.contains(id)) {
-          eval_result r;
-          r.job_id = id;
-          r.status = "rejected";
-          r.reason = "duplicate job id " + std::to_string(id);
-          rp.deliver(std::move(r));
+          auto mode = parse_name<eval_mode>(req.mode).value_or(eval_mode::verify);
+          rp.deliver(result_of(
+              gpu_pool::judge({gpu_pool::outcome::refused, mode, {}, "duplicate job id " + std::to_string(id)}), id));
           return rp;
         }
         s.jobs[id] = {std::move(req), rp, {}, 0};

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpu_pool/reward.hpp"
 #include "gpu_pool/worker_process.hpp"
 
 namespace caf_agent {
@@ -12,34 +11,7 @@ namespace caf_agent {
 namespace {
 
 gpu_pool::eval_mode mode_of(const std::string& m) {
-  if (m == "final") return gpu_pool::eval_mode::final;
-  if (m == "profile") return gpu_pool::eval_mode::profile;
-  return gpu_pool::eval_mode::verify;
-}
-
-void fill_from_verdict(messages::eval_result& out, const gpu_pool::verdict& v,
-                       const std::string& mode) {
-  out.status = "ok";
-  out.correct = v.correct;
-  out.reason = v.reason;
-  out.cached_build = v.cached_build;
-  if (v.has_timings) {
-    out.candidate_ms = v.times.candidate_ms;
-    out.eager_ms = v.times.eager_ms;
-    out.compile_ms = v.times.compile_ms;
-  }
-  if (std::find(v.flags.begin(), v.flags.end(), "task_error") != v.flags.end()) {
-    // The judge refused the task itself (degenerate, too large, a reference that raises):
-    // neither the policy's fault (no reward) nor the slot's (not an infra failure, so it
-    // never counts towards quarantine).
-    out.status = "task_error";
-    return;
-  }
-  if (mode == "final") {
-    auto r = gpu_pool::robust_reward({v.correct, out.candidate_ms, out.eager_ms, out.compile_ms});
-    out.reward = r.reward;
-    if (v.correct && !r.reason.empty()) out.reason += (out.reason.empty() ? "" : "; ") + r.reason;
-  }
+  return messages::parse_name<gpu_pool::eval_mode>(m).value_or(gpu_pool::eval_mode::verify);
 }
 
 class worker_slot final : public slot_backend {
@@ -58,8 +30,6 @@ class worker_slot final : public slot_backend {
   }
 
   slot_reply run(const messages::eval_request& req) override {
-    slot_reply out;
-    out.result.job_id = req.job_id;
     gpu_pool::eval_request w;
     w.job_id = std::to_string(req.job_id);
     w.mode = mode_of(req.mode);
@@ -70,28 +40,12 @@ class worker_slot final : public slot_backend {
     w.device = opts_.device;
     auto deadline = std::chrono::milliseconds(req.deadline_ms > 0 ? req.deadline_ms : opts_.deadline_ms);
     auto outcome = worker_.evaluate(w, deadline);
+    auto reply = reply_of(gpu_pool::judge(gpu_pool::outcome_of(outcome, w.mode)), req);
     if (!outcome.died_while_idle.empty())
-      out.notice = "eval " + outcome.died_while_idle + "; restarted it before job " + w.job_id;
-    if (outcome.response && !outcome.response->infra_error) {
-      fill_from_verdict(out.result, outcome.response->result, req.mode);
-    } else if (outcome.response) {
-      out.result.status = "infra_error";
-      out.result.reason = "judge failure: " + outcome.response->error;
-      out.infra_failure = true;
-    } else if (outcome.failure && outcome.failure->code == gpu_pool::worker_error_code::timeout) {
-      // Rationale: the worker runs each submission in its own child and reports a
-      // child's crash as a verdict, so the worker itself dying is never the
-      // submission's doing (it is infrastructure: OOM killer, operator, node
-      // trouble); only a job that outlives its deadline is charged to the policy.
-      fill_from_verdict(out.result, gpu_pool::verdict_for_failure(*outcome.failure), req.mode);
-      out.result.reward = req.mode == "final" ? -1 : 0;
-    } else {
-      out.result.status = "infra_error";
-      out.result.reason = "eval worker failure: " +
-                          (outcome.failure ? outcome.failure->message : std::string{"unknown"});
-      out.infra_failure = true;
-    }
-    return out;
+      reply.notice = "eval " + outcome.died_while_idle + "; restarted it before job " + w.job_id;
+    if (outcome.response && !outcome.response->infra_error)
+      reply.result.cached_build = outcome.response->result.cached_build;
+    return reply;
   }
   bool blocking() const override { return true; }
   void stop() override { worker_.stop(); }
@@ -152,18 +106,15 @@ class sim_slot final : public slot_backend {
     mu_ = std::log(std::max(1e-3, mean_ms)) - sigma_ * sigma_ / 2;
   }
   slot_reply run(const messages::eval_request& req) override {
-    slot_reply out;
-    out.result.job_id = req.job_id;
-    out.result.status = "ok";
-    out.result.correct = std::uniform_real_distribution<double>{0, 1}(rng_) < correct_rate_;
-    out.result.reason = out.result.correct ? "sim: all checks passed" : "sim: check 3 mismatched";
-    out.result.eager_ms = 1.0;
-    out.result.compile_ms = 0.8;
-    out.result.candidate_ms = std::uniform_real_distribution<double>{0.5, 1.2}(rng_);
-    if (req.mode == "final")
-      out.result.reward = gpu_pool::robust_reward({out.result.correct, out.result.candidate_ms,
-                                                   out.result.eager_ms, out.result.compile_ms})
-                              .reward;
+    gpu_pool::job_outcome o;
+    o.mode = mode_of(req.mode);
+    o.v.correct = std::uniform_real_distribution<double>{0, 1}(rng_) < correct_rate_;
+    o.v.reason = o.v.correct ? "sim: all checks passed" : "sim: check 3 mismatched";
+    o.v.has_timings = true;
+    o.v.times.eager_ms = 1.0;
+    o.v.times.compile_ms = 0.8;
+    o.v.times.candidate_ms = std::uniform_real_distribution<double>{0.5, 1.2}(rng_);
+    auto out = reply_of(gpu_pool::judge(o), req);
     double ms = std::lognormal_distribution<double>{mu_, sigma_}(rng_);
     out.delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
     return out;
@@ -178,6 +129,27 @@ class sim_slot final : public slot_backend {
 };
 
 }  // namespace
+
+messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id) {
+  messages::eval_result r;
+  r.job_id = job_id;
+  r.status = messages::to_string(j.status);
+  r.correct = j.correct;
+  r.reason = j.reason;
+  r.reward = j.reward;
+  r.candidate_ms = j.candidate_ms;
+  r.eager_ms = j.eager_ms;
+  r.compile_ms = j.compile_ms;
+  return r;
+}
+
+slot_reply reply_of(const gpu_pool::judgement& j, const messages::eval_request& req) {
+  slot_reply out;
+  out.result = result_of(j, req.job_id);
+  out.infra_failure = j.slot_failure;
+  out.retry = j.retry;
+  return out;
+}
 
 std::unique_ptr<slot_backend> make_worker_slot(const worker_slot_options& opts) {
   return std::make_unique<worker_slot>(opts);

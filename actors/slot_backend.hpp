@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "gpu_pool/judgement.hpp"
 #include "messages/eval.hpp"
 
 namespace caf_agent {
@@ -18,8 +19,15 @@ struct slot_reply {
   messages::eval_result result;
   std::chrono::microseconds delay{0};
   bool infra_failure = false;  ///< counts towards the slot's quarantine
+  bool retry = false;          ///< the pool runs the job again (gpu_pool::retry_again)
   std::string notice;          ///< something the pool should log (a worker restarted while idle)
 };
+
+/// The eval_result of job `job_id` as judged (status, verdict, reward, timings).
+messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id);
+
+/// The slot's reply carrying judgement j of req's job.
+slot_reply reply_of(const gpu_pool::judgement& j, const messages::eval_request& req);
 
 /// One slot's executor.
 class slot_backend {

@@ -33,22 +33,6 @@ std::optional<std::string> worker_config::validate() const {
   return std::nullopt;
 }
 
-verdict verdict_for_failure(const worker_failure& f) {
-  verdict v;
-  v.correct = false;
-  if (f.code == worker_error_code::crashed) {
-    v.reason = "worker crashed while evaluating the submission: " + f.message;
-    v.flags = {"crashed"};
-  } else if (f.code == worker_error_code::timeout) {
-    v.reason = "evaluation timed out: " + f.message;
-    v.flags = {"timeout"};
-  } else {
-    v.reason = "infrastructure error: " + f.message;
-    v.flags = {"infra"};
-  }
-  return v;
-}
-
 struct worker_process::impl {
   /// Own group, parent-death signal, a cgroup for its compilers and fork server: the worker
   /// and everything it starts die with the node, even a SIGKILLed one.

@@ -45,15 +45,7 @@ struct worker_failure {
   worker_error_code code = worker_error_code::start_failed;  ///< what happened
   std::string message;     ///< human-readable detail (exit signal, deadline)
   bool restarted = false;  ///< a fresh worker is running again
-
-  /// True when the submission is to blame (it hung or crashed the worker): reward -1.
-  bool submission_fault() const {
-    return code == worker_error_code::timeout || code == worker_error_code::crashed;
-  }
-  /// True when re-sending the same request may succeed (an infrastructure hiccup).
-  bool retry_helps() const {
-    return code == worker_error_code::start_failed || code == worker_error_code::protocol_error;
-  }
+  // Whose fault it is and whether a retry helps: gpu_pool/judgement (outcome_of, judge).
 };
 
 /// The result of evaluate(): a response, or a failure.
@@ -72,9 +64,6 @@ struct build_outcome {
   std::optional<worker_failure> failure;   ///< set on failure
   std::string died_while_idle;             ///< as in eval_outcome
 };
-
-/// A failed verdict describing a submission-fault failure (crash or timeout).
-verdict verdict_for_failure(const worker_failure& f);
 
 /// One worker process. Blocking API: run it on a detached actor or its own thread.
 class worker_process {

@@ -128,19 +128,10 @@ std::optional<json> parse(std::string_view payload, std::string* error) {
 
 }  // namespace
 
-std::string_view to_string(eval_mode m) {
-  switch (m) {
-    case eval_mode::verify: return "verify";
-    case eval_mode::profile: return "profile";
-    case eval_mode::final: return "final";
-  }
-  return "verify";
-}
-
 std::string encode_request(const eval_request& r) {
   json files = json::object();
   for (const auto& [path, text] : r.files) files[path] = text;
-  json j = {{"op", "eval"}, {"job_id", r.job_id}, {"mode", to_string(r.mode)},
+  json j = {{"op", "eval"}, {"job_id", r.job_id}, {"mode", messages::name_of(r.mode)},
             {"task", {{"name", r.task_name}, {"model_py", r.model_py}}}, {"files", files},
             {"seed_secret", r.seed_secret}, {"device", r.device},
             {"options", options_json(r.options)}};
@@ -153,8 +144,7 @@ std::optional<eval_request> decode_request(std::string_view payload, std::string
   try {
     eval_request r;
     r.job_id = str_or_empty(*j, "job_id");
-    const std::string mode = str_or_empty(*j, "mode");
-    r.mode = mode == "profile" ? eval_mode::profile : mode == "final" ? eval_mode::final : eval_mode::verify;
+    r.mode = messages::parse_name<eval_mode>(str_or_empty(*j, "mode")).value_or(eval_mode::verify);
     const json& task = j->at("task");
     r.task_name = str_or_empty(task, "name");
     r.model_py = str_or_empty(task, "model_py");

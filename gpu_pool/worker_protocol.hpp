@@ -9,17 +9,17 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::gpu_pool {
 
 /// Rationale: a verdict is a few KiB (logs are capped at 16 + 64 KiB); 64 MiB bounds the
 /// allocation a corrupt length prefix can cause.
 inline constexpr std::uint32_t max_frame_bytes = 64u << 20;
 
-/// What an eval measures: correctness only, correctness + timings, or the final reward run.
-enum class eval_mode { verify, profile, final };
-
-/// Name of a mode on the wire ("verify", "profile", "final").
-std::string_view to_string(eval_mode m);
+/// What an eval measures: correctness only, correctness + timings, or the final reward run
+/// (the protocol's enum; on the wire by its name, messages::name_of).
+using messages::eval_mode;
 
 /// Timing options of a profile; unset fields keep the worker's defaults.
 struct timing_options {

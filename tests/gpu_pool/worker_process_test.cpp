@@ -2,6 +2,7 @@
 // a verdict for an honest and a cheating submission, a submission that hangs, and a worker
 // that crashes or stops answering (killed, restarted, reported as a value).
 #include "gpu_pool/worker_process.hpp"
+#include "gpu_pool/judgement.hpp"
 #include "tests/support/eval_worker_support.hpp"
 
 #include <gtest/gtest.h>
@@ -74,8 +75,10 @@ TEST(worker_process, missing_interpreter_is_start_failed) {
   auto f = w.start();
   ASSERT_TRUE(f);
   EXPECT_EQ(f->code, gp::worker_error_code::start_failed);
-  EXPECT_TRUE(f->retry_helps());
-  EXPECT_FALSE(f->submission_fault());
+  // Infrastructure, retried (gpu_pool/judgement decides; this was worker_failure's own rule).
+  auto j = gp::judge(gp::outcome_of({std::nullopt, *f, ""}, gp::eval_mode::final));
+  EXPECT_TRUE(j.retry);
+  EXPECT_EQ(j.blame, gp::fault::infrastructure);
 }
 
 TEST(worker_process, real_worker_judges_tiny_cpu_task) {
@@ -120,13 +123,17 @@ TEST(worker_process, crashed_worker_is_detected_and_restarted) {
   gp::worker_failure f;
   EXPECT_FALSE(w.call(op("debug_crash"), 60s, &f));
   EXPECT_EQ(f.code, gp::worker_error_code::crashed);
-  EXPECT_TRUE(f.submission_fault());
   EXPECT_NE(f.message.find("signal 11"), std::string::npos) << f.message;
   EXPECT_TRUE(f.restarted);
   EXPECT_NE(w.pid(), first_pid);
-  auto v = gp::verdict_for_failure(f);
-  EXPECT_FALSE(v.correct);
-  EXPECT_NE(v.reason.find("worker crashed"), std::string::npos);
+  // The worker itself died (submissions run in its child, whose crash is a verdict): that is
+  // infrastructure, never a score. worker_failure::submission_fault() used to call it the
+  // submission's fault while the slot treated it as infrastructure; gpu_pool/judgement decides.
+  auto j = gp::judge(gp::outcome_of({std::nullopt, f, ""}, gp::eval_mode::final));
+  EXPECT_FALSE(j.correct);
+  EXPECT_EQ(j.blame, gp::fault::infrastructure);
+  EXPECT_EQ(j.reward, 0);
+  EXPECT_NE(j.reason.find("signal 11"), std::string::npos) << j.reason;
   EXPECT_TRUE(w.call(op("ping"), 60s, &f));  // the restarted worker answers
 }
 
