@@ -2,6 +2,7 @@
 #include "rollout/conversation.hpp"
 
 #include "policy/text/tool_call_parser.hpp"
+#include "sandbox/output_format.hpp"
 
 namespace caf_agent::rollout {
 
@@ -136,7 +137,7 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
 }
 
 void conversation::add_observation(const std::string& call_id, const std::string& output) {
-  auto text = truncate(output, static_cast<size_t>(limits_.observation_limit_bytes));
+  auto text = sandbox::truncate_middle(output, static_cast<size_t>(limits_.observation_limit_bytes));
   approx_chars_ += static_cast<int64_t>(text.size());
   if (session_) pending_obs_.push_back({"tool", text, {}});
   messages_.push_back({"tool", std::move(text), {}});
@@ -172,19 +173,6 @@ std::vector<std::string> conversation::observations() const {
 
 std::string conversation::prompt_text() const {
   return policy::render_chat(fmt_, messages_, tools_, true);
-}
-
-std::string conversation::truncate(const std::string& text, size_t limit) {
-  if (text.size() <= limit) return text;
-  // Keep the head and the tail: errors usually sit at the end of compiler output.
-  size_t head = limit * 2 / 3;
-  size_t tail = limit - head;
-  while (head > 0 && (static_cast<unsigned char>(text[head]) & 0xC0) == 0x80) --head;
-  size_t tail_start = text.size() - tail;
-  while (tail_start < text.size() && (static_cast<unsigned char>(text[tail_start]) & 0xC0) == 0x80)
-    ++tail_start;
-  return text.substr(0, head) + "\n[... output truncated: " +
-         std::to_string(tail_start - head) + " bytes omitted ...]\n" + text.substr(tail_start);
 }
 
 }  // namespace caf_agent::rollout

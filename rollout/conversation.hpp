@@ -104,9 +104,6 @@ class conversation {
   /// The tool observations in order (after truncation).
   std::vector<std::string> observations() const;
 
-  /// Truncates `text` to `limit` bytes with a visible marker (UTF-8 safe).
-  static std::string truncate(const std::string& text, size_t limit);
-
   /// The eval command a Bash command line asks for ("verify"/"profile"), if any.
   static std::optional<std::string> eval_command(const std::string& command);
 

@@ -29,9 +29,7 @@ std::string capped_buffer::take() {
   const std::size_t tail_cap = cap_ - cap_ / 2;
   if (tail_.size() > tail_cap) tail_.erase(0, tail_.size() - tail_cap);
   const auto omitted = omitted_bytes();
-  std::string out = std::move(head_);
-  if (omitted > 0) out += truncation_marker(omitted);
-  out += tail_;
+  std::string out = omitted > 0 ? join_truncated(head_, tail_, omitted) : head_ + tail_;
   head_.clear();
   tail_.clear();
   total_ = 0;
@@ -40,6 +38,38 @@ std::string capped_buffer::take() {
 
 std::string truncation_marker(std::uint64_t omitted) {
   return fmt::format("\n[... output truncated: {} bytes omitted ...]\n", omitted);
+}
+
+namespace {
+
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+}  // namespace
+
+std::string join_truncated(std::string_view head, std::string_view tail, std::uint64_t omitted) {
+  // A lead byte whose character runs past the head's end, and the continuation bytes that
+  // open the tail, are halves of characters the cut split.
+  std::size_t keep = head.size();
+  std::size_t back = 0;
+  while (back < keep && back < 4 && continuation_byte(head[keep - 1 - back])) ++back;
+  if (back < keep) {
+    const auto lead = static_cast<unsigned char>(head[keep - 1 - back]);
+    const std::size_t len = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
+    if (len > back + 1) keep -= back + 1;
+  }
+  std::size_t skip = 0;
+  while (skip < tail.size() && skip < 3 && continuation_byte(tail[skip])) ++skip;
+  omitted += (head.size() - keep) + skip;
+  std::string out(head.substr(0, keep));
+  out += truncation_marker(omitted);
+  out.append(tail.substr(skip));
+  return out;
+}
+
+std::string truncate_middle(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return std::string(text);
+  const std::size_t head = limit / 2, tail = limit - head;
+  return join_truncated(text.substr(0, head), text.substr(text.size() - tail), text.size() - limit);
 }
 
 bool looks_binary(std::string_view data) {
@@ -90,11 +120,7 @@ std::string to_observation(std::string data, std::size_t cap, std::uint64_t tota
                        "it with xxd or od]", total_bytes > 0 ? total_bytes : data.size());
   // Rationale: 256 bytes of slack so text already cut by a capped_buffer (cap + marker) is
   // not cut a second time.
-  if (data.size() > cap + 256) {
-    capped_buffer buf(cap);
-    buf.append(data);
-    data = buf.take();
-  }
+  if (data.size() > cap + 256) data = truncate_middle(data, cap);
   return sanitize_utf8(data);
 }
 

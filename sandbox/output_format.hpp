@@ -36,6 +36,16 @@ private:
 /// Returns the marker inserted where `omitted` bytes were dropped.
 std::string truncation_marker(std::uint64_t omitted);
 
+/// The one truncation of text for the agent (tool output here, observations in
+/// rollout/conversation): text longer than `limit` bytes keeps its first limit/2 and last
+/// limit/2 bytes around truncation_marker, cut at UTF-8 character boundaries (a character
+/// the cut would split is dropped whole and counted as omitted).
+std::string truncate_middle(std::string_view text, std::size_t limit);
+
+/// Joins the kept head and tail of a text whose middle (`omitted` bytes) was dropped: the
+/// head loses a trailing partial UTF-8 character, the tail a leading one (both counted).
+std::string join_truncated(std::string_view head, std::string_view tail, std::uint64_t omitted);
+
 /// True when `data` looks binary (NUL bytes or mostly non-text bytes).
 bool looks_binary(std::string_view data);
 

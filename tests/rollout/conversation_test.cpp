@@ -10,6 +10,7 @@
 #include "rollout/conversation.hpp"
 #include "rollout/eval_report.hpp"
 #include "rollout/policy_backend.hpp"
+#include "sandbox/output_format.hpp"
 
 using namespace caf_agent;
 using namespace caf_agent::rollout;
@@ -65,7 +66,7 @@ TEST(conversation, observations_are_truncated_with_a_marker) {
 TEST(conversation, truncation_never_splits_utf8) {
   std::string text;
   for (int i = 0; i < 100; ++i) text += "\xe2\x9c\x93";  // 3-byte characters
-  auto cut = conversation::truncate(text, 50);
+  auto cut = caf_agent::sandbox::truncate_middle(text, 50);  // what add_observation uses
   for (size_t i = 0; i + 1 < cut.size(); ++i)
     if ((static_cast<unsigned char>(cut[i]) & 0xC0) == 0xC0) EXPECT_EQ(static_cast<unsigned char>(cut[i + 1]) & 0xC0, 0x80);
 }
