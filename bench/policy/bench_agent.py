@@ -22,6 +22,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 import transformers
@@ -84,6 +85,8 @@ def main():
     parser.add_argument("--uncached-limit-factor", type=float, default=0,
                         help="if > 0, limit the re-prefilling run to this many times the cached run's seconds "
                              "(a run stopped there proves at least that speedup)")
+    parser.add_argument("--deadline", type=float, default=0,
+                        help="if > 0, a Unix time by which the re-prefilling run must stop (it is the last run)")
     parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args()
     tool = bench_generate.build_tool(args.build_dir)
@@ -130,8 +133,12 @@ def main():
             limit = args.uncached_limit
             if args.uncached_limit_factor > 0:
                 limit = min(limit, args.uncached_limit_factor * cached["seconds"])
-            plain = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, timeout=limit)
-            if plain is None:
+            if args.deadline > 0:
+                limit = min(limit, args.deadline - time.time())
+            plain = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, timeout=limit) if limit >= 10 else None
+            if limit < 10:
+                report("agent_uncached", {"skipped": f"{limit:.0f} s left before the deadline"})
+            elif plain is None:
                 out["agent_speedup_at_least"] = limit / cached["seconds"]
                 report("agent_uncached", {"timed_out_after_s": limit})
             else:

@@ -427,7 +427,10 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
     auto opts = positions_b.options().dtype(torch::kInt32);
     use.cu_q = torch::arange(b * k + 1, opts);
     use.cu_k = use.cu_q * static_cast<int32_t>(cache.capacity());
-    use.used_k = (positions_b + 1).view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
+    // Rows that decode a dummy token at the cache's unused last position (the engine's idle slots,
+    // decode_graphs' padding rows) read one key, not the whole slot.
+    auto used_b = (positions_b + 1).masked_fill(positions_b == cache.capacity() - 1, 1);
+    use.used_k = used_b.view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
     use.max_k = keys_s;
   } else {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
