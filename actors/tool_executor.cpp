@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 
+#include "base/remove_tree.hpp"
 #include "actors/log.hpp"
 #include "actors/observed_actor.hpp"
 #include "actors/workspace.hpp"
@@ -68,7 +69,7 @@ caf::behavior executor(caf::event_based_actor* self, tool_executor_options opts)
         cfg.keep_workspace = opts.keep_workspaces;
         auto created = sandbox::episode_sandbox::create(std::move(cfg));
         if (!created.sandbox) {
-          std::filesystem::remove_all(dir);
+          base::remove_tree(std::filesystem::path(dir).string());
           return caf::make_message("sandbox: " + created.error, sandbox_ptr{});
         }
         return caf::make_message(std::string{}, sandbox_ptr{std::move(created.sandbox)});

@@ -1,6 +1,8 @@
 // actors/workspace.cpp: see workspace.hpp.
 #include "actors/workspace.hpp"
 
+#include "base/remove_tree.hpp"
+
 #include <fstream>
 
 namespace caf_agent {
@@ -12,7 +14,7 @@ fs::path make_workspace(const std::string& root, const std::string& template_dir
                         const messages::task_spec& task, std::string& error) {
   std::error_code ec;
   auto dir = fs::absolute(fs::path{root} / ("ep-" + std::to_string(episode)), ec);
-  fs::remove_all(dir, ec);
+  ec = base::remove_tree(dir.string());
   fs::create_directories(dir, ec);
   if (ec) {
     error = "cannot create workspace '" + dir.string() + "': " + ec.message();

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "base/remove_tree.hpp"
 #include "policy/text/json.hpp"
 
 namespace caf_agent::learner {
@@ -166,16 +167,16 @@ result<std::string> save_checkpoint(const std::string& root, const checkpoint_cu
   fs::create_directories(root_dir, ec);
   if (ec) return fail("cannot create " + root + ": " + ec.message());
   if (fs::exists(final_dir)) return fail("checkpoint " + final_dir.string() + " already exists");
-  fs::remove_all(tmp_dir, ec);
+  base::remove_tree(tmp_dir.string());
   fs::create_directories(tmp_dir, ec);
   if (ec) return fail("cannot create " + tmp_dir.string() + ": " + ec.message());
   try {
     if (auto ok = save_into(tmp_dir, cursor, parts); !ok) {
-      fs::remove_all(tmp_dir, ec);
+      base::remove_tree(tmp_dir.string());
       return ok.error();
     }
   } catch (const c10::Error& e) {
-    fs::remove_all(tmp_dir, ec);
+    base::remove_tree(tmp_dir.string());
     return fail(std::string("save_checkpoint: ") + e.what_without_backtrace());
   }
   if (auto ok = fsync_tree(tmp_dir); !ok) return ok.error();

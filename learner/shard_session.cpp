@@ -12,6 +12,7 @@
 #include <thread>
 #include <optional>
 
+#include "base/remove_tree.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/data_parallel.hpp"
 #include "learner/trainer.hpp"
@@ -186,8 +187,7 @@ result<shard_step_outcome> shard_session::run(const shard_batch& batch, const sh
       char name[32];
       std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step.new_version));
       const auto dir = fs::path(s.options.checkpoint_root) / name;
-      std::error_code ec;
-      fs::remove_all(dir, ec);  // left by an earlier attempt whose step was never acknowledged
+      base::remove_tree(dir.string());  // left by an earlier attempt whose step was never acknowledged
       auto saved = save_checkpoint(s.options.checkpoint_root, {static_cast<int64_t>(step.new_version), 0},
                                    s.model->checkpoint_parts());
       if (!saved) return failed("checkpoint: " + saved.error().message);

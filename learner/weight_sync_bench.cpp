@@ -26,6 +26,7 @@
 #include <string>
 
 #include "policy/model/decoder.hpp"
+#include "base/remove_tree.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/tool_args.hpp"
 #include "policy/model/weight_exchange.hpp"
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
     tensors[key] = key.find("norm") != std::string::npos ? torch::ones(sh) : 0.02 * torch::randn(sh);
   auto learner = policy::decoder::from_tensors(config, tensors, device, torch::kFloat32, policy::value_head_mode::none);
   if (!learner) return fail(learner.error().message);
-  fs::remove_all(dir);
+  base::remove_tree(dir.string());
   if (auto ok = learner.value().save((dir / "base").string()); !ok) return fail(ok.error().message);
   policy::engine_options eo;
   eo.model_dir = (dir / "base").string();
@@ -192,12 +193,12 @@ int main(int argc, char** argv) {
     sum_disk += disk_ms;
     max_inproc = std::max(max_inproc, inproc_ms);
     phase(round, "remove the checkpoint");
-    if (!keep_checkpoints) fs::remove_all(ckpt);
+    if (!keep_checkpoints) base::remove_tree(ckpt);
   }
   std::printf("{\"summary\":true,\"device\":\"%s\",\"engine_dtype\":\"%s\",\"bytes\":%lld,\"rounds\":%d,"
               "\"inproc_mean_ms\":%.2f,\"inproc_max_ms\":%.2f,\"disk_mean_ms\":%.2f}\n",
               device.str().c_str(), eo.dtype.c_str(), static_cast<long long>(bytes), rounds, sum_inproc / rounds,
               max_inproc, sum_disk / rounds);
-  fs::remove_all(dir);
+  base::remove_tree(dir.string());
   return 0;
 }

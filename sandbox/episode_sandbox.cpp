@@ -1,5 +1,6 @@
 #include "sandbox/episode_sandbox.hpp"
 
+#include "base/remove_tree.hpp"
 #include "sandbox/background_shells.hpp"
 #include "sandbox/bash_tool.hpp"
 #include "sandbox/bwrap.hpp"
@@ -105,7 +106,7 @@ std::string cap_workspace(const std::string& host, std::uint64_t bytes) {
     (void)::umount2(host.c_str(), MNT_DETACH);
     return restore(fmt::format("copying the workspace onto its tmpfs failed: {}", ec.message()));
   }
-  fs::remove_all(staging, ec);
+  base::remove_tree(staging);
   return {};
 }
 
@@ -171,8 +172,7 @@ void episode_sandbox::close() {
   s_->cgroup.reset();  // removes the (now empty) group
   s_->unmount_workspace();
   if (!s_->cfg.keep_workspace) {
-    std::error_code ec;
-    std::filesystem::remove_all(s_->ws->host_root(), ec);
+    base::remove_tree(s_->ws->host_root());
   }
 }
 

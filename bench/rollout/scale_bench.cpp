@@ -20,6 +20,7 @@
 #include <caf/all.hpp>
 
 #include "actors/gpu_pool.hpp"
+#include "base/remove_tree.hpp"
 #include "actors/policy_server.hpp"
 #include "actors/rollout_manager.hpp"
 #include "actors/run_driver.hpp"
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
   std::printf("turn_overhead_ms p50=%.3f p90=%.3f p99=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99),
               pct(1.0));
   std::printf("peak_rss_mb=%ld\n", peak_rss_mb());
-  std::filesystem::remove_all(store_dir);
+  caf_agent::base::remove_tree(std::filesystem::path(store_dir).string());
   self->send_exit(driver, caf::exit_reason::user_shutdown);
   for (auto& a : {manager, policy, tools, pool}) self->send_exit(a, caf::exit_reason::user_shutdown);
   return records.size() == static_cast<size_t>(episodes) ? 0 : 1;

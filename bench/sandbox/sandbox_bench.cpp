@@ -1,5 +1,6 @@
 // sandbox_bench: latency of one sandboxed Bash call (`true`) and of Read/Edit/Grep.
 // Usage: sandbox_bench [bash_calls=300] [file_calls=2000]. Prints a markdown table.
+#include "base/remove_tree.hpp"
 #include "sandbox/episode_sandbox.hpp"
 
 #include <fmt/format.h>
@@ -123,6 +124,6 @@ int main(int argc, char** argv) {
   bw_plain.reset();
   bw_cg.reset();
   none.reset();
-  std::filesystem::remove_all(root);
+  caf_agent::base::remove_tree(std::filesystem::path(root).string());
   return 0;
 }
