@@ -222,7 +222,7 @@ def main():
     for rows, capacity, used in cases:
         k, v = cache(rows, capacity, dtype, gen)
         positions = torch.tensor([n - 1 for n in used], device="cuda")
-        keys = (max(used) + 255) // 256 * 256
+        keys = min((max(used) + 255) // 256 * 256, capacity)  # the engine's key bucket
         q = torch.randn(rows, H, E, device="cuda", dtype=dtype, generator=gen)
         ref = reference(q, k, v, used)
         row = {"rows": rows, "capacity": capacity, "used_mean": sum(used) / rows, "keys": keys,
