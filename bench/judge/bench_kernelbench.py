@@ -367,14 +367,10 @@ def main() -> int:
     pmem = ProcessMemory() if a.device.startswith("cuda") and a.honest_relu and relu else None
 
     def honest_relu(runner):
-        """The honest relu kernel on 19_ReLU first on this worker, admitted like any job; its
-        memory is the sum over the worker's own processes (ProcessMemory)."""
-        need = estimate_gib(relu[0][1]) or unknown_gib
-        with cond:
-            while state["running"] and state["in_use"] + need > cap_gib:
-                cond.wait(1.0)
-            state["in_use"] += need
-            state["running"] += 1
+        """The honest relu kernel on 19_ReLU first on this worker, its estimate reserved before
+        the batch starts (waiting for room beside largest-first admission starved it on the
+        H200, 2026-12-01); its memory is the sum over the worker's own processes (ProcessMemory)."""
+        need = relu_need  # reserved before any batch job was admitted (see below)
         if pmem:
             pmem.watch(runner.client.proc.pid)
         row = runner.judge(*relu[0], files=relu_submission(), label="honest relu kernel")
@@ -392,6 +388,11 @@ def main() -> int:
                   f"{row['reason'][:120]} {row.get('phases_s')}", flush=True)
         work(runner)
 
+    relu_need = 0.0
+    if a.honest_relu and relu:
+        relu_need = estimate_gib(relu[0][1]) or unknown_gib
+        state["in_use"] += relu_need
+        state["running"] += 1
     threads = [threading.Thread(target=honest_relu if (k == 0 and a.honest_relu and relu) else work, args=(r,))
                for k, r in enumerate(runners)]
     for t in threads:
