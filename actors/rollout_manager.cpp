@@ -75,6 +75,25 @@ void admit(manager_actor* self) {
     auto start = std::move(st.waiting.front());
     st.waiting.pop_front();
     auto env = st.opts.env;
+    if (start.temperature >= 0) env.sampling.temperature = start.temperature;  // the trainer's choice
+    if (start.policy == "demonstrations") {
+      if (!st.opts.demonstrations) {  // still one record for the episode, naming why
+        trajectory_record rec;
+        rec.episode_id = start.episode_id;
+        rec.task_id = start.task.task_id;
+        rec.mode = start.mode;
+        rec.node_id = st.opts.node_id;
+        rec.termination = "aborted";
+        rec.abort_reason = "rollout node " + st.opts.node_id + " has no demonstrations (train.rft.demonstrations)";
+        rec.reward = -1;
+        if (st.driver) {
+          self->send(st.driver, episode_started{st.opts.node_id, start.episode_id});
+          self->send(st.driver, std::move(rec));
+        }
+        continue;
+      }
+      env.policy = st.opts.demonstrations;
+    }
     env.pool = self;  // evaluations go through the manager, which knows every pool
     env.sink = self;
     env.node_id = st.opts.node_id;

@@ -30,6 +30,9 @@ struct rollout_manager_options {
   caf::actor coordinator;  ///< for service lookups (gpu_pool)
   caf::actor pool;         ///< set when known up front (local role)
   episode_env env;         ///< policy, tools, limits; pool and sink are filled in
+  /// The replay of train.rft.demonstrations (token-level), for episodes whose
+  /// start_episode::policy is "demonstrations"; null: such episodes are recorded aborted.
+  caf::actor demonstrations;
 };
 
 /// Spawns the manager; it announces itself as service "rollout" to the coordinator.

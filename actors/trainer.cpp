@@ -13,6 +13,7 @@
 #include "actors/log.hpp"
 #include "actors/run_driver.hpp"
 #include "messages/type_ids.hpp"
+#include "rollout/run_plan.hpp"
 #include "rollout/train_plan.hpp"
 #include "rollout/training_set.hpp"
 #include "rollout/trajectory_store.hpp"
@@ -26,7 +27,7 @@ using namespace messages;
 using nlohmann::json;
 using steady = std::chrono::steady_clock;
 
-enum class phase { rollout, waiting_shards, training, publishing, finished };
+enum class phase { idle, rollout, evaluating, waiting_shards, training, publishing, finished };
 
 struct shard_ref {
   std::string node;
@@ -43,7 +44,7 @@ struct iteration_stats {
 struct trainer_state {
   trainer_options opts;
   rollout::train_state st;
-  phase ph = phase::rollout;
+  phase ph = phase::idle;
   caf::actor driver;
   std::map<int32_t, shard_ref> shards;          // by rank
   std::map<std::string, caf::actor> policies;   // by node
@@ -54,6 +55,11 @@ struct trainer_state {
   int32_t attempt = 0;
   uint64_t generation = 1;
   steady::time_point step_start;
+  bool reuse = false;                           // the iteration trains on the stage's data set
+  std::vector<uint64_t> new_stage_data;         // a demonstration play's kept ids (saved with the commit)
+  bool awaiting_weights = false;                // resumed: wait until a policy service holds the version
+  std::string eval_name;                        // the evaluation round in progress
+  bool open_once = false;
   static inline const char* name = "trainer";
 };
 
@@ -67,6 +73,12 @@ const trainer_stage& current_stage(const trainer_state& s) { return s.opts.stage
 std::string fmt(double x, int digits = 2) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+std::string fmt_lr(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
   return buf;
 }
 
@@ -125,14 +137,120 @@ std::string stats_text(const iteration_stats& st) {
          (st.aborted ? ", aborted " + std::to_string(st.aborted) : "");
 }
 
+fs::path eval_file(const trainer_state& s, const std::string& round) {
+  return fs::path{s.opts.run_dir} / ("eval-" + round + ".json");
+}
+
+/// The rounds in order: before training, then after each stage.
+std::vector<std::string> eval_rounds(const trainer_state& s) {
+  std::vector<std::string> out{"base"};
+  for (auto& st : s.opts.stages) out.push_back(st.name);
+  return out;
+}
+
+/// The before/after table of every evaluation round written so far.
+std::string eval_table(const trainer_state& s) {
+  std::string out;
+  for (auto& round : eval_rounds(s)) {
+    std::ifstream in(eval_file(s, round));
+    if (!in) continue;
+    auto j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) continue;
+    const auto label = round == "base" ? std::string{"before training"} : "after " + round;
+    out += "\n  " + label + std::string(label.size() < 20 ? 20 - label.size() : 1, ' ') + "version " +
+           std::to_string(j.value("policy_version", 0)) + ": " + j.value("summary", std::string{});
+  }
+  return out.empty() ? out : "\nevaluation rounds (fresh episodes, real judge):" + out;
+}
+
+/// Plays the evaluation round `round` (fresh episodes with the current weights); start_iteration
+/// goes on once its summary is written.
+void evaluate(trainer_actor* self, const std::string& round) {
+  auto& s = self->state;
+  s.ph = phase::evaluating;
+  s.eval_name = round;
+  run_driver_options d;
+  d.tasks = s.opts.tasks;
+  d.mode = "eval";
+  d.store_dir = (fs::path{s.opts.run_dir} / ("eval-" + round)).string();
+  d.retry_aborted = s.opts.retry_aborted;
+  d.coordinator = s.opts.coordinator;
+  for (int32_t i = 1; i <= s.opts.eval.episodes; ++i) {
+    start_episode e;
+    e.episode_id = static_cast<uint64_t>(i);
+    e.task = s.opts.tasks[static_cast<size_t>(i - 1) % s.opts.tasks.size()];
+    e.mode = "eval";
+    e.max_turns = s.opts.eval.max_turns;
+    e.wall_limit_ms = s.opts.wall_limit_ms;
+    e.seed = s.opts.seed * 1000003 + static_cast<uint64_t>(i);
+    e.temperature = s.opts.eval.temperature;
+    d.planned.push_back(std::move(e));
+  }
+  d.episodes = static_cast<int>(d.planned.size());
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  d.on_finished = [me](const run_summary& summary) { caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept); };
+  log_info("train", "evaluation round " + round + ": " + std::to_string(d.episodes) + " fresh episodes with version " +
+                        std::to_string(s.st.policy_version) + " (temperature " + fmt(s.opts.eval.temperature) + ", " +
+                        std::to_string(s.opts.eval.max_turns) + " turns)");
+  std::string error;
+  s.driver = spawn_run_driver(self->system(), std::move(d), error);
+  if (!s.driver) finish(self, trainer_storage, "the evaluation's run driver cannot start: " + error);
+}
+
+void start_iteration(trainer_actor* self);
+
+/// The round's records: its summary to eval-<round>.json (atomically), one log line, then on.
+void evaluation_done(trainer_actor* self, const run_summary& summary) {
+  auto& s = self->state;
+  if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
+  s.driver = nullptr;
+  const auto round = s.eval_name;
+  const auto dir = fs::path{s.opts.run_dir} / ("eval-" + round);
+  if (!summary.storage_error.empty())
+    return finish(self, trainer_storage, "evaluation round " + round + ": storage failed: " + summary.storage_error +
+                                             " (run again to resume)");
+  auto records = rollout::trajectory_store::read_all(dir.string());
+  std::vector<const trajectory_record*> all;
+  json episodes = json::array();
+  for (const auto& r : records) {
+    all.push_back(&r);
+    episodes.push_back({{"episode_id", r.episode_id}, {"task_id", r.task_id}, {"reward", r.reward},
+                        {"correct", r.correct}, {"termination", r.termination}, {"turns", r.turns}});
+  }
+  const auto st = stats_of(all);
+  const double judged = double(std::max<int64_t>(st.episodes - st.aborted, 1));
+  json tiers = json::object();
+  for (int32_t t : {-1, 1, 2, 3}) tiers[std::to_string(t)] = st.tiers.contains(t) ? st.tiers.at(t) : 0;
+  const auto text = stats_text(st);
+  json out = {{"round", round}, {"policy_version", s.st.policy_version}, {"checkpoint", s.st.checkpoint},
+              {"temperature", s.opts.eval.temperature}, {"max_turns", s.opts.eval.max_turns},
+              {"episodes", st.episodes}, {"aborted", st.aborted}, {"mean_reward", st.reward_sum / judged},
+              {"pass_rate", double(st.correct) / judged}, {"tiers", tiers}, {"summary", text},
+              {"store", dir.string()}, {"records", episodes}};
+  if (auto err = rollout::write_file_atomically(eval_file(s, round), out.dump(1) + "\n"))
+    return finish(self, trainer_storage, "cannot write " + eval_file(s, round).string() + ": " + *err);
+  record_event(s, {{"event", "evaluation"}, {"round", round}, {"policy_version", s.st.policy_version},
+                   {"mean_reward", st.reward_sum / judged}, {"pass_rate", double(st.correct) / judged},
+                   {"tiers", tiers}});
+  log_info("train", "evaluation " + round + " (version " + std::to_string(s.st.policy_version) + "): " + text);
+  s.ph = phase::idle;
+  start_iteration(self);
+}
+
 /// Builds the step's batch from `records` (the iteration's); an empty one is committed as such.
-void build_batch(trainer_actor* self, const std::vector<trajectory_record>& records, std::vector<uint64_t> ids) {
+/// `reuse`: the ids are the stage's data set (trained on again, not consumed again).
+void build_batch(trainer_actor* self, const std::vector<trajectory_record>& records, std::vector<uint64_t> ids,
+                 bool reuse = false) {
   auto& s = self->state;
   const auto& stage = current_stage(s);
+  s.reuse = reuse;
   std::vector<const trajectory_record*> mine;
   std::set<uint64_t> wanted(ids.begin(), ids.end());
   for (const auto& r : records)
     if (wanted.contains(r.episode_id)) mine.push_back(&r);
+  // Rationale: one order (by id) for every iteration, so the round robin over the data set
+  // (sequence_cursor) continues where the previous iteration left off.
+  std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->episode_id < b->episode_id; });
   s.stats = stats_of(mine);
   rollout::training_filter filter{rollout::learner_stage(stage.name), stage.max_repeats, stage.min_reward};
   rollout::training_selection sel;
@@ -142,7 +260,11 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
     else ++sel.dropped[why];
   }
   if (mine.size() < ids.size()) sel.dropped["no record"] += static_cast<int64_t>(ids.size() - mine.size());
-  s.consumed = {0, stage.name, s.st.policy_version + 1, ids, static_cast<int64_t>(sel.kept.size()), sel.dropped};
+  s.consumed = {0, stage.name, s.st.policy_version + 1, reuse ? std::vector<uint64_t>{} : ids,
+                static_cast<int64_t>(sel.kept.size()), sel.dropped};
+  s.new_stage_data.clear();
+  if (!stage.demonstrations.empty() && !reuse)
+    for (const auto* r : sel.kept) s.new_stage_data.push_back(r->episode_id);
   if (sel.kept.empty()) {
     std::string why;
     for (auto& [k, n] : sel.dropped) why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + k;
@@ -173,6 +295,11 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   for (float m : packed["loss_mask"].get<std::vector<float>>()) b.loss_mask.push_back(m != 0 ? 1 : 0);
   b.sampler_logp = packed["sampler_logp"].get<std::vector<float>>();
   b.rewards = packed["rewards"].get<std::vector<float>>();
+  const int64_t first_step = s.st.stage_step * stage.steps_per_iteration;
+  for (int32_t i = 0; i < stage.steps_per_iteration; ++i) b.actor_lrs.push_back(stage.schedule.at(first_step + i));
+  b.sequences_per_step = stage.batch_sequences;
+  b.sequence_cursor = first_step * stage.batch_sequences;
+  b.temperature = stage.temperature > 0 ? stage.temperature : 0;
   s.batch = std::move(b);
   s.attempt = 0;
   send_batch(self);
@@ -190,19 +317,30 @@ void rollout_done(trainer_actor* self, const run_summary& summary) {
   build_batch(self, records, s.st.pending);
 }
 
+bool eval_due(const trainer_state& s, std::string& round) {
+  if (s.opts.eval.episodes <= 0 || !s.st.pending.empty() || s.st.stage_step != 0) return false;
+  round = s.st.stage_index == 0 ? std::string{"base"} : s.opts.stages.at(s.st.stage_index - 1).name;
+  std::error_code ec;
+  return !fs::exists(eval_file(s, round), ec);
+}
+
 void start_iteration(trainer_actor* self) {
   auto& s = self->state;
-  if (s.ph == phase::finished) return;
+  if (s.ph == phase::finished || s.awaiting_weights) return;
+  if (std::string round; eval_due(s, round)) return evaluate(self, round);
   if (s.st.stage_index >= s.opts.stages.size()) {
     std::string stages;
     for (auto& o : s.st.stages_done)
       stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" + o.outcome + ")";
     return finish(self, trainer_ok, "training finished: version " + std::to_string(s.st.policy_version) + " in " +
                                         s.st.checkpoint + " after " + std::to_string(s.st.iteration) +
-                                        " iterations (" + stages + ")");
+                                        " iterations (" + stages + "); checkpoints in " +
+                                        checkpoint_root(s.opts.run_dir) + eval_table(s));
   }
   const auto& stage = current_stage(s);
   s.ph = phase::rollout;
+  if (!stage.demonstrations.empty() && !s.st.stage_data.empty() && s.st.pending.empty())
+    return build_batch(self, rollout::trajectory_store::read_all(store_dir(s)), s.st.stage_data, true);
   if (!stage.store.empty()) {  // a stage over stored records: the next window of the store
     auto records = rollout::trajectory_store::read_all(stage.store);
     if (records.empty())
@@ -213,7 +351,10 @@ void start_iteration(trainer_actor* self) {
       ids.push_back(records[static_cast<size_t>(s.st.store_cursor + i) % records.size()].episode_id);
     return build_batch(self, records, ids);
   }
-  const auto& ids = rollout::plan_iteration(s.st, s.opts.episodes_per_iteration);
+  // A demonstration stage's first iteration plays every task's recording once.
+  const bool demos = !stage.demonstrations.empty();
+  const auto& ids = rollout::plan_iteration(
+      s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.episodes_per_iteration);
   if (!persist(self)) return;  // the plan is on disk before any episode starts
   run_driver_options d;
   d.tasks = s.opts.tasks;
@@ -229,6 +370,8 @@ void start_iteration(trainer_actor* self) {
     e.max_turns = stage.max_turns;
     e.wall_limit_ms = s.opts.wall_limit_ms;
     e.seed = s.opts.seed * 1000003 + id;
+    if (demos) e.policy = "demonstrations";
+    else e.temperature = stage.temperature;
     d.planned.push_back(std::move(e));
   }
   d.episodes = static_cast<int>(d.planned.size());
@@ -236,7 +379,8 @@ void start_iteration(trainer_actor* self) {
   d.on_finished = [me](const run_summary& summary) { caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept); };
   log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + " step " +
                         std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
-                        " with version " + std::to_string(s.st.policy_version));
+                        (demos ? " (the demonstrations of " + stage.demonstrations + ")"
+                               : " with version " + std::to_string(s.st.policy_version)));
   std::string error;
   s.driver = spawn_run_driver(self->system(), std::move(d), error);
   if (!s.driver) finish(self, trainer_storage, "the run driver cannot start: " + error);
@@ -329,17 +473,28 @@ void step_succeeded(trainer_actor* self) {
   const double seconds = std::chrono::duration<double>(steady::now() - s.step_start).count();
   const auto from = s.st.policy_version;
   rollout::commit_iteration(s.st, s.consumed, true, lead.checkpoint);
+  if (!s.new_stage_data.empty()) s.st.stage_data = std::move(s.new_stage_data);
+  s.new_stage_data.clear();
   if (!stage.store.empty()) s.st.store_cursor += static_cast<int64_t>(s.consumed.episode_ids.size());
   const auto reason = rollout::stage_stop_reason(stage.name, s.st.stage_step, stage.iterations, ev,
                                                  stage.min_explained_variance, stage.max_steps);
   const auto steps = s.st.stage_step;
   if (!reason.empty()) rollout::advance_stage(s.st, stage.name, reason, ev);
   if (!persist(self)) return;
+  const auto& lrs = s.batch.actor_lrs;
+  const std::string optimizer =
+      lrs.empty() ? std::string{}
+                  : ", " + std::to_string(lrs.size()) + " optimizer step" + (lrs.size() > 1 ? "s" : "") + " at lr " +
+                        fmt_lr(lrs.front()) + (lrs.front() != lrs.back() ? " -> " + fmt_lr(lrs.back()) : "");
   log_info("train", "iteration " + std::to_string(s.st.iteration) + " (" + stage.name + " step " +
-                        std::to_string(steps) + "): " + stats_text(s.stats) + "; trained on " +
+                        std::to_string(steps) + "): " +
+                        (s.reuse ? std::to_string(s.stats.episodes) + " demonstrations (the stage's data set)"
+                                 : stats_text(s.stats)) +
+                        "; trained on " +
                         std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
                         std::to_string(s.st.policy_version) + (lead.applied ? "" : ", skipped: " + lead.skip_reason) +
-                        "): policy loss " + fmt(policy_loss, 4) + ", value loss " + fmt(value_loss, 4) +
+                        optimizer + "): policy loss " + fmt(policy_loss, 4) +
+                        (s.batch.stage == "rft" ? ", nll " + fmt(lead.nll, 4) : "") + ", value loss " + fmt(value_loss, 4) +
                         ", explained variance " + fmt(ev, 3) + ", step " + fmt(seconds, 1) + " s" +
                         (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
   json shards = json::array();
@@ -354,7 +509,9 @@ void step_succeeded(trainer_actor* self) {
                    {"episode_ids", s.consumed.episode_ids}, {"kept", s.consumed.kept}, {"dropped", s.consumed.dropped},
                    {"mean_reward", s.stats.reward_sum / judged}, {"pass_rate", double(s.stats.correct) / judged},
                    {"tiers", tiers}, {"aborted", s.stats.aborted}, {"policy_loss", policy_loss},
-                   {"value_loss", value_loss}, {"explained_variance", ev}, {"seconds", seconds}, {"shards", shards}});
+                   {"value_loss", value_loss}, {"explained_variance", ev}, {"seconds", seconds}, {"shards", shards},
+                   {"nll", lead.nll}, {"optimizer_steps", lead.optimizer_steps}, {"actor_lrs", lrs},
+                   {"reused_data", s.reuse}});
   if (!reason.empty())
     log_info("train", "stage " + stage.name + " done after " + std::to_string(steps) + " steps (" +
                           (reason == "gate"   ? "explained variance " + fmt(ev, 3) + " reached the gate"
@@ -384,6 +541,14 @@ void on_step_done(trainer_actor* self, train_step_done& d) {
   if (static_cast<int32_t>(s.replies.size()) == s.opts.shards) step_succeeded(self);
 }
 
+/// A resumed run's first iteration starts once a policy service answered the hand-over.
+void release_start(trainer_actor* self) {
+  auto& s = self->state;
+  if (!s.awaiting_weights) return;
+  s.awaiting_weights = false;
+  if (s.ph == phase::idle) start_iteration(self);
+}
+
 void on_service(trainer_actor* self, const service_announce& svc, caf::actor handle) {
   auto& s = self->state;
   if (svc.name == "policy") {
@@ -397,9 +562,11 @@ void on_service(trainer_actor* self, const service_announce& svc, caf::actor han
                   if (error.empty()) log_info("train", "policy service " + node + " has version " +
                                                            std::to_string(self->state.st.policy_version));
                   else log_error("train", "policy service " + node + " refused the current weights: " + error);
+                  release_start(self);
                 },
                 [=, node = svc.node_id](caf::error& err) {
                   log_error("train", "policy service " + node + " unreachable: " + self->system().render(err));
+                  release_start(self);
                 });
     return;
   }
@@ -450,18 +617,38 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
                         ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) +
                         ", " + std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
                         (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
+  // A resumed run's engines start from the base model: wait until a policy service holds the
+  // current version before playing episodes with it (on_service hands it over).
+  s.awaiting_weights = s.st.policy_version > 0 && !s.st.checkpoint.empty();
   self->send(self, atoms::open::value);
+  // Rationale: a run whose policy services never confirm still goes on after a minute (the
+  // log says so) instead of waiting for ever.
+  if (s.awaiting_weights) self->delayed_send(self, std::chrono::seconds(60), atoms::open::value);
   return {
-      [=](atoms::open) { start_iteration(self); },
+      [=](atoms::open) {
+        auto& st2 = self->state;
+        if (st2.ph != phase::idle) return;
+        if (st2.awaiting_weights) {
+          if (!st2.open_once) {
+            st2.open_once = true;
+            return;  // on_service hands the version over and starts; else the delayed open does
+          }
+          log_error("train", "no policy service confirmed version " + std::to_string(st2.st.policy_version) +
+                                 " within a minute; going on");
+          st2.awaiting_weights = false;
+        }
+        start_iteration(self);
+      },
       [=](atoms::run) {  // retry a failed step
         if (self->state.ph == phase::waiting_shards) send_batch(self);
       },
       [=](atoms::done, std::string& storage_error, std::string& kept) {
-        if (self->state.ph != phase::rollout) return;
+        if (self->state.ph != phase::rollout && self->state.ph != phase::evaluating) return;
         run_summary summary;
         summary.storage_error = storage_error;
         summary.kept = kept;
-        rollout_done(self, summary);
+        if (self->state.ph == phase::evaluating) evaluation_done(self, summary);
+        else rollout_done(self, summary);
       },
       [=](train_step_done& d) { on_step_done(self, d); },
       [=](service_announce& svc, caf::actor handle) { on_service(self, svc, handle); },

@@ -14,6 +14,17 @@
 /// A stage ends by its stopping rule (steps; value_pretrain: the explained-variance gate or its
 /// cap); the run ends after the last stage, or with a clear message and a resumable state when
 /// a step keeps failing, iterations bring no training data, or a policy service refuses weights.
+///
+/// An iteration may take several optimizer steps on its batch (`steps_per_iteration`, each on
+/// the next `batch_sequences` trajectories, at the stage's lr schedule's rate of the step); one
+/// checkpoint and one publication per iteration. A stage with `demonstrations` first plays them
+/// (one episode per task, start_episode::policy = "demonstrations": the rollout node's replay,
+/// token-level, real sandbox and judge); its first iteration consumes those episodes and every
+/// iteration trains on their kept records (train_state.json `stage_data`).
+/// Evaluation rounds (`eval.episodes` > 0): before the first stage and after each stage, fresh
+/// episodes with the current weights at `eval.temperature` into run_dir/eval-<stage>/, summed up
+/// in run_dir/eval-<stage>.json (a round already written is not run again on resume); the run's
+/// last line is the table of every round.
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +35,7 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
+#include "learner/lr_schedule.hpp"
 #include "messages/episode.hpp"
 
 namespace caf_agent {
@@ -39,6 +51,18 @@ struct trainer_stage {
   double min_explained_variance = 0.6;
   int32_t max_steps = 20;
   bool stop_at_cap = false;
+  std::string demonstrations;   ///< rft: play the recordings once (the rollout nodes' replay), train on them
+  int32_t steps_per_iteration = 1;  ///< optimizer steps an iteration takes on its batch
+  int32_t batch_sequences = 0;  ///< trajectories per optimizer step, round robin; 0: the whole batch
+  learner::lr_schedule schedule;  ///< the actor's lr of each optimizer step of the stage
+  float temperature = -1;       ///< the stage's episodes' sampling temperature; < 0: the policy's
+};
+
+/// The evaluation rounds (before training, after each stage): fresh episodes, real judge.
+struct trainer_eval {
+  int32_t episodes = 0;         ///< 0: none
+  float temperature = 0;        ///< 0: greedy
+  int32_t max_turns = 200;
 };
 
 /// Exit codes of a training run.
@@ -65,6 +89,7 @@ struct trainer_options {
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;
   bool retry_aborted = false;
+  trainer_eval eval;
   nlohmann::json settings;      ///< the run-shaping settings (a run directory of other ones is refused)
   caf::actor coordinator;
   std::function<void(int code, const std::string& summary)> on_finished;

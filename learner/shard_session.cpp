@@ -66,6 +66,21 @@ result<rollout_batch> to_batch(const shard_batch& b) {
   return out;
 }
 
+/// The base model's tokenizer and chat template beside the actor's weights, so a checkpoint's
+/// actor/ is a model directory an engine serves (`./x eval --checkpoint`).
+status copy_tokenizer_files(const std::string& model_dir, const fs::path& actor_dir) {
+  // Rationale: the files a Hugging Face checkpoint's tokenizer and chat template live in.
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                           "merges.txt", "generation_config.json", "chat_template.jinja"}) {
+    const auto from = fs::path(model_dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec) || fs::exists(actor_dir / name, ec)) continue;
+    fs::copy_file(from, actor_dir / name, ec);
+    if (ec) return fail("cannot copy " + from.string() + " into " + actor_dir.string() + ": " + ec.message());
+  }
+  return {};
+}
+
 }  // namespace
 
 struct shard_session::impl {
@@ -167,9 +182,28 @@ result<shard_step_outcome> shard_session::run(const shard_batch& batch, const sh
     auto stage = parse_stage(batch.stage);
     if (!stage) return failed(stage.error().message);
     s.model->options().group = s.group.get();
+    s.model->set_temperature(batch.temperature > 0 ? batch.temperature : s.options.temperature);
     const auto step_start = clock_type::now();
-    auto report = s.model->step(b.value(), stage.value());
-    if (!report) return failed(report.error().message);
+    const std::vector<double> lrs = batch.actor_lrs.empty() ? std::vector<double>{s.options.actor_lr} : batch.actor_lrs;
+    const int64_t n = b.value().sequences();
+    const int64_t per_step = batch.sequences_per_step > 0 ? std::min(batch.sequences_per_step, n) : n;
+    result<step_report> report = fail("no step ran");
+    double nll_sum = 0;
+    for (size_t i = 0; i < lrs.size(); ++i) {
+      s.model->set_actor_lr(lrs[i]);
+      if (per_step >= n) {
+        report = s.model->step(b.value(), stage.value());
+      } else {
+        std::vector<int64_t> pick;
+        for (int64_t k = 0; k < per_step; ++k)
+          pick.push_back((batch.sequence_cursor + static_cast<int64_t>(i) * per_step + k) % n);
+        report = s.model->step(b.value().select(pick), stage.value());
+      }
+      if (!report) return failed(report.error().message);
+      nll_sum += report.value().nll;
+    }
+    out.optimizer_steps = static_cast<int64_t>(lrs.size());
+    out.nll_mean = nll_sum / double(lrs.size());
     out.step_seconds = since(step_start);
     const auto& r = report.value();
     out.applied = r.applied;
@@ -192,6 +226,8 @@ result<shard_step_outcome> shard_session::run(const shard_batch& batch, const sh
                                    s.model->checkpoint_parts());
       if (!saved) return failed("checkpoint: " + saved.error().message);
       out.checkpoint = saved.value();
+      if (auto ok = copy_tokenizer_files(s.options.model_dir, fs::path(out.checkpoint) / "actor"); !ok)
+        return failed("checkpoint: " + ok.error().message);
       out.save_seconds = since(save_start);
     }
     if (s.options.rank == 0 && step.stage_in_process) {

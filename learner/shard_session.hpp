@@ -7,7 +7,9 @@
 //   2. makes sure the models hold the step's base version: a shard that is fresh, failed a step,
 //      or holds another version loads the base checkpoint (or the base model for version 0), so
 //      a restarted shard and a survivor start the retried step from the same weights;
-//   3. trains one step (learner/trainer: its share of the batch, gradients all-reduced);
+//   3. trains the step (learner/trainer: its share of the batch, gradients all-reduced): one
+//      optimizer step, or one per entry of `actor_lrs` (each on the next `sequences_per_step`
+//      trajectories, round robin: the RFT recipe's one trajectory a step);
 //   4. on rank 0, writes the checkpoint of the new version (replacing one an unacknowledged
 //      earlier attempt left) and, when asked, stages the actor's tensors for an engine of this
 //      process (policy/model/weight_exchange).
@@ -63,6 +65,12 @@ struct shard_batch {
   std::vector<uint8_t> loss_mask;
   std::vector<float> sampler_logp;
   std::vector<float> rewards;
+  /// The actor's lr of each optimizer step on this batch (an lr schedule's rates); empty: one
+  /// step at the configured actor_lr.
+  std::vector<double> actor_lrs;
+  int64_t sequences_per_step = 0;  ///< trajectories per step, round robin from sequence_cursor; 0: all
+  int64_t sequence_cursor = 0;
+  double temperature = 0;          ///< the episodes' sampling temperature; 0: the configured one
 };
 
 /// What a step starts from and produces.
@@ -85,7 +93,9 @@ struct shard_step_outcome {
   double explained_variance = 0;
   double entropy = 0;
   double nll = 0;
-  int64_t sampled_tokens = 0;   ///< of the global batch
+  int64_t sampled_tokens = 0;   ///< of the global batch (the last optimizer step's)
+  int64_t optimizer_steps = 0;  ///< steps taken on the batch
+  double nll_mean = 0;          ///< the mean over those steps of the NLL (rft)
   std::string checkpoint;       ///< rank 0 with save_checkpoint: the new version's directory
   std::string in_process_path;  ///< rank 0 with stage_in_process: "inproc:<key>" for load_weights
   bool reloaded = false;        ///< the base version was loaded for this step

@@ -27,8 +27,15 @@ struct train_batch {
   std::vector<uint8_t> loss_mask;
   std::vector<float> sampler_logp;
   std::vector<float> rewards;
+  /// The actor's learning rate of each optimizer step the iteration takes on this batch (an lr
+  /// schedule's rates); empty: one step at the shard's learner.actor_lr.
+  std::vector<double> actor_lrs;
+  int32_t sequences_per_step = 0;  ///< trajectories per optimizer step, round robin; 0: the whole batch
+  int64_t sequence_cursor = 0;     ///< the round robin's first trajectory (the stage's steps so far x sequences_per_step)
+  double temperature = 0;          ///< the episodes' sampling temperature (log-probabilities under it); 0: the shard's
   CAF_AGENT_FIELDS(train_batch, batch_id, attempt, stage, base_version, base_checkpoint, new_version, generation,
-                   stage_in_process, episode_ids, tokens, seq_offsets, loss_mask, sampler_logp, rewards)
+                   stage_in_process, episode_ids, tokens, seq_offsets, loss_mask, sampler_logp, rewards, actor_lrs,
+                   sequences_per_step, sequence_cursor, temperature)
 };
 
 /// Learner shard -> trainer: one shard's step is done (or failed: `error`).
@@ -53,9 +60,11 @@ struct train_step_done {
   double step_s = 0;
   double save_s = 0;
   double stage_s = 0;
+  int32_t optimizer_steps = 0;  ///< steps taken on the batch (train_batch::actor_lrs, or 1)
+  double nll = 0;               ///< rft: the mean over those steps of the sampled tokens' NLL
   CAF_AGENT_FIELDS(train_step_done, batch_id, attempt, rank, node_id, policy_version, applied, skip_reason, error,
                    policy_loss, value_loss, explained_variance, entropy, sampled_tokens, checkpoint,
-                   in_process_path, report_json, prepare_s, step_s, save_s, stage_s)
+                   in_process_path, report_json, prepare_s, step_s, save_s, stage_s, optimizer_steps, nll)
 };
 
 /// Learner / trainer / inspector -> policy services: new weights at `path` (a checkpoint

@@ -50,13 +50,14 @@ json to_json(const train_state& s) {
           {"stage_step", s.stage_step},         {"iteration", s.iteration},   {"policy_version", s.policy_version},
           {"checkpoint", s.checkpoint},         {"next_episode_id", s.next_episode_id},
           {"store_cursor", s.store_cursor},     {"pending", s.pending},       {"empty_iterations", s.empty_iterations},
+          {"stage_data", s.stage_data},
           {"consumed", consumed},               {"stages_done", stages}};
 }
 
 std::optional<std::string> from_json(const json& j, train_state& out) {
   try {
     out.format_version = j.at("format_version").get<uint32_t>();
-    if (out.format_version != train_state_format_version)
+    if (out.format_version != train_state_format_version && out.format_version != 1)
       return "format_version " + std::to_string(out.format_version) + " (this build reads " +
              std::to_string(train_state_format_version) + ")";
     out.settings = j.at("settings");
@@ -69,6 +70,8 @@ std::optional<std::string> from_json(const json& j, train_state& out) {
     out.store_cursor = j.at("store_cursor").get<int64_t>();
     out.pending = j.at("pending").get<std::vector<uint64_t>>();
     out.empty_iterations = j.at("empty_iterations").get<int64_t>();
+    out.stage_data = out.format_version >= 2 ? j.at("stage_data").get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
+    out.format_version = train_state_format_version;  // written back in this build's format
     out.consumed.clear();
     for (auto& c : j.at("consumed"))
       out.consumed.push_back({c.at("iteration").get<uint64_t>(), c.at("stage").get<std::string>(),
@@ -155,6 +158,7 @@ void advance_stage(train_state& s, const std::string& stage, const std::string& 
   ++s.stage_index;
   s.stage_step = 0;
   s.store_cursor = 0;
+  s.stage_data.clear();
 }
 
 std::string learner_stage(const std::string& stage) {

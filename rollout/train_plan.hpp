@@ -23,7 +23,8 @@
 namespace caf_agent::rollout {
 
 /// On-disk format version of train_state.json; bump on any field change.
-inline constexpr uint32_t train_state_format_version = 1;
+/// 2: `stage_data` (version 1 files are read with it empty).
+inline constexpr uint32_t train_state_format_version = 2;
 
 /// The state file's name inside the trainer's run directory.
 inline constexpr const char* train_state_file = "train_state.json";
@@ -58,6 +59,10 @@ struct train_state {
   uint64_t next_episode_id = 1;  ///< data cursor of fresh episodes
   int64_t store_cursor = 0;      ///< data cursor of a stage that reads a store (its next record)
   std::vector<uint64_t> pending; ///< the iteration in progress (planned, not yet consumed)
+  /// The current stage's own data set, when it has one (train.rft.demonstrations: the episodes
+  /// that played the recordings, consumed by the stage's first iteration and trained on by
+  /// every later one); cleared when the stage ends.
+  std::vector<uint64_t> stage_data;
   int64_t empty_iterations = 0;  ///< consecutive iterations without training data
   std::vector<consumed_batch> consumed;
   std::vector<stage_outcome> stages_done;

@@ -297,6 +297,15 @@ void train_stage_config::read(section_reader& r) {
     r.read("max_steps", max_steps);
     r.read("stop_at_cap", stop_at_cap);
   }
+  if (name == "rft") r.read("demonstrations", demonstrations);
+  r.read("steps_per_iteration", steps_per_iteration);
+  r.read("batch_sequences", batch_sequences);
+  r.read("actor_lr", actor_lr);
+  r.read("lr_schedule", lr_schedule);
+  r.read("lr_phases", lr_phases);
+  r.read("warmup_steps", warmup_steps);
+  r.read("min_lr", min_lr);
+  r.read("temperature", temperature);
 }
 
 void train_stage_config::validate(section_reader& r) const {
@@ -306,6 +315,50 @@ void train_stage_config::validate(section_reader& r) const {
   // Rationale: explained variance is at most 1; a gate above it could never open.
   require_range(r, "min_explained_variance", min_explained_variance, -1e9, 1);
   require_positive(r, "max_steps", max_steps);
+  require_positive(r, "steps_per_iteration", steps_per_iteration);
+  if (batch_sequences < 0) r.error("batch_sequences", "must be >= 0 (0: the whole batch a step)");
+  if (!(actor_lr >= 0)) r.error("actor_lr", "must be >= 0 (0: learner.actor_lr)");
+  if (!demonstrations.empty() && !store.empty())
+    r.error("demonstrations", "and store both name the stage's data; set one");
+  if (lr_schedule == "phases") {
+    if (lr_phases.empty()) r.error("lr_phases", "is empty; lr_schedule = \"phases\" needs [[steps, lr], ...]");
+    int64_t sum = 0;
+    for (size_t i = 0; i < lr_phases.size(); ++i) {
+      if (lr_phases[i].first < 1) r.error("lr_phases", "phase " + std::to_string(i + 1) + " has steps < 1");
+      if (!(lr_phases[i].second >= 0)) r.error("lr_phases", "phase " + std::to_string(i + 1) + " has an lr < 0");
+      sum += lr_phases[i].first;
+    }
+    // Rationale: a schedule longer or shorter than the stage is a mistake in one of the two;
+    // naming both numbers beats a silent last-phase hold or a cut.
+    if (name != "value_pretrain" && !lr_phases.empty() && sum != optimizer_steps())
+      r.error("lr_phases", "the phases hold " + std::to_string(sum) + " optimizer steps, the stage takes iterations x "
+                               "steps_per_iteration = " + std::to_string(optimizer_steps()));
+  } else if (lr_schedule == "cosine") {
+    if (warmup_steps < 0 || warmup_steps > optimizer_steps())
+      r.error("warmup_steps", "must lie in [0, iterations x steps_per_iteration = " +
+                                  std::to_string(optimizer_steps()) + "]");
+    if (!(min_lr >= 0)) r.error("min_lr", "must be >= 0");
+  } else if (lr_schedule != "constant") {
+    r.error("lr_schedule", "'" + lr_schedule + "' is not one of: constant, phases, cosine");
+  }
+  if (!lr_phases.empty() && lr_schedule != "phases")
+    r.error("lr_phases", "is set but lr_schedule is \"" + lr_schedule + "\" (set lr_schedule = \"phases\")");
+  // Rationale: PPO recomputes the sampler's log-probabilities under its temperature; greedy
+  // decoding (0) has none.
+  if (temperature == 0 && name != "rft" && name != "value_pretrain")
+    r.error("temperature", "must be > 0 for a PPO stage (< 0: policy.temperature); greedy episodes have no log-probabilities to train on");
+}
+
+void train_eval_config::read(section_reader& r) {
+  r.read("episodes", episodes);
+  r.read("temperature", temperature);
+  r.read("max_turns", max_turns);
+}
+
+void train_eval_config::validate(section_reader& r) const {
+  if (episodes < 0) r.error("episodes", "must be >= 0 (0: no evaluation rounds)");
+  if (!(temperature >= 0)) r.error("temperature", "must be >= 0 (0: greedy)");
+  if (max_turns < 0) r.error("max_turns", "must be >= 0 (0: rollout.max_turns_eval)");
 }
 
 const train_stage_config& train_config::stage(const std::string& name) const {
@@ -327,6 +380,7 @@ void train_config::read(section_reader& r) {
     // Errors go to the same list (the reader's), qualified as train.<stage>.<key>.
     r.read_nested(table, s->name, *s);
   }
+  r.read_nested(r.subtable("eval"), "eval", eval);
 }
 
 void train_config::validate(section_reader& r) const {
@@ -420,6 +474,28 @@ std::string train_run_dir(const app_config& cfg) {
   return cfg.train.run_dir.empty() ? cfg.runtime.run_dir + "/train" : cfg.train.run_dir;
 }
 
+std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes, app_config& cfg) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p{dir};
+  const fs::path actor = fs::is_regular_file(p / "actor" / "config.json", ec) ? p / "actor" : p;
+  if (!fs::is_regular_file(actor / "config.json", ec))
+    return "--checkpoint " + dir + ": neither actor/config.json nor config.json is there (give a trainer step's "
+           "directory, e.g. runs/local/train/checkpoints/step-00000003, or a model directory)";
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+    if (!fs::is_regular_file(actor / name, ec))
+      return "--checkpoint " + dir + ": " + (actor / name).string() +
+             " is missing (copy it from the base model; the trainer copies it into every checkpoint it writes)";
+  cfg.policy.backend = "libtorch";
+  cfg.policy.model_dir = actor.string();
+  if (eval) {
+    if (!keep_episodes && cfg.train.eval.episodes > 0) cfg.rollout.episodes = cfg.train.eval.episodes;
+    cfg.policy.temperature = cfg.train.eval.temperature;
+    if (cfg.train.eval.max_turns > 0) cfg.rollout.max_turns_eval = cfg.train.eval.max_turns;
+  }
+  return {};
+}
+
 std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run) {
   namespace fs = std::filesystem;
   std::vector<std::string> errors;
@@ -439,6 +515,8 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
   if (drives_run && (role == "coordinator" || role == "local")) need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
   if (rollout && cfg.policy.backend == "replay") need("policy.replay_path", cfg.policy.replay_path, false, "a file");
+  if (rollout && cfg.train.plays_demonstrations())
+    need("train.rft.demonstrations", cfg.train.rft.demonstrations, false, "a file of recorded episodes (JSON lines)");
   if (role == "learner" || (role == "local" && cfg.train.enabled)) {
     auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
     if (!model.empty()) need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir",

@@ -5,6 +5,7 @@
 /// keys and wrong types are errors naming the key) and `validate`. `config/`
 /// holds complete commented examples; the embedded default is config/local.toml.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -170,9 +171,32 @@ struct train_stage_config {
   double min_explained_variance = 0.6;  ///< value_pretrain: the gate (the paper's critic needs it)
   int32_t max_steps = 20;       ///< value_pretrain: the step cap when the gate is never reached
   bool stop_at_cap = false;     ///< value_pretrain: stop the run (not go on) when the cap is hit first
+  /// rft: play these recordings (replay backend, token-level with policy.model_dir's tokenizer,
+  /// real sandbox and judge) once as the stage's data, then train every iteration on them.
+  std::string demonstrations;
+  int32_t steps_per_iteration = 1;  ///< optimizer steps an iteration takes on its batch (one checkpoint each iteration)
+  int32_t batch_sequences = 0;  ///< trajectories per optimizer step, round robin over the batch; 0: all of it
+  double actor_lr = 0;          ///< the stage's actor lr (constant, or the cosine's peak); 0: learner.actor_lr
+  std::string lr_schedule = "constant";  ///< constant, phases (lr_phases), cosine (warm-up, then decay to min_lr)
+  std::vector<std::pair<int64_t, double>> lr_phases;  ///< phases: [[optimizer steps, lr], ...] in order
+  int64_t warmup_steps = 0;     ///< cosine: linear warm-up steps
+  double min_lr = 0;            ///< cosine: the lr at the stage's last step
+  double temperature = -1;      ///< sampling temperature of the stage's episodes; < 0: policy.temperature
+  /// The stage's optimizer steps: iterations x steps_per_iteration.
+  int64_t optimizer_steps() const { return int64_t{iterations} * steps_per_iteration; }
   /// A stage's defaults.
   explicit train_stage_config(std::string stage_name = {}, int32_t iters = 1, int32_t turns = 0)
       : name(std::move(stage_name)), iterations(iters), max_turns(turns) {}
+  void read(section_reader& r);
+  void validate(section_reader& r) const;
+};
+
+/// [train.eval]: evaluation rounds of the trainer (before training and after each stage): fresh
+/// episodes of the tasks with the current weights, judged for real (run_dir/eval-<stage>.json).
+struct train_eval_config {
+  int32_t episodes = 0;         ///< episodes a round (task by episode id); 0: no rounds
+  double temperature = 0;       ///< 0: greedy (the reward of what was learned, not of luck)
+  int32_t max_turns = 0;        ///< 0: rollout.max_turns_eval
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };
@@ -189,8 +213,13 @@ struct train_config {
   train_stage_config rft{"rft"};
   train_stage_config value_pretrain{"value_pretrain"};
   train_stage_config agentic_ppo{"agentic_ppo", 2};
+  train_eval_config eval;
   /// The stage named `name` (one of the four).
   const train_stage_config& stage(const std::string& name) const;
+  /// True when the stages include rft with demonstrations (rollout nodes then load their replay).
+  bool plays_demonstrations() const {
+    return !rft.demonstrations.empty() && std::find(stages.begin(), stages.end(), "rft") != stages.end();
+  }
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };
@@ -240,6 +269,12 @@ std::string_view embedded_default_config();
 
 /// The trainer's run directory: train.run_dir, or runtime.run_dir + "/train".
 std::string train_run_dir(const app_config& cfg);
+
+/// `--checkpoint DIR`: serve DIR/actor (a trainer step's directory) or DIR (a model directory)
+/// with the libtorch backend; with `eval`, the episodes follow [train.eval] (its episodes when
+/// `keep_episodes` is false, its temperature and max_turns), like the trainer's evaluation
+/// rounds. Returns an error naming what is missing ("" on success).
+std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes, app_config& cfg);
 
 /// Checks the paths `role` will use (skills_dir, tasks_dir when `drives_run`, the replay
 /// file, model_dir, the eval worker); each error names its key and the path.

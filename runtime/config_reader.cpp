@@ -107,6 +107,25 @@ void section_reader::read(std::string_view key, std::vector<std::string>& out) {
   out = std::move(values);
 }
 
+void section_reader::read(std::string_view key, std::vector<std::pair<int64_t, double>>& out) {
+  auto* n = lookup(key);
+  if (!n) return;
+  auto* arr = n->as_array();
+  if (!arr) return type_error(key, "an array of [integer, number] pairs", *n);
+  std::vector<std::pair<int64_t, double>> values;
+  for (auto& e : *arr) {
+    auto* pair = e.as_array();
+    if (!pair || pair->size() != 2) return type_error(key, "an array of [integer, number] pairs", e);
+    auto first = (*pair)[0].value_exact<int64_t>();
+    auto second = (*pair)[1].value_exact<double>();
+    if (!second)
+      if (auto i = (*pair)[1].value_exact<int64_t>()) second = static_cast<double>(*i);
+    if (!first || !second) return type_error(key, "an array of [integer, number] pairs", e);
+    values.emplace_back(*first, *second);
+  }
+  out = std::move(values);
+}
+
 const toml::table* section_reader::subtable(std::string_view key) {
   auto* n = lookup(key);
   if (!n) return nullptr;

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -30,6 +31,8 @@ class section_reader {
   void read(std::string_view key, double& out);
   void read(std::string_view key, std::string& out);
   void read(std::string_view key, std::vector<std::string>& out);
+  /// An array of [integer, number] pairs, e.g. lr phases [[450, 1e-2], [90, 3e-3]].
+  void read(std::string_view key, std::vector<std::pair<int64_t, double>>& out);
 
   /// The sub-table `key` (e.g. [train.rft] inside [train]), or null when absent; a value that
   /// is not a table is an error naming the key. The key counts as read.

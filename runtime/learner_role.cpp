@@ -32,10 +32,23 @@ nlohmann::json training_settings(const app_config& cfg) {
     stages[name] = {{"iterations", s.iterations}, {"max_turns", s.max_turns}, {"min_reward", s.min_reward},
                     {"max_repeats", s.max_repeats}, {"store", s.store},
                     {"min_explained_variance", s.min_explained_variance}, {"max_steps", s.max_steps}};
+    // Only when set, so run directories of configs without them stay valid.
+    auto& j = stages[name];
+    if (!s.demonstrations.empty())
+      j["demonstrations"] = fs::absolute(s.demonstrations).lexically_normal().string();
+    if (s.steps_per_iteration != 1) j["steps_per_iteration"] = s.steps_per_iteration;
+    if (s.batch_sequences != 0) j["batch_sequences"] = s.batch_sequences;
+    if (s.actor_lr != 0) j["actor_lr"] = s.actor_lr;
+    if (s.lr_schedule != "constant") j["lr_schedule"] = s.lr_schedule;
+    if (!s.lr_phases.empty()) j["lr_phases"] = s.lr_phases;
+    if (s.warmup_steps != 0) j["warmup_steps"] = s.warmup_steps;
+    if (s.min_lr != 0) j["min_lr"] = s.min_lr;
+    if (s.temperature >= 0) j["temperature"] = s.temperature;
   }
-  return {{"train.stages", cfg.train.stages},
+  nlohmann::json out = {{"train.stages", cfg.train.stages},
           {"train.episodes_per_iteration", cfg.train.episodes_per_iteration},
           {"train.stage", stages},
+
           {"learner.model_dir", fs::absolute(model_of(cfg)).lexically_normal().string()},
           {"rollout.tasks_dir", fs::absolute(cfg.rollout.tasks_dir).lexically_normal().string()},
           {"learner.shards", l.shards},
@@ -49,6 +62,10 @@ nlohmann::json training_settings(const app_config& cfg) {
           {"learner.entropy_coef", l.entropy_coef},
           {"learner.normalize_advantages", l.normalize_advantages},
           {"learner.compute_dtype", l.compute_dtype}};
+  if (cfg.train.eval.episodes > 0)
+    out["train.eval"] = {{"episodes", cfg.train.eval.episodes}, {"temperature", cfg.train.eval.temperature},
+                         {"max_turns", cfg.train.eval.max_turns}};
+  return out;
 }
 
 std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,

@@ -46,6 +46,9 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_flag("--train", o.train,
                "coordinator or local role: train ([train] stages over [learner] shards; resumes its run directory)");
   app.add_option("--shard", o.shard, "learner role: this shard's rank, 0 .. learner.shards - 1");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "local role: serve this checkpoint (a trainer step's directory with actor/, or a model directory); "
+                 "with --eval the episodes follow [train.eval] (episodes, temperature, max_turns)");
   app.add_option("--resume", o.resume,
                  "coordinator or local role: continue the run in this directory (its plan.json and records): "
                  "the planned episodes without a record run, no other");
@@ -91,6 +94,12 @@ int main(int argc, char** argv) {
     return fail("--train is for the coordinator or local role, not '" + opts.role + "'");
   if (opts.train && opts.resume) return fail("--train resumes its own run directory (train.run_dir); drop --resume");
   if (opts.train) cfg.train.enabled = true;
+  if (opts.checkpoint) {
+    if (opts.role != "local" && opts.role != "rollout" && opts.role != "inference")
+      return fail("--checkpoint is for the local, rollout or inference role, not '" + opts.role + "'");
+    if (opts.train) return fail("--checkpoint serves a checkpoint; training resumes its own (drop one of them)");
+    if (auto err = use_checkpoint(*opts.checkpoint, opts.eval, opts.episodes.has_value(), cfg); !err.empty()) return fail(err);
+  }
   cfg.learner.rank = opts.shard;
   bool drives_run = opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume || opts.train));
   if (auto errors = check_paths(cfg, opts.role, drives_run && !opts.resume); !errors.empty()) {

@@ -148,7 +148,7 @@ int run_local_main_job(caf::actor_system& sys, const cli_options& opts, const ap
                        const std::map<std::string, caf::actor>& peers, exit_latch& latch) {
   auto it = peers.find("coordinator");
   auto coord = it == peers.end() ? caf::actor{} : it->second;
-  if (cfg.train.enabled) return run_training(sys, cfg, coord, latch, true);
+  if (cfg.train.enabled && !opts.eval) return run_training(sys, cfg, coord, latch, true);
   return run_episodes(sys, opts, cfg, coord, latch);
 }
 

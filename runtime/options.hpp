@@ -21,6 +21,7 @@ struct cli_options {
   uint64_t weights_version = 0;           ///< inspector: version of the published weights
   std::optional<std::string> resume;      ///< coordinator/local: run directory of a run to continue
   bool train = false;                     ///< coordinator/local: run the trainer ([train], [learner])
+  std::optional<std::string> checkpoint;  ///< local/rollout/inference: serve this checkpoint (a trainer step's dir or a model dir)
   int shard = 0;                          ///< learner: this shard's rank (0 .. learner.shards - 1)
   std::vector<std::string> inspect;       ///< inspector: VIEW [ARG] (nodes, actors, episodes, ...; episode ID)
   bool json = false;                      ///< inspector: print the view as JSON

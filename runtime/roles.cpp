@@ -293,6 +293,20 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.env.observation_limit_bytes = r.observation_limit_bytes;
   m.env.policy_timeout_ms = cfg.policy.request_timeout_ms;
   m.env.eval_timeout_ms = cfg.gpu_pool.job_deadline_s * 1000 * 4;
+  if (cfg.train.plays_demonstrations()) {
+    // The trainer's RFT stage plays these recordings on this node (start_episode::policy);
+    // token-level with policy.model_dir's tokenizer, like the replay backend.
+    auto demo_cfg = cfg;
+    demo_cfg.policy.replay_path = cfg.train.rft.demonstrations;
+    policy_endpoint demo;
+    if (auto error = start_replay_policy(sys, demo_cfg, demo); !error.empty())
+      return "train.rft.demonstrations: " + error;
+    if (!demo.tokenizer)
+      return "train.rft.demonstrations: needs policy.model_dir with a tokenizer.json (token-level records to train on)";
+    log_info("rollout", "demonstrations: " + demo.description);
+    m.demonstrations = demo.server;
+    out.actors.push_back(demo.server);
+  }
   auto manager = spawn_rollout_manager(sys, m);
   out.actors.insert(out.actors.end(), {manager, policy, tools});
   out.named["rollout_manager"] = manager;

@@ -29,8 +29,22 @@ trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
     s.min_explained_variance = c.min_explained_variance;
     s.max_steps = c.max_steps;
     s.stop_at_cap = c.stop_at_cap;
+    s.demonstrations = c.demonstrations;
+    s.steps_per_iteration = c.steps_per_iteration;
+    s.batch_sequences = c.batch_sequences;
+    s.temperature = static_cast<float>(c.temperature);
+    auto kind = learner::parse_lr_schedule_kind(c.lr_schedule);
+    s.schedule.kind = kind ? kind.value() : learner::lr_schedule_kind::constant;  // validated with the config
+    s.schedule.lr = c.actor_lr > 0 ? c.actor_lr : cfg.learner.actor_lr;
+    s.schedule.phases = c.lr_phases;
+    s.schedule.warmup_steps = c.warmup_steps;
+    s.schedule.total_steps = c.optimizer_steps();
+    s.schedule.min_lr = c.min_lr;
     t.stages.push_back(std::move(s));
   }
+  t.eval.episodes = cfg.train.eval.episodes;
+  t.eval.temperature = static_cast<float>(cfg.train.eval.temperature);
+  t.eval.max_turns = cfg.train.eval.max_turns > 0 ? cfg.train.eval.max_turns : cfg.rollout.max_turns_eval;
   t.episodes_per_iteration = cfg.train.episodes_per_iteration;
   t.run_dir = train_run_dir(cfg);
   t.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;

@@ -218,3 +218,41 @@ TEST(config, train_and_learner_sections_are_strict) {
   auto old_key = parse_config("[learner]\nlearning_rate = 1e-6\n", "t.toml");
   EXPECT_TRUE(has_error(old_key, "unknown config key 'learner.learning_rate'"));
 }
+
+TEST(config, train_stage_schedules_and_eval_rounds) {
+  auto r = parse_config(
+      "[train]\nstages = [\"rft\", \"agentic_ppo\"]\n"
+      "[train.eval]\nepisodes = 6\n"
+      "[train.rft]\ndemonstrations = \"skills/replay/default.jsonl\"\niterations = 3\nsteps_per_iteration = 10\n"
+      "batch_sequences = 1\nlr_schedule = \"phases\"\nlr_phases = [[20, 1e-2], [10, 3e-3]]\n"
+      "[train.agentic_ppo]\nactor_lr = 1e-4\ntemperature = 1.0\nlr_schedule = \"cosine\"\nwarmup_steps = 1\n",
+      "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.train.rft.optimizer_steps(), 30);
+  ASSERT_EQ(r.config.train.rft.lr_phases.size(), 2U);
+  EXPECT_EQ(r.config.train.rft.lr_phases[0].first, 20);
+  EXPECT_DOUBLE_EQ(r.config.train.rft.lr_phases[1].second, 3e-3);
+  EXPECT_TRUE(r.config.train.plays_demonstrations());
+  EXPECT_EQ(r.config.train.eval.episodes, 6);
+  EXPECT_DOUBLE_EQ(r.config.train.eval.temperature, 0.0);  // greedy by default
+
+  auto sum = parse_config("[train.rft]\niterations = 2\nlr_schedule = \"phases\"\nlr_phases = [[3, 1e-2]]\n", "t.toml");
+  EXPECT_TRUE(has_error(sum, "train.rft.lr_phases': the phases hold 3 optimizer steps, the stage takes"));
+  auto shape = parse_config("[train.rft]\nlr_schedule = \"phases\"\nlr_phases = [1, 2]\n", "t.toml");
+  EXPECT_TRUE(has_error(shape, "'train.rft.lr_phases' must be an array of [integer, number] pairs"));
+  auto unset = parse_config("[train.rft]\nlr_phases = [[1, 1e-2]]\n", "t.toml");
+  EXPECT_TRUE(has_error(unset, "set lr_schedule = \"phases\""));
+  auto kind = parse_config("[train.rft]\nlr_schedule = \"linear\"\n", "t.toml");
+  EXPECT_TRUE(has_error(kind, "'linear' is not one of: constant, phases, cosine"));
+  auto warm = parse_config("[train.agentic_ppo]\nlr_schedule = \"cosine\"\nwarmup_steps = 9\n", "t.toml");
+  EXPECT_TRUE(has_error(warm, "train.agentic_ppo.warmup_steps"));
+  auto greedy_ppo = parse_config("[train.agentic_ppo]\ntemperature = 0.0\n", "t.toml");
+  EXPECT_TRUE(has_error(greedy_ppo, "train.agentic_ppo.temperature"));
+  auto both = parse_config("[train.rft]\nstore = \"x\"\ndemonstrations = \"y\"\n", "t.toml");
+  EXPECT_TRUE(has_error(both, "and store both name the stage's data"));
+  auto demo_elsewhere = parse_config("[train.agentic_ppo]\ndemonstrations = \"y\"\n", "t.toml");
+  EXPECT_TRUE(has_error(demo_elsewhere, "unknown config key 'train.agentic_ppo.demonstrations'"));
+  auto eval = parse_config("[train.eval]\nepisodes = -1\ntemperature = -0.5\n", "t.toml");
+  EXPECT_TRUE(has_error(eval, "train.eval.episodes"));
+  EXPECT_TRUE(has_error(eval, "train.eval.temperature"));
+}
