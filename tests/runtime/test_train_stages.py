@@ -24,10 +24,10 @@ PYTHON = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python
 STAGES = ["rft", "value_pretrain", "agentic_ppo"]
 
 
-def write_config(tmp_path):
+def write_config(tmp_path, task_names=("softmax", "layernorm"), stages=STAGES):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    for name in ("softmax", "layernorm"):
+    for name in task_names:
         shutil.copy(REPO / "skills" / "tasks" / f"{name}.py", tasks / f"{name}.py")
     ws = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
     ws.chmod(0o755)  # sandbox uids must reach the workspaces
@@ -59,10 +59,10 @@ actor_lr = 1e-4
 critic_lr = 1e-4
 [train]
 enabled = true
-stages = {json.dumps(STAGES)}
+stages = {json.dumps(list(stages))}
 episodes_per_iteration = 2
 [train.eval]
-episodes = 2
+episodes = {len(task_names)}
 temperature = 0.0
 max_turns = 1
 [train.rft]
@@ -169,6 +169,26 @@ def test_every_stage_boundary_resumes_after_sigkill(caf_agent, tmp_path):
     assert ev.returncode == 0, ev.stderr[-3000:]
     assert "eval episodes: 2 records" in ev.stdout, ev.stdout
     assert str(ckpt / "actor") in ev.stderr
+
+
+def test_demonstrations_and_evaluation_rounds(caf_agent, tmp_path):
+    """CI-sized: one task, RFT alone on its demonstration, an evaluation round before and after."""
+    cfg = write_config(tmp_path, task_names=("softmax",), stages=["rft"])
+    out = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-4000:]
+    run = tmp_path / "run" / "train"
+    st = state_of(run)
+    assert [c["episode_ids"] for c in st["consumed"]] == [[1], []] and st["stage_data"] == [], st
+    events = [json.loads(l) for l in (run / "iterations.jsonl").read_text().splitlines()]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [e["actor_lrs"] for e in steps] == [[1e-3, 1e-3, 1e-3], [1e-3, 1e-4, 1e-4]], steps
+    assert [e["reused_data"] for e in steps] == [False, True]
+    (demo,) = [r for r in records_in(run / "trajectories") if r["episode_id"] == 1]
+    assert demo["tokens"] and sum(demo["loss_mask"]) > 0  # token-level replay
+    assert [e["round"] for e in events if e["event"] == "evaluation"] == ["base", "rft"]
+    assert "\n  before training" in out.stdout and "\n  after rft" in out.stdout, out.stdout
+    assert json.loads((run / "eval-rft.json").read_text())["policy_version"] == 2
 
 
 def test_checkpoint_option_names_what_is_missing(caf_agent, tmp_path):
