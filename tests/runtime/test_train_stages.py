@@ -24,7 +24,7 @@ PYTHON = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python
 STAGES = ["rft", "value_pretrain", "agentic_ppo"]
 
 
-def write_config(tmp_path, task_names=("softmax", "layernorm"), stages=STAGES):
+def write_config(tmp_path, task_names=("softmax", "layernorm"), stages=STAGES, eval_episodes=2):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     for name in task_names:
@@ -62,7 +62,7 @@ enabled = true
 stages = {json.dumps(list(stages))}
 episodes_per_iteration = 2
 [train.eval]
-episodes = {len(task_names)}
+episodes = {eval_episodes}
 temperature = 0.0
 max_turns = 1
 [train.rft]
@@ -173,7 +173,7 @@ def test_every_stage_boundary_resumes_after_sigkill(caf_agent, tmp_path):
 
 def test_demonstrations_and_evaluation_rounds(caf_agent, tmp_path):
     """CI-sized: one task, RFT alone on its demonstration, an evaluation round before and after."""
-    cfg = write_config(tmp_path, task_names=("softmax",), stages=["rft"])
+    cfg = write_config(tmp_path, task_names=("softmax",), stages=["rft"], eval_episodes=2)
     out = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg)],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -189,6 +189,11 @@ def test_demonstrations_and_evaluation_rounds(caf_agent, tmp_path):
     assert [e["round"] for e in events if e["event"] == "evaluation"] == ["base", "rft"]
     assert "\n  before training" in out.stdout and "\n  after rft" in out.stdout, out.stdout
     assert json.loads((run / "eval-rft.json").read_text())["policy_version"] == 2
+    # The rounds are greedy (train.eval.temperature = 0, while policy.temperature is 1): the two
+    # episodes of the one task, with different seeds, sample the same tokens.
+    for round_ in ("base", "rft"):
+        a, b = sorted(records_in(run / f"eval-{round_}"), key=lambda r: r["episode_id"])
+        assert a["tokens"] == b["tokens"] and sum(a["loss_mask"]) > 0, round_
 
 
 def test_checkpoint_option_names_what_is_missing(caf_agent, tmp_path):
