@@ -174,6 +174,9 @@ void policy_config::read(section_reader& r) {
   r.read("max_context", max_context);
   r.read("device", device);
   r.read("dtype", dtype);
+  r.read("prefix_cache", prefix_cache);
+  r.read("prefill_chunk", prefill_chunk);
+  r.read("cache_attention", cache_attention);
   r.read("request_timeout_ms", request_timeout_ms);
   r.read("max_retries", max_retries);
   r.read("concurrency", concurrency);
@@ -206,6 +209,8 @@ void policy_config::validate(section_reader& r) const {
   if (max_retries < 0) r.error("max_retries", "must be >= 0");
   if (serve_port < 0 || serve_port > 65535) r.error("serve_port", "must be in [0, 65535]");
   require_one_of(r, "dtype", dtype, {"float32", "bfloat16", "float16"});
+  if (prefill_chunk < 0) r.error("prefill_chunk", "must be >= 0 (0: whole prompts)");
+  require_one_of(r, "cache_attention", cache_attention, {"auto", "sdpa", "matmul", "flash"});
   if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
     r.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
 }

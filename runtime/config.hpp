@@ -112,6 +112,9 @@ struct policy_config {
   int32_t max_context = 0;          ///< libtorch: tokens per sequence; 0 = the model's (capped at 4096)
   std::string device = "cpu";       ///< libtorch: cpu, cuda, cuda:N
   std::string dtype = "float32";    ///< libtorch: float32, bfloat16, float16
+  bool prefix_cache = true;         ///< libtorch: keep a finished sequence's keys for its next turn
+  int32_t prefill_chunk = 2048;     ///< libtorch: prompt tokens prefilled per step; 0 = whole prompts
+  std::string cache_attention = "auto";  ///< libtorch: auto, sdpa, matmul, flash (policy/model engine.hpp)
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;          ///< openai: retries of a failed request (connection, 429, 5xx)
   int32_t concurrency = 16;         ///< openai: requests in flight per node

@@ -189,6 +189,9 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.dtype = p.dtype;
     o.engine.max_batch = p.max_batch;
     o.engine.max_context = p.max_context;
+    o.engine.prefix_cache = p.prefix_cache;
+    o.engine.prefill_chunk = p.prefill_chunk;
+    o.engine.cache_attention = p.cache_attention;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side
     // by side) share one engine per model and settings instead of loading the model twice;
@@ -196,7 +199,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     static std::mutex shared_mutex;
     static std::map<std::string, std::weak_ptr<policy::engine_service>> shared_engines;
     const auto key = p.model_dir + "|" + p.device + "|" + p.dtype + "|" + std::to_string(p.max_batch) + "|" +
-                     std::to_string(p.max_context);
+                     std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
+                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention;
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {

@@ -46,6 +46,21 @@ TEST(config, cluster_example_is_valid) {
   EXPECT_EQ(r.config.cluster.port, 4242);
 }
 
+TEST(config, policy_engine_keys_are_read_and_checked) {
+  auto r = parse_config("[policy]\nprefix_cache = false\nprefill_chunk = 512\ncache_attention = \"flash\"\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_FALSE(r.config.policy.prefix_cache);
+  EXPECT_EQ(r.config.policy.prefill_chunk, 512);
+  EXPECT_EQ(r.config.policy.cache_attention, "flash");
+  auto defaults = parse_config("", "empty");
+  EXPECT_TRUE(defaults.config.policy.prefix_cache);
+  EXPECT_EQ(defaults.config.policy.cache_attention, "auto");
+  auto bad = parse_config("[policy]\nprefill_chunk = -1\ncache_attention = \"fastest\"\n", "t.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(has_error(bad, "policy.prefill_chunk"));
+  EXPECT_TRUE(has_error(bad, "policy.cache_attention"));
+}
+
 TEST(config, empty_text_gives_defaults) {
   auto r = parse_config("", "empty");
   ASSERT_TRUE(r.ok());
