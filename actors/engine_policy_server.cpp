@@ -27,21 +27,21 @@ struct engine_server_state {
 
 using engine_server = observed_actor<engine_server_state>;
 
-const char* finish_name(policy::finish_reason r) {
+completion_finish finish_name(policy::finish_reason r) {
   switch (r) {
     case policy::finish_reason::stop_token:
-    case policy::finish_reason::stop_string: return "stop";
+    case policy::finish_reason::stop_string: return completion_finish::stop;
     case policy::finish_reason::max_new_tokens:
-    case policy::finish_reason::context_limit: return "length";
-    case policy::finish_reason::aborted: return "error";
+    case policy::finish_reason::context_limit: return completion_finish::length;
+    case policy::finish_reason::aborted: return completion_finish::error;
   }
-  return "error";
+  return completion_finish::error;
 }
 
 completion error_completion(uint64_t request_id, std::string why) {
   completion c;
   c.request_id = request_id;
-  c.finish_reason = "error";
+  c.finish_reason = completion_finish::error;
   c.error = std::move(why);
   return c;
 }
@@ -116,7 +116,7 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
         c.latency_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                              it->second.second)
                            .count();
-        if (c.finish_reason != "error" && !c.tokens.empty()) c.text = self->state.tok->decode(c.tokens);
+        if (c.finish_reason != completion_finish::error && !c.tokens.empty()) c.text = self->state.tok->decode(c.tokens);
         it->second.first.deliver(std::move(c));
         self->state.waiting.erase(it);
       },

@@ -132,15 +132,14 @@ void observe(episode_actor* self, const std::string& call_id, const std::string&
 }
 
 /// Asks the tool router for the workspace's submission, then the pool for a verdict.
-void evaluate(episode_actor* self, const std::string& mode,
+void evaluate(episode_actor* self, eval_mode mode,
               std::function<void(eval_result&)> callback) {
   auto& st = self->state;
   auto started = steady::now();
   auto seq = ++st.eval_seq;
   st.pending_eval = std::move(callback);
-  const auto emode = parse_name<eval_mode>(mode).value_or(eval_mode::verify);
-  auto failed = [emode](gpu_pool::outcome what, std::string detail) {
-    return result_of(gpu_pool::judge({what, emode, {}, std::move(detail)}), 0);
+  auto failed = [mode](gpu_pool::outcome what, std::string detail) {
+    return result_of(gpu_pool::judge({what, mode, {}, std::move(detail)}), 0);
   };
   auto on_result = [=](eval_result& r) {
     auto& s = self->state;
@@ -186,10 +185,11 @@ void evaluate(episode_actor* self, const std::string& mode,
           });
 }
 
-std::string verdict_text(const std::string& mode, const eval_result& r) {
-  if (r.status != "ok") return mode + ": not evaluated (infrastructure problem, not your fault): " + r.reason;
-  std::string out = mode + ": " + (r.correct ? "PASS" : "FAIL") + (r.reason.empty() ? "" : " - " + r.reason);
-  if (mode == "profile" && r.correct && r.candidate_ms > 0)
+std::string verdict_text(eval_mode mode, const eval_result& r) {
+  if (r.status != eval_status::ok)
+    return to_string(mode) + ": not evaluated (infrastructure problem, not your fault): " + r.reason;
+  std::string out = to_string(mode) + ": " + (r.correct ? "PASS" : "FAIL") + (r.reason.empty() ? "" : " - " + r.reason);
+  if (mode == eval_mode::profile && r.correct && r.candidate_ms > 0)
     out += "\nyour kernel: " + std::to_string(r.candidate_ms) + " ms, eager: " +
            std::to_string(r.eager_ms) + " ms, torch.compile: " + std::to_string(r.compile_ms) + " ms";
   return out;
@@ -211,8 +211,8 @@ void run_tool(episode_actor* self, rollout::action a) {
             auto& t = s.rec.tools[a.name];
             ++t.calls;
             t.total_ms += r.elapsed_ms;
-            t.errors += r.status == "error" || r.status == "internal";
-            t.timeouts += r.status == "timeout";
+            t.errors += r.status == tool_status::error || r.status == tool_status::internal;
+            t.timeouts += r.status == tool_status::timeout;
             observe(self, a.call_id, r.output);
           },
           [=](caf::error& err) {
@@ -229,12 +229,14 @@ void next_action(episode_actor* self) {
   if (a.kind == rollout::action::tool) return run_tool(self, std::move(a));
   ++st.rec.tools[a.name].calls;
   progress_call(self, a, "eval:" + a.name);
-  evaluate(self, a.name, [=](eval_result& r) { observe(self, a.call_id, verdict_text(a.name, r)); });
+  // rollout::conversation makes eval actions of the verify and profile commands only.
+  const auto mode = parse_name<eval_mode>(a.name).value_or(eval_mode::verify);
+  evaluate(self, mode, [=](eval_result& r) { observe(self, a.call_id, verdict_text(mode, r)); });
 }
 
 void on_completion(episode_actor* self, completion& c) {
   auto& st = self->state;
-  if (c.finish_reason == "error") return abort_episode(self, "policy backend failed: " + c.error);
+  if (c.finish_reason == completion_finish::error) return abort_episode(self, "policy backend failed: " + c.error);
   st.rec.policy_versions.push_back(c.policy_version);
   progress(self, [&](episode_progress& e) {
     e.last_progress_ms = unix_ms();
@@ -309,9 +311,9 @@ void final_eval(episode_actor* self, const std::string& termination) {
     e.phase = "eval:final";
     e.turn_started_ms = 0;  // no turn runs now
   });
-  evaluate(self, "final", [=](eval_result& r) {
+  evaluate(self, eval_mode::final, [=](eval_result& r) {
     auto& rec = self->state.rec;
-    if (r.status != "ok") {
+    if (r.status != eval_status::ok) {
       rec.termination = "aborted";
       rec.abort_reason = "final evaluation: " + r.reason;
     } else {

@@ -153,13 +153,9 @@ void publish_credits(manager_actor* self) {
   for (auto& s : st.subscribers) self->send(s, pc);
 }
 
-gpu_pool::eval_mode mode_of(const eval_request& req) {
-  return parse_name<gpu_pool::eval_mode>(req.mode).value_or(gpu_pool::eval_mode::verify);
-}
-
 /// Final evaluations go before intermediate ones.
 gpu_pool::job_kind kind_of(const eval_request& req) {
-  return req.mode == "final" ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
+  return req.mode == eval_mode::final ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
 }
 
 void dispatch(manager_actor* self) {
@@ -203,8 +199,8 @@ void admit(manager_actor* self, uint64_t id) {
     st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
   } else if (admitted != gpu_pool::admit_result::queued) {
     auto r = result_of(admitted == gpu_pool::admit_result::no_slots
-                           ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, mode_of(e.req), {}, ""})
-                           : gpu_pool::judge({gpu_pool::outcome::refused, mode_of(e.req), {},
+                           ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
+                           : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
                                               "episode already has an evaluation outstanding"}),
                        id);
     r.build_us = e.build_us;
@@ -219,7 +215,7 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
   if (st.jobs.contains(req.job_id)) {
-    promise.deliver(result_of(gpu_pool::judge({gpu_pool::outcome::refused, mode_of(req), {},
+    promise.deliver(result_of(gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {},
                                                "duplicate job id " + std::to_string(req.job_id)}),
                               req.job_id));
     return promise;
@@ -253,7 +249,7 @@ void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool i
       admit(self, id);
     } else if (!ok) {
       st.build_failures += 1;
-      auto r = result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, mode_of(e.req), {}, log}), id);
+      auto r = result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, e.req.mode, {}, log}), id);
       r.build_us = build_us;
       r.queue_us = now_us() - e.enqueued_us - build_us;
       r.slot = "builder" + std::to_string(builder);

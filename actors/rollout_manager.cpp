@@ -134,8 +134,7 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
   }
   // One more pool absorbs a pool that failed under the job (a timeout or a broken
   // connection); a second failure is reported as infrastructure (gpu_pool/judgement).
-  const auto mode = parse_name<eval_mode>(it->second.req.mode).value_or(eval_mode::verify);
-  auto j = gpu_pool::judge({gpu_pool::outcome::pool_failed, mode, {}, "GPU pool failed: " + self->system().render(*err)});
+  auto j = gpu_pool::judge({gpu_pool::outcome::pool_failed, it->second.req.mode, {}, "GPU pool failed: " + self->system().render(*err)});
   if (gpu_pool::retry_again(j, it->second.failures++)) {
     it->second.pool = caf::actor_addr{};
     return send_job(self, job_id);
@@ -241,9 +240,8 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         auto& s = self->state;
         auto id = req.job_id;
         if (s.jobs.contains(id)) {
-          auto mode = parse_name<eval_mode>(req.mode).value_or(eval_mode::verify);
           rp.deliver(result_of(
-              gpu_pool::judge({gpu_pool::outcome::refused, mode, {}, "duplicate job id " + std::to_string(id)}), id));
+              gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(id)}), id));
           return rp;
         }
         s.jobs[id] = {std::move(req), rp, {}, 0};

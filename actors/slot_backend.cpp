@@ -10,10 +10,6 @@ namespace caf_agent {
 
 namespace {
 
-gpu_pool::eval_mode mode_of(const std::string& m) {
-  return messages::parse_name<gpu_pool::eval_mode>(m).value_or(gpu_pool::eval_mode::verify);
-}
-
 class worker_slot final : public slot_backend {
  public:
   explicit worker_slot(const worker_slot_options& o) : opts_(o), worker_(make_config(o)) {}
@@ -32,7 +28,7 @@ class worker_slot final : public slot_backend {
   slot_reply run(const messages::eval_request& req) override {
     gpu_pool::eval_request w;
     w.job_id = std::to_string(req.job_id);
-    w.mode = mode_of(req.mode);
+    w.mode = req.mode;
     w.task_name = req.task.task_id;
     w.model_py = req.task.model_py;
     w.files = req.files;
@@ -107,7 +103,7 @@ class sim_slot final : public slot_backend {
   }
   slot_reply run(const messages::eval_request& req) override {
     gpu_pool::job_outcome o;
-    o.mode = mode_of(req.mode);
+    o.mode = req.mode;
     o.v.correct = std::uniform_real_distribution<double>{0, 1}(rng_) < correct_rate_;
     o.v.reason = o.v.correct ? "sim: all checks passed" : "sim: check 3 mismatched";
     o.v.has_timings = true;
@@ -133,7 +129,7 @@ class sim_slot final : public slot_backend {
 messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id) {
   messages::eval_result r;
   r.job_id = job_id;
-  r.status = messages::to_string(j.status);
+  r.status = j.status;
   r.correct = j.correct;
   r.reason = j.reason;
   r.reward = j.reward;

@@ -46,7 +46,7 @@ tool_response run_tool(const sandbox_ptr& box, const tool_request& req) {
   out.output = r.output;
   out.exit_code = r.exit_code;
   out.elapsed_ms = r.elapsed_ms;
-  out.status = sandbox::to_string(r.status);
+  out.status = r.status;
   return out;
 }
 
@@ -149,7 +149,7 @@ caf::response_promise enqueue(router_actor* self, std::function<void(Reply&...)>
 tool_response sim_response(const tool_request& req) {
   tool_response r;
   r.call_id = req.call_id;
-  r.status = "ok";
+  r.status = tool_status::ok;
   r.output = req.name + ": ok (sim)";
   return r;
 }
@@ -205,7 +205,7 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
         if (it != self->state.boxes.end()) return enqueue<tool_response>(self, {}, req, it->second);
         tool_response r;
         r.call_id = req.call_id;
-        r.status = "internal";
+        r.status = tool_status::internal;
         r.output = "no sandbox is open for episode " + std::to_string(req.episode_id);
         auto rp = self->make_response_promise();
         rp.deliver(std::move(r));

@@ -11,8 +11,9 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 4;  // 2: generate_request.messages_json; 3: node_info.notes;
-                                                 // 4: node_heartbeat.metrics
+inline constexpr uint32_t protocol_version = 5;  // 2: generate_request.messages_json; 3: node_info.notes;
+                                                 // 4: node_heartbeat.metrics; 5: enums (eval mode
+                                                 // and status, tool status, finish reason)
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {

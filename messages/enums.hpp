@@ -86,4 +86,23 @@ enum class eval_status : uint8_t {
 };
 CAF_AGENT_ENUM_NAMES(eval_status, "ok", "infra_error", "rejected", "task_error")
 
+/// How a tool call ended (tool_response.status; sandbox/tool_types uses this enum); says
+/// whether a retry can help.
+enum class tool_status : uint8_t {
+  ok,        ///< the tool ran; its output is the observation (a non-zero shell exit is still ok)
+  error,     ///< bad arguments or a tool failure the agent caused; other input helps
+  timeout,   ///< ran past its wall-clock limit and was killed; a retry only helps if faster
+  killed,    ///< killed (signal, resource limit, KillBash); the same call rarely helps
+  internal,  ///< infrastructure (spawn failed, sandbox closed); not the agent's fault
+};
+CAF_AGENT_ENUM_NAMES(tool_status, "ok", "error", "timeout", "killed", "internal")
+
+/// Why a completion ended (completion.finish_reason).
+enum class completion_finish : uint8_t {
+  stop,    ///< a stop token or string, or the end of the turn
+  length,  ///< the token budget or the context ran out
+  error,   ///< the backend failed; completion.error says why
+};
+CAF_AGENT_ENUM_NAMES(completion_finish, "stop", "length", "error")
+
 }  // namespace caf_agent::messages

@@ -14,7 +14,7 @@ namespace caf_agent::messages {
 struct eval_request {
   uint64_t job_id = 0;
   uint64_t episode_id = 0;
-  std::string mode;  ///< verify, profile, final
+  eval_mode mode = eval_mode::verify;
   task_spec task;
   std::map<std::string, std::string> files;  ///< model_new.py and kernels/** only
   uint64_t seed = 0;                         ///< never shown to the agent
@@ -25,8 +25,7 @@ struct eval_request {
 /// GPU pool -> episode: the verdict of one job.
 struct eval_result {
   uint64_t job_id = 0;
-  std::string status;  ///< ok (a verdict), infra_error (not the policy's fault), rejected,
-                       ///< task_error (the judge refused the task: reason says why; no reward)
+  eval_status status = eval_status::ok;  ///< gpu_pool/judgement decides it
   bool correct = false;
   std::string reason;  ///< agent-readable text
   double candidate_ms = 0;

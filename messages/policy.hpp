@@ -42,8 +42,8 @@ struct completion {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;  ///< sampler logprob per token in `tokens`
   std::string text;
-  std::string finish_reason;    ///< stop, length, error
-  std::string error;            ///< set when finish_reason == error
+  completion_finish finish_reason = completion_finish::stop;
+  std::string error;            ///< set when finish_reason is error
   uint64_t policy_version = 0;
   int64_t latency_us = 0;
   CAF_AGENT_FIELDS(completion, request_id, tokens, logprobs, text, finish_reason, error,

@@ -21,7 +21,7 @@ struct tool_request {
 struct tool_response {
   std::string call_id;
   std::string output;   ///< what the agent sees (already truncated)
-  std::string status;   ///< ok, error, timeout, killed, internal
+  tool_status status = tool_status::ok;
   int32_t exit_code = 0;
   double elapsed_ms = 0;
   CAF_AGENT_FIELDS(tool_response, call_id, output, status, exit_code, elapsed_ms)

@@ -19,11 +19,11 @@ class replay_policy final : public policy_backend {
   backend_reply generate(const messages::generate_request& req) override {
     backend_reply r;
     r.completion.request_id = req.request_id;
-    r.completion.finish_reason = "stop";
+    r.completion.finish_reason = messages::completion_finish::stop;
     auto it = episodes_.find(req.task_id);
     if (it == episodes_.end()) it = episodes_.find("*");
     if (it == episodes_.end()) {
-      r.completion.finish_reason = "error";
+      r.completion.finish_reason = messages::completion_finish::error;
       r.completion.error = "replay has no recorded episode for task '" + req.task_id + "'";
       return r;
     }

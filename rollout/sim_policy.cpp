@@ -45,7 +45,7 @@ class sim_policy final : public policy_backend {
     backend_reply r;
     r.completion.request_id = req.request_id;
     r.completion.text = scripted_turn(opts_, req.turn, malformed);
-    r.completion.finish_reason = "stop";
+    r.completion.finish_reason = messages::completion_finish::stop;
     r.delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
     return r;
   }

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::sandbox {
 
 /// One tool invocation requested by the policy.
@@ -19,22 +21,9 @@ struct tool_call {
   nlohmann::json arguments;
 };
 
-/// Outcome class of a tool call; says whether a retry can help.
-enum class tool_status {
-  /// The tool ran; `output` holds its observation (a non-zero shell exit is still `ok`).
-  ok,
-  /// Bad arguments or a tool failure the agent caused; retrying with other input helps.
-  error,
-  /// The command ran past its wall-clock limit and was killed; a retry only helps if faster.
-  timeout,
-  /// The command was killed (signal, resource limit, KillBash); retrying the same rarely helps.
-  killed,
-  /// Infrastructure failure (spawn failed, sandbox closed); not the agent's fault, retry may help.
-  internal,
-};
-
-/// Returns the lower-case name of `status` ("ok", "error", ...).
-std::string_view to_string(tool_status status);
+/// Outcome class of a tool call; says whether a retry can help (the protocol's enum,
+/// messages/enums.hpp: ok, error, timeout, killed, internal; `to_string` names it).
+using messages::tool_status;
 
 /// The observation returned to the policy for one `tool_call`.
 struct tool_result {

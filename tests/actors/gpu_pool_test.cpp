@@ -44,7 +44,7 @@ class fake_slot final : public slot_backend {
     ++l_->slot_runs;
     slot_reply out;
     out.result.job_id = req.job_id;
-    out.result.status = "ok";
+    out.result.status = eval_status::ok;
     std::lock_guard lk{l_->mu};
     out.result.correct = l_->built.contains(req.job_id);
     out.result.reason = out.result.correct ? "built ahead" : "built on the slot";
@@ -108,11 +108,11 @@ struct pool_fixture {
     eval_request req;
     req.job_id = id;
     req.episode_id = id;
-    req.mode = std::move(mode);
+    req.mode = parse_name<eval_mode>(mode).value();
     req.files = std::move(files);
     eval_result out;
     self->request(pool, 30s, req).receive([&](eval_result& r) { out = std::move(r); },
-                                          [&](caf::error& e) { out.status = "error: " + to_string(e); });
+                                          [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   }
 
@@ -132,7 +132,7 @@ const std::map<std::string, std::string> k_kernel = {{"kernels/a.cpp", "int f();
 TEST(gpu_pool_build_stage, a_job_with_kernel_sources_reaches_its_slot_built) {
   pool_fixture f{1, 1};
   auto r = f.eval(1, k_kernel);
-  EXPECT_EQ(r.status, "ok");
+  EXPECT_EQ(r.status, eval_status::ok);
   EXPECT_TRUE(r.correct) << r.reason;
   EXPECT_GE(r.build_us, 20000);
   EXPECT_EQ(f.l->builds.load(), 1);
@@ -143,7 +143,7 @@ TEST(gpu_pool_build_stage, a_job_with_kernel_sources_reaches_its_slot_built) {
 TEST(gpu_pool_build_stage, a_job_without_kernel_sources_skips_the_builders) {
   pool_fixture f{1, 1};
   auto r = f.eval(1, {{"model_new.py", ""}, {"kernels/notes.h", ""}});
-  EXPECT_EQ(r.status, "ok");
+  EXPECT_EQ(r.status, eval_status::ok);
   EXPECT_EQ(r.reason, "built on the slot");
   EXPECT_EQ(r.build_us, 0);
   EXPECT_EQ(f.l->builds.load(), 0);
@@ -152,7 +152,7 @@ TEST(gpu_pool_build_stage, a_job_without_kernel_sources_skips_the_builders) {
 TEST(gpu_pool_build_stage, a_compile_error_ends_the_job_without_a_slot) {
   pool_fixture f{1, 1};
   auto r = f.eval(1, {{"kernels/bad.cpp", "}"}}, "final");
-  EXPECT_EQ(r.status, "ok");
+  EXPECT_EQ(r.status, eval_status::ok);
   EXPECT_FALSE(r.correct);
   EXPECT_EQ(r.reward, -1);
   EXPECT_NE(r.reason.find("compile error"), std::string::npos) << r.reason;
@@ -166,7 +166,7 @@ TEST(gpu_pool_build_stage, a_compile_error_ends_the_job_without_a_slot) {
 TEST(gpu_pool_build_stage, a_failed_builder_hands_the_job_to_its_slot) {
   pool_fixture f{1, 1};
   auto r = f.eval(1, {{"kernels/infra.cpp", ""}});
-  EXPECT_EQ(r.status, "ok");
+  EXPECT_EQ(r.status, eval_status::ok);
   EXPECT_EQ(r.reason, "built on the slot");
   EXPECT_EQ(f.l->slot_runs.load(), 1);
   EXPECT_EQ(f.stats().at("build_infra"), 1.0);
@@ -180,7 +180,7 @@ TEST(gpu_pool_build_stage, many_jobs_through_two_builders_and_one_slot_each_get_
     eval_request req;
     req.job_id = static_cast<uint64_t>(i);
     req.episode_id = static_cast<uint64_t>(i);
-    req.mode = "verify";
+    req.mode = eval_mode::verify;
     req.files = i % 3 == 0 ? std::map<std::string, std::string>{{"kernels/bad.cpp", "}"}} : k_kernel;
     self->send(f.pool, req);
   }
@@ -226,7 +226,7 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   eval_request req;
   req.job_id = 1;
   req.episode_id = 1;
-  req.mode = "verify";
+  req.mode = eval_mode::verify;
   req.task.task_id = "transpose";
   req.task.model_py = test_support::transpose_task_py();
   req.files = test_support::transpose_kernel_submission(nonce);
@@ -234,11 +234,11 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   auto ask = [&](const eval_request& r) {
     eval_result out;
     self->request(pool, 600s, r).receive([&](eval_result& x) { out = std::move(x); },
-                                         [&](caf::error& e) { out.status = "error: " + to_string(e); });
+                                         [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   };
   auto r = ask(req);
-  EXPECT_EQ(r.status, "ok") << r.reason;
+  EXPECT_EQ(r.status, eval_status::ok) << r.reason;
   EXPECT_TRUE(r.correct) << r.reason;
   EXPECT_TRUE(r.cached_build);  // the slot's child compiled nothing
   EXPECT_GT(r.build_us, 0);
@@ -279,13 +279,13 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   auto ask = [&](const eval_request& r) {
     eval_result out;
     self->request(pool, 600s, r).receive([&](eval_result& x) { out = std::move(x); },
-                                         [&](caf::error& e) { out.status = "error: " + to_string(e); });
+                                         [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   };
   const std::string nonce = "q" + std::to_string(::getpid());
   eval_request req;
   req.episode_id = 1;
-  req.mode = "final";
+  req.mode = eval_mode::final;
   req.task.task_id = "degenerate";
   req.task.model_py =
       "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
@@ -295,16 +295,16 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   for (int i = 0; i < quarantine_after + 1; ++i) {
     req.job_id = 10 + i;
     auto r = ask(req);
-    EXPECT_EQ(r.status, "task_error") << r.reason;
+    EXPECT_EQ(r.status, eval_status::task_error) << r.reason;
     EXPECT_NE(r.reason.find("does not depend on its input"), std::string::npos) << r.reason;
     EXPECT_EQ(r.reward, 0);
   }
   req.job_id = 20;
-  req.mode = "verify";
+  req.mode = eval_mode::verify;
   req.task.task_id = "transpose";
   req.task.model_py = test_support::transpose_task_py();
   auto ok = ask(req);
-  EXPECT_EQ(ok.status, "ok") << ok.reason;
+  EXPECT_EQ(ok.status, eval_status::ok) << ok.reason;
   EXPECT_TRUE(ok.correct) << ok.reason;
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
   std::filesystem::remove_all(build_root);

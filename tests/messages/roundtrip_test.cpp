@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <gtest/gtest.h>
@@ -40,6 +41,8 @@ struct filler {
     ++seed;
     if constexpr (std::is_same_v<T, bool>) {
       x = !x;
+    } else if constexpr (msgs::named_enum<T>) {  // the next value (the default is the first)
+      x = static_cast<T>((static_cast<std::size_t>(x) + 1) % std::size(msgs::enum_names<T>::names));
     } else if constexpr (std::is_arithmetic_v<T>) {
       x = static_cast<T>(seed * 3 + 1);
     } else if constexpr (std::is_same_v<T, std::string>) {
@@ -144,4 +147,58 @@ TEST_F(roundtrip, truncated_buffer_is_an_error_not_a_crash) {
   msgs::trajectory_record copy;
   caf::binary_deserializer source{*sys, buf};
   EXPECT_TRUE(static_cast<bool>(source(copy)));
+}
+
+namespace {
+
+/// tool_response as it was before its status was an enum (protocol 4): the same map, a string.
+struct tool_response_v4 {
+  std::string call_id = "c1";
+  std::string output = "out";
+  std::string status;
+  int32_t exit_code = 0;
+  double elapsed_ms = 1.5;
+  MSGPACK_DEFINE_MAP(call_id, output, status, exit_code, elapsed_ms)
+};
+
+template <class Old, class New>
+New reread(const Old& old) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, old);
+  auto handle = msgpack::unpack(buf.data(), buf.size());
+  New out;
+  handle.get().convert(out);
+  return out;
+}
+
+}  // namespace
+
+// Named enums are written as their names, which are the strings the fields held before: what
+// was written then reads the same, and an unknown name is an error, never a silent default.
+TEST(named_enums, old_string_fields_read_as_enums_and_enums_write_their_names) {
+  for (auto name : msgs::enum_names<msgs::tool_status>::names) {
+    tool_response_v4 old;
+    old.status = std::string(name);
+    auto now = reread<tool_response_v4, msgs::tool_response>(old);
+    EXPECT_EQ(msgs::name_of(now.status), name);
+    EXPECT_EQ(now.output, "out");
+    EXPECT_EQ((reread<msgs::tool_response, tool_response_v4>(now).status), name);  // and back
+  }
+  tool_response_v4 bad;
+  bad.status = "exploded";
+  EXPECT_THROW((reread<tool_response_v4, msgs::tool_response>(bad)), msgpack::type_error);
+}
+
+TEST(named_enums, json_and_text_use_the_names) {
+  nlohmann::json j = msgs::eval_status::task_error;
+  EXPECT_EQ(j, "task_error");
+  EXPECT_EQ(nlohmann::json("final").get<msgs::eval_mode>(), msgs::eval_mode::final);
+  EXPECT_THROW((void)nlohmann::json("fast").get<msgs::eval_mode>(), std::invalid_argument);
+  EXPECT_EQ(msgs::to_string(msgs::completion_finish::length), "length");
+  EXPECT_EQ(msgs::parse_name<msgs::tool_status>("killed"), msgs::tool_status::killed);
+  EXPECT_FALSE(msgs::parse_name<msgs::tool_status>("Killed"));
+  EXPECT_EQ(msgs::names_list<msgs::eval_mode>(), "verify, profile, final");
+  msgs::eval_result r;
+  r.status = msgs::eval_status::infra_error;
+  EXPECT_NE(caf::deep_to_string(r).find("infra_error"), std::string::npos) << caf::deep_to_string(r);
 }
