@@ -166,17 +166,50 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
   return write_checkpoint_tensors(model_dir, params_, max_shard_bytes);
 }
 
-torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const cache_use& use) const {
+torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const kv_cache& cache,
+                                        const flash_seqs& seqs) const {
   const int64_t p = q_ptge.size(0), t = q_ptge.size(1), g = q_ptge.size(2), e = q_ptge.size(3);
   // The cache [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view.
-  auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
-  auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  const auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
+  const auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
   const int64_t flat = k_cache.size(0) * k_cache.size(1) * k_cache.size(2);
   auto out = at::_flash_attention_forward(q_ptge.reshape({p * t, g, e}), k_cache.view({flat, 1, e}),
-                                          v_cache.view({flat, 1, e}), use.cu_q, use.cu_k, t, use.max_k,
+                                          v_cache.view({flat, 1, e}), seqs.cu_q, seqs.cu_k, t, seqs.max_k,
                                           /*dropout_p=*/0.0, /*is_causal=*/t > 1, /*return_debug_mask=*/false,
-                                          std::nullopt, std::nullopt, std::nullopt, use.used_k);
-  return std::get<0>(out).view({p, t, g, e});
+                                          std::nullopt, std::nullopt, std::nullopt, seqs.used_k);
+  return std::get<0>(out).reshape({p, t, g, e});
+}
+
+torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                         const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
+                                         const flash_seqs* seqs) const {
+  const int64_t t = q_1hte.size(2), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
+  // Keep keys and values for decoding.
+  cache.k_nkce[static_cast<size_t>(layer)][part.slot].narrow(1, part.start, t).copy_(k_1kte[0]);
+  cache.v_nkce[static_cast<size_t>(layer)][part.slot].narrow(1, part.start, t).copy_(v_1kte[0]);
+  if (part.start == 0)
+    return at::scaled_dot_product_attention(q_1hte, k_1kte, v_1kte, {}, 0.0, /*is_causal=*/true, std::nullopt,
+                                            /*enable_gqa=*/h != k);
+  if (seqs != nullptr) {
+    // Continuing a cached prefix: one cache sequence per KV head of the slot, t queries of g
+    // heads, causal from the bottom right (query i sees keys 0..start + i).
+    auto q_ktge = q_1hte[0].reshape({k, g, t, e}).permute({0, 2, 1, 3});
+    return flash_over_cache(layer, q_ktge, cache, *seqs).permute({0, 2, 1, 3}).reshape({1, h, t, e});
+  }
+  // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
+  const int64_t s = part.start + t;
+  auto k_1kse = cache.k_nkce[static_cast<size_t>(layer)].narrow(0, part.slot, 1).narrow(2, 0, s);
+  auto v_1kse = cache.v_nkce[static_cast<size_t>(layer)].narrow(0, part.slot, 1).narrow(2, 0, s);
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q_1hte.device());
+  auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + part.start).view({t, 1});
+  // Rationale: keys repeated per query head rather than enable_gqa, which the masked
+  // memory-efficient CUDA kernel lacks (the fallback materialises [h, t, s] scores).
+  if (h != k) {
+    k_1kse = k_1kse.repeat_interleave(g, 1);
+    v_1kse = v_1kse.repeat_interleave(g, 1);
+  }
+  return at::scaled_dot_product_attention(q_1hte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false);
 }
 
 torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
@@ -186,7 +219,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
   auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles);
   torch::Tensor out_bhte;
-  if (use.cache != nullptr && use.slot < 0) {
+  if (use.cache != nullptr && use.decode) {
     // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
     // GQA without copying keys: the g query heads sharing a key head become g "queries".
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
@@ -200,7 +233,8 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     auto q_bkge = q_bhte.reshape({b, k, g, e});
     if (cache_attention_ == cache_attention::flash) {
       // One cache sequence per (row, KV head), one query of g heads each.
-      out_bhte = flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), use).view({b, h, 1, e});
+      out_bhte = flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs)
+                     .view({b, h, 1, e});
     } else if (cache_attention_ == cache_attention::matmul) {
       // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
       auto q_xge = q_bkge.reshape({b * k, g, e});
@@ -219,34 +253,22 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
                                                        v_nkce.narrow(2, 0, s), use.mask_b11s);
       out_bhte = out_bkge.reshape({b, h, 1, e});
     }
+  } else if (use.cache != nullptr) {
+    // Prefill of packed parts (b == 1): attention per part, the rest of the block over them all.
+    std::vector<torch::Tensor> parts_1hte;
+    int64_t offset = 0;
+    for (size_t i = 0; i < use.parts.size(); ++i) {
+      const auto& part = use.parts[i];
+      const flash_seqs* seqs = use.part_seqs.empty() || part.start == 0 ? nullptr : &use.part_seqs[i];
+      parts_1hte.push_back(prefill_attention(layer, q_bhte.narrow(2, offset, part.length),
+                                             k_bkte.narrow(2, offset, part.length),
+                                             v_bkte.narrow(2, offset, part.length), part, *use.cache, seqs));
+      offset += part.length;
+    }
+    out_bhte = parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
   } else {
-    if (use.cache != nullptr) {  // Prefill of one slot: keep keys and values for decoding.
-      use.cache->k_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(k_bkte[0]);
-      use.cache->v_nkce[static_cast<size_t>(layer)][use.slot].narrow(1, use.start, t).copy_(v_bkte[0]);
-    }
-    if (use.cache != nullptr && use.start > 0 && cache_attention_ == cache_attention::flash) {
-      // Continuing a cached prefix: one cache sequence per KV head of the slot, t queries of g
-      // heads, causal from the bottom right (query i sees keys 0..start + i).
-      auto q_ktge = q_bhte[0].view({k, g, t, e}).permute({0, 2, 1, 3});
-      out_bhte = flash_over_cache(layer, q_ktge, use).permute({0, 2, 1, 3}).reshape({1, h, t, e});
-    } else if (use.cache != nullptr && use.start > 0) {
-      // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
-      const int64_t s = use.start + t;
-      auto k_1kse = use.cache->k_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
-      auto v_1kse = use.cache->v_nkce[static_cast<size_t>(layer)].narrow(0, use.slot, 1).narrow(2, 0, s);
-      auto opts = torch::TensorOptions().dtype(torch::kInt64).device(x_btd.device());
-      auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + use.start).view({t, 1});
-      // Rationale: keys repeated per query head rather than enable_gqa, which the masked
-      // memory-efficient CUDA kernel lacks (the fallback materialises [h, t, s] scores).
-      if (h != k) {
-        k_1kse = k_1kse.repeat_interleave(h / k, 1);
-        v_1kse = v_1kse.repeat_interleave(h / k, 1);
-      }
-      out_bhte = at::scaled_dot_product_attention(q_bhte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false);
-    } else {
-      out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
-                                                  std::nullopt, /*enable_gqa=*/h != k);
-    }
+    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
+                                                std::nullopt, /*enable_gqa=*/h != k);
   }
   return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
 }
@@ -391,27 +413,41 @@ torch::Tensor decoder::values(const torch::Tensor& tokens_bt, const torch::Tenso
 
 torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache,
                                int64_t start) const {
+  return prefill(tokens_t, {prefill_part{slot, start, tokens_t.size(0)}}, cache)[0];
+}
+
+torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<prefill_part>& parts,
+                               kv_cache& cache) const {
   const int64_t t = tokens_t.size(0);
-  TORCH_CHECK(start >= 0 && start + t <= cache.capacity(), "prefill: positions ", start, "..", start + t - 1,
-              " exceed the cache capacity of ", cache.capacity(), " tokens");
-  auto positions_1t = torch::arange(start, start + t, tokens_t.options().dtype(torch::kInt64)).unsqueeze(0);
-  auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
+  std::vector<int64_t> positions, last;
+  positions.reserve(static_cast<size_t>(t));
   cache_use use;
   use.cache = &cache;
-  use.slot = slot;
-  use.start = start;
-  if (cache_attention_ == cache_attention::flash && start > 0) {
-    // One cache sequence per KV head of the slot, each of t queries over start + t keys.
-    const int64_t k = config_.num_key_value_heads;
-    auto opts = tokens_t.options().dtype(torch::kInt32);
-    auto heads = torch::arange(k + 1, opts);
-    use.cu_q = heads * static_cast<int32_t>(t);
-    use.cu_k = (heads + static_cast<int32_t>(slot * k)) * static_cast<int32_t>(cache.capacity());
-    use.used_k = torch::full({k}, start + t, opts);
-    use.max_k = start + t;
+  use.parts = parts;
+  const int64_t k = config_.num_key_value_heads;
+  auto opts = tokens_t.options().dtype(torch::kInt32);
+  for (const auto& part : parts) {
+    TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= cache.capacity(),
+                "prefill: positions ", part.start, "..", part.start + part.length - 1,
+                " exceed the cache capacity of ", cache.capacity(), " tokens");
+    for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
+    last.push_back(static_cast<int64_t>(positions.size()) - 1);
+    if (cache_attention_ == cache_attention::flash) {
+      // One cache sequence per KV head of the slot, each of `length` queries over start + length keys.
+      auto heads = torch::arange(k + 1, opts);
+      use.part_seqs.push_back(flash_seqs{heads * static_cast<int32_t>(part.length),
+                                         (heads + static_cast<int32_t>(part.slot * k)) *
+                                             static_cast<int32_t>(cache.capacity()),
+                                         torch::full({k}, part.start + part.length, opts), part.start + part.length});
+    }
   }
+  TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
+              " tokens, tokens_t ", t);
+  auto positions_1t = torch::tensor(positions, torch::kInt64).to(tokens_t.device()).unsqueeze(0);
+  auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
   auto hidden_1td = run_layers(x_1td, positions_1t, use);
-  return lm_head(hidden_1td[0][t - 1]);
+  auto last_t = torch::tensor(last, torch::kInt64).to(tokens_t.device());
+  return lm_head(hidden_1td[0].index_select(0, last_t));
 }
 
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
@@ -419,19 +455,21 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   const int64_t b = tokens_b.size(0);
   cache_use use;
   use.cache = &cache;
+  use.decode = true;
   use.positions_b = positions_b;
   use.keys = keys_s;
   if (cache_attention_ == cache_attention::flash) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;
     auto opts = positions_b.options().dtype(torch::kInt32);
-    use.cu_q = torch::arange(b * k + 1, opts);
-    use.cu_k = use.cu_q * static_cast<int32_t>(cache.capacity());
+    auto& seqs = use.decode_seqs;
+    seqs.cu_q = torch::arange(b * k + 1, opts);
+    seqs.cu_k = seqs.cu_q * static_cast<int32_t>(cache.capacity());
     // Rows that decode a dummy token at the cache's unused last position (the engine's idle slots,
     // decode_graphs' padding rows) read one key, not the whole slot.
     auto used_b = (positions_b + 1).masked_fill(positions_b == cache.capacity() - 1, 1);
-    use.used_k = used_b.view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
-    use.max_k = keys_s;
+    seqs.used_k = used_b.view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
+    seqs.max_k = keys_s;
   } else {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});

@@ -95,6 +95,18 @@ class decoder {
   /// 0..start-1 are those of the sequence's earlier tokens (a cached prefix: an earlier turn of
   /// the same conversation); the new tokens attend to them and to each other causally.
   torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache, int64_t start = 0) const;
+  /// One sequence's share of a packed prefill: `length` new tokens for cache slot `slot` at
+  /// positions start..start+length-1 (its keys before `start` are cached).
+  struct prefill_part {
+    int64_t slot = 0;
+    int64_t start = 0;
+    int64_t length = 0;
+  };
+  /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
+  /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
+  /// runs once over all of them; attention runs per part, as prefill() does for one sequence,
+  /// so no part sees another's keys. Returns the fp32 logits [parts, v] of each part's last token.
+  torch::Tensor prefill(const torch::Tensor& tokens_t, const std::vector<prefill_part>& parts, kv_cache& cache) const;
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
   /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
@@ -151,25 +163,35 @@ class decoder {
   bool has_value_head() const { return params_.count("value_head.weight") != 0; }
 
  private:
-  /// How attention reads and writes keys: no cache, one slot's prompt, or a decode step.
+  /// flash: per (slot, KV head) cache sequence, the query offsets, key offsets into the flat cache
+  /// and used key counts (int32, on the device), and the longest used count.
+  struct flash_seqs {
+    torch::Tensor cu_q, cu_k, used_k;
+    int64_t max_k = 0;
+  };
+  /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
     kv_cache* cache = nullptr;  ///< Null for a plain causal pass.
-    int64_t slot = -1;  ///< Prefill target slot; -1 in a decode step.
-    int64_t start = 0;  ///< Prefill: position of the first new token (keys before it are cached).
+    bool decode = false;  ///< A decode step (else, with a cache, a prefill of `parts`).
+    std::vector<prefill_part> parts;  ///< Prefill: the sequences, their tokens end to end.
+    std::vector<flash_seqs> part_seqs;  ///< Prefill, flash, per part with start > 0.
     torch::Tensor positions_b;  ///< Decode: where each slot's new key goes.
     int64_t keys = 0;  ///< Decode: attended cache length (max position + 1).
     torch::Tensor mask_b11s;  ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
-    /// flash: per (slot, KV head) sequence, the query offsets, key offsets into the flat cache
-    /// and used key counts (int32), and the longest used count.
-    torch::Tensor cu_q, cu_k, used_k;
-    int64_t max_k = 0;
+    flash_seqs decode_seqs;  ///< Decode, flash.
   };
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
                           const cache_use& use) const;
   /// flash attention of q [p, t, g, e] (p cache sequences of t queries, g query heads per KV head)
-  /// over the cache sequences `use` describes; returns [p, t, g, e].
-  torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const cache_use& use) const;
+  /// over the cache sequences `seqs` describes; returns [p, t, g, e].
+  torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const kv_cache& cache,
+                                 const flash_seqs& seqs) const;
+  /// One prefill part's attention: writes its keys into its slot, attends over the slot's cached
+  /// keys and its own causally. q [1, h, t, e], k and v [1, k, t, e]; returns [1, h, t, e].
+  torch::Tensor prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                  const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
+                                  const flash_seqs* seqs) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
                                            const rope_angles& angles) const;

@@ -349,24 +349,35 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
     claim_slot(choice);
   }
   int64_t budget = options.prefill_chunk > 0 ? options.prefill_chunk : std::numeric_limits<int64_t>::max();
-  std::vector<torch::Tensor> logits;
-  while (!prefilling.empty() && budget > 0) {
-    sequence& seq = *slots[static_cast<size_t>(prefilling.front())];
+  // This step's share of every prompt being prefilled, oldest first, all in one packed pass (one
+  // pass per sequence would run the whole model once per admitted prompt).
+  std::vector<decoder::prefill_part> parts;
+  std::vector<int64_t> fresh;
+  for (auto it = prefilling.begin(); it != prefilling.end() && budget > 0; ++it) {
+    const sequence& seq = *slots[static_cast<size_t>(*it)];
     const auto& prompt = seq.request.prompt;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(prompt.size()) - seq.cached, budget);
-    std::vector<int64_t> fresh(prompt.begin() + seq.cached, prompt.begin() + seq.cached + n);
-    auto last_v = model.prefill(torch::tensor(fresh).to(model.device()), seq.slot, cache, seq.cached);
-    seq.cached += n;
+    fresh.insert(fresh.end(), prompt.begin() + seq.cached, prompt.begin() + seq.cached + n);
+    parts.push_back({seq.slot, seq.cached, n});
     budget -= n;
-    stats.prefilled_tokens += static_cast<uint64_t>(n);
-    if (seq.cached < static_cast<int64_t>(prompt.size())) break;  // the budget ran out inside it
-    prefilling.pop_front();
+  }
+  if (parts.empty()) return {};
+  auto last_pv = model.prefill(torch::tensor(fresh).to(model.device()), parts, cache);
+  std::vector<int64_t> done;  // rows of last_pv whose prompt is now wholly prefilled
+  for (size_t i = 0; i < parts.size(); ++i) {
+    sequence& seq = *slots[static_cast<size_t>(parts[i].slot)];
+    seq.cached += parts[i].length;
+    stats.prefilled_tokens += static_cast<uint64_t>(parts[i].length);
+    if (seq.cached < static_cast<int64_t>(seq.request.prompt.size())) break;  // the budget ran out inside it
+    prefilling.pop_front();  // parts follow the queue's order, so this is seq
     seq.prefilling = false;
     seq.out.policy_version = version.load();
-    logits.push_back(last_v);
+    done.push_back(static_cast<int64_t>(i));
     rows.push_back(&seq);
   }
-  return logits.empty() ? torch::Tensor() : torch::stack(logits);
+  if (done.empty()) return {};
+  if (done.size() == parts.size()) return last_pv;
+  return last_pv.index_select(0, torch::tensor(done).to(model.device()));
 }
 
 bool generation_engine::impl::finished(sequence& seq) const {

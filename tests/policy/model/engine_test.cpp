@@ -271,6 +271,44 @@ TEST(prefix_cache, a_conversation_prefills_only_its_new_tokens_and_matches_a_ful
   EXPECT_GT(plain_prompt_tokens, 5 * s.prefilled_tokens);
 }
 
+TEST(prefix_cache, a_continued_and_a_new_prompt_prefilled_in_one_pass_equal_each_alone) {
+  // One step admits both: turn 2 of conversation A (its first turn's keys cached, so it prefills
+  // from an offset) and a fresh prompt B; the engine prefills them in one packed pass.
+  auto engine = open_cached(model_long(), 2, true);
+  auto turn1 = greedy(observation(1, 0, 20), 6);
+  ASSERT_TRUE(engine->submit(turn1));
+  auto first = engine->run_until_idle();
+  ASSERT_TRUE(first && first.value().size() == 1);
+  auto turn2 = turn1;
+  turn2.prompt.insert(turn2.prompt.end(), first.value()[0].tokens.begin(), first.value()[0].tokens.end());
+  const auto obs = observation(1, 1, 30);
+  turn2.prompt.insert(turn2.prompt.end(), obs.begin(), obs.end());
+  auto fresh = greedy(observation(2, 0, 45), 7);
+  fresh.sampling.temperature = 1.0f;
+  fresh.seed = 9;
+  const auto before = engine->stats();
+  auto id_a = engine->submit(turn2);
+  auto id_b = engine->submit(fresh);
+  ASSERT_TRUE(id_a && id_b);
+  auto step = engine->step();  // both admitted and prefilled here
+  ASSERT_TRUE(step) << step.error().message;
+  EXPECT_EQ(engine->stats().prefilled_tokens - before.prefilled_tokens, turn2.prompt.size() - 25 + fresh.prompt.size());
+  EXPECT_EQ(engine->stats().prefix_hits - before.prefix_hits, 1u);
+  auto rest = engine->run_until_idle();
+  ASSERT_TRUE(rest) << rest.error().message;
+  std::map<uint64_t, generation_result> got;
+  for (auto& r : step.value()) got[r.id] = r;
+  for (auto& r : rest.value()) got[r.id] = r;
+  ASSERT_EQ(got.size(), 2u);
+  for (auto [id, request] : {std::pair{id_a.value(), turn2}, std::pair{id_b.value(), fresh}}) {
+    auto alone = open_cached(model_long(), 1, false);
+    ASSERT_TRUE(alone->submit(request));
+    auto r = alone->run_until_idle();
+    ASSERT_TRUE(r && r.value().size() == 1);
+    expect_same(got[id], r.value()[0], "request " + std::to_string(id));
+  }
+}
+
 TEST(prefix_cache, evicted_conversations_come_back_with_the_same_tokens) {
   // One slot, two conversations taking turns: each turn evicts the other's kept keys.
   auto cached = open_cached(model_long(), 1, true);
