@@ -30,6 +30,16 @@ void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg) {
                      ? static_cast<size_t>(cfg.runtime.scheduler_threads)
                      : std::max<size_t>(2, std::thread::hardware_concurrency());
   caf_cfg.set("scheduler.max-threads", threads);
+  if (cfg.runtime.scheduler_idle == "sleep") {
+    // Rationale: CAF's idle workers first poll (100 attempts) and then nap 50 us at a time (500
+    // attempts) before they wait on their condition variable. With more processes than cores
+    // (a whole cluster on one host) those naps are runnable threads that preempt the busy ones:
+    // 21 processes on 2 cores spent more system time than user time. "sleep" waits at once; a
+    // message from outside a worker (network, timers) wakes it, and stealing waits for the
+    // relaxed timeout.
+    caf_cfg.set("work-stealing.aggressive-poll-attempts", size_t{0});
+    caf_cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  }
   // Rationale: CAF 0.17 sends no heartbeats by default, so a peer that hangs
   // (stopped, or a network partition) would never be noticed at the connection
   // level. Half our node timeout lets two heartbeats be lost first.

@@ -71,12 +71,14 @@ void process_config::read(section_reader& r) {
   r.read("scheduler_threads", scheduler_threads);
   r.read("run_dir", run_dir);
   r.read("log_level", log_level);
+  r.read("scheduler_idle", scheduler_idle);
 }
 
 void process_config::validate(section_reader& r) const {
   if (scheduler_threads < 0) r.error("scheduler_threads", "must be >= 0");
   if (run_dir.empty()) r.error("run_dir", "must not be empty");
   require_one_of(r, "log_level", log_level, {"quiet", "info", "debug"});
+  require_one_of(r, "scheduler_idle", scheduler_idle, {"spin", "sleep"});
 }
 
 void rollout_config::read(section_reader& r) {

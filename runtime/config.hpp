@@ -42,6 +42,9 @@ struct process_config {
   int32_t scheduler_threads = 0;  ///< 0 = one per core
   std::string run_dir = "runs/local";  ///< trajectories, checkpoints, metrics (relative to cwd)
   std::string log_level = "info";      ///< quiet, info, debug
+  /// What an idle CAF worker does: "spin" (CAF's default: poll, then 50 us naps, then wait) or
+  /// "sleep" (wait at once; for hosts whose processes outnumber the cores).
+  std::string scheduler_idle = "spin";
   void read(section_reader& r);
   void validate(section_reader& r) const;
 };

@@ -87,6 +87,8 @@ def main():
     ap.add_argument("--max-concurrent", type=int, default=0, help="per rollout node; 0: episodes / rollouts")
     ap.add_argument("--binary", default=str(REPO / "build" / "caf-agent"))
     ap.add_argument("--out", default="", help="write the numbers as JSON here")
+    ap.add_argument("--scheduler-idle", default="spin", choices=["spin", "sleep"],
+                    help="[runtime] scheduler_idle of every member")
     a = ap.parse_args()
     limit = a.max_concurrent or -(-a.episodes // a.rollouts)
     work = pathlib.Path(tempfile.mkdtemp(prefix="caf_cluster_bench_"))
@@ -96,6 +98,7 @@ def main():
 heartbeat_interval_ms = 1000
 node_timeout_ms = 10000
 [runtime]
+scheduler_idle = "{a.scheduler_idle}"
 run_dir = "{work / 'run'}"
 log_level = "info"
 [rollout]
