@@ -30,6 +30,9 @@ struct episode_state {
   std::deque<rollout::action> actions;  // of the current turn
   trajectory_record rec;
   steady::time_point t0;
+  /// When the wall limit's time began, on the actor clock (a test coordinator's clock is
+  /// simulated, so tests drive the wall limit without sleeping).
+  caf::actor_clock::time_point wall_t0;
   uint64_t evals = 0;
   bool workspace_open = false;
   double policy_ms = 0, tools_ms = 0, eval_ms = 0;
@@ -264,7 +267,7 @@ void next_turn(episode_actor* self) {
   auto& st = self->state;
   if (st.conv->turns() >= st.start.max_turns) return final_eval(self, "turn_limit");
   if (st.conv->context_exhausted()) return final_eval(self, "context_limit");
-  if (st.start.wall_limit_ms > 0 && since_ms(st.t0) > st.start.wall_limit_ms)
+  if (st.start.wall_limit_ms > 0 && self->clock().now() - st.wall_t0 > ms(st.start.wall_limit_ms))
     return final_eval(self, "wall_limit");
   st.turn_start = steady::now();
   st.turn_wait_ms = 0;
@@ -332,6 +335,7 @@ void final_eval(episode_actor* self, const std::string& termination) {
 caf::behavior episode(episode_actor* self, start_episode start, episode_env env) {
   auto& st = self->state;
   st.t0 = steady::now();
+  st.wall_t0 = self->clock().now();
   st.rec.episode_id = start.episode_id;
   st.rec.attempt = start.attempt;
   st.rec.task_id = start.task.task_id;
