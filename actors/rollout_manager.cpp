@@ -1,6 +1,7 @@
 // actors/rollout_manager.cpp: see rollout_manager.hpp.
 #include "actors/rollout_manager.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -33,12 +34,17 @@ struct job_entry {
   int failures = 0;
 };
 
+struct running_episode {
+  caf::actor handle;
+  start_episode start;  // for the record of an episode actor that dies without one
+};
+
 struct manager_state {
   rollout_manager_options opts;
   std::vector<pool_entry> pools;  // every live pool: one logical pool
   caf::actor driver;
   std::deque<start_episode> waiting;
-  std::map<uint64_t, caf::actor> running;
+  std::map<uint64_t, running_episode> running;
   std::map<uint64_t, job_entry> jobs;      // evaluations routed and not answered
   std::deque<uint64_t> held;               // jobs waiting for any pool to exist
   std::map<std::string, std::string> task_pool;  // task -> node of its last pool (affinity)
@@ -98,12 +104,13 @@ void admit(manager_actor* self) {
     env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
+    auto start_copy = start;
     auto ep = spawn_episode(self->system(), std::move(start), std::move(env));
     // Rationale: episodes end normally on their own (a normal exit does not
     // propagate); when the manager is shut down, the link takes its episodes too,
     // instead of leaving them waiting on executors that are gone.
     self->link_to(ep);
-    st.running[id] = ep;
+    st.running[id] = {ep, start_copy};
     if (st.driver) self->send(st.driver, episode_started{st.opts.node_id, id});
   }
 }
@@ -215,6 +222,35 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
     // Every pool (those that joined before us are replayed), pool changes, node losses.
     self->send(st.opts.coordinator, atoms::subscribe::value);
   }
+  // An episode actor that dies without its record (an exception, a kill) still ends in
+  // one record, aborted with the reason, and its sandbox is closed; any other exit
+  // (a shutdown) ends the manager and, through the links, its episodes.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    auto& s = self->state;
+    auto it = std::find_if(s.running.begin(), s.running.end(),
+                           [&](const auto& kv) { return kv.second.handle.address() == em.source; });
+    if (it == s.running.end()) {
+      if (em.reason) self->quit(em.reason);
+      return;
+    }
+    if (!em.reason) return;  // ended normally, after its record
+    auto start = std::move(it->second.start);
+    s.running.erase(it);
+    trajectory_record rec;
+    rec.episode_id = start.episode_id;
+    rec.attempt = start.attempt;
+    rec.task_id = start.task.task_id;
+    rec.mode = start.mode;
+    rec.node_id = s.opts.node_id;
+    rec.termination = "aborted";
+    rec.abort_reason = "episode actor died: " + self->system().render(em.reason);
+    rec.started_at_ms = rec.ended_at_ms = unix_ms();
+    log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);
+    if (s.opts.env.tools) caf::anon_send(s.opts.env.tools, atoms::close::value, rec.episode_id);
+    if (s.driver) self->send(s.driver, std::move(rec));
+    admit(self);
+    report_capacity(self);
+  });
   self->set_down_handler([=](caf::down_msg& dm) {
     drop_pools(self, "", dm.source, "exited: " + self->system().render(dm.reason));
   });
@@ -257,7 +293,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         auto rp = self->make_response_promise();
         auto it = self->state.running.find(id);
         if (it == self->state.running.end()) rp.deliver(std::string{});
-        else rp.delegate(it->second, atoms::transcript::value);
+        else rp.delegate(it->second.handle, atoms::transcript::value);
         return rp;
       },
       [=](pool_credits& pc) {
