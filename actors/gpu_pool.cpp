@@ -164,8 +164,21 @@ void dispatch(manager_actor* self) {
     auto id = st.parked.front();
     auto& e = st.jobs.at(id);
     auto kind = kind_of(e.req);
-    if (st.sched->submit({id, e.req.episode_id, kind}) != gpu_pool::admit_result::queued) break;
+    auto admitted = st.sched->submit({id, e.req.episode_id, kind});
+    if (admitted == gpu_pool::admit_result::queue_full) break;
     st.parked.pop_front();
+    if (admitted != gpu_pool::admit_result::queued) {
+      // E.g. a retried job whose last healthy slot was just quarantined: answered now, not
+      // parked for good (which also kept the pool closed to every rollout manager).
+      auto r = result_of(admitted == gpu_pool::admit_result::no_slots
+                             ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
+                             : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
+                                                "episode already has an evaluation outstanding"}),
+                         id);
+      r.build_us = e.build_us;
+      e.promise.deliver(std::move(r));
+      st.jobs.erase(id);
+    }
   }
   while (auto a = st.sched->next()) {
     account(self);
