@@ -91,6 +91,8 @@ void rollout_config::read(section_reader& r) {
   r.read("observation_limit_bytes", observation_limit_bytes);
   r.read("tasks_dir", tasks_dir);
   r.read("skills_dir", skills_dir);
+  r.read("skill_file", skill_file);
+  r.read("prompt_tools", prompt_tools);
   r.read("episodes", episodes);
   r.read("attempts", attempts);
   r.read("mode", mode);
@@ -518,6 +520,7 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
   bool skills_ok = errors.empty();  // what lives under it is checked only when it exists
   if (rollout && skills_ok)
     need("rollout.skills_dir", fs::path{r.skills_dir} / "workspace" / "SKILL.md", false, "the workspace's SKILL.md");
+  if (rollout && !r.skill_file.empty()) need("rollout.skill_file", r.skill_file, false, "a file (the system prompt)");
   if (pool && skills_ok && cfg.gpu_pool.backend == "worker")
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
   if (drives_run && (role == "coordinator" || role == "local")) need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");

@@ -60,6 +60,8 @@ struct rollout_config {
   int64_t observation_limit_bytes = 16384;
   std::string tasks_dir = "skills/tasks";
   std::string skills_dir = "skills";  ///< workspace template, SKILL.md, eval worker
+  std::string skill_file;              ///< the system prompt; empty: skills_dir/workspace/SKILL.md
+  std::vector<std::string> prompt_tools;  ///< the tools the prompt describes (all of them are served); empty: all
   int32_t episodes = 0;        ///< episodes the local main job runs (0 = one per task)
   int32_t attempts = 1;        ///< evaluation mode: attempts per task
   std::string mode = "eval";   ///< train or eval

@@ -1,12 +1,14 @@
 // runtime/roles.cpp: see roles.hpp.
 #include "runtime/roles.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -41,6 +43,31 @@ std::string read_text(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// The system prompt: rollout.skill_file, else the workspace's SKILL.md.
+std::string system_prompt(const rollout_config& r) {
+  return read_text(r.skill_file.empty() ? fs::path{r.skills_dir} / "workspace" / "SKILL.md" : fs::path{r.skill_file});
+}
+
+/// The schemas of the tools the prompt describes: every tool the sandbox serves, or those named
+/// in rollout.prompt_tools (in that order). The sandbox serves all of them either way.
+std::optional<policy::json_array> prompt_tool_schemas(const rollout_config& r, std::string& error) {
+  auto all = sandbox::episode_sandbox::tool_schemas();
+  auto chosen = nlohmann::json::array();
+  std::string names;
+  for (auto& t : all) names += (names.empty() ? "" : ", ") + t["function"]["name"].get<std::string>();
+  for (auto& name : r.prompt_tools) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const nlohmann::json& t) { return t["function"]["name"] == name; });
+    if (it == all.end()) {
+      error = "rollout.prompt_tools: '" + name + "' is not a tool (" + names + ")";
+      return std::nullopt;
+    }
+    chosen.push_back(*it);
+  }
+  auto schemas = policy::parse_json((r.prompt_tools.empty() ? all : chosen).dump());
+  if (!schemas || !schemas->is_array()) return policy::json_array{};
+  return schemas->as_array();
 }
 
 caf::actor peer(const std::map<std::string, caf::actor>& peers, const std::string& name) {
@@ -119,8 +146,9 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
       }
       o.api_key = key;
     }
-    auto schemas = policy::parse_json(sandbox::episode_sandbox::tool_schemas().dump());
-    if (schemas && schemas->is_array()) o.tools = schemas->as_array();
+    auto tools = prompt_tool_schemas(cfg.rollout, error);
+    if (!tools) return nullptr;
+    o.tools = std::move(*tools);
     return rollout::make_openai_policy(o, error);
   }
   error = "policy.backend '" + p.backend + "' is not available in this build";
@@ -249,6 +277,9 @@ messages::sampling_params sampling_of(const policy_config& p) {
 
 std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
                           const std::map<std::string, caf::actor>& peers, role_actors& out) {
+  std::string tools_error;
+  auto schemas = prompt_tool_schemas(cfg.rollout, tools_error);
+  if (!schemas) return tools_error;
   policy_endpoint pol;
   if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
   auto& r = cfg.rollout;
@@ -285,9 +316,8 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.pool = peer(peers, "gpu_pool");
   m.env.policy = policy;
   m.env.tools = tools;
-  m.env.system_text = read_text(fs::path{r.skills_dir} / "workspace" / "SKILL.md");
-  auto schemas = policy::parse_json(sandbox::episode_sandbox::tool_schemas().dump());
-  if (schemas && schemas->is_array()) m.env.tool_schemas = schemas->as_array();
+  m.env.system_text = system_prompt(r);
+  m.env.tool_schemas = std::move(*schemas);
   m.env.context_limit_tokens = pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit)
                                                      : r.context_limit_tokens;
   m.env.tokenizer = pol.tokenizer;

@@ -208,6 +208,17 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
     EXPECT_TRUE(check_paths(good.config, role, true).empty()) << role << ": " << check_paths(good.config, role, true)[0];
 }
 
+TEST(config, skill_file_and_prompt_tools) {
+  auto r = parse_config("[rollout]\nskill_file = \"no/such/SKILL.md\"\nprompt_tools = [\"Read\", \"Bash\"]\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.rollout.prompt_tools, (std::vector<std::string>{"Read", "Bash"}));
+  auto errors = check_paths(r.config, "rollout", false);
+  EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
+                          [](auto& e) { return e.find("rollout.skill_file: 'no/such/SKILL.md'") != std::string::npos; }));
+  EXPECT_TRUE(parse_config("", "t.toml").config.rollout.skill_file.empty());  // default: the workspace's SKILL.md
+  EXPECT_TRUE(has_error(parse_config("[rollout]\nprompt_tools = \"Read\"\n", "t.toml"), "prompt_tools"));
+}
+
 TEST(config, train_and_learner_sections_are_strict) {
   auto r = parse_config("[train]\nstages = [\"rft\", \"agentic_ppo\"]\n[train.rft]\nmin_reward = 2\n"
                         "[train.value_pretrain]\nmin_explained_variance = 0.5\n",
