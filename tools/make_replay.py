@@ -2,12 +2,15 @@
 """Writes skills/replay/*.jsonl: recorded assistant turns for the replay policy.
 
 default.jsonl holds one honest episode per bundled task (skills/tasks): it reads the task,
-writes a C++ CPU kernel and model_new.py, compiles, verifies and finishes. Every kernel is
-correct on the judge's inputs, so each episode earns reward >= 1 from the real judge. These
-are the demonstrations of the embedded default's rejection fine-tuning (docs/TRAINING.md):
-short and alike on purpose (one layout for every kernel, the task's name first in the first
-turn) so the small model can learn them. Tasks without a recording (e.g. a datasets/ sample)
-replay the "*" episode, which gives up and is judged -1.
+writes a C++ CPU kernel and model_new.py, compiles, verifies and finishes: the replay run that
+shows the whole loop (config/replay.toml). Every kernel is correct on the judge's inputs, so each
+episode earns reward >= 1 from the real judge. Tasks without a recording (e.g. a datasets/
+sample) replay the "*" episode, which gives up and is judged -1.
+
+demonstrations.jsonl holds the same kernels in the short form the small model learns: the
+embedded default's rejection fine-tuning plays them ([train.rft] demonstrations,
+docs/TRAINING.md). Short and alike on purpose (three turns, one layout for every kernel, the
+task's name first in the first turn) so the small model can learn them.
 
 gives_up.jsonl holds that giving-up episode alone for every task: the negatives (reward -1).
 
@@ -109,7 +112,8 @@ MODEL_NEWS = {
 
 
 def honest(task):
-    """Read the task and the starting file, write the kernel and ModelNew, compile, verify, finish."""
+    """The whole workflow: read the task and the starting file, write the kernel and ModelNew,
+    compile, verify, finish (the replay run that shows real work: config/replay.toml)."""
     return {"task_id": task, "turns": [
         f"Task {task}. Reading model.py and model_new.py.\n" + call("Read", file_path="model.py") + "\n" +
         call("Read", file_path="model_new.py"),
@@ -118,6 +122,20 @@ def honest(task):
         call("Bash", command="./compile"),
         call("Bash", command="verify"),
         f"Task {task}: the kernel compiles and verify passes. Done.",
+    ]}
+
+
+def demonstration(task):
+    """The short form the small model learns (RFT, docs/TRAINING.md): read the starting file
+    (model.py is in the prompt already), write the kernel and ModelNew in one turn, finish: three
+    turns, the task's name first and again in the file and op names. No ./compile or verify turn:
+    the judge builds and verifies what the episode leaves (each verify is one more evaluation in
+    the slot's queue, the slowest part of a round on CPU)."""
+    return {"task_id": task, "turns": [
+        f"Task {task}. Reading model_new.py.\n" + call("Read", file_path="model_new.py"),
+        call("Write", file_path=f"kernels/{task}.cpp", content=KERNELS[task]) + "\n" +
+        call("Write", file_path="model_new.py", content=MODEL_NEWS[task]),
+        f"Task {task}: kernel and model_new.py written. Done.",
     ]}
 
 
@@ -138,7 +156,8 @@ def main():
     missing = sorted(set(tasks) - set(KERNELS))
     if missing:
         raise SystemExit(f"make_replay: no recorded kernel for bundled task(s) {', '.join(missing)}")
-    files = {"default.jsonl": [honest(t) for t in tasks] + [GIVES_UP], "gives_up.jsonl": [GIVES_UP]}
+    files = {"default.jsonl": [honest(t) for t in tasks] + [GIVES_UP], "gives_up.jsonl": [GIVES_UP],
+             "demonstrations.jsonl": [demonstration(t) for t in tasks]}
     for name, episodes in files.items():
         (out / name).write_text("".join(json.dumps(e) + "\n" for e in episodes))
         print(out / name)
