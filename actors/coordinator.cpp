@@ -86,7 +86,7 @@ void episode_transcript(coordinator_actor* self, const std::string& arg, caf::re
 
 void notify_lost(coordinator_actor* self, const node_event& ev) {
   auto& st = self->state;
-  if (ev.to != "down" && ev.to != "left") return;
+  if (ev.to != node_state::down && ev.to != node_state::left) return;
   st.services.erase(std::remove_if(st.services.begin(), st.services.end(),
                                    [&](auto& s) { return s.node_id == ev.node_id; }),
                     st.services.end());
@@ -94,9 +94,9 @@ void notify_lost(coordinator_actor* self, const node_event& ev) {
 }
 
 void report(const node_event& ev) {
-  std::string line = "node " + ev.node_id + " " + ev.to;
+  std::string line = "node " + ev.node_id + " " + to_string(ev.to);
   if (!ev.reason.empty()) line += " (" + ev.reason + ")";
-  if (ev.to == "up" || ev.to == "left") log_info("coordinator", line);
+  if (ev.to == node_state::up || ev.to == node_state::left) log_info("coordinator", line);
   else log_error("coordinator", line);
 }
 

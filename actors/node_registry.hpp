@@ -18,8 +18,8 @@ namespace caf_agent {
 /// A state change the coordinator reports.
 struct node_event {
   std::string node_id;
-  std::string from;
-  std::string to;
+  messages::node_state from = messages::node_state::joining;
+  messages::node_state to = messages::node_state::joining;
   std::string reason;
 };
 
@@ -54,7 +54,7 @@ class node_registry {
   size_t up_count() const;
 
  private:
-  std::optional<node_event> transition(const std::string& node_id, const std::string& to,
+  std::optional<node_event> transition(const std::string& node_id, messages::node_state to,
                                        const std::string& reason);
   int64_t timeout_ms_;
   std::map<std::string, messages::node_status> nodes_;

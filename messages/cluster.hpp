@@ -11,9 +11,9 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 5;  // 2: generate_request.messages_json; 3: node_info.notes;
+inline constexpr uint32_t protocol_version = 6;  // 2: generate_request.messages_json; 3: node_info.notes;
                                                  // 4: node_heartbeat.metrics; 5: enums (eval mode
-                                                 // and status, tool status, finish reason)
+                                                 // and status, tool status, finish reason); 6: node_state
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {
@@ -142,10 +142,20 @@ struct get_view {
   CAF_AGENT_FIELDS(get_view, what, arg)
 };
 
+/// Where a node stands with the coordinator (node_status.state).
+enum class node_state : uint8_t {
+  joining,  ///< not registered yet (named "new": the state a first registration leaves)
+  up,
+  stale,    ///< no heartbeat within the timeout
+  down,     ///< its connection or agent is gone
+  left,     ///< it left on purpose
+};
+CAF_AGENT_ENUM_NAMES(node_state, "new", "up", "stale", "down", "left")
+
 /// A node as the coordinator sees it.
 struct node_status {
   node_info info;
-  std::string state;  ///< up, stale (no heartbeat within the timeout), down, left
+  node_state state = node_state::joining;
   int64_t last_seen_ms = 0;
   std::string reason;  ///< why it is stale/down/left
   std::map<std::string, int64_t> counters;

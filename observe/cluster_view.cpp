@@ -52,7 +52,7 @@ void cluster_view::on_metrics(const std::string& node_id, messages::node_metrics
 std::vector<const messages::node_metrics*> cluster_view::live(const view_inputs& in) const {
   std::set<std::string> alive;
   for (auto& n : in.snapshot.nodes)
-    if (n.state == "up" || n.state == "stale")
+    if (n.state == messages::node_state::up || n.state == messages::node_state::stale)
       if (auto it = process_of_.find(n.info.node_id); it != process_of_.end()) alive.insert(it->second);
   std::vector<const messages::node_metrics*> out;
   if (!in.own.process.empty()) out.push_back(&in.own);
@@ -338,7 +338,7 @@ std::string cluster_view::prometheus(const view_inputs& in) const {
     }
   family("caf_agent_nodes", "gauge", "Cluster nodes by state.");
   std::map<std::string, int64_t> states{{"up", 0}, {"stale", 0}, {"down", 0}, {"left", 0}};
-  for (auto& n : in.snapshot.nodes) ++states[n.state];
+  for (auto& n : in.snapshot.nodes) ++states[to_string(n.state)];
   for (auto& [s, n] : states) out << "caf_agent_nodes{state=\"" << s << "\"} " << n << "\n";
   family("caf_agent_gpu_slots", "gauge", "GPU pool slots by state.");
   family("caf_agent_gpu_queued", "gauge", "Evaluations waiting for a slot.");

@@ -36,7 +36,7 @@ std::string format_age(int64_t ms) {
 
 void print_snapshot(const messages::cluster_snapshot& snap) {
   size_t up = 0;
-  for (auto& n : snap.nodes) up += n.state == "up";
+  for (auto& n : snap.nodes) up += n.state == messages::node_state::up;
   std::printf("coordinator %s: %zu nodes (%zu up)\n", snap.coordinator_id.c_str(),
               snap.nodes.size(), up);
   std::printf("%-40s %-10s %-6s %-16s %7s %5s %4s %9s  %s\n", "NODE", "ROLE", "STATE", "HOST",
@@ -46,10 +46,10 @@ void print_snapshot(const messages::cluster_snapshot& snap) {
     for (auto& [k, v] : n.info.actor_counts)
       actors += (actors.empty() ? "" : ",") + k + "=" + std::to_string(v);
     std::printf("%-40s %-10s %-6s %-16s %7d %5d %4d %9s  %s\n", n.info.node_id.c_str(),
-                n.info.role.c_str(), n.state.c_str(), n.info.host.c_str(), n.info.pid,
+                n.info.role.c_str(), to_string(n.state).c_str(), n.info.host.c_str(), n.info.pid,
                 n.info.cores, n.info.gpus, format_age(snap.now_ms - n.last_seen_ms).c_str(),
                 actors.c_str());
-    if (!n.reason.empty() && n.state != "up") std::printf("    reason: %s\n", n.reason.c_str());
+    if (!n.reason.empty() && n.state != messages::node_state::up) std::printf("    reason: %s\n", n.reason.c_str());
     for (const auto& note : n.info.notes) std::printf("    note: %s\n", note.c_str());
   }
   std::fflush(stdout);

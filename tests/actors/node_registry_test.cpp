@@ -37,11 +37,11 @@ TEST(node_registry, stale_after_timeout_then_recovers) {
   auto events = r.expire(1500);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].node_id, "a");
-  EXPECT_EQ(events[0].to, "stale");
+  EXPECT_EQ(events[0].to, messages::node_state::stale);
   EXPECT_EQ(r.up_count(), 1u);
   auto back = r.heartbeat({"a", {{"episodes", 3}}, 0}, 1600);
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->to, "up");
+  EXPECT_EQ(back->to, messages::node_state::up);
   EXPECT_EQ(r.snapshot(true)[0].counters.at("episodes"), 3);
 }
 
@@ -63,6 +63,6 @@ TEST(node_registry, reregistration_replaces_entry) {
   r.add(reg("a").info, 0);
   r.down("a", "lost");
   auto ev = r.add(reg("a").info, 5);
-  EXPECT_EQ(ev.from, "down");
+  EXPECT_EQ(ev.from, messages::node_state::down);
   EXPECT_EQ(r.up_count(), 1u);
 }

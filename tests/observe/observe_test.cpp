@@ -112,7 +112,7 @@ namespace {
 messages::node_status node(const std::string& id, const std::string& state) {
   messages::node_status n;
   n.info.node_id = id;
-  n.state = state;
+  n.state = messages::parse_name<messages::node_state>(state).value();
   return n;
 }
 
