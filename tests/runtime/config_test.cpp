@@ -208,6 +208,14 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
     EXPECT_TRUE(check_paths(good.config, role, true).empty()) << role << ": " << check_paths(good.config, role, true)[0];
 }
 
+TEST(config, scheduler_idle_is_spin_or_sleep) {
+  EXPECT_EQ(parse_config("", "t.toml").config.runtime.scheduler_idle, "spin");  // CAF's default polling
+  auto r = parse_config("[runtime]\nscheduler_idle = \"sleep\"\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.runtime.scheduler_idle, "sleep");
+  EXPECT_TRUE(has_error(parse_config("[runtime]\nscheduler_idle = \"nap\"\n", "t.toml"), "runtime.scheduler_idle"));
+}
+
 TEST(config, skill_file_and_prompt_tools) {
   auto r = parse_config("[rollout]\nskill_file = \"no/such/SKILL.md\"\nprompt_tools = [\"Read\", \"Bash\"]\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
