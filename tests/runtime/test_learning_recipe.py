@@ -2,7 +2,7 @@
 (`caf-agent --role local`, the small model, the six bundled tasks, [train] enabled) must take
 the mean reward of fresh greedy episodes, judged by the real judge, from -1 before training to
 at least +1 after RFT on the recorded demonstrations, and PPO on fresh episodes must not lower
-it. Only the run and workspace directories are moved (to the test's own); every recipe number
+it (no task it solved fails after PPO; see check_rounds for the speed tiers). Only the run and workspace directories are moved (to the test's own); every recipe number
 is config/local.toml's.
 
 Slow (minutes of CPU; about 10 on the 2-core machine): marked `slow`, so CI leaves it out. The
@@ -40,7 +40,11 @@ def test_x_run_learns_the_bundled_tasks(caf_agent, tmp_path, workspace_root):
     wall = time.monotonic() - started
     assert res.returncode == 0, res.stderr[-4000:]
     print(res.stdout[-2500:], f"\nwall {wall:.0f} s")
-    run = tmp_path / "run" / "train"
+    check_rounds(tmp_path / "run" / "train", tasks)
+    assert "evaluation rounds (fresh episodes, real judge):" in res.stdout + res.stderr
+
+
+def check_rounds(run, tasks):
     rounds = {r: json.loads((run / f"eval-{r}.json").read_text()) for r in ("base", "rft", "agentic_ppo")}
     for name, r in rounds.items():
         # Fresh episodes of every bundled task, none aborted, played greedily.
@@ -52,9 +56,19 @@ def test_x_run_learns_the_bundled_tasks(caf_agent, tmp_path, workspace_root):
     per_task = {n: {x["task_id"]: x["reward"] for x in r["records"]} for n, r in rounds.items()}
     assert rounds["base"]["mean_reward"] == -1, per_task["base"]
     assert rounds["rft"]["mean_reward"] >= 1, per_task["rft"]
-    assert rounds["agentic_ppo"]["mean_reward"] >= rounds["rft"]["mean_reward"], per_task
+    # PPO does not lower what RFT reached: no task correct after RFT is wrong after PPO, and the
+    # mean stays >= 1. The speed tiers (2, 3) of a correct kernel are the judge's timing on a shared
+    # CPU: the same tokens scored fused_elementwise 2 in one round and 3 in the next, so the rounds'
+    # means are compared on correctness (reward capped at 1), not on those tiers.
+    correct = {n: {t for t, r in p.items() if r >= 1} for n, p in per_task.items()}
+    assert correct["rft"] <= correct["agentic_ppo"], per_task
+    assert rounds["agentic_ppo"]["mean_reward"] >= 1, per_task
+    capped = {n: sum(min(r, 1) for r in p.values()) for n, p in per_task.items()}
+    assert capped["agentic_ppo"] >= capped["rft"], per_task
     # The RFT data were the played demonstrations (token-level records, real judge), not the rounds.
     events = [json.loads(line) for line in (run / "iterations.jsonl").read_text().splitlines()]
     steps = [e for e in events if e["event"] == "step"]
-    assert {e["stage"] for e in steps} == {"rft", "agentic_ppo"}
-    assert "evaluation rounds (fresh episodes, real judge):" in res.stdout + res.stderr
+    rft = [e for e in steps if e["stage"] == "rft"]
+    assert rft[0]["episode_ids"] == list(range(1, len(tasks) + 1)) and not rft[0]["reused_data"], rft[0]
+    assert all(e["reused_data"] for e in rft[1:]) and rft[0]["kept"] == len(tasks)
+    assert [e["stage"] for e in steps[len(rft):]] == ["agentic_ppo"] * (len(steps) - len(rft))
