@@ -158,6 +158,21 @@ gpu_pool::job_kind kind_of(const eval_request& req) {
   return req.mode == eval_mode::final ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
 }
 
+/// Answers a job the scheduler would not take (no healthy slot, or the episode already has an
+/// evaluation outstanding) and forgets it.
+void refuse(manager_actor* self, uint64_t id, gpu_pool::admit_result admitted) {
+  auto& st = self->state;
+  auto& e = st.jobs.at(id);
+  auto r = result_of(admitted == gpu_pool::admit_result::no_slots
+                         ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
+                         : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
+                                            "episode already has an evaluation outstanding"}),
+                     id);
+  r.build_us = e.build_us;
+  e.promise.deliver(std::move(r));
+  st.jobs.erase(id);
+}
+
 void dispatch(manager_actor* self) {
   auto& st = self->state;
   while (!st.parked.empty() && st.sched->credits() > 0) {
@@ -167,18 +182,9 @@ void dispatch(manager_actor* self) {
     auto admitted = st.sched->submit({id, e.req.episode_id, kind});
     if (admitted == gpu_pool::admit_result::queue_full) break;
     st.parked.pop_front();
-    if (admitted != gpu_pool::admit_result::queued) {
-      // E.g. a retried job whose last healthy slot was just quarantined: answered now, not
-      // parked for good (which also kept the pool closed to every rollout manager).
-      auto r = result_of(admitted == gpu_pool::admit_result::no_slots
-                             ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
-                             : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
-                                                "episode already has an evaluation outstanding"}),
-                         id);
-      r.build_us = e.build_us;
-      e.promise.deliver(std::move(r));
-      st.jobs.erase(id);
-    }
+    // E.g. a retried job whose last healthy slot was just quarantined: answered now, not
+    // parked for good (which also kept the pool closed to every rollout manager).
+    if (admitted != gpu_pool::admit_result::queued) refuse(self, id, admitted);
   }
   while (auto a = st.sched->next()) {
     account(self);
@@ -211,14 +217,7 @@ void admit(manager_actor* self, uint64_t id) {
   if (admitted == gpu_pool::admit_result::queue_full) {
     st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
   } else if (admitted != gpu_pool::admit_result::queued) {
-    auto r = result_of(admitted == gpu_pool::admit_result::no_slots
-                           ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
-                           : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
-                                              "episode already has an evaluation outstanding"}),
-                       id);
-    r.build_us = e.build_us;
-    e.promise.deliver(std::move(r));
-    st.jobs.erase(id);
+    refuse(self, id, admitted);
     return;
   }
   dispatch(self);
