@@ -15,6 +15,11 @@
 //         RFT steps (forward, backward, AdamW) on synthetic packed batches of --context tokens
 //         in sequences of --seq-len (default: one sequence); without --model a random
 //         Qwen2-0.5B-shaped model. Prints tokens/s, step time, peak memory and MFU (JSON).
+//         --sdpa default|flash|efficient|cudnn|math: only that attention backend of
+//         scaled_dot_product_attention (an unsupported one fails the step with ATen's reason).
+//         --profile FILE: one more step under the Kineto profiler; FILE gets the device time by
+//         kernel (name, calls, microseconds, share) and by class (gemm, attention, elementwise,
+//         reduction, optimizer, copy, other), FILE.trace.json the Chrome trace.
 // Common: --device cpu|cuda[:N], --dtype float32|bfloat16 (compute; masters stay fp32),
 // --checkpoint-layers, --chunk N (LM-head chunk), --no-head-recompute (keep the chunks' logits
 // for the backward instead of recomputing them), --max-tokens N (micro-batch budget),
@@ -28,6 +33,8 @@
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <ATen/Context.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #if defined(CAF_AGENT_LEARNER_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -36,10 +43,13 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "learner/checkpoint.hpp"
 #include "learner/lr_schedule.hpp"
@@ -233,8 +243,99 @@ int64_t peak_memory_bytes(torch::Device device) {
   return -1;
 }
 
+/// Restricts scaled_dot_product_attention to one backend ("default" leaves ATen's choice).
+bool select_sdpa(const std::string& backend) {
+  if (backend == "default") return true;
+  static const std::set<std::string> known = {"flash", "efficient", "cudnn", "math"};
+  if (known.count(backend) == 0) return false;
+  auto& ctx = at::globalContext();
+  ctx.setSDPUseFlash(backend == "flash");
+  ctx.setSDPUseMemEfficient(backend == "efficient");
+  ctx.setSDPUseCuDNN(backend == "cudnn");
+  ctx.setSDPUseMath(backend == "math");
+  return true;
+}
+
+/// The class of a device kernel by its name (what the step's time goes to).
+std::string kernel_class(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("flash") || has("fmha") || has("attention") || has("cudnn")) return "attention";
+  if (has("gemm") || has("xmma") || has("cutlass") || has("nvjet") || has("sm90_") || has("cublas")) return "gemm";
+  if (has("multi_tensor") || has("adam") || has("Adam")) return "optimizer";
+  if (has("Memcpy") || has("Memset") || has("copy") || has("Copy")) return "copy";
+  if (has("reduce") || has("Reduce") || has("softmax") || has("norm") || has("logsumexp")) return "reduction";
+  if (has("elementwise") || has("Elementwise") || has("vectorized") || has("unrolled")) return "elementwise";
+  return "other";
+}
+
+/// Runs `step` once under the Kineto profiler; writes the per-kernel and per-class device time.
+int profile_step(const std::string& path, const std::function<bool()>& step, const torch::Device& device) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  const auto start = std::chrono::steady_clock::now();
+  const bool ok = step();
+  if (device.is_cuda()) torch::cuda::synchronize();
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  auto result = prof::disableProfiler();
+  if (!ok) return report_error("the profiled step failed");
+  result->save(path + ".trace.json");
+  struct total {
+    double us = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, total> by_kernel, by_class;
+  double device_us = 0;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    const double us = static_cast<double>(e.durationNs()) / 1000.0;
+    by_kernel[e.name()].us += us;
+    by_kernel[e.name()].calls += 1;
+    by_class[kernel_class(e.name())].us += us;
+    by_class[kernel_class(e.name())].calls += 1;
+    device_us += us;
+  }
+  std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
+  std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
+  auto quoted = [](const std::string& s) {
+    std::string out = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') out += '\\';
+      if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+    }
+    return out + "\"";
+  };
+  std::ofstream f(path);
+  f << "{\"step_wall_us\":" << wall_us << ",\"device_busy_us\":" << device_us << ",\"classes\":{";
+  bool first = true;
+  for (const auto& [name, t] : by_class) {
+    f << (first ? "" : ",") << quoted(name) << ":{\"us\":" << t.us << ",\"calls\":" << t.calls
+      << ",\"share\":" << (device_us > 0 ? t.us / device_us : 0) << "}";
+    first = false;
+  }
+  f << "},\"kernels\":[";
+  for (size_t i = 0; i < kernels.size(); ++i)
+    f << (i ? "," : "") << "{\"name\":" << quoted(kernels[i].first) << ",\"class\":"
+      << quoted(kernel_class(kernels[i].first)) << ",\"calls\":" << kernels[i].second.calls
+      << ",\"us\":" << kernels[i].second.us << "}";
+  f << "]}\n";
+  if (!f) return report_error("cannot write " + path);
+  std::cerr << "profile: step " << wall_us / 1000 << " ms wall, device busy " << device_us / 1000 << " ms\n";
+  for (const auto& [name, t] : by_class)
+    std::cerr << "  " << name << ": " << t.us / 1000 << " ms in " << t.calls << " kernels\n";
+  for (size_t i = 0; i < std::min<size_t>(kernels.size(), 25); ++i)
+    std::cerr << "  " << kernels[i].second.us / 1000 << " ms x" << kernels[i].second.calls << " "
+              << kernels[i].first.substr(0, 110) << "\n";
+  return 0;
+}
+
 int run_bench(const args& a) {
   const torch::Device device(get(a, "device", "cpu"));
+  if (!select_sdpa(get(a, "sdpa", "default")))
+    return report_error("--sdpa must be default, flash, efficient, cudnn or math");
   policy::decoder model;
   if (a.count("model")) {
     auto m = load_model(get(a, "model"), a, policy::value_head_mode::none);
@@ -286,12 +387,15 @@ int run_bench(const args& a) {
   const double flops = 6.0 * params * static_cast<double>(context) + attn;
   const double peak = std::stod(get(a, "peak-tflops", "989")) * 1e12;
   std::cout << "{\"context\":" << context << ",\"seq_len\":" << seq_len << ",\"steps\":" << steps
-            << ",\"dtype\":\"" << get(a, "dtype", "float32") << "\",\"checkpoint_layers\":"
+            << ",\"dtype\":\"" << get(a, "dtype", "float32") << "\",\"sdpa\":\"" << get(a, "sdpa", "default")
+            << "\",\"checkpoint_layers\":"
             << (opts.forward.checkpoint_layers ? "true" : "false") << ",\"step_seconds\":" << seconds
             << ",\"tokens_per_second\":" << static_cast<double>(context) / seconds
             << ",\"model_tflops_per_step\":" << flops / 1e12 << ",\"mfu\":" << flops / seconds / peak
             << ",\"peak_memory_bytes\":" << peak_memory_bytes(device) << ",\"params_without_embedding\":" << params
             << "}\n";
+  if (a.count("profile"))
+    return profile_step(get(a, "profile"), [&] { return t.value().step(b, train_stage::rft).ok(); }, device);
   return 0;
 }
 
@@ -309,7 +413,7 @@ int main(int argc, char** argv) {
       {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences", "phases", "cosine", "warmup",
                 "min-lr"}},
       {"grad", {"model", "batch", "out", "values"}},
-      {"bench", {"model", "context", "seq-len", "steps", "peak-tflops"}}};
+      {"bench", {"model", "context", "seq-len", "steps", "peak-tflops", "sdpa", "profile"}}};
   static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",
                                                   "no-head-recompute", "max-tokens", "lr", "critic-lr",
                                                   "temperature"};

@@ -9,6 +9,9 @@
 #        long: one 131,072-token trajectory in one step (peak memory reported);
 #        cpp-norecompute: the 8,192-token step without per-layer recomputation (what the learner
 #        runs when the activations fit: checkpoint_layers = false), and with the head's chunks kept.
+# profile: that fastest step (no recomputation, head chunks kept) under the Kineto profiler (device
+#        time by kernel and class in $OUT/profile-*.json), with each attention backend of
+#        scaled_dot_product_attention (default, cudnn, efficient), and at 2 x 8,192 tokens a step.
 # Each bench prints one JSON line: tokens_per_second, step_seconds, mfu (torchtitan's
 # definition, peak 989 TFLOP/s; the formula is in learner/learner_tool.cpp and bench_hf.py),
 # peak_memory_bytes. Caps (seconds, env): BT build, CT each C++ bench, HT each HF bench.
@@ -49,6 +52,17 @@ for s in $steps; do
     timeout "${CT:-240}" "$TOOL" bench --context 8192 "${NR[@]}" --no-head-recompute \
       2>> "$OUT/cpp.log" | tee -a "$OUT/cpp-norecompute.jsonl"
     echo "cpp no recompute, no head recompute rc=${PIPESTATUS[0]}" ;;
+  profile)
+    NR=(--device cuda --dtype bfloat16 --chunk 4096 --steps "$STEPS" --no-head-recompute)
+    for sdpa in default cudnn efficient; do
+      timeout "${CT:-240}" "$TOOL" bench --context 8192 "${NR[@]}" --sdpa $sdpa --profile "$OUT/profile-$sdpa.json" \
+        2>> "$OUT/profile.log" | tee -a "$OUT/profile.jsonl"
+      echo "profile sdpa $sdpa rc=${PIPESTATUS[0]}"
+    done
+    timeout "${CT:-240}" "$TOOL" bench --context 16384 --seq-len 8192 "${NR[@]}" 2>> "$OUT/profile.log" \
+      | tee -a "$OUT/profile.jsonl"
+    echo "profile 2 x 8192 rc=${PIPESTATUS[0]}"
+    gzip -f "$OUT"/profile-*.trace.json ;;
   hf)
     for seq in 8192 1024; do
       timeout "${HT:-240}" $PY bench/learner/bench_hf.py --context 8192 --seq-len $seq --steps "$STEPS" \

@@ -91,3 +91,18 @@ def test_step_lr_schedules(model_dir, tmp_path):
     assert lrs == pytest.approx([1e-3, 1e-3, 1e-5 + (1e-3 - 1e-5) * 0.5])
     proc = run("step", "--model", model_dir, "--batch", batch(tmp_path), "--stage", "rft", "--phases", "2:x")
     assert proc.returncode == 1 and "--phases: phase '2:x'" in proc.stderr
+
+
+def test_bench_profile_and_attention_backend(model_dir, tmp_path):
+    out = tmp_path / "profile.json"
+    proc = run("bench", "--model", model_dir, "--context", 16, "--seq-len", 8, "--steps", 1,
+               "--sdpa", "math", "--profile", out)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[0])
+    assert report["sdpa"] == "math" and report["tokens_per_second"] > 0
+    profile = json.loads(out.read_text())
+    assert profile["step_wall_us"] > 0 and isinstance(profile["kernels"], list)
+    trace = json.loads((tmp_path / "profile.json.trace.json").read_text())
+    assert any(e.get("name", "").startswith("aten::") for e in trace["traceEvents"])
+    proc = run("bench", "--model", model_dir, "--context", 16, "--steps", 1, "--sdpa", "fastest")
+    assert proc.returncode == 1 and "--sdpa must be" in proc.stderr
