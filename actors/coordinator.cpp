@@ -8,8 +8,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
-#include "actors/node_registry.hpp"
+#include "base/log.hpp"
+#include "cluster/node_registry.hpp"
 #include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/cluster_view.hpp"
@@ -23,7 +23,7 @@ using namespace messages;
 
 struct coordinator_state {
   coordinator_options opts;
-  node_registry registry{3000};
+  cluster::node_registry registry{3000};
   std::map<caf::actor_addr, std::string> node_of;  // node agent -> node id
   struct service {
     std::string node_id;
@@ -84,7 +84,7 @@ void episode_transcript(coordinator_actor* self, const std::string& arg, caf::re
   }
 }
 
-void notify_lost(coordinator_actor* self, const node_event& ev) {
+void notify_lost(coordinator_actor* self, const cluster::node_event& ev) {
   auto& st = self->state;
   if (ev.to != node_state::down && ev.to != node_state::left) return;
   st.services.erase(std::remove_if(st.services.begin(), st.services.end(),
@@ -93,7 +93,7 @@ void notify_lost(coordinator_actor* self, const node_event& ev) {
   for (auto& sub : st.subscribers) self->send(sub, node_lost{ev.node_id, ev.reason});
 }
 
-void report(const node_event& ev) {
+void report(const cluster::node_event& ev) {
   std::string line = "node " + ev.node_id + " " + to_string(ev.to);
   if (!ev.reason.empty()) line += " (" + ev.reason + ")";
   if (ev.to == node_state::up || ev.to == node_state::left) log_info("coordinator", line);
@@ -131,7 +131,7 @@ register_ack on_register(coordinator_actor* self, register_node& msg) {
 
 caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
   self->state.opts = opts;
-  self->state.registry = node_registry{opts.node_timeout_ms};
+  self->state.registry = cluster::node_registry{opts.node_timeout_ms};
   self->state.view = observe::cluster_view{opts.stuck};
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;

@@ -6,7 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 

@@ -8,9 +8,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
-#include "actors/slot_backend.hpp"
+#include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/conversation.hpp"
 #include "rollout/tasks.hpp"
@@ -142,7 +142,7 @@ void evaluate(episode_actor* self, eval_mode mode,
   auto seq = ++st.eval_seq;
   st.pending_eval = std::move(callback);
   auto failed = [mode](gpu_pool::outcome what, std::string detail) {
-    return result_of(gpu_pool::judge({what, mode, {}, std::move(detail)}), 0);
+    return gpu_pool::result_of(gpu_pool::judge({what, mode, {}, std::move(detail)}), 0);
   };
   auto on_result = [=](eval_result& r) {
     auto& s = self->state;
@@ -381,7 +381,7 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
         auto cb = std::move(s.pending_eval);
         s.pending_eval = nullptr;
         ++s.eval_seq;
-        auto r = result_of(gpu_pool::judge({gpu_pool::outcome::unreachable, eval_mode::verify, {},
+        auto r = gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::unreachable, eval_mode::verify, {},
                                             "the GPU pool's node was lost during the evaluation"}),
                            0);
         cb(r);

@@ -8,7 +8,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
 #include "gpu_pool/worker_protocol.hpp"
 #include "messages/type_ids.hpp"
@@ -28,13 +28,13 @@ int64_t now_us() {
 // -- slot ------------------------------------------------------------------
 
 struct slot_state {
-  std::shared_ptr<slot_backend> backend;
+  std::shared_ptr<gpu_pool::slot_backend> backend;
   caf::actor manager;
   int32_t index = 0;
   static inline const char* name = "gpu_slot";
 };
 
-caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<slot_backend> be,
+caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<gpu_pool::slot_backend> be,
                          caf::actor manager, int32_t index) {
   self->state.backend = std::move(be);
   self->state.manager = manager;
@@ -70,7 +70,7 @@ struct builder_state {
   static inline const char* name = "eval_builder";
 };
 
-caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr<build_backend> be,
+caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr<gpu_pool::build_backend> be,
                             caf::actor manager, int32_t index) {
   self->attach_functor([be] { be->stop(); });
   return {
@@ -163,7 +163,7 @@ gpu_pool::job_kind kind_of(const eval_request& req) {
 void refuse(manager_actor* self, uint64_t id, gpu_pool::admit_result admitted) {
   auto& st = self->state;
   auto& e = st.jobs.at(id);
-  auto r = result_of(admitted == gpu_pool::admit_result::no_slots
+  auto r = gpu_pool::result_of(admitted == gpu_pool::admit_result::no_slots
                          ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
                          : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
                                             "episode already has an evaluation outstanding"}),
@@ -227,7 +227,7 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
   if (st.jobs.contains(req.job_id)) {
-    promise.deliver(result_of(gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {},
+    promise.deliver(gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {},
                                                "duplicate job id " + std::to_string(req.job_id)}),
                               req.job_id));
     return promise;
@@ -261,7 +261,7 @@ void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool i
       admit(self, id);
     } else if (!ok) {
       st.build_failures += 1;
-      auto r = result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, e.req.mode, {}, log}), id);
+      auto r = gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, e.req.mode, {}, log}), id);
       r.build_us = build_us;
       r.queue_us = now_us() - e.enqueued_us - build_us;
       r.slot = "builder" + std::to_string(builder);
@@ -363,14 +363,14 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
 }  // namespace
 
 caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
-                          std::vector<std::unique_ptr<slot_backend>> backends,
-                          std::vector<std::unique_ptr<build_backend>> builders) {
+                          std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
+                          std::vector<std::unique_ptr<gpu_pool::build_backend>> builders) {
   auto mgr = sys.spawn(manager, opts, backends.size());
   // The builders' list is in the manager's mailbox before this returns, so before any job.
   std::vector<caf::actor> build_actors;
   int32_t b = 0;
   for (auto& be : builders) {
-    std::shared_ptr<build_backend> shared{std::move(be)};
+    std::shared_ptr<gpu_pool::build_backend> shared{std::move(be)};
     mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
     auto actor = sys.spawn<caf::detached>(builder_actor, shared, mgr, b++);
     mgr->attach_functor([actor](const caf::error&) {
@@ -382,7 +382,7 @@ caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
   std::vector<caf::actor> slots;
   int32_t i = 0;
   for (auto& b : backends) {
-    std::shared_ptr<slot_backend> shared{std::move(b)};
+    std::shared_ptr<gpu_pool::slot_backend> shared{std::move(b)};
     // On shutdown a slot may be blocked in a job for minutes: abort it so the
     // node exits promptly (the job's episode is shutting down too).
     mgr->attach_functor([shared](const caf::error&) { shared->abort(); });

@@ -22,7 +22,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/slot_backend.hpp"
+#include "gpu_pool/slot_backend.hpp"
 #include "gpu_pool/scheduler.hpp"
 
 namespace caf_agent {
@@ -37,7 +37,7 @@ struct gpu_pool_options {
 /// Spawns the manager, one slot per backend (detached slots for blocking backends) and one
 /// detached build-stage actor per builder (none: jobs build on their slot).
 caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
-                          std::vector<std::unique_ptr<slot_backend>> backends,
-                          std::vector<std::unique_ptr<build_backend>> builders = {});
+                          std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
+                          std::vector<std::unique_ptr<gpu_pool::build_backend>> builders = {});
 
 }  // namespace caf_agent

@@ -3,7 +3,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {

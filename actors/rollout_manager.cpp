@@ -8,9 +8,9 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
-#include "actors/slot_backend.hpp"
+#include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/pool_choice.hpp"
 #include "rollout/wire_limit.hpp"
@@ -146,7 +146,7 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
     it->second.pool = caf::actor_addr{};
     return send_job(self, job_id);
   }
-  answer(self, job_id, result_of(j, job_id));
+  answer(self, job_id, gpu_pool::result_of(j, job_id));
 }
 
 void send_job(manager_actor* self, uint64_t job_id) {
@@ -276,7 +276,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         auto& s = self->state;
         auto id = req.job_id;
         if (s.jobs.contains(id)) {
-          rp.deliver(result_of(
+          rp.deliver(gpu_pool::result_of(
               gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(id)}), id));
           return rp;
         }

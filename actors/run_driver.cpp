@@ -7,7 +7,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/run_board.hpp"

@@ -11,9 +11,9 @@
 #include <caf/all.hpp>
 
 #include "base/remove_tree.hpp"
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
-#include "actors/workspace.hpp"
+#include "sandbox/workspace_layout.hpp"
 #include "messages/type_ids.hpp"
 #include "sandbox/episode_sandbox.hpp"
 #include "sandbox/submission.hpp"
@@ -55,13 +55,13 @@ caf::behavior executor(caf::event_based_actor* self, tool_executor_options opts)
       [=](tool_request& req, sandbox_ptr box) -> tool_response { return run_tool(box, req); },
       [=](atoms::open, uint64_t episode, task_spec& task) -> caf::message {
         std::string error;
-        auto dir = make_workspace(opts.workspace_root, opts.template_dir, opts.harness_dir,
-                                  episode, task, error);
+        auto dir = sandbox::make_workspace(opts.workspace_root, opts.template_dir, opts.harness_dir,
+                                           episode, task.model_py, error);
         if (!error.empty()) return caf::make_message(error, sandbox_ptr{});
         sandbox::sandbox_config cfg;
         cfg.isolation = opts.isolation;
         cfg.workspace = dir;
-        cfg.protected_paths = protected_workspace_paths();
+        cfg.protected_paths = sandbox::protected_workspace_paths();
         for (auto& b : opts.extra_ro_binds) cfg.extra_ro_binds.push_back({b, b});
         if (!opts.path_env.empty()) cfg.path_env = opts.path_env;
         cfg.default_timeout_s = opts.bash_timeout_s;

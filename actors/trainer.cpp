@@ -10,7 +10,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/run_driver.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/run_plan.hpp"

@@ -9,7 +9,7 @@
 #include <caf/openssl/all.hpp>
 
 #include "actors/coordinator.hpp"
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "runtime/node.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/observe_service.hpp"

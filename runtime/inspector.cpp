@@ -15,7 +15,7 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"

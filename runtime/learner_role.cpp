@@ -5,7 +5,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 
 #ifdef CAF_AGENT_HAS_LEARNER

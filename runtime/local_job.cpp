@@ -8,7 +8,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/coordinator.hpp"
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/node_agent.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "observe/registry.hpp"
 #include "runtime/config.hpp"
 #include "runtime/node.hpp"

@@ -3,7 +3,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/run_driver.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/report.hpp"

@@ -9,7 +9,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/node_agent.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/process.hpp"

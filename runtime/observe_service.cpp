@@ -9,7 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent::runtime {

@@ -14,7 +14,7 @@
 #include <caf/all.hpp>
 
 #include "actors/gpu_pool.hpp"
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/policy_server.hpp"
 #include "actors/rollout_manager.hpp"
 #include "actors/tool_executor.hpp"
@@ -77,14 +77,14 @@ caf::actor peer(const std::map<std::string, caf::actor>& peers, const std::strin
 
 std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const std::string& node_id,
                            const std::map<std::string, caf::actor>& peers, role_actors& out) {
-  std::vector<std::unique_ptr<slot_backend>> backends;
+  std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
   auto& g = cfg.gpu_pool;
   for (int i = 0; i < g.slots; ++i) {
     if (g.backend == "sim") {
-      backends.push_back(make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
+      backends.push_back(gpu_pool::make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
       continue;
     }
-    worker_slot_options w;
+    gpu_pool::worker_slot_options w;
     w.python = g.worker_python;
     w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
     w.device = g.device == "cuda" ? "cuda:" + std::to_string(i) : "cpu";
@@ -92,13 +92,13 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     w.deadline_ms = g.job_deadline_s * 1000;
     w.stderr_path = cfg.runtime.run_dir + "/eval-worker-" + std::to_string(i) + ".log";
     w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
-    backends.push_back(make_worker_slot(w));
+    backends.push_back(gpu_pool::make_worker_slot(w));
   }
   // The build stage: builders share the slots' build root, so a slot's job finds its
   // library built. Devices only pick the flavour (cuda: nvcc); builders run on CPU cores.
-  std::vector<std::unique_ptr<build_backend>> builders;
+  std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
   for (int i = 0; g.backend != "sim" && i < g.builders(); ++i) {
-    worker_slot_options w;
+    gpu_pool::worker_slot_options w;
     w.python = g.worker_python;
     w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
     w.device = g.device == "cuda" ? "cuda:" + std::to_string(i % g.slots) : "cpu";
@@ -106,7 +106,7 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     w.deadline_ms = g.job_deadline_s * 1000;
     w.stderr_path = cfg.runtime.run_dir + "/eval-builder-" + std::to_string(i) + ".log";
     w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
-    builders.push_back(make_worker_builder(w));
+    builders.push_back(gpu_pool::make_worker_builder(w));
   }
   if (g.backend != "sim" && !fs::exists(g.worker_python))
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";

@@ -5,7 +5,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "actors/trainer.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/tasks.hpp"

@@ -26,7 +26,7 @@
 #include "actors/run_driver.hpp"
 #include "actors/tool_executor.hpp"
 #include "messages/type_ids.hpp"
-#include "actors/log.hpp"
+#include "base/log.hpp"
 #include "rollout/trajectory_store.hpp"
 
 using namespace caf_agent;
@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   cfg.add_message_types<caf::id_block::caf_agent>();
   caf::actor_system sys{cfg};
 
-  std::vector<std::unique_ptr<slot_backend>> backends;
-  for (int i = 0; i < slots; ++i) backends.push_back(make_sim_slot(eval_ms, 0.7, 100 + i));
+  std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
+  for (int i = 0; i < slots; ++i) backends.push_back(gpu_pool::make_sim_slot(eval_ms, 0.7, 100 + i));
   auto pool = spawn_gpu_pool(sys, {static_cast<size_t>(slots) * 2, 3, "gpu_pool"}, std::move(backends));
   tool_executor_options t;
   t.mode = "sim";

@@ -10,7 +10,7 @@
 #include <caf/all.hpp>
 
 #include "actors/gpu_pool.hpp"
-#include "actors/slot_backend.hpp"
+#include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/actors/deterministic.hpp"
 
@@ -32,11 +32,11 @@ struct pool_trace {
 
 /// A slot backend whose job "runs" for one simulated second (the slot's delayed reply);
 /// `crash(req)` says whether the worker dies under this job.
-class scripted_slot : public slot_backend {
+class scripted_slot : public gpu_pool::slot_backend {
  public:
   scripted_slot(int index, std::shared_ptr<pool_trace> trace, std::function<bool(const eval_request&)> crash)
       : index_(index), trace_(std::move(trace)), crash_(std::move(crash)) {}
-  slot_reply run(const eval_request& req) override {
+  gpu_pool::slot_reply run(const eval_request& req) override {
     trace_->runs.push_back({index_, req.job_id});
     gpu_pool::job_outcome o{gpu_pool::outcome::verdict, req.mode, {}, ""};
     if (crash_ && crash_(req)) {
@@ -46,7 +46,7 @@ class scripted_slot : public slot_backend {
       o.v.correct = true;
       o.v.reason = "slot" + std::to_string(index_);
     }
-    auto reply = reply_of(gpu_pool::judge(o), req);
+    auto reply = gpu_pool::reply_of(gpu_pool::judge(o), req);
     reply.delay = std::chrono::seconds(1);
     return reply;
   }
@@ -81,7 +81,7 @@ struct pool_test : caf_agent::testing::deterministic {
 
   void make_pool(int slots, size_t queue_capacity, int quarantine_after,
                  std::function<bool(int slot, const eval_request&)> crash = {}) {
-    std::vector<std::unique_ptr<slot_backend>> backends;
+    std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
     for (int i = 0; i < slots; ++i) {
       std::function<bool(const eval_request&)> c;
       if (crash) c = [crash, i](const eval_request& r) { return crash(i, r); };

@@ -37,12 +37,12 @@ struct ledger {
 };
 
 /// A slot that says "correct" only when its job was built before it arrived.
-class fake_slot final : public slot_backend {
+class fake_slot final : public gpu_pool::slot_backend {
  public:
   explicit fake_slot(std::shared_ptr<ledger> l) : l_(std::move(l)) {}
-  slot_reply run(const eval_request& req) override {
+  gpu_pool::slot_reply run(const eval_request& req) override {
     ++l_->slot_runs;
-    slot_reply out;
+    gpu_pool::slot_reply out;
     out.result.job_id = req.job_id;
     out.result.status = eval_status::ok;
     std::lock_guard lk{l_->mu};
@@ -57,13 +57,13 @@ class fake_slot final : public slot_backend {
 };
 
 /// A builder: kernels/bad.cpp fails to compile, kernels/infra.cpp breaks the builder.
-class fake_builder final : public build_backend {
+class fake_builder final : public gpu_pool::build_backend {
  public:
   explicit fake_builder(std::shared_ptr<ledger> l) : l_(std::move(l)) {}
-  build_reply build(const eval_request& req) override {
+  gpu_pool::build_reply build(const eval_request& req) override {
     ++l_->builds;
     std::this_thread::sleep_for(20ms);  // a compile takes time
-    build_reply r;
+    gpu_pool::build_reply r;
     if (req.files.contains("kernels/infra.cpp")) {
       r.infra_failure = true;
       r.log = "builder crashed";
@@ -91,9 +91,9 @@ struct pool_fixture {
     cfg.add_message_types<caf::id_block::caf_agent>();
     cfg.set("logger.console-verbosity", caf::atom("quiet"));
     sys = std::make_unique<caf::actor_system>(cfg);
-    std::vector<std::unique_ptr<slot_backend>> s;
+    std::vector<std::unique_ptr<gpu_pool::slot_backend>> s;
     for (int i = 0; i < slots; ++i) s.push_back(std::make_unique<fake_slot>(l));
-    std::vector<std::unique_ptr<build_backend>> b;
+    std::vector<std::unique_ptr<gpu_pool::build_backend>> b;
     for (int i = 0; i < builders; ++i) b.push_back(std::make_unique<fake_builder>(l));
     pool = spawn_gpu_pool(*sys, {64, 3, "gpu_pool"}, std::move(s), std::move(b));
   }
@@ -207,7 +207,7 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   if (!python) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
   ::setenv("CAF_EVAL_PCH", "0", 1);  // one small unit: the precompiled header would cost more
   auto build_root = std::filesystem::temp_directory_path() / ("caf_pool_build_" + std::to_string(::getpid()));
-  worker_slot_options w;
+  gpu_pool::worker_slot_options w;
   w.python = *python;
   w.package_dir = test_support::source_dir() + "/skills/eval_worker";
   w.device = "cpu";
@@ -216,10 +216,10 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::caf_agent>();
   caf::actor_system sys{cfg};
-  std::vector<std::unique_ptr<slot_backend>> slots;
-  slots.push_back(make_worker_slot(w));
-  std::vector<std::unique_ptr<build_backend>> builders;
-  builders.push_back(make_worker_builder(w));
+  std::vector<std::unique_ptr<gpu_pool::slot_backend>> slots;
+  slots.push_back(gpu_pool::make_worker_slot(w));
+  std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
+  builders.push_back(gpu_pool::make_worker_builder(w));
   auto pool = spawn_gpu_pool(sys, {8, 3, "gpu_pool"}, std::move(slots), std::move(builders));
 
   const std::string nonce = "p" + std::to_string(::getpid());
@@ -262,7 +262,7 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   if (!python) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
   ::setenv("CAF_EVAL_PCH", "0", 1);
   auto build_root = std::filesystem::temp_directory_path() / ("caf_pool_task_" + std::to_string(::getpid()));
-  worker_slot_options w;
+  gpu_pool::worker_slot_options w;
   w.python = *python;
   w.package_dir = test_support::source_dir() + "/skills/eval_worker";
   w.device = "cpu";
@@ -271,8 +271,8 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::caf_agent>();
   caf::actor_system sys{cfg};
-  std::vector<std::unique_ptr<slot_backend>> slots;
-  slots.push_back(make_worker_slot(w));
+  std::vector<std::unique_ptr<gpu_pool::slot_backend>> slots;
+  slots.push_back(gpu_pool::make_worker_slot(w));
   const int quarantine_after = 2;
   auto pool = spawn_gpu_pool(sys, {8, quarantine_after, "gpu_pool"}, std::move(slots));
   caf::scoped_actor self{sys};

@@ -1,9 +1,10 @@
-// tests/actors/node_registry_test.cpp: the coordinator's bookkeeping, without CAF.
+// tests/cluster/node_registry_test.cpp: the coordinator's bookkeeping, without CAF.
 #include <gtest/gtest.h>
 
-#include "actors/node_registry.hpp"
+#include "cluster/node_registry.hpp"
 
 using namespace caf_agent;
+using namespace caf_agent::cluster;
 using namespace caf_agent::messages;
 
 namespace {

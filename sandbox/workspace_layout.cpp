@@ -1,17 +1,17 @@
-// actors/workspace.cpp: see workspace.hpp.
-#include "actors/workspace.hpp"
+// sandbox/workspace_layout.cpp: see workspace_layout.hpp.
+#include "sandbox/workspace_layout.hpp"
 
 #include "base/remove_tree.hpp"
 
 #include <fstream>
 
-namespace caf_agent {
+namespace caf_agent::sandbox {
 
 namespace fs = std::filesystem;
 
 fs::path make_workspace(const std::string& root, const std::string& template_dir,
                         const std::string& harness_dir, uint64_t episode,
-                        const messages::task_spec& task, std::string& error) {
+                        const std::string& model_py, std::string& error) {
   std::error_code ec;
   auto dir = fs::absolute(fs::path{root} / ("ep-" + std::to_string(episode)), ec);
   ec = base::remove_tree(dir.string());
@@ -31,7 +31,7 @@ fs::path make_workspace(const std::string& root, const std::string& template_dir
     error = "cannot lay out workspace from '" + template_dir + "': " + ec.message();
     return dir;
   }
-  std::ofstream{dir / "model.py"} << task.model_py;
+  std::ofstream{dir / "model.py"} << model_py;
   std::ofstream{dir / ".flavour"} << "cpu\n";
   return dir;
 }
@@ -41,4 +41,4 @@ std::vector<std::string> protected_workspace_paths() {
           "workspace", ".flavour"};
 }
 
-}  // namespace caf_agent
+}  // namespace caf_agent::sandbox

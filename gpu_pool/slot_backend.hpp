@@ -1,5 +1,5 @@
 #pragma once
-/// actors/slot_backend.hpp: what a GPU-pool slot runs a job on (no actor code).
+/// gpu_pool/slot_backend.hpp: what a GPU-pool slot runs a job on (no actor code).
 ///
 /// `worker` wraps the persistent Python eval worker (blocking); `sim` returns a
 /// verdict after a simulated latency (for load tests at 128-GPU scale).
@@ -12,22 +12,22 @@
 #include "gpu_pool/judgement.hpp"
 #include "messages/eval.hpp"
 
-namespace caf_agent {
+namespace caf_agent::gpu_pool {
 
 /// A job's result plus the delay a non-blocking backend asks the slot to wait.
 struct slot_reply {
   messages::eval_result result;
   std::chrono::microseconds delay{0};
   bool infra_failure = false;  ///< counts towards the slot's quarantine
-  bool retry = false;          ///< the pool runs the job again (gpu_pool::retry_again)
+  bool retry = false;          ///< the pool runs the job again (retry_again)
   std::string notice;          ///< something the pool should log (a worker restarted while idle)
 };
 
 /// The eval_result of job `job_id` as judged (status, verdict, reward, timings).
-messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id);
+messages::eval_result result_of(const judgement& j, uint64_t job_id);
 
 /// The slot's reply carrying judgement j of req's job.
-slot_reply reply_of(const gpu_pool::judgement& j, const messages::eval_request& req);
+slot_reply reply_of(const judgement& j, const messages::eval_request& req);
 
 /// One slot's executor.
 class slot_backend {
@@ -93,4 +93,4 @@ std::unique_ptr<build_backend> make_worker_builder(const worker_slot_options& op
 /// `correct_rate`.
 std::unique_ptr<slot_backend> make_sim_slot(double mean_ms, double correct_rate, uint64_t seed);
 
-}  // namespace caf_agent
+}  // namespace caf_agent::gpu_pool

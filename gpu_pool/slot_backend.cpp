@@ -1,12 +1,12 @@
-// actors/slot_backend.cpp: see slot_backend.hpp.
-#include "actors/slot_backend.hpp"
+// gpu_pool/slot_backend.cpp: see slot_backend.hpp.
+#include "gpu_pool/slot_backend.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "gpu_pool/worker_process.hpp"
 
-namespace caf_agent {
+namespace caf_agent::gpu_pool {
 
 namespace {
 
@@ -14,8 +14,8 @@ class worker_slot final : public slot_backend {
  public:
   explicit worker_slot(const worker_slot_options& o) : opts_(o), worker_(make_config(o)) {}
 
-  static gpu_pool::worker_config make_config(const worker_slot_options& o) {
-    gpu_pool::worker_config c;
+  static worker_config make_config(const worker_slot_options& o) {
+    worker_config c;
     c.python = o.python;
     c.package_dir = o.package_dir;
     c.device = o.device;
@@ -26,7 +26,7 @@ class worker_slot final : public slot_backend {
   }
 
   slot_reply run(const messages::eval_request& req) override {
-    gpu_pool::eval_request w;
+    eval_request w;
     w.job_id = std::to_string(req.job_id);
     w.mode = req.mode;
     w.task_name = req.task.task_id;
@@ -36,7 +36,7 @@ class worker_slot final : public slot_backend {
     w.device = opts_.device;
     auto deadline = std::chrono::milliseconds(req.deadline_ms > 0 ? req.deadline_ms : opts_.deadline_ms);
     auto outcome = worker_.evaluate(w, deadline);
-    auto reply = reply_of(gpu_pool::judge(gpu_pool::outcome_of(outcome, w.mode)), req);
+    auto reply = reply_of(judge(outcome_of(outcome, w.mode)), req);
     if (!outcome.died_while_idle.empty())
       reply.notice = "eval " + outcome.died_while_idle + "; restarted it before job " + w.job_id;
     if (outcome.response && !outcome.response->infra_error)
@@ -50,7 +50,7 @@ class worker_slot final : public slot_backend {
 
  private:
   worker_slot_options opts_;
-  gpu_pool::worker_process worker_;
+  worker_process worker_;
 };
 
 class worker_builder final : public build_backend {
@@ -58,7 +58,7 @@ class worker_builder final : public build_backend {
   explicit worker_builder(const worker_slot_options& o)
       : opts_(o), worker_(config(o)) {}
 
-  static gpu_pool::worker_config config(const worker_slot_options& o) {
+  static worker_config config(const worker_slot_options& o) {
     auto c = worker_slot::make_config(o);
     c.build_only = true;
     return c;
@@ -66,7 +66,7 @@ class worker_builder final : public build_backend {
 
   build_reply build(const messages::eval_request& req) override {
     build_reply out;
-    gpu_pool::build_request b;
+    build_request b;
     b.job_id = std::to_string(req.job_id);
     b.files = req.files;
     b.flavour = opts_.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
@@ -92,7 +92,7 @@ class worker_builder final : public build_backend {
 
  private:
   worker_slot_options opts_;
-  gpu_pool::worker_process worker_;
+  worker_process worker_;
 };
 
 class sim_slot final : public slot_backend {
@@ -102,7 +102,7 @@ class sim_slot final : public slot_backend {
     mu_ = std::log(std::max(1e-3, mean_ms)) - sigma_ * sigma_ / 2;
   }
   slot_reply run(const messages::eval_request& req) override {
-    gpu_pool::job_outcome o;
+    job_outcome o;
     o.mode = req.mode;
     o.v.correct = std::uniform_real_distribution<double>{0, 1}(rng_) < correct_rate_;
     o.v.reason = o.v.correct ? "sim: all checks passed" : "sim: check 3 mismatched";
@@ -110,7 +110,7 @@ class sim_slot final : public slot_backend {
     o.v.times.eager_ms = 1.0;
     o.v.times.compile_ms = 0.8;
     o.v.times.candidate_ms = std::uniform_real_distribution<double>{0.5, 1.2}(rng_);
-    auto out = reply_of(gpu_pool::judge(o), req);
+    auto out = reply_of(judge(o), req);
     double ms = std::lognormal_distribution<double>{mu_, sigma_}(rng_);
     out.delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
     return out;
@@ -126,7 +126,7 @@ class sim_slot final : public slot_backend {
 
 }  // namespace
 
-messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id) {
+messages::eval_result result_of(const judgement& j, uint64_t job_id) {
   messages::eval_result r;
   r.job_id = job_id;
   r.status = j.status;
@@ -139,7 +139,7 @@ messages::eval_result result_of(const gpu_pool::judgement& j, uint64_t job_id) {
   return r;
 }
 
-slot_reply reply_of(const gpu_pool::judgement& j, const messages::eval_request& req) {
+slot_reply reply_of(const judgement& j, const messages::eval_request& req) {
   slot_reply out;
   out.result = result_of(j, req.job_id);
   out.infra_failure = j.slot_failure;
@@ -159,4 +159,4 @@ std::unique_ptr<slot_backend> make_sim_slot(double mean_ms, double correct_rate,
   return std::make_unique<sim_slot>(mean_ms, correct_rate, seed);
 }
 
-}  // namespace caf_agent
+}  // namespace caf_agent::gpu_pool

@@ -1,5 +1,5 @@
 #pragma once
-/// actors/node_registry.hpp: the coordinator's view of the cluster, without CAF.
+/// cluster/node_registry.hpp: the coordinator's view of the cluster, without CAF.
 ///
 /// Pure bookkeeping: who registered, when each node was last heard from, which
 /// nodes are stale (no heartbeat within the timeout), down (connection lost) or
@@ -13,7 +13,7 @@
 
 #include "messages/cluster.hpp"
 
-namespace caf_agent {
+namespace caf_agent::cluster {
 
 /// A state change the coordinator reports.
 struct node_event {
@@ -60,4 +60,4 @@ class node_registry {
   std::map<std::string, messages::node_status> nodes_;
 };
 
-}  // namespace caf_agent
+}  // namespace caf_agent::cluster

@@ -1,7 +1,7 @@
-// actors/node_registry.cpp: see node_registry.hpp.
-#include "actors/node_registry.hpp"
+// cluster/node_registry.cpp: see node_registry.hpp.
+#include "cluster/node_registry.hpp"
 
-namespace caf_agent {
+namespace caf_agent::cluster {
 
 using messages::node_state;
 
@@ -91,4 +91,4 @@ std::optional<node_event> node_registry::transition(const std::string& node_id,
   return ev;
 }
 
-}  // namespace caf_agent
+}  // namespace caf_agent::cluster
