@@ -231,6 +231,7 @@ class ChildProcess:
         self._dropped = 0
         self._reader = None
         self.ready = False
+        self._killed = False
         if zygote is None:
             fd_sock, child_sock = fd_socket_pair()
             env = child_env(device, threads)
@@ -354,22 +355,38 @@ class ChildProcess:
             self.kill()
         raise ChildCrashed(f"{describe_exit(self.proc.returncode)} during {phase}")
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL to the child's process group and our ends of its pipes closed; with wait,
+        also reaped (reap). wait=False leaves the reaping to a later reap(): a CUDA process
+        takes tens of ms to exit after SIGKILL (the driver tears its context down), which
+        the job's answer need not wait for. Until it is reaped its pid and process group
+        stay reserved (the fork server reaps only when asked), so no signal can reach
+        another process."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if not self._killed:
+            self._killed = True
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.fd_sock):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        if wait:
+            self.reap(10.0)
+
+    def reap(self, timeout_s: float) -> bool:
+        """Waits until a killed child has exited (True), or timeout_s (False)."""
+        if self.proc is None:
+            return True
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            pass
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.fd_sock):
-            try:
-                f.close()
-            except OSError:
-                pass
+            return False
         if self._reader is not None:
             self._reader.join(timeout=1)
+        return True

@@ -58,9 +58,10 @@ class WorkerContext:
         self.task_errors: dict = {}  # (task hash, mode, tolerances) -> why it cannot be judged
         from .task_check import memory_limit
         self.memory_limit = None if build_only else memory_limit(device)
-        self.baselines: dict = {}
+        self.baselines: dict = {}  # unused by measure.py: baseline_cache.py holds the baselines
         self.gpu_clock: dict = {}  # the SM clock after a full warm-up (measure.warm_up)
         self.spare = None
+        self.dying: list = []  # killed children not yet reaped (release_child)
         self.zygote = None
         if build_only:
             return
@@ -119,9 +120,32 @@ class WorkerContext:
             self.spawn_spare()
         return child
 
+    def release_child(self, child) -> None:
+        """A job's child at the job's end: killed, and reaped now when it held much device
+        memory (the slots of a GPU share it: the next job must find it free), else later
+        (reap_dying), so the job's answer does not wait for the driver to tear the child's
+        context down (tens of ms on the H200)."""
+        import torch
+        from .job import KEEP_RESERVED_BYTES
+        self.reap_dying(0.0)
+        big = self.flavour == "cuda" and torch.cuda.memory_reserved(self.device) > KEEP_RESERVED_BYTES
+        child.kill(wait=big)
+        if not big:
+            self.dying.append(child)
+
+    def reap_dying(self, timeout_s: float) -> None:
+        """Reaps the killed children that have exited (waiting up to timeout_s for each)."""
+        still = []
+        for c in self.dying:
+            if not c.reap(timeout_s):
+                still.append(c)
+        self.dying = still[-64:]  # never unbounded (a child that will not die is the kernel's)
+
     def quiesce(self, timeout_s: float):
-        """Before timing: waits until a starting spare is idle, so its start-up (device
-        context, a few hundred ms) never overlaps a measurement."""
+        """Before timing: waits until the last jobs' children have exited and a starting
+        spare is idle, so neither a context tear-down nor a start-up (device context, a few
+        hundred ms) overlaps a measurement."""
+        self.reap_dying(10.0)
         if self.spare is None or not self.spare.forked:
             return
         try:
@@ -159,9 +183,7 @@ class WorkerContext:
             self.tasks[key] = t
             if len(self.tasks) > TASK_CACHE_SIZE:
                 _, old = self.tasks.popitem(last=False)
-                for k in [k for k in self.baselines if k[0] == old.key]:
-                    del self.baselines[k]
-                drop_task_module(old)
+                drop_task_module(old)  # its baselines stay in baseline_cache (a few KiB each)
         if check_key not in t.checked:
             try:
                 task_check.check_size(t, check_key[1], self.memory_limit, self.flavour == "cuda")
@@ -181,6 +203,7 @@ class WorkerContext:
     def close(self):
         if self.spare is not None:
             self.spare.kill()
+        self.reap_dying(10.0)
         if self.zygote is not None:
             self.zygote.close()
         if self.own_work:
