@@ -235,6 +235,25 @@ def estimates(todo: list, cache_path: str | None) -> list:
     return out
 
 
+def _problem_id(lv: int, path: str) -> str:
+    return f"{lv}/{os.path.basename(path)}"
+
+
+def prior_walls(paths: list) -> dict:
+    """level/problem -> the longest wall time a --prior run's rows (kernelbench.json) hold."""
+    out: dict = {}
+    for path in paths or []:
+        with open(path) as f:
+            for r in json.load(f).get("rows", []):
+                if isinstance(r, dict) and "level" in r and "problem" in r and not r.get("submission"):
+                    k = f"{r['level']}/{r['problem']}"
+                    w = float(r.get("wall_s") or 0.0)
+                    if r.get("status") == "no_verdict":
+                        w = max(w, 60.0)  # no answer in its cap: the longest of all
+                    out[k] = max(out.get(k, 0.0), w)
+    return out
+
+
 class Runner:
     """One eval worker and the problems it judges, restarted when a job gets no answer."""
 
@@ -297,6 +316,8 @@ def main() -> int:
     p.add_argument("--estimates", default=None,
                    help="JSON cache of the size estimates by problem path (read, and written with "
                         "what was missing): computing all 250 on meta tensors took 105 s on the H200 host")
+    p.add_argument("--prior", action="append", default=[],
+                   help="an earlier run's --out (repeatable): its wall times order the queue, longest first")
     p.add_argument("--build-root", default=os.environ.get("CAF_EVAL_BUILD_ROOT"))
     p.add_argument("--out", required=True)
     a = p.parse_args()
@@ -324,8 +345,17 @@ def main() -> int:
     extra = {"cap_gib": round(cap_gib, 1)}
     rows: dict = {}
     cond = threading.Condition()
-    # Largest first: the big jobs start while the device is empty, the small ones fill in.
-    queue = sorted(range(len(todo)), key=lambda i: -(est[i] if est[i] is not None else unknown_gib))
+    # The jobs that need a third of the device or more first, largest first: they start while
+    # it is empty and the small ones fill in beside them (two cannot run together, so left to
+    # the end they would run one after another). Then the ones that took longest in --prior
+    # runs (longest first: the makespan's tail is short jobs, not a 20 s RNN started last),
+    # then by estimate. A problem no prior run answered counts as the longest.
+    prior = prior_walls(a.prior)
+
+    def order(i):
+        e = est[i] if est[i] is not None else unknown_gib
+        return (0 if e >= cap_gib / 3 else 1, -e if e >= cap_gib / 3 else -prior.get(_problem_id(*todo[i]), 60.0 if prior else 0.0), -e)
+    queue = sorted(range(len(todo)), key=order)
     state = {"in_use": 0.0, "running": 0}
     print(f"estimates done at {time.perf_counter() - t_start:.1f} s; cap {cap_gib:.1f} GiB", flush=True)
 

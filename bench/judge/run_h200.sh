@@ -2,7 +2,10 @@
 # The judge's GPU runs on the H200 device machine, in one call (results under $OUT):
 #   bash bench/judge/run_h200.sh [bench|agent|suite|all]...   (default: all = bench agent suite)
 # kernelbench: verify of a reference copy over KernelBench problems (bench_kernelbench.py;
-#        not part of "all": needs bench/judge/external/KernelBench);
+#        not part of "all": needs bench/judge/external/KernelBench; KB_PRIOR: earlier runs'
+#        kernelbench.json files, space-separated, whose wall times order the queue);
+# warm: torch.compile of the bench cases' references in the background (warm_inductor.py), so
+#        a later bench step's cold profiles hit inductor's caches (e.g. `warm suite bench`);
 # bench: bench_judge.py, one warm worker, the cases below (compile time, warm verify+profile,
 #        CV over 10 profiles, reward tiers); agent: the released CUDA Agent workspace flow timed
 #        on its own example (time_cuda_agent.sh; needs its workspace under
@@ -32,9 +35,17 @@ find "$TI" /usr/local/cuda/include -name '*.h' -type f -print0 2>/dev/null | xar
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,memory.used \
   --format=csv -lms 200 > "$OUT/smi.csv" 2>&1 &
 SMI=$!
+WARM=()
 for s in $steps; do
   case $s in
+  warm)
+    # torch.compile of the bench cases' references in the background (warm_inductor.py: inductor's
+    # on-disk caches, nothing timed), e.g. beside the suite; the bench step waits for them first.
+    for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
+      $PY bench/judge/warm_inductor.py --device cuda --case "$c" >> "$OUT/warm.log" 2>&1 & WARM+=($!)
+    done ;;
   bench)
+    for w in "${WARM[@]}"; do wait "$w"; done; WARM=()
     cases=""; for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
       cases="$cases --case $c"; done
     abs=(); IFS=';' read -r -a arms <<< "${AB:-}"
@@ -58,6 +69,7 @@ for s in $steps; do
       --device cuda:0 --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
       --budget-s "$(( ${KT:-300} - ${KB_RESERVE_S:-30} ))" ${KB_SELECT:+--select "$KB_SELECT"} \
       --workers "${KB_WORKERS:-1}" ${KB_HONEST_RELU:+--honest-relu} \
+      $(for f in ${KB_PRIOR:-}; do printf -- '--prior %s ' "$f"; done) \
       --estimates bench/judge/external/KernelBench/caf_estimates.json \
       --out "$OUT/kernelbench.json" > "$OUT/kernelbench.log" 2>&1
     echo "kernelbench rc=$?"; grep -E "whole device|honest|SUMMARY|TIMES" "$OUT/kernelbench.log" | tail -40 ;;
