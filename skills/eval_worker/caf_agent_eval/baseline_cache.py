@@ -10,12 +10,17 @@ split one task in two), the device's name, the torch version, and the timing met
 (flush_in_stream, hold_ms, compile_baseline): anything that changes what was measured is in
 the key, so a baseline never serves a job that would have measured another one.
 
-Two levels: the worker's memory (`ctx.baselines`, under measure.py's own key as well, so a
-profile job of the same worker finds it) and, when CAF_EVAL_BASELINE_DIR names a directory,
-one JSON file per key there, shared by the slots of a host and by later runs. A file is
-written to a temporary name and renamed, so a reader sees a whole file or none; a file that
-does not parse or has the wrong shape is ignored (the baseline is measured again). The
-directory is the judge's (outside every sandbox): what it holds decides rewards.
+Two levels: the worker's memory (`ctx.baseline_store`) and a directory shared by the slots
+of a host and by later runs: CAF_EVAL_BASELINE_DIR, else `<build_root>/baselines` (a node's
+workers share the build root); CAF_EVAL_BASELINE_DIR=off keeps baselines in memory only.
+A file is written to a temporary name and renamed, so a reader sees a whole file or none; a
+file that does not parse or has the wrong shape is ignored (the baseline is measured again).
+
+Integrity: the directory is the judge's, but the judging child runs with the worker's uid
+and on CUDA slots may open existing files for writing (seccomp.py), though it can create,
+rename, unlink or link nothing. So each file is named by the hash of its own bytes,
+`baseline-<key>-<sha256[:32]>.json`, and a reader ignores a file whose bytes do not hash to
+its name: a file rewritten in place never validates, and the child cannot make a new name.
 """
 from __future__ import annotations
 
@@ -79,11 +84,6 @@ def cache_key(fields: dict) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def measure_key(ctx, task, t: dict) -> tuple:
-    """measure.py's key of ctx.baselines (the worker-local cache it reads)."""
-    return (task.key, bool(t["flush_in_stream"]), hold_ms_of(ctx, t), bool(t["compile_baseline"]))
-
-
 def valid_base(base) -> bool:
     """A base dict as measure.py keeps one: eager always; each name a map of the four series,
     lists of finite non-negative numbers (primary non-empty)."""
@@ -102,67 +102,96 @@ def valid_base(base) -> bool:
     return True
 
 
-def _path(directory: str, key: str) -> str:
-    return os.path.join(directory, f"baseline-{key}.json")
+def cache_dir(ctx) -> str:
+    """The shared directory ("" when sharing is off)."""
+    env = os.environ.get(ENV_DIR, "").strip()
+    if env == "off":
+        return ""
+    if env:
+        return env
+    root = getattr(ctx, "build_root", None)
+    return os.path.join(root, "baselines") if root else ""
+
+
+def _content_name(key: str, data: bytes) -> str:
+    return f"baseline-{key}-{hashlib.sha256(data).hexdigest()[:32]}.json"
+
+
+def _read_disk(directory: str, key: str, fields: dict):
+    """The first file of this key whose bytes hash to its name and that holds a valid
+    baseline of exactly these key fields; None when there is none."""
+    import glob
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), f"baseline-{key}-*.json"))):
+        try:
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                data = f.read(1 << 24)
+        except OSError:
+            continue
+        if os.path.basename(path) != _content_name(key, data):
+            continue  # rewritten in place (or not ours): never trusted
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("version") == FORMAT_VERSION and doc.get("key") == fields \
+                and valid_base(doc.get("base")):
+            return doc["base"]
+    return None
 
 
 def get(ctx, task, t: dict):
     """(base, where) of a cached baseline of this task under these timing options, where is
-    "memory" or "disk"; (None, "") when none is cached. A baseline from disk is also kept in
-    memory."""
+    "memory" or "disk"; (None, "") when none is cached, or when the cached one lacks the
+    compile series these options ask for. A baseline from disk is also kept in memory."""
     fields = key_fields(ctx, task, t)
     key = cache_key(fields)
+    mem = _memory(ctx)
+    want_compile = bool(t["compile_baseline"])
+    base = mem.get(key)
+    if base is not None and (not want_compile or "compile" in base):
+        return base, "memory"
+    directory = cache_dir(ctx)
+    base = _read_disk(directory, key, fields) if directory else None
+    if base is None or (want_compile and "compile" not in base):
+        return None, ""
+    mem[key] = base
+    return base, "disk"
+
+
+def _memory(ctx) -> dict:
     mem = getattr(ctx, "baseline_store", None)
     if mem is None:
         mem = ctx.baseline_store = {}
-    if key in mem:
-        return mem[key], "memory"
-    directory = os.environ.get(ENV_DIR, "").strip()
-    if not directory:
-        return None, ""
-    try:
-        with open(_path(directory, key)) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return None, ""
-    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION or doc.get("key") != fields \
-            or not valid_base(doc.get("base")):
-        return None, ""
-    mem[key] = doc["base"]
-    _share_with_measure(ctx, task, t, doc["base"])
-    return doc["base"], "disk"
+    return mem
 
 
 def put(ctx, task, t: dict, base: dict, extra: dict | None = None) -> None:
-    """Keeps a measured baseline in memory and, with CAF_EVAL_BASELINE_DIR, on disk (atomic
-    rename; a directory that cannot be written costs the sharing only, never the job)."""
+    """Keeps a measured baseline in memory and in the shared directory (named by its
+    content's hash, written to a temporary file and renamed; the key's older files removed).
+    A directory that cannot be written costs the sharing only, never the job."""
     if not valid_base(base):
         raise ValueError("baseline_cache.put: not a baseline (measure.py's base form)")
     fields = key_fields(ctx, task, t)
     key = cache_key(fields)
-    mem = getattr(ctx, "baseline_store", None)
-    if mem is None:
-        mem = ctx.baseline_store = {}
-    mem[key] = base
-    _share_with_measure(ctx, task, t, base)
-    directory = os.environ.get(ENV_DIR, "").strip()
+    _memory(ctx)[key] = base
+    directory = cache_dir(ctx)
     if not directory:
         return
     doc = {"version": FORMAT_VERSION, "key": fields, "task": task.name, "base": base, **(extra or {})}
+    data = json.dumps(doc).encode()
+    name = _content_name(key, data)
     try:
+        import glob
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".baseline-", dir=directory)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, _path(directory, key))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name))
+        for old in glob.glob(os.path.join(glob.escape(directory), f"baseline-{key}-*.json")):
+            if os.path.basename(old) != name:
+                os.unlink(old)
     except OSError as e:
         import sys
         print(f"eval worker: baseline cache not written to {directory}: {e}", file=sys.stderr, flush=True)
-
-
-def _share_with_measure(ctx, task, t: dict, base: dict) -> None:
-    """A profile job of this worker reads ctx.baselines under measure.py's key; a baseline
-    that lacks the compile series it would want is not offered."""
-    if bool(t["compile_baseline"]) and "compile" not in base:
-        return
-    ctx.baselines[measure_key(ctx, task, t)] = base

@@ -1,0 +1,114 @@
+"""The judge's baseline job kind (skills/eval_worker's mode "baseline") through real eval
+workers, its one cache (shared on disk by two workers, a rewritten file ignored), and
+caf_agent_data.judge_baselines over a small KernelBench-shaped checkout: one row per task,
+refusals with the judge's reasons, the per-level table."""
+import glob
+import json
+import os
+import sys
+
+import pytest
+
+from caf_agent_data import judge_baselines
+from data_helpers import bundled, task, write
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "skills", "eval_worker"))
+from caf_agent_eval.client import WorkerClient  # noqa: E402
+
+EAGER = {"timing": {"compile_baseline": False, "budget_s": 0.1, "min_iters": 5}}
+
+
+@pytest.fixture
+def worker_factory(tmp_path):
+    made = []
+
+    def make(env=None):
+        w = WorkerClient("cpu", threads=1, env={"CAF_EVAL_ZYGOTE": "0", **(env or {})})
+        made.append(w)
+        return w
+    yield make
+    for w in made:
+        w.close()
+
+
+def test_a_baseline_job_times_the_reference_and_a_second_worker_reads_it_from_disk(tmp_path, worker_factory):
+    cache = tmp_path / "baselines"
+    env = {"CAF_EVAL_BASELINE_DIR": str(cache)}
+    src = bundled("add_relu")
+    r = worker_factory(env).evaluate("add_relu", src, {}, mode="baseline", options=EAGER)
+    assert r["status"] == "ok", r
+    v = r["verdict"]
+    assert v["flags"] == ["baseline"] and v["correct"] is False and v["reward"] is None
+    assert v["timings"]["eager_ms"] > 0 and v["timings"]["compile_ms"] is None
+    assert v["timings"]["calls"]["eager"] >= 5 and v["baseline"]["source"] == "measured"
+    files = glob.glob(str(cache / "baseline-*.json"))
+    assert len(files) == 1
+    # another worker (another slot of the host) measures nothing: same numbers, from disk
+    w2 = worker_factory(env)
+    r2 = w2.evaluate("add_relu", src, {}, mode="baseline", options=EAGER)
+    assert r2["verdict"]["baseline"]["source"] == "disk"
+    assert r2["verdict"]["timings"]["eager_ms"] == v["timings"]["eager_ms"]
+    # the same task with other comments and docstring is the same task (normalized source)
+    other = "# a comment\n" + src.replace('"""Level 1: elementwise add', '"""Level 1: another docstring, add', 1)
+    assert other != src
+    r3 = w2.evaluate("copy", other, {}, mode="baseline", options=EAGER)
+    assert r3["verdict"]["baseline"]["source"] == "memory"
+    assert r3["verdict"]["baseline"]["cache_key"] == v["baseline"]["cache_key"]
+    # a file rewritten in place (times scaled, as a judged child could) is never trusted
+    doc = json.loads(open(files[0]).read())
+    doc["base"]["eager"]["primary"] = [x * 100 for x in doc["base"]["eager"]["primary"]]
+    with open(files[0], "w") as f:
+        json.dump(doc, f)
+    r4 = worker_factory(env).evaluate("add_relu", src, {}, mode="baseline", options=EAGER)
+    assert r4["verdict"]["baseline"]["source"] == "measured"
+    assert r4["verdict"]["timings"]["eager_ms"] < 50 * v["timings"]["eager_ms"]
+
+
+def test_a_task_the_judge_cannot_judge_is_a_task_error_and_files_are_refused(worker_factory):
+    w = worker_factory({"CAF_EVAL_BASELINE_DIR": "off"})
+    r = w.evaluate("const", task("return torch.zeros_like(x)"), {}, mode="baseline", options=EAGER)
+    v = r["verdict"]
+    assert r["status"] == "ok" and "task_error" in v["flags"] and "does not depend" in v["task_error"]
+    r = w.evaluate("relu", task("return torch.relu(x)"), {"model_new.py": "x = 1\n"}, mode="baseline",
+                   options=EAGER)
+    assert r["status"] == "infra_error" and "takes no files" in r["error"]
+
+
+def test_judge_baselines_over_a_kernelbench_checkout(tmp_path, capsys):
+    kb = tmp_path / "KernelBench" / "KernelBench"
+    write(str(kb / "level1" / "1_relu.py"), task("return torch.relu(x)"))
+    write(str(kb / "level1" / "2_constant.py"), task("return torch.zeros_like(x)"))
+    write(str(kb / "level2" / "1_linear_gelu.py"), bundled("linear_bias_gelu"))
+    write(str(kb / "level3" / "1_raises.py"), task("return x @ torch.ones(3, 3)"))
+    write(str(kb / "level3" / "2_unparsable.py"), "class Model(:\n")
+    out, md = tmp_path / "b.json", tmp_path / "b.md"
+    rc = judge_baselines.main(["--tasks", str(tmp_path / "KernelBench"), "--levels", "1,3", "--slots", "2",
+                               "--no-compile", "--time-budget-s", "0.1", "--min-iters", "5",
+                               "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--markdown", str(md)])
+    assert rc == 0
+    r = json.loads(out.read_text())
+    rows = {x["name"]: x for x in r["rows"]}
+    assert set(rows) == {"level1/1_relu", "level1/2_constant", "level3/1_raises", "2_unparsable.py"}
+    assert rows["level1/1_relu"]["status"] == "measured" and rows["level1/1_relu"]["eager_ms"] > 0
+    assert rows["level1/2_constant"]["status"] == "task_error"
+    assert "does not depend" in rows["level1/2_constant"]["reason"]
+    assert rows["level3/1_raises"]["status"] == "task_error" and "reference raised" in rows["level3/1_raises"]["reason"]
+    assert rows["2_unparsable.py"]["status"] == "refused"
+    s = r["summary"]
+    assert s["level1"]["tasks"] == 2 and s["level1"]["eager_measured"] == 1
+    assert s["level3"]["not_measured"] == {"task_error": 1} and s["all"]["tasks"] == 4
+    assert r["gpu"] == "cpu" and r["seconds"]["eager"] > 0
+    text = md.read_text()
+    assert "| level1 | 2 | 1 | 0 | 0 | task_error 1 |" in text and "L3 level3/1_raises: task_error" in text
+
+
+@pytest.mark.slow
+def test_the_compile_pass_measures_torch_compile(tmp_path):
+    d = tmp_path / "set"
+    write(str(d / "relu.py"), task("return torch.relu(x)"))
+    out = tmp_path / "b.json"
+    assert judge_baselines.main(["--tasks", str(d), "--time-budget-s", "0.1", "--min-iters", "5",
+                                 "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["status"] == "measured" and row["compile_ms"] > 0 and row["eager_ms"] > 0
