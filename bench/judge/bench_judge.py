@@ -217,6 +217,7 @@ def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = N
     first = client.evaluate("bench", task, files, mode="profile", options=options)
     out["cold_profile_s"] = time.perf_counter() - t0  # build + baselines + torch.compile
     out["cold_phases_s"] = (first.get("verdict") or {}).get("phases_s")
+    out["cold_baseline_cache"] = (first.get("verdict") or {}).get("baseline_cache")
     print(f"[{label}] cold profile {out['cold_profile_s']:.1f} s phases {out['cold_phases_s']}",
           file=sys.stderr, flush=True)
     if not (first["status"] == "ok" and first["verdict"]["correct"]):
@@ -238,7 +239,8 @@ def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = N
         cands.append(v["timings"]["candidate_ms"])
         verdicts.append(v)
         print(f"[{label}] warm {walls[-1]:.2f} s cand {cands[-1]:.4f} ms reward {v['reward']} "
-              f"iters {v['timings']['iterations']} {v.get('child_start')} phases {v.get('phases_s')}",
+              f"iters {v['timings']['iterations']} {v.get('child_start')} baselines {v.get('baseline_cache')} "
+              f"child start-up {v.get('child_startup_s')} phases {v.get('phases_s')}",
               file=sys.stderr, flush=True)
     out["warm_verify_profile_s"] = {"median": statistics.median(walls), "min": min(walls),
                                     "max": max(walls), "all": walls}
@@ -258,6 +260,8 @@ def run_case(client, c: dict, cuda: bool, repeats: int, options: dict | None = N
     out["gap_median_ms"] = [v["timings"].get("gap_median_ms") for v in verdicts]
     out["in_profile_cv"] = [v["timings"].get("cv") for v in verdicts]
     out["child_start"] = sorted({str(v.get("child_start")) for v in verdicts})
+    out["child_startup_s"] = [v.get("child_startup_s") for v in verdicts]  # context, timers, guard
+    out["baseline_cache"] = [v.get("baseline_cache") for v in verdicts]  # measured / memory / disk
     phases = {}
     for v in verdicts:
         for k, x in (v.get("phases_s") or {}).items():

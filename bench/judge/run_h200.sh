@@ -79,7 +79,7 @@ for s in $steps; do
     # 0.36 ms beside another test, 0.036 ms alone, 2026-12-01): those run alone afterwards.
     SERIAL="side_stream"
     CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" bash -c "
-      $PY -m pytest -v -n 3 --tb=short -p no:cacheprovider -m gpu -k 'not ($SERIAL)' tests/reward_hacks/cuda tests/skills
+      $PY -m pytest -v -n ${SUITE_N:-3} --tb=short -p no:cacheprovider -m gpu -k 'not ($SERIAL)' tests/reward_hacks/cuda tests/skills
       a=\$?; $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu -k '$SERIAL' tests/reward_hacks/cuda tests/skills
       b=\$?; exit \$(( a || b ))" > "$OUT/suite.log" 2>&1
     echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;

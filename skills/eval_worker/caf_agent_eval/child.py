@@ -46,12 +46,19 @@ class Child:
         threads = int(os.environ.get("CAF_EVAL_THREADS", "0"))
         if threads > 0:
             torch.set_num_threads(threads)
+        t0 = time.monotonic()
         if self.device.startswith("cuda"):
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # create the context before the job arrives
+        t1 = time.monotonic()
         self.timers = profile.Timers(self.device)  # captured before any submission import
+        t2 = time.monotonic()
         from . import dispatch_guard
         dispatch_guard.warm_up(self.device)  # the guard's first use costs seconds
+        # Where this process's start-up went (before any submission code: diagnostic, the
+        # verdict's child_startup_s; the wait for a starting spare is a job's quiesce phase).
+        self.startup_s = {"context": round(t1 - t0, 4), "timers": round(t2 - t1, 4),
+                          "guard": round(time.monotonic() - t2, 4)}
         self.Tensor = torch.Tensor
         self.model = None
         self.library, self.compile_log, self.cached_build = None, "", False
@@ -360,7 +367,8 @@ class Child:
         handlers = {"build": self.build, "load": self.load, "call": self.call, "load_sets": self.load_sets,
                     "gen_sets": self.gen_sets, "resend": self.resend,
                     "time": self.time_round, "fetch": self.fetch, "sets_after": self.sets_after}
-        self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid()})
+        self.protocol.write_frame(self.fd_out, {"ready": True, "pid": os.getpid(),
+                                                "startup_s": getattr(self, "startup_s", None)})
         while True:
             try:
                 req = self.protocol.read_frame(self.fd_in, fd_sock=self.fd_sock)

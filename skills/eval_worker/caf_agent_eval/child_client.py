@@ -231,6 +231,7 @@ class ChildProcess:
         self._dropped = 0
         self._reader = None
         self.ready = False
+        self.startup_s = None  # the child's own account of its start-up (wait_ready)
         self._killed = False
         if zygote is None:
             fd_sock, child_sock = fd_socket_pair()
@@ -280,7 +281,8 @@ class ChildProcess:
             deadline = time.monotonic() + timeout_s
             if self.proc is None:
                 self._fork(timeout_s)
-            self._read(deadline, "start-up")
+            msg = self._read(deadline, "start-up")
+            self.startup_s = msg.get("startup_s") if isinstance(msg.get("startup_s"), dict) else None
             self.ready = True
 
     def request(self, obj: dict, timeout_s: float, phase: str) -> dict:

@@ -79,9 +79,12 @@ def validate_files(files: dict) -> tuple[dict, list[str]]:
 def run(ctx, req: dict) -> dict:
     """Evaluates one request; returns the verdict (exceptions mean infrastructure errors)."""
     mode = req.get("mode", "verify")
-    if mode not in ("verify", "profile", "final"):
+    if mode not in ("verify", "profile", "final", "baseline"):
         raise opts_mod.OptionError(f"unknown mode {mode!r}")
     o = opts_mod.merge(req.get("options"))
+    if mode == "baseline":  # the task's reference timed, no submission (baseline.py)
+        from . import baseline
+        return baseline.run(ctx, req, o)
     v = new_verdict()
     clock = PhaseClock(v)
     task_req = req["task"]
@@ -106,11 +109,17 @@ def run(ctx, req: dict) -> dict:
     clock.lap("static")
     ref = _reference(ctx, task, o, secret, job_id)
     clock.lap("reference")
+    base = None
+    if mode in ("profile", "final") and not o["timing"]["fresh_baselines"]:
+        base, v["baseline_cache"] = _baselines(ctx, task, o, secret, job_id)
+        clock.lap("baselines")
     job_dir = tempfile.mkdtemp(prefix="job_", dir=ctx.work_root)
     child = ctx.take_child(o["start_timeout_s"], prestart_next=(mode == "verify"))
     clock.lap("child_wait")
     v["child_start"] = ("forked (lite server)" if child.zygote.lite else "forked") \
         if child.forked else "spawned"
+    if child.startup_s:  # context, timers, guard: what a starting spare's quiesce waits for
+        v["child_startup_s"] = child.startup_s
     phase = "setup"
     open_phase = "build_import"  # the PhaseClock key of the phase under way (for a failed job)
     try:
@@ -136,7 +145,7 @@ def run(ctx, req: dict) -> dict:
             ctx.quiesce(o["start_timeout_s"])
             clock.lap("quiesce")
             open_phase = "timing"
-            measure(ctx, child, task, ref["model"], secret, job_id, o, v)
+            measure(ctx, child, task, ref["model"], secret, job_id, o, v, base)
             clock.lap("timing")
             open_phase = ""
     except JobFailed as e:
@@ -164,7 +173,7 @@ def run(ctx, req: dict) -> dict:
     finally:
         if open_phase:  # a failed phase's time is its own, not the cleanup's
             clock.lap(open_phase)
-        child.kill()
+        ctx.release_child(child)
         v["log"] = child.log()
         if ctx.device.startswith("cuda"):  # how the child's tensors came back (ipc.py)
             v["child_transport"] = dict(child.transfers)
@@ -193,6 +202,25 @@ def release_device_memory(ctx) -> None:
     """After a job (worker.handle): the allocator's cache back to the driver when it is large."""
     if ctx.device.startswith("cuda") and torch.cuda.memory_reserved(ctx.device) > KEEP_RESERVED_BYTES:
         torch.cuda.empty_cache()
+
+
+def _baselines(ctx, task, o, secret, job_id) -> tuple[dict, str]:
+    """(base, where) of a profile job: the task's eager/compile baselines from the one cache
+    (baseline_cache.py: this worker's memory, then the entries the node's workers share),
+    else measured now (baseline.measure, the baseline job's own code) and stored. Measured
+    here, before this job's child loads the submission and once the spare child is idle, so
+    no submission code runs beside them: a cached baseline serves every later job."""
+    from . import baseline, baseline_cache
+    t = o["timing"]
+    base, where = baseline_cache.get(ctx, task, t)
+    if base is not None and (not t["compile_baseline"] or "compile" in base):
+        return base, where
+    ctx.quiesce(o["start_timeout_s"])
+    base, compile_error, _ = baseline.measure(ctx, task, secret, job_id, t, o)
+    if compile_error:  # the judge's own failure to time the task, never the submission's
+        raise RuntimeError(f"the torch.compile baseline failed: {compile_error[-1500:]}")
+    baseline_cache.put(ctx, task, t, base, {"compile_error": compile_error})
+    return base, "measured"
 
 
 def _reference(ctx, task, o, secret, job_id) -> dict:
@@ -261,8 +289,10 @@ def _first_problem(log: str) -> str:
 
 def _check(child, ref, k, o, v):
     seed, batch = ref["draws"][k]  # the child draws the same inputs on its device (no transfer)
-    rep = child.request({"op": "call", "seed": int(seed), "batch": batch},
-                        o["call_timeout_s"], f"check {k + 1}")
+    # settle: the child compares this check's outputs, and the earlier checks' it deferred,
+    # with their snapshots after its late-write wait (child.DEFER_LATE_BYTES): at the last.
+    rep = child.request({"op": "call", "seed": int(seed), "batch": batch,
+                         "settle": k + 1 >= o["num_checks"]}, o["call_timeout_s"], f"check {k + 1}")
     inputs, outputs = _check_reference(ref, k)
     where = f"check {k + 1}/{o['num_checks']} ({verify.describe_inputs(inputs)})"
     entry = {"index": k, "passed": False, "reason": ""}

@@ -31,8 +31,12 @@ MAX_WARMUP_CALLS = 5000
 CLOCK_READY_FRAC = 0.97
 
 
-def measure(ctx, child, task, model, secret, job_id, o, v):
+def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
     """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call.
+
+    base: the task's baselines (job._baselines: baseline_cache.py, measured before the submission was
+    loaded); without it (timing.fresh_baselines) eager and compile are timed here, interleaved
+    with the candidate's rounds on the same sets, and used for this job only.
 
     With timing.fresh_inputs (the default) every timed call gets an input set no earlier
     call of the job saw: each round's sets are drawn from new seeds and sent to the child
@@ -68,10 +72,6 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     # calibration round now, one after the last timed round.
     calib = [calibration_round(child, n_round, warm_median, t, o, hold_ms, perf)]
     lap("calibration")
-    # Keyed by everything that decides what was measured: a cache filled by a job without
-    # the compile baseline must not serve a job that wants it.
-    base_key = (task.key, bool(t["flush_in_stream"]), hold_ms, bool(t["compile_baseline"]))
-    base = None if t["fresh_baselines"] else ctx.baselines.get(base_key)
     fns = {} if base else _baseline_fns(ctx, model, warm_sets, t)
     lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "candidate_launch": [], "eager": [], "compile": []}
@@ -166,10 +166,9 @@ def measure(ctx, child, task, model, secret, job_id, o, v):
     checked = sorted(rng.sample(range(len(sets)), min(len(sets), max(1, int(t["samples_per_round"])))))
     _check_sets_unchanged(child, {j: set_at(j) for j in checked}, o)
     lap("sets_after")
-    if not base:
+    if not base:  # timed here, interleaved (timing.fresh_baselines): this job's own
         base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1],
                        "launch": launches[name]} for name in fns}
-        ctx.baselines[base_key] = base
     _summarise(ctx, warm_sets[0], ref0, samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
     if clock is not None:  # the warm-up ended at the clock a full one reaches (warm_up)
