@@ -11,6 +11,7 @@
 #        on its own example (time_cuda_agent.sh; needs its workspace under
 #        bench/judge/external/cuda_agent_workdir, not part of this repo); suite: the CUDA
 #        reward-hack suite. Steps run one after another, never side by side (uncontended).
+# DEV=cpu runs bench, warm and kernelbench on the CPU (a dry run of this script off the GPU).
 # Caps (seconds, env): BT bench, AT agent, ST suite, KT kernelbench. Defaults fit one 600 s device call.
 # BENCH_ARGS: more bench_judge.py flags (e.g. --no-compile-bench); AB: evaluation options as
 # JSON for an A/B of every case (e.g. AB='{"timing": {"flush_in_stream": true}}'; several arms
@@ -23,6 +24,7 @@ OUT=${OUT:-/tmp/judge-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 export CAF_EVAL_BUILD_ROOT=${CAF_EVAL_BUILD_ROOT:-/tmp/caf_eval_build}
+KBDEV=cuda:0; [ "${DEV:-cuda}" = cpu ] && KBDEV=cpu
 steps=${*:-all}; [ "$steps" = all ] && steps="bench agent suite"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv
   $PY -c 'import sys,torch,pytest,msgpack,numpy; print(sys.version); print(torch.__version__, torch.version.cuda)'
@@ -42,7 +44,7 @@ for s in $steps; do
     # torch.compile of the bench cases' references in the background (warm_inductor.py: inductor's
     # on-disk caches, nothing timed), e.g. beside the suite; the bench step waits for them first.
     for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
-      $PY bench/judge/warm_inductor.py --device cuda --case "$c" >> "$OUT/warm.log" 2>&1 & WARM+=($!)
+      $PY bench/judge/warm_inductor.py --device "${DEV:-cuda}" --case "$c" >> "$OUT/warm.log" 2>&1 & WARM+=($!)
     done ;;
   bench)
     for w in "${WARM[@]}"; do wait "$w"; done; WARM=()
@@ -51,7 +53,7 @@ for s in $steps; do
     abs=(); IFS=';' read -r -a arms <<< "${AB:-}"
     for x in "${arms[@]}"; do [ -n "${x// }" ] && abs+=(--ab "$x"); done
     # shellcheck disable=SC2086
-    timeout "${BT:-170}" $PY bench/judge/bench_judge.py --device cuda --build-root "$CAF_EVAL_BUILD_ROOT" \
+    timeout "${BT:-170}" $PY bench/judge/bench_judge.py --device "${DEV:-cuda}" --build-root "$CAF_EVAL_BUILD_ROOT" \
       $cases ${BENCH_ARGS:-} "${abs[@]}" --out "$OUT/bench.json" 2> "$OUT/bench.log" \
       | tee "$OUT/bench_summary.txt"
     echo "bench rc=${PIPESTATUS[0]}" ;;
@@ -66,7 +68,7 @@ for s in $steps; do
     # for that is judged again alone with all of it), KB_HONEST_RELU=1 also verifies an
     # honest kernel on level1/19_ReLU (6 GiB, all five checks) and records its peak memory.
     timeout "${KT:-300}" $PY bench/judge/bench_kernelbench.py --root bench/judge/external/KernelBench \
-      --device cuda:0 --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
+      --device "$KBDEV" --build-root "$CAF_EVAL_BUILD_ROOT" --job-timeout "${KB_JOB_S:-60}" \
       --budget-s "$(( ${KT:-300} - ${KB_RESERVE_S:-30} ))" ${KB_SELECT:+--select "$KB_SELECT"} \
       --workers "${KB_WORKERS:-1}" ${KB_HONEST_RELU:+--honest-relu} \
       $(for f in ${KB_PRIOR:-}; do printf -- '--prior %s ' "$f"; done) \
@@ -77,12 +79,17 @@ for s in $steps; do
     # Three workers share the GPU, so a test that compares two profiles' times can see one
     # of them inflated by another test's kernels (the side-stream test's honest add_relu:
     # 0.36 ms beside another test, 0.036 ms alone, 2026-12-01): those run alone afterwards.
-    SERIAL="side_stream"
-    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" bash -c "
-      $PY -m pytest -v -n ${SUITE_N:-3} --tb=short -p no:cacheprovider -m gpu -k 'not ($SERIAL)' tests/reward_hacks/cuda tests/skills
-      a=\$?; $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu -k '$SERIAL' tests/reward_hacks/cuda tests/skills
-      b=\$?; exit \$(( a || b ))" > "$OUT/suite.log" 2>&1
-    echo "suite rc=$?"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
+    # A warm step's compiles run beside the parallel part only: the serial part waits for them.
+    SERIAL="side_stream"; t_suite=$(date +%s)
+    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "${ST:-100}" $PY -m pytest -v -n "${SUITE_N:-3}" --tb=short \
+      -p no:cacheprovider -m gpu -k "not ($SERIAL)" tests/reward_hacks/cuda tests/skills > "$OUT/suite.log" 2>&1
+    a=$?
+    for w in "${WARM[@]}"; do wait "$w"; done; WARM=()
+    left=$(( ${ST:-100} - ($(date +%s) - t_suite) )); [ "$left" -lt 30 ] && left=30
+    CAF_SUITE_TIMING=${SUITE_TIMING:-} timeout "$left" $PY -m pytest -v --tb=short -p no:cacheprovider -m gpu \
+      -k "$SERIAL" tests/reward_hacks/cuda tests/skills >> "$OUT/suite.log" 2>&1
+    b=$?
+    echo "suite rc=$(( a || b ))"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/suite.log" | tail -20 ;;
   esac
 done
 kill $SMI 2>/dev/null

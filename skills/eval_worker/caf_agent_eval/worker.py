@@ -58,7 +58,6 @@ class WorkerContext:
         self.task_errors: dict = {}  # (task hash, mode, tolerances) -> why it cannot be judged
         from .task_check import memory_limit
         self.memory_limit = None if build_only else memory_limit(device)
-        self.baselines: dict = {}  # unused by measure.py: baseline_cache.py holds the baselines
         self.gpu_clock: dict = {}  # the SM clock after a full warm-up (measure.warm_up)
         self.spare = None
         self.dying: list = []  # killed children not yet reaped (release_child)
