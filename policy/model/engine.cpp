@@ -186,6 +186,10 @@ status generation_engine::check(const generation_request& request) const {
       return fail("request: prompt token id " + std::to_string(token) + " is outside the vocabulary [0, " +
                   std::to_string(vocab) + ")");
   if (request.max_new_tokens < 1) return fail("request: max_new_tokens must be >= 1");
+  for (int32_t token : request.forced_tokens)
+    if (token < 0 || token >= vocab)
+      return fail("request: forced token id " + std::to_string(token) + " is outside the vocabulary [0, " +
+                  std::to_string(vocab) + ")");
   const auto& p = request.sampling;
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) return fail("request: temperature must be >= 0");
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return fail("request: top_p must be in (0, 1]");
@@ -387,8 +391,9 @@ bool generation_engine::impl::finished(sequence& seq) const {
     seq.out.reason = finish_reason::stop_token;
   else if (r.stop_check && r.stop_check(seq.out.tokens))
     seq.out.reason = finish_reason::stop_string;
-  else if (static_cast<int32_t>(seq.out.tokens.size()) >= r.max_new_tokens)
-    seq.out.reason = finish_reason::max_new_tokens;
+  else if (static_cast<int32_t>(seq.out.tokens.size()) >= r.max_new_tokens ||
+           (!r.forced_tokens.empty() && seq.out.tokens.size() >= r.forced_tokens.size()))
+    seq.out.reason = finish_reason::max_new_tokens;  // a forced reply ends with its last token
   else if (seq.cached + 1 >= context)  // prompt + generated tokens fill the context
     seq.out.reason = finish_reason::context_limit;
   else
@@ -400,11 +405,15 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(
     const torch::Tensor& logits_rv, const std::vector<sequence*>& rows) {
   std::vector<sampling_params> params;
   std::vector<double> uniforms;
+  std::vector<int64_t> forced;  // teacher forcing: the request's next forced token, else -1
   for (sequence* seq : rows) {
     params.push_back(seq->request.sampling);
     uniforms.push_back(std::uniform_real_distribution<double>(0.0, 1.0)(seq->rng));
+    const auto& f = seq->request.forced_tokens;
+    const size_t at = seq->out.tokens.size();
+    forced.push_back(at < f.size() ? f[at] : -1);
   }
-  auto drawn = sample_tokens(logits_rv, params, uniforms);
+  auto drawn = sample_tokens(logits_rv, params, uniforms, forced);
   // The step's one host synchronisation: tokens (exact in fp32 below 2^24) and logprobs.
   auto host_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b}).cpu();
   auto host = host_2r.accessor<float, 2>();

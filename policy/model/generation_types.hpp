@@ -33,6 +33,13 @@ struct generation_request {
   std::vector<int32_t> stop_token_ids;  ///< Generation ends after emitting one of these.
   uint64_t seed = 0;  ///< Seeds this request's own RNG: same seed, same tokens.
   stop_predicate stop_check;  ///< Optional stop-string hook (see stop_predicate).
+  /// Teacher forcing: when non-empty, generated token i is forced_tokens[i] instead of a drawn
+  /// one; the engine still runs its prefill and decode passes and reports the model's own
+  /// log pi(forced token) (see generation_result::logprobs). The sequence ends after the last
+  /// forced token at the latest (reason max_new_tokens, or stop_token when that token is one).
+  /// For scripted policies: a random model's passes over a script's tokens cost what sampling
+  /// would. Ids must lie inside the vocabulary.
+  std::vector<int32_t> forced_tokens;
 };
 
 /// Why a sequence ended.

@@ -30,7 +30,7 @@ torch::Tensor draw(const torch::Tensor& weights_bv, const torch::Tensor& uniform
 }  // namespace
 
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
-                             const std::vector<double>& uniforms) {
+                             const std::vector<double>& uniforms, const std::vector<int64_t>& forced) {
   const auto device = logits_bv.device();
   const int64_t v = logits_bv.size(1);
   std::vector<float> temperature, top_p, uniform;
@@ -69,6 +69,10 @@ sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<s
     for (const auto& p : params) greedy_rows.push_back(p.temperature <= 0.0f ? 1 : 0);
     auto greedy_mask_b1 = to_device(greedy_rows, torch::kBool, device).unsqueeze(1);
     tokens_b1 = torch::where(greedy_mask_b1, greedy_b1, drawn_b1);
+  }
+  if (std::any_of(forced.begin(), forced.end(), [](int64_t t) { return t >= 0; })) {
+    auto forced_b1 = to_device(forced, torch::kInt64, device).unsqueeze(1);
+    tokens_b1 = torch::where(forced_b1 >= 0, forced_b1, tokens_b1);
   }
   return sampled_tokens{tokens_b1.squeeze(1), logp_bv.gather(1, tokens_b1).squeeze(1)};
 }

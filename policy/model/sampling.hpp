@@ -22,7 +22,9 @@ struct sampled_tokens {
 /// Draws one token per row of `logits_bv` (fp32). `params[i]` and `uniforms[i]` (in [0, 1))
 /// belong to row i. Inverse-CDF sampling over the filtered distribution; the logprob is taken
 /// from the unfiltered temperature-scaled distribution (see generation_result::logprobs).
+/// `forced` (empty, or one entry per row): an entry >= 0 is taken as row i's token instead of
+/// the draw (teacher forcing), its logprob from the same distribution.
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
-                             const std::vector<double>& uniforms);
+                             const std::vector<double>& uniforms, const std::vector<int64_t>& forced = {});
 
 }  // namespace caf_agent::policy
