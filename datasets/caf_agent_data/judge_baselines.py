@@ -75,8 +75,10 @@ def _estimate_job(arg):
 
 
 def estimates(tasks: list, cache_path: str | None, procs: int) -> list:
-    """estimate_gib per task, from a JSON cache by task identity where it has one (the
-    estimate depends on the source and the judge's copy counts only, not on the device)."""
+    """estimate_gib per task, from a JSON cache by the source's sha256 where it has one (the
+    estimate depends on the source and the judge's copy counts only, not on the device; not
+    by identity: an AST dump differs between Python versions)."""
+    import hashlib
     _client_mod()
     from caf_agent_eval import task_check
     formula = f"{task_check.input_copies('profile', 1)}/{task_check.output_copies('profile', 1)}/{task_check.FIXED_BYTES}"
@@ -84,7 +86,7 @@ def estimates(tasks: list, cache_path: str | None, procs: int) -> list:
     if cache_path and os.path.exists(cache_path):
         with open(cache_path) as f:
             cache = json.load(f)
-    keys = [f"{t.identity}:{formula}" for t in tasks]
+    keys = [f"{hashlib.sha256(t.source.encode()).hexdigest()[:24]}:{formula}" for t in tasks]
     missing = [i for i, k in enumerate(keys) if k not in cache]
     if missing:
         import multiprocessing as mp
@@ -95,6 +97,12 @@ def estimates(tasks: list, cache_path: str | None, procs: int) -> list:
             with open(cache_path, "w") as f:
                 json.dump(cache, f)
     return [cache[k] for k in keys]
+
+
+def worker_device(device: str) -> str:
+    """The eval worker's --device: a CUDA device with its index (the worker's
+    torch.cuda.set_device refuses a bare "cuda")."""
+    return "cuda:0" if device == "cuda" else device
 
 
 class Slot:
@@ -110,7 +118,7 @@ class Slot:
         if self.client is not None:
             self.client.proc.kill()
             self.client.proc.wait()
-        self.client = WorkerClient(device=self.a.device, threads=self.a.threads, env=self.env)
+        self.client = WorkerClient(device=worker_device(self.a.device), threads=self.a.threads, env=self.env)
         self.client.request({"op": "ping"}, timeout_s=600)
 
     def run(self, task, compile_: bool) -> dict:
@@ -330,14 +338,27 @@ def main(argv=None) -> int:
         import torch
         total = torch.cuda.get_device_properties(torch.device(a.device)).total_memory
     slots: list = [None] * max(1, a.slots)
-    starters = [threading.Thread(target=lambda k=k: slots.__setitem__(k, Slot(a, env))) for k in range(len(slots))]
+    start_errors: list = []
+
+    def start_slot(k):
+        try:
+            slots[k] = Slot(a, env)
+        except Exception as e:  # the worker did not come up: the run goes on with the others
+            start_errors.append(f"slot {k}: {type(e).__name__}: {e}")
+    starters = [threading.Thread(target=start_slot, args=(k,)) for k in range(len(slots))]
     for t in starters:
         t.start()
-    est = estimates(tasks, a.estimates, procs=2)
+    est = estimates(tasks, a.estimates, procs=max(1, min(8, (os.cpu_count() or 2) // 2)))
     for t in starters:
         while t.is_alive():
             t.join(0.5)
     started_s = time.monotonic() - t_start
+    slots = [x for x in slots if x is not None]
+    for e in start_errors:
+        log(f"an eval worker did not start: {e[:400]}")
+    if not slots:
+        log("error: no eval worker started (see above and the workers' stderr)")
+        return 2
     log(f"{len(slots)} slots up, estimates done at {started_s:.1f} s")
     passes: dict = {}
 

@@ -112,3 +112,14 @@ def test_the_compile_pass_measures_torch_compile(tmp_path):
                                  "--out", str(out)]) == 0
     row = json.loads(out.read_text())["rows"][0]
     assert row["status"] == "measured" and row["compile_ms"] > 0 and row["eager_ms"] > 0
+
+
+def test_workers_that_do_not_start_end_the_run_with_a_clear_error(tmp_path, capsys):
+    assert judge_baselines.worker_device("cuda") == "cuda:0" and judge_baselines.worker_device("cuda:3") == "cuda:3"
+    d = tmp_path / "set"
+    write(str(d / "relu.py"), task("return torch.relu(x)"))
+    rc = judge_baselines.main(["--tasks", str(d), "--device", "cuda:7", "--memory-bytes", "1e9", "--no-compile",
+                               "--out", str(tmp_path / "b.json")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "an eval worker did not start" in err and "no eval worker started" in err
