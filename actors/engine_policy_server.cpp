@@ -20,6 +20,7 @@ struct engine_server_state {
   std::shared_ptr<policy::engine_service> engine;
   std::shared_ptr<const policy::tokenizer> tok;
   int32_t stop_token = -1;
+  std::shared_ptr<rollout::policy_backend> script;  ///< teacher-forced replies; null: sample
   std::unordered_map<uint64_t, std::pair<caf::response_promise, std::chrono::steady_clock::time_point>> waiting;
   uint64_t seq = 0;
   static inline const char* name = "engine_policy_server";
@@ -62,11 +63,13 @@ policy::stop_predicate stop_strings(std::shared_ptr<const policy::tokenizer> tok
 }
 
 caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engine_service> engine,
-                               std::shared_ptr<const policy::tokenizer> tok, int32_t stop_token) {
+                               std::shared_ptr<const policy::tokenizer> tok, int32_t stop_token,
+                               std::shared_ptr<rollout::policy_backend> script) {
   auto& st = self->state;
   st.engine = std::move(engine);
   st.tok = std::move(tok);
   st.stop_token = stop_token;
+  st.script = std::move(script);
   return {
       [=](generate_request& req) -> caf::response_promise {
         auto& s = self->state;
@@ -77,6 +80,16 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
           return rp;
         }
         policy::generation_request g;
+        if (s.script) {  // the replay answers at once (no model): its tokens are the forced reply
+          auto scripted = s.script->generate(req).completion;
+          if (scripted.finish_reason == completion_finish::error || scripted.tokens.empty()) {
+            rp.deliver(error_completion(req.request_id, "policy.script: " + (scripted.error.empty()
+                                                                                  ? std::string("no tokens for the turn")
+                                                                                  : scripted.error)));
+            return rp;
+          }
+          g.forced_tokens = std::move(scripted.tokens);
+        }
         g.prompt = std::move(req.prompt_tokens);
         g.max_new_tokens = std::max<int32_t>(1, req.sampling.max_new_tokens);
         g.sampling.temperature = req.sampling.temperature;
@@ -144,8 +157,9 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
 }  // namespace
 
 caf::actor spawn_engine_policy_server(caf::actor_system& sys, std::shared_ptr<policy::engine_service> engine,
-                                      std::shared_ptr<const policy::tokenizer> tok, int32_t stop_token) {
-  return sys.spawn(engine_server_fn, std::move(engine), std::move(tok), stop_token);
+                                      std::shared_ptr<const policy::tokenizer> tok, int32_t stop_token,
+                                      std::shared_ptr<rollout::policy_backend> script) {
+  return sys.spawn(engine_server_fn, std::move(engine), std::move(tok), stop_token, std::move(script));
 }
 
 }  // namespace caf_agent

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +56,8 @@ struct trainer_state {
   int32_t attempt = 0;
   uint64_t generation = 1;
   steady::time_point step_start;
+  steady::time_point rollout_start;             // the iteration's episodes were planned
+  json phases;                                  // the iteration's phase times so far (null: none)
   bool reuse = false;                           // the iteration trains on the stage's data set
   std::vector<uint64_t> new_stage_data;         // a demonstration play's kept ids (saved with the commit)
   bool awaiting_weights = false;                // resumed: wait until a policy service holds the version
@@ -109,6 +112,67 @@ bool persist(trainer_actor* self) {
 
 void start_iteration(trainer_actor* self);
 void send_batch(trainer_actor* self);
+
+/// The records' own clocks (trajectory_record::timings_ms), summed over the iteration's
+/// episodes: waiting for the policy (generation), the judge (evaluations) and the tools. The
+/// episodes run side by side, so the sums can exceed the rollout's wall time.
+void add_episode_times(json& phases, const std::vector<const trajectory_record*>& recs) {
+  double policy = 0, eval = 0, tools = 0, longest = 0;
+  auto at = [](const trajectory_record& r, const char* key) {
+    auto it = r.timings_ms.find(key);
+    return it == r.timings_ms.end() ? 0.0 : it->second / 1000.0;
+  };
+  for (const auto* r : recs) {
+    policy += at(*r, "policy");
+    eval += at(*r, "eval");
+    tools += at(*r, "tools");
+    longest = std::max(longest, at(*r, "total"));
+  }
+  phases["generation_s"] = policy;
+  phases["judging_s"] = eval;
+  phases["tools_s"] = tools;
+  phases["longest_episode_s"] = longest;
+  phases["episodes"] = recs.size();
+}
+
+/// The step's phases from the shards' reports (the slowest shard's of each), then one line and
+/// one "phases" event once the weights are published (publish_s: every service answered).
+void add_step_times(json& phases, const std::map<int32_t, train_step_done>& replies) {
+  double old_lp = 0, update = 0, prepare = 0, step = 0, save = 0, stage = 0;
+  for (auto& [rank, r] : replies) {
+    auto report = json::parse(r.report_json, nullptr, false);
+    if (report.is_object()) {
+      old_lp = std::max(old_lp, report.value("old_logprob_seconds", 0.0));
+      update = std::max(update, report.value("update_seconds", 0.0));
+    }
+    prepare = std::max(prepare, r.prepare_s);
+    step = std::max(step, r.step_s);
+    save = std::max(save, r.save_s);
+    stage = std::max(stage, r.stage_s);
+  }
+  phases["learner_prepare_s"] = prepare;
+  phases["old_logprob_s"] = old_lp;
+  phases["update_s"] = update;
+  phases["learner_step_s"] = step;
+  phases["checkpoint_save_s"] = save;
+  phases["weight_stage_s"] = stage;
+}
+
+void record_phases(trainer_state& s, uint64_t version, double publish_s) {
+  if (!s.phases.is_object()) return;
+  auto& p = s.phases;
+  p["publish_s"] = publish_s;
+  p["weight_sync_s"] = p.value("weight_stage_s", 0.0) + publish_s;
+  std::string text;
+  for (const char* k : {"rollout_wall_s", "generation_s", "judging_s", "tools_s", "old_logprob_s", "update_s",
+                        "checkpoint_save_s", "weight_sync_s"})
+    if (p.contains(k)) text += (text.empty() ? "" : ", ") + std::string(k, std::strlen(k) - 2) + " " + fmt(p[k].get<double>(), 3) + " s";
+  log_info("train", "iteration " + std::to_string(s.st.iteration) + " phases (v" + std::to_string(version) + "): " + text);
+  json event = {{"event", "phases"}, {"iteration", s.st.iteration}, {"policy_version", version}};
+  event.update(p);
+  record_event(s, std::move(event));
+  s.phases = nullptr;
+}
 
 iteration_stats stats_of(const std::vector<const trajectory_record*>& recs) {
   iteration_stats out;
@@ -252,6 +316,7 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   // (sequence_cursor) continues where the previous iteration left off.
   std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->episode_id < b->episode_id; });
   s.stats = stats_of(mine);
+  if (!reuse && s.phases.is_object()) add_episode_times(s.phases, mine);
   rollout::training_filter filter{rollout::learner_stage(stage.name), stage.max_repeats, stage.min_reward};
   rollout::training_selection sel;
   for (const auto* r : mine) {
@@ -313,6 +378,7 @@ void rollout_done(trainer_actor* self, const run_summary& summary) {
     return finish(self, trainer_storage, "storage failed: " + summary.storage_error + "; kept " + summary.kept +
                                              " (run again to resume)");
   rollout::scan_report scan;
+  if (s.phases.is_object()) s.phases["rollout_wall_s"] = std::chrono::duration<double>(steady::now() - s.rollout_start).count();
   auto records = rollout::trajectory_store::read_all(store_dir(s), &scan);
   build_batch(self, records, s.st.pending);
 }
@@ -382,6 +448,8 @@ void start_iteration(trainer_actor* self) {
                         (demos ? " (the demonstrations of " + stage.demonstrations + ")"
                                : " with version " + std::to_string(s.st.policy_version)));
   std::string error;
+  s.rollout_start = steady::now();
+  s.phases = json::object();
   s.driver = spawn_run_driver(self->system(), std::move(d), error);
   if (!s.driver) finish(self, trainer_storage, "the run driver cannot start: " + error);
 }
@@ -428,6 +496,7 @@ void publish(trainer_actor* self, uint64_t version, const std::string& path, std
   auto& s = self->state;
   if (s.policies.empty()) {
     log_error("train", "no policy service has joined: version " + std::to_string(version) + " was not published");
+    record_phases(s, version, 0);
     return next();
   }
   s.ph = phase::publishing;
@@ -448,6 +517,7 @@ void publish(trainer_actor* self, uint64_t version, const std::string& path, std
       log_info("train", "published version " + std::to_string(version) + " (" +
                             (path.rfind("inproc:", 0) == 0 ? "in process" : path) + "): " + text);
       record_event(self->state, {{"event", "published"}, {"version", version}, {"path", path}, {"services", *lines}});
+      record_phases(self->state, version, std::chrono::duration<double>(steady::now() - start).count());
       if (!refused->empty())
         return finish(self, trainer_weights_refused,
                       "policy services refused version " + std::to_string(version) + ": " + *refused +
@@ -471,6 +541,8 @@ void step_succeeded(trainer_actor* self) {
     ev += r.explained_variance / double(s.replies.size());
   }
   const double seconds = std::chrono::duration<double>(steady::now() - s.step_start).count();
+  if (!s.phases.is_object()) s.phases = json::object();  // a reused data set: the step's phases only
+  add_step_times(s.phases, s.replies);
   const auto from = s.st.policy_version;
   rollout::commit_iteration(s.st, s.consumed, true, lead.checkpoint);
   if (!s.new_stage_data.empty()) s.st.stage_data = std::move(s.new_stage_data);

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -231,7 +232,9 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
   }
   report.applied = report.skip_reason.empty();
   if (report.applied) ++steps_;
+  if (actor_.device().is_cuda()) torch::cuda::synchronize();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.update_seconds = std::max(report.seconds - report.old_logprob_seconds, 0.0);
   return report;
 }
 
@@ -239,6 +242,7 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
   auto mbs_in = microbatches(batch, report);
   if (!report.skip_reason.empty() || (mbs_in.empty() && !data_parallel())) return {};
   std::vector<prepared> mbs;
+  const auto recompute_start = std::chrono::steady_clock::now();
   {  // Old log-probabilities and values by the trainer, before the update.
     torch::NoGradGuard no_grad;
     train_forward_options lp = options_.forward, val = options_.forward;
@@ -254,7 +258,11 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
       if (!g) return g.error();
       mbs.push_back({b, a.value().logp_t, v.value().values_t, g.value().advantages_t, g.value().returns_t});
     }
+    // Rationale: CUDA work is queued; without the wait the clock would stop before it ran.
+    if (actor_.device().is_cuda()) torch::cuda::synchronize();
   }
+  report.old_logprob_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - recompute_start).count();
   if (!mbs.empty()) {  // statistics of this shard's share
     auto mask_t = cat_masks(mbs);
     if (batch.sampler_logp_t.defined()) {
@@ -474,11 +482,12 @@ std::string step_report::to_json() const {
                 ",\"sequences\":%lld,\"tokens\":%lld,\"sampled_tokens\":%lld,\"microbatches\":%lld,"
                 "\"policy_loss\":%.9g,\"value_loss\":%.9g,\"nll\":%.9g,\"entropy\":%.9g,"
                 "\"explained_variance\":%.9g,\"reward_mean\":%.9g,\"advantage_mean\":%.9g,"
-                "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f,\"lr\":%.9g",
+                "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f,\"lr\":%.9g,"
+                "\"old_logprob_seconds\":%.6f,\"update_seconds\":%.6f",
                 static_cast<long long>(sequences), static_cast<long long>(tokens),
                 static_cast<long long>(sampled_tokens), static_cast<long long>(microbatches), policy_loss,
                 value_loss, nll, entropy, explained_variance, reward_mean, advantage_mean, actor_step.grad_norm,
-                critic_step.grad_norm, seconds, actor_lr);
+                critic_step.grad_norm, seconds, actor_lr, old_logprob_seconds, update_seconds);
   out += buf;
   if (ppo) {
     std::snprintf(buf, sizeof buf,

@@ -99,6 +99,9 @@ struct step_report {
   optimizer_step_report actor_step;   ///< The actor's last optimizer step.
   optimizer_step_report critic_step;  ///< The critic's last optimizer step.
   double seconds = 0;          ///< Wall time of the step.
+  /// ppo: the old log-probabilities, values and advantages before the update (no grad); 0 else.
+  double old_logprob_seconds = 0;
+  double update_seconds = 0;   ///< The rest of the step: forward, backward, optimizer.
   double actor_lr = 0;         ///< The actor's learning rate of the step.
 
   /// One JSON object with every field (for logs and learner_tool).

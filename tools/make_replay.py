@@ -12,6 +12,9 @@ embedded default's rejection fine-tuning plays them ([train.rft] demonstrations,
 docs/TRAINING.md). Short and alike on purpose (three turns, one layout for every kernel, the
 task's name first in the first turn) so the small model can learn them.
 
+cuda_demonstrations.jsonl holds the same three turns with a CUDA kernel per task (a .cu and its
+.cpp) for the GPU judge: the scripted replies of the H200 iteration (config/h200-iteration.toml).
+
 gives_up.jsonl holds that giving-up episode alone for every task: the negatives (reward -1).
 
     python tools/make_replay.py [--out-dir skills/replay]
@@ -91,6 +94,129 @@ KERNELS = {
             "    }\n"))),
 }
 
+# CUDA kernels of the same tasks (the GPU judge's demonstrations, cuda_demonstrations.jsonl):
+# per task a .cu (device code and a plain launcher, caf_cuda.h only) and a .cpp (allocation,
+# the launch on torch's stream, registration). One thread per element, or one 256-thread block
+# per row with warp-shuffle reductions.
+CU_HEADER = '#include "caf_cuda.h"\n\n'
+BLOCK_REDUCE = """// Sum (or max) over the block's 256 threads: warp shuffles, then one slot per warp.
+__device__ float block_reduce(float v, float* red, bool take_max) {
+  for (int s = 16; s; s >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffff, v, s);
+    v = take_max ? fmaxf(v, o) : v + o;
+  }
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = red[0];
+  for (int w = 1; w < blockDim.x / 32; ++w) t = take_max ? fmaxf(t, red[w]) : t + red[w];
+  __syncthreads();
+  return t;
+}
+
+"""
+
+
+def cuda_pair(fn, params, launch_args, alloc, kernel_src, launch_params, launch_body, extra_device=""):
+    cu = (CU_HEADER + extra_device + kernel_src +
+          f"\nvoid {fn}_launch({launch_params}, cudaStream_t s) {{\n{launch_body}}}\n")
+    cpp = ('#include "caf_kernel.h"\n\n' + f"void {fn}_launch({launch_params}, cudaStream_t s);\n\n" +
+           f"torch::Tensor {fn}({params}) {{\n{alloc}  {fn}_launch({launch_args}, caf::stream());\n"
+           "  return out;\n}\n\n" + f'CAF_REGISTER(m) {{ m.def("{fn}", &{fn}); }}\n')
+    return cu, cpp
+
+
+ELEMENT_KERNEL = """__global__ void {fn}_k(const float* a, const float* b, float* o, int64_t n) {{
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+{expr}}}
+"""
+EW_LAUNCH = "  {fn}_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(a, b, o, n);\n"
+EW_PARAMS = "const float* a, const float* b, float* o, int64_t n"
+ROW_LAUNCH = "  {fn}_k<<<static_cast<unsigned>(rows), 256, 0, s>>>({args});\n"
+
+
+def ew(fn, a, b, expr):
+    return cuda_pair(fn, f"torch::Tensor {a}, torch::Tensor {b}",
+                     f"{a}.data_ptr<float>(), {b}.data_ptr<float>(), out.data_ptr<float>(), {a}.numel()",
+                     f"  auto out = torch::empty_like({a});\n", ELEMENT_KERNEL.format(fn=fn, expr=expr),
+                     EW_PARAMS, EW_LAUNCH.format(fn=fn))
+
+
+CUDA_KERNELS = {
+    "add_relu": ew("add_relu", "a", "b", "  o[i] = fmaxf(a[i] + b[i], 0.f);\n"),
+    "fused_elementwise": ew("fused_elementwise", "x", "y", (
+        "  const float u = a[i], v = b[i];\n"
+        "  float z = tanhf(u * 2.f + v) * 0.5f + u * v;\n"
+        "  z = fmaxf(z, 0.f) - 0.25f;\n"
+        "  o[i] = v / (1.f + expf(-z));\n")),
+    "row_sum": cuda_pair(
+        "row_sum", "torch::Tensor x", "x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1)",
+        "  auto out = torch::empty({x.size(0), 1}, x.options());\n",
+        """__global__ void row_sum_k(const float* x, float* o, int64_t n) {
+  __shared__ float red[32];
+  const float* px = x + blockIdx.x * n;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += px[j];
+  s = block_reduce(s, red, false);
+  if (threadIdx.x == 0) o[blockIdx.x] = s;
+}
+""", "const float* x, float* o, int64_t rows, int64_t n", ROW_LAUNCH.format(fn="row_sum", args="x, o, n"),
+        BLOCK_REDUCE),
+    "softmax": cuda_pair(
+        "softmax", "torch::Tensor x", "x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1)",
+        "  auto out = torch::empty_like(x);\n",
+        """__global__ void softmax_k(const float* x, float* o, int64_t n) {
+  __shared__ float red[32];
+  const float* px = x + blockIdx.x * n;
+  float* po = o + blockIdx.x * n;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, px[j]);
+  mx = block_reduce(mx, red, true);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += expf(px[j] - mx);
+  const float inv = 1.f / block_reduce(s, red, false);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) po[j] = expf(px[j] - mx) * inv;
+}
+""", "const float* x, float* o, int64_t rows, int64_t n", ROW_LAUNCH.format(fn="softmax", args="x, o, n"),
+        BLOCK_REDUCE),
+    "layernorm": cuda_pair(
+        "layernorm", "torch::Tensor x, torch::Tensor w, torch::Tensor b",
+        "x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1)",
+        "  auto out = torch::empty_like(x);\n",
+        """__global__ void layernorm_k(const float* x, const float* w, const float* b, float* o, int64_t n) {
+  __shared__ float red[32];
+  const float* px = x + blockIdx.x * n;
+  float* po = o + blockIdx.x * n;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += px[j];
+  const float mean = block_reduce(s, red, false) / n;
+  float ss = 0.f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ss += (px[j] - mean) * (px[j] - mean);
+  const float inv = rsqrtf(block_reduce(ss, red, false) / n + 1e-5f);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) po[j] = (px[j] - mean) * inv * w[j] + b[j];
+}
+""", "const float* x, const float* w, const float* b, float* o, int64_t rows, int64_t n",
+        ROW_LAUNCH.format(fn="layernorm", args="x, w, b, o, n"), BLOCK_REDUCE),
+    "linear_bias_gelu": cuda_pair(
+        "linear_bias_gelu", "torch::Tensor x, torch::Tensor w, torch::Tensor b",
+        "x.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), x.size(0), "
+        "w.size(0), x.size(1)",
+        "  auto out = torch::empty({x.size(0), w.size(0)}, x.options());\n",
+        """__global__ void linear_bias_gelu_k(const float* x, const float* w, const float* b, float* o,
+                                   int64_t rows, int64_t outs, int64_t n) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= rows * outs) return;
+  const int64_t r = i / outs, c = i % outs;
+  const float* px = x + r * n;
+  const float* pw = w + c * n;
+  float v = b[c];
+  for (int64_t j = 0; j < n; ++j) v += px[j] * pw[j];
+  o[i] = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+}
+""", "const float* x, const float* w, const float* b, float* o, int64_t rows, int64_t outs, int64_t n",
+        "  linear_bias_gelu_k<<<caf::blocks_for(rows * outs, 256), 256, 0, s>>>(x, w, b, o, rows, outs, n);\n"),
+}
+
 # model_new.py per task: the modules whose parameters the judge loads, and the kernel call.
 MODEL_NEW = "import torch.nn as nn\nimport caf_ext\n\n\nclass ModelNew(nn.Module):\n{init}{forward}"
 INIT = "    def __init__(self, {args}):\n        super().__init__()\n        {body}\n\n"
@@ -139,6 +265,19 @@ def demonstration(task):
     ]}
 
 
+def cuda_demonstration(task):
+    """The demonstration's three turns with the task's CUDA kernel (a .cu and its .cpp): what a
+    scripted policy plays against the GPU judge (config/h200-iteration.toml)."""
+    cu, cpp = CUDA_KERNELS[task]
+    return {"task_id": task, "turns": [
+        f"Task {task}. Reading model_new.py.\n" + call("Read", file_path="model_new.py"),
+        call("Write", file_path=f"kernels/{task}.cu", content=cu) + "\n" +
+        call("Write", file_path=f"kernels/{task}.cpp", content=cpp) + "\n" +
+        call("Write", file_path="model_new.py", content=MODEL_NEWS[task]),
+        f"Task {task}: CUDA kernel and model_new.py written. Done.",
+    ]}
+
+
 GIVES_UP = {"task_id": "*", "turns": [
     call("Read", file_path="model.py"),
     call("Glob", pattern="**/*"),
@@ -154,10 +293,12 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     tasks = sorted(p.stem for p in (ROOT / "skills" / "tasks").glob("*.py"))
     missing = sorted(set(tasks) - set(KERNELS))
+    missing += sorted(set(tasks) - set(CUDA_KERNELS))
     if missing:
         raise SystemExit(f"make_replay: no recorded kernel for bundled task(s) {', '.join(missing)}")
     files = {"default.jsonl": [honest(t) for t in tasks] + [GIVES_UP], "gives_up.jsonl": [GIVES_UP],
-             "demonstrations.jsonl": [demonstration(t) for t in tasks]}
+             "demonstrations.jsonl": [demonstration(t) for t in tasks],
+             "cuda_demonstrations.jsonl": [cuda_demonstration(t) for t in tasks]}
     for name, episodes in files.items():
         (out / name).write_text("".join(json.dumps(e) + "\n" for e in episodes))
         print(out / name)
