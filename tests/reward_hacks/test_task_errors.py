@@ -77,13 +77,15 @@ H200_BYTES = 150_000_000_000  # what torch reports as the H200's total memory (~
 def test_kernelbench_6gib_activations_fit_a_verify_on_an_h200_not_a_profile():
     # level1/19_ReLU and its neighbours: 4096 x 393216 fp32 in and out (6 GiB each). The
     # copies a verify holds (task_check.input_copies/output_copies: checks drawn one at a time)
-    # fit on an H200 (~75 GiB); the first estimate (31 copies, 186 GiB) refused them there.
+    # fit on an H200 (~75 GiB counted, ~96 GiB with the GPU margin: 93.2 GiB measured on the
+    # H200, 2026-12-01); the first estimate (31 copies, 186 GiB) refused them there.
     from caf_agent_eval import task_check
     relu = {"inputs": 6 << 30, "outputs": 6 << 30, "params": 0, "max_output_elems": 3 << 29}
+    counted = task_check.counted_bytes(relu, "verify")
+    assert 70 << 30 < counted < 80 << 30, counted / 2**30
     need = task_check.needed_bytes(relu, "verify")
-    assert 70 << 30 < need < 80 << 30, need / 2**30
-    assert need < H200_BYTES < task_check.needed_bytes(relu, "profile")
-    assert task_check.needed_bytes(relu, "verify", cuda=False) == need + (12 << 30)  # the arena copy
+    assert 93.2 * 2**30 < need < H200_BYTES < task_check.needed_bytes(relu, "profile"), need / 2**30
+    assert task_check.counted_bytes(relu, "verify", cuda=False) == counted + (12 << 30)  # the arena copy
 
 
 def test_a_6gib_task_is_judged_on_a_slot_that_fits_it_and_refused_on_one_that_does_not(tmp_path):
@@ -96,7 +98,7 @@ def test_a_6gib_task_is_judged_on_a_slot_that_fits_it_and_refused_on_one_that_do
                "def get_init_inputs():\n    return []\n")
     t = Task("19_ReLU", relu_py, str(tmp_path))
     task_check.check_size(t, "verify", H200_BYTES)  # judged
-    with pytest.raises(task_check.TaskError, match="verify job needs about 7[0-9].[0-9]+ GiB"):
+    with pytest.raises(task_check.TaskError, match="verify job needs about 9[0-9].[0-9]+ GiB"):
         task_check.check_size(t, "verify", 64 << 30)
     with pytest.raises(task_check.TaskError, match="profile job needs"):
         task_check.check_size(t, "profile", H200_BYTES)

@@ -80,13 +80,30 @@ def round_calls(fp: dict) -> int:
     return calls_per_round(options.DEFAULTS["timing"], fp["inputs"])
 
 
-def needed_bytes(fp: dict, mode: str, cuda: bool = True) -> int:
+# Rationale: what a job's processes hold on a GPU beyond the copies counted above: the
+# caching allocator's reserved-but-free blocks (check 2 draws half a batch, so blocks of two
+# sizes split and are cached in both processes), the contexts of the worker, the child and
+# the spare. Measured: the honest relu verify of level1/19_ReLU (6 GiB in, 6 GiB out, all
+# five checks) peaked at 93.2 GiB for the worker's processes against 74.1 GiB counted (+26%;
+# nvidia-smi per process, H200, 2026-12-01, bench/results/2026-12-01-judge-h200-4.md), so
+# 1.3 for a verify on a GPU. Not measured for a profile job or on a CPU slot (1.0 there).
+GPU_MARGIN = 1.3
+
+
+def counted_bytes(fp: dict, mode: str, cuda: bool = True) -> int:
+    """The bytes of the copies the code holds (input_copies, output_copies, PARAM_COPIES),
+    the comparison's temporaries and FIXED_BYTES."""
     from .verify import CHUNK_ELEMS
     calls = round_calls(fp)
     temps = COMPARE_TEMPS * min(int(fp.get("max_output_elems", CHUNK_ELEMS)), CHUNK_ELEMS)
     return fp["inputs"] * input_copies(mode, calls, cuda) \
         + fp["outputs"] * output_copies(mode, calls, cuda) \
         + fp["params"] * PARAM_COPIES + temps + FIXED_BYTES
+
+
+def needed_bytes(fp: dict, mode: str, cuda: bool = True) -> int:
+    """counted_bytes, times GPU_MARGIN for a verify on a GPU: what the slot must have."""
+    return int(counted_bytes(fp, mode, cuda) * (GPU_MARGIN if cuda and mode == "verify" else 1.0))
 
 
 def memory_limit(device: str) -> int | None:

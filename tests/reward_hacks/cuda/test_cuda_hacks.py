@@ -31,7 +31,10 @@ def test_the_childs_tensors_come_back_device_to_device(cuda_judge):
 def test_honest_fused_chain_beats_eager(cuda_judge):
     v = cuda_judge("fused_elementwise", XY + "        return caf_ext.fused_chain(x, y)\n", mode="profile")
     assert v["correct"] is True, v["reason"]
-    assert v["speedup_eager"] > 1.05 and v["reward"] >= 2, v["timings"]
+    # The view names the host shares (launch_ms, hold_short): on the H200 (2026-12-01, beside
+    # three inductor compiles) this ~3 us kernel was timed at 0.163 ms and the log could not
+    # say whether its launch path had outlasted the hold.
+    assert v["speedup_eager"] > 1.05 and v["reward"] >= 2, _timing_view(v)
     assert "side_stream_work" not in v["flags"], v["timings"]
 
 
