@@ -80,7 +80,9 @@ def run(ctx, req: dict, o: dict) -> dict:
     if compile_error:
         v["timings"]["compile_error"] = compile_error
     e, c = v["timings"].get("eager_ms"), v["timings"].get("compile_ms")
-    v["reason"] = f"baseline: eager {e:.4f} ms" + (
+    # The device and torch version lead the text: the pool's answer (eval_result) carries the
+    # reason, not the verdict's other fields, and the runtime's table records the GPU from it.
+    v["reason"] = f"baseline on {info['device']} (torch {info['torch']}): eager {e:.4f} ms" + (
         f", torch.compile {c:.4f} ms" if c is not None else
         (f", torch.compile failed: {compile_error.splitlines()[-1][:300]}" if compile_error
          else ", torch.compile not asked"))
