@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -19,21 +20,43 @@ from caf_agent_eval import child as child_mod, profile, protocol  # noqa: E402
 
 class LateWriter(torch.nn.Module):
     """Returns a tensor made outside the dispatcher guard; on the calls in `late`, a thread
-    overwrites it `delay_s` after forward returned."""
+    overwrites it once the child's late-write wait begins (the `waits` fixture releases it
+    there and lets it finish): work that lands after return, without a race on a loaded box."""
 
-    def __init__(self, late: set, delay_s: float = 0.002):
+    def __init__(self, late: set):
         super().__init__()
-        self.late, self.delay_s, self.calls = late, delay_s, 0
+        self.late, self.calls, self.writers = late, 0, []
 
     def forward(self, x):
         self.calls += 1
         out = self.prepared.pop(0)
         if self.calls in self.late:
+            go = threading.Event()
+
             def write():
-                time.sleep(self.delay_s)
+                go.wait(10)
                 out.fill_(-1.0)
-            threading.Thread(target=write, daemon=True).start()
+            th = threading.Thread(target=write, daemon=True)
+            th.start()
+            self.writers.append((go, th))
         return out
+
+
+@pytest.fixture(autouse=True)
+def waits(monkeypatch):
+    """The child's late-write wait (child.time.sleep) first lets every pending writer write."""
+    real = time.sleep
+    models = []
+
+    def sleep(s):
+        for m in models:
+            for go, th in m.writers:
+                go.set()
+                th.join(10)
+            m.writers = []
+        real(s)
+    monkeypatch.setattr(child_mod.time, "sleep", sleep)
+    return models
 
 
 def make_child(model) -> child_mod.Child:
@@ -48,7 +71,8 @@ def make_child(model) -> child_mod.Child:
     return c
 
 
-def run_checks(model, n=5):
+def run_checks(waits, model, n=5):
+    waits.append(model)
     model.prepared = [torch.full((8,), float(k)) for k in range(n)]
     c = make_child(model)
     reps = []
@@ -58,27 +82,29 @@ def run_checks(model, n=5):
     return reps
 
 
-def test_a_late_write_after_an_early_check_is_caught_at_the_last():
-    reps = run_checks(LateWriter(late={2}))
+def test_a_late_write_after_an_early_check_is_caught_at_the_last(waits):
+    reps = run_checks(waits, LateWriter(late={2}))
     assert all(not r.get("flags") for r in reps[:4]), [r.get("flags") for r in reps]
     assert any("output 0 of check 2 changed after forward returned" in f for f in reps[4]["flags"]), reps[4]
 
 
-def test_a_late_write_in_the_last_check_is_caught():
-    reps = run_checks(LateWriter(late={5}))
+def test_a_late_write_in_the_last_check_is_caught(waits):
+    reps = run_checks(waits, LateWriter(late={5}))
     assert any(f.startswith("output 0 changed after forward returned") for f in reps[4]["flags"]), reps[4]
 
 
-def test_honest_outputs_raise_no_flag_and_one_wait_serves_the_job():
-    t0 = time.perf_counter()
-    reps = run_checks(LateWriter(late=set()))
+def test_honest_outputs_raise_no_flag_and_one_wait_serves_the_job(waits, monkeypatch):
+    calls = []
+    inner = child_mod.time.sleep
+    monkeypatch.setattr(child_mod.time, "sleep", lambda s: (calls.append(s), inner(s)))
+    reps = run_checks(waits, LateWriter(late=set()))
     assert all(not r.get("flags") for r in reps)
-    # One 10 ms wait for the five checks, not five (the saving this is for).
-    assert time.perf_counter() - t0 < 4 * child_mod.LATE_WRITE_WAIT_S + 0.5
+    assert calls == [child_mod.LATE_WRITE_WAIT_S]  # one wait for the five checks, not five
 
 
-def test_a_request_without_settle_waits_as_before():
+def test_a_request_without_settle_waits_as_before(waits):
     model = LateWriter(late={1})
+    waits.append(model)
     model.prepared = [torch.ones(8)]
     c = make_child(model)
     rep = c.call({"op": "call", "inputs": protocol.encode_value([torch.zeros(8)])})
