@@ -10,7 +10,8 @@
 //   grad  --model DIR --batch FILE --out FILE [--values]
 //         loss = sum over sampled tokens of log p (+ the critic's values with --values; the
 //         value head starts from zeros unless the checkpoint has one); writes a safetensors file
-//         with "loss" [1] and "grad.<parameter>" for every parameter (fp32)
+//         with "loss" [1] and "grad.<parameter>" for every parameter (fp32); --entropy adds the
+//         sum of the sampled tokens' entropies to the loss
 //   bench [--model DIR] [--context 8192] [--seq-len L] [--steps 5] [--peak-tflops 989]
 //         RFT steps (forward, backward, AdamW) on synthetic packed batches of --context tokens
 //         in sequences of --seq-len (default: one sequence); without --model a random
@@ -22,7 +23,8 @@
 //         reduction, optimizer, copy, other), FILE.trace.json the Chrome trace.
 // Common: --device cpu|cuda[:N], --dtype float32|bfloat16 (compute; masters stay fp32),
 // --checkpoint-layers, --chunk N (LM-head chunk), --no-head-recompute (keep the chunks' logits
-// for the backward instead of recomputing them), --max-tokens N (micro-batch budget),
+// for the backward instead of recomputing them), --no-fused-head (the LM head as the ATen
+// composite on CUDA too; learner/fused_head.hpp), --max-tokens N (micro-batch budget),
 // --lr X, --critic-lr X, --temperature T.
 // Batch file (JSON): {"tokens": [...], "seq_offsets": [0, ...], "loss_mask": [...],
 // "rewards": [...], "sampler_logp": [...] (optional)}.
@@ -52,6 +54,7 @@
 #include <vector>
 
 #include "learner/checkpoint.hpp"
+#include "learner/fused_head.hpp"
 #include "learner/lr_schedule.hpp"
 #include "learner/trainer.hpp"
 #include "policy/model/tool_args.hpp"
@@ -79,6 +82,7 @@ trainer_options options_of(const args& a) {
   o.forward.checkpoint_layers = a.count("checkpoint-layers") != 0;
   o.forward.logprob_chunk = std::stoll(get(a, "chunk", "1024"));
   o.forward.recompute_head = a.count("no-head-recompute") == 0;
+  o.forward.fused_head = a.count("no-fused-head") == 0;
   o.forward.temperature = std::stod(get(a, "temperature", "1"));
   o.max_tokens_per_microbatch = std::stoll(get(a, "max-tokens", "0"));
   o.actor_optimizer.lr = std::stod(get(a, "lr", std::to_string(default_actor_lr)));
@@ -200,12 +204,14 @@ int run_grad(const args& a) {
   if (!model) return report_error(model.error().message);
   auto o = options_of(a).forward;
   o.want_values = values;
+  o.want_entropy = a.count("entropy") != 0;
   const auto device = model.value().device();
   auto f = train_forward(model.value(), batch.value().tokens_t.to(device), batch.value().seq_offsets_n1, o);
   if (!f) return report_error(f.error().message);
   auto mask_t = batch.value().loss_mask_t.to(device);
   auto loss = (f.value().logp_t * mask_t).sum();
   if (values) loss = loss + (f.value().values_t * mask_t).sum();
+  if (a.count("entropy")) loss = loss + (f.value().entropy_t * mask_t).sum();
   loss.backward();
   policy::tensor_map out{{"loss", loss.detach().reshape({1}).to(torch::kCPU)}};
   for (const auto& [name, p] : model.value().named_parameters())
@@ -388,7 +394,12 @@ int run_bench(const args& a) {
   const double peak = std::stod(get(a, "peak-tflops", "989")) * 1e12;
   std::cout << "{\"context\":" << context << ",\"seq_len\":" << seq_len << ",\"steps\":" << steps
             << ",\"dtype\":\"" << get(a, "dtype", "float32") << "\",\"sdpa\":\"" << get(a, "sdpa", "default")
-            << "\",\"checkpoint_layers\":"
+            << "\",\"fused_head\":"
+            << (opts.forward.fused_head && fused_head_built() && device.is_cuda() &&
+                        opts.forward.compute_dtype == torch::kBFloat16
+                    ? "true"
+                    : "false")
+            << ",\"checkpoint_layers\":"
             << (opts.forward.checkpoint_layers ? "true" : "false") << ",\"step_seconds\":" << seconds
             << ",\"tokens_per_second\":" << static_cast<double>(context) / seconds
             << ",\"model_tflops_per_step\":" << flops / 1e12 << ",\"mfu\":" << flops / seconds / peak
@@ -412,10 +423,10 @@ int main(int argc, char** argv) {
   static const std::map<std::string, std::vector<std::string>> known = {
       {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences", "phases", "cosine", "warmup",
                 "min-lr"}},
-      {"grad", {"model", "batch", "out", "values"}},
+      {"grad", {"model", "batch", "out", "values", "entropy"}},
       {"bench", {"model", "context", "seq-len", "steps", "peak-tflops", "sdpa", "profile"}}};
   static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",
-                                                  "no-head-recompute", "max-tokens", "lr", "critic-lr",
+                                                  "no-head-recompute", "no-fused-head", "max-tokens", "lr", "critic-lr",
                                                   "temperature"};
   auto allowed = known.find(command);
   if (allowed == known.end()) {

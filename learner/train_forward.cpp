@@ -12,6 +12,7 @@
 #include <string>
 
 #include "learner/aggregation.hpp"
+#include "learner/fused_head.hpp"
 
 namespace caf_agent::learner {
 namespace {
@@ -117,7 +118,9 @@ std::vector<torch::Tensor> chunked_head(const torch::Tensor& h_rd, const torch::
     auto targets_c = targets_r.narrow(0, begin, len);
     auto h_cd = h_rd.narrow(0, begin, len);
     std::vector<torch::Tensor> out;
-    if (recompute) {
+    if (o.fused_head && fused_head_applies(h_cd, w_vd)) {
+      out = fused_head(h_cd, w_vd, targets_c, o.temperature, /*keep_logits=*/!recompute);
+    } else if (recompute) {
       const double temperature = o.temperature;
       const bool want_entropy = o.want_entropy;
       out = checkpointed(

@@ -41,6 +41,9 @@ struct train_forward_options {
   /// autograd keeps every chunk's [chunk, v] intermediates (a few [t, v] fp32 tensors: fine
   /// for 8k tokens on an H200, not for 131k) and the backward skips one LM-head matmul.
   bool recompute_head = true;
+  /// On CUDA in bf16, the LM head's softmax statistics by the fused kernels (fused_head.hpp)
+  /// instead of the ATen composite over fp32 [chunk, v] tensors; false for parity checks.
+  bool fused_head = true;
   /// Softmax temperature of the policy whose log-probabilities are computed (the sampler's).
   double temperature = 1.0;
   /// Compute log-probabilities and entropy (the actor); false skips the LM head.
