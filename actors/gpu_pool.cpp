@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <map>
 
 #include <caf/all.hpp>
 
 #include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "gpu_pool/pool_policy.hpp"
 #include "gpu_pool/worker_protocol.hpp"
 #include "messages/type_ids.hpp"
 
@@ -89,26 +89,22 @@ caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr
 
 // -- manager ---------------------------------------------------------------
 
+/// What a reply needs; gpu_pool::pool_policy holds where the job is and decides what next.
 struct job_entry {
   eval_request req;
   caf::response_promise promise;
   int64_t enqueued_us = 0;
-  int attempts = 0;
   int64_t build_us = 0;  // time in a builder (0: none)
 };
 
 struct manager_state {
   gpu_pool_options opts;
-  std::unique_ptr<gpu_pool::slot_scheduler> sched;
+  std::unique_ptr<gpu_pool::pool_policy> policy;
   std::vector<caf::actor> slots;
-  std::map<uint64_t, job_entry> jobs;  // queued or running
-  std::deque<uint64_t> parked;         // queue full: waiting for a credit (bounded by episodes)
+  std::map<uint64_t, job_entry> jobs;  // known to the policy
   std::vector<caf::actor> subscribers;
   std::vector<caf::actor> builders;
-  std::vector<bool> builder_busy;
-  std::deque<uint64_t> to_build;  // jobs waiting for a builder
   double builds = 0, build_failures = 0, build_infra = 0, build_us_total = 0;
-  bool open = true;
   pool_credits last_published{-1, -1, -1, -1};
   double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
   double busy_integral_us = 0;
@@ -125,13 +121,14 @@ using manager_actor = observed_actor<manager_state>;
 /// state between two events is constant, so this is exact).
 void account(manager_actor* self) {
   auto& st = self->state;
+  auto& sched = st.policy->scheduler();
   auto now = now_us();
   auto dt = static_cast<double>(now - st.last_event_us);
-  auto busy = static_cast<double>(st.sched->busy());
+  auto busy = static_cast<double>(sched.busy());
   st.busy_integral_us += busy * dt;
-  if (st.sched->queued() + st.parked.size() > 0) {
+  if (sched.queued() + st.policy->parked() > 0) {
     st.saturated_busy_us += busy * dt;
-    st.saturated_slot_us += static_cast<double>(st.sched->healthy()) * dt;
+    st.saturated_slot_us += static_cast<double>(sched.healthy()) * dt;
   }
   st.last_event_us = now;
 }
@@ -140,14 +137,15 @@ void account(manager_actor* self) {
 /// evaluations over pools by these reports (idle slots, queue depth, credits).
 void publish_credits(manager_actor* self) {
   auto& st = self->state;
-  bool open = st.sched->credits() > 0 && st.parked.empty();
-  st.open = open;
-  pool_credits pc{open ? static_cast<int32_t>(st.sched->credits()) : 0, static_cast<int32_t>(st.sched->queued() + st.parked.size()),
-                  static_cast<int32_t>(st.sched->busy()), static_cast<int32_t>(st.sched->healthy())};
+  auto& p = *st.policy;
+  auto& sched = p.scheduler();
+  pool_credits pc{p.open() ? static_cast<int32_t>(sched.credits()) : 0,
+                  static_cast<int32_t>(sched.queued() + p.parked()), static_cast<int32_t>(sched.busy()),
+                  static_cast<int32_t>(sched.healthy())};
   observe::metrics_registry::process().pool_update(
-      {st.opts.name, static_cast<int32_t>(st.sched->slots()), pc.healthy_slots, pc.busy_slots, pc.queued,
-       static_cast<int32_t>(st.to_build.size() + std::count(st.builder_busy.begin(), st.builder_busy.end(), true)),
-       static_cast<int64_t>(st.jobs_done), static_cast<int64_t>(st.infra_failures), {}});
+      {st.opts.name, static_cast<int32_t>(sched.slots()), pc.healthy_slots, pc.busy_slots, pc.queued,
+       static_cast<int32_t>(p.building()), static_cast<int64_t>(st.jobs_done),
+       static_cast<int64_t>(st.infra_failures), {}});
   if (pc == st.last_published) return;
   st.last_published = pc;
   for (auto& s : st.subscribers) self->send(s, pc);
@@ -158,164 +156,164 @@ gpu_pool::job_kind kind_of(const eval_request& req) {
   return req.mode == eval_mode::final ? gpu_pool::job_kind::final_eval : gpu_pool::job_kind::intermediate;
 }
 
-/// Answers a job the scheduler would not take (no healthy slot, or the episode already has an
-/// evaluation outstanding) and forgets it.
-void refuse(manager_actor* self, uint64_t id, gpu_pool::admit_result admitted) {
-  auto& st = self->state;
-  auto& e = st.jobs.at(id);
-  auto r = gpu_pool::result_of(admitted == gpu_pool::admit_result::no_slots
-                         ? gpu_pool::judge({gpu_pool::outcome::no_healthy_slot, e.req.mode, {}, ""})
-                         : gpu_pool::judge({gpu_pool::outcome::refused, e.req.mode, {},
-                                            "episode already has an evaluation outstanding"}),
-                     id);
-  r.build_us = e.build_us;
-  e.promise.deliver(std::move(r));
-  st.jobs.erase(id);
+/// The answer to a job the policy ended without a slot's result (gpu_pool/judgement says what
+/// it means).
+eval_result answer_of(const gpu_pool::ended_job& e, const job_entry& entry, const std::string& detail) {
+  using gpu_pool::outcome;
+  gpu_pool::job_outcome o{outcome::refused, entry.req.mode, {}, detail};
+  switch (e.how) {
+    case gpu_pool::job_end::no_healthy_slot: o.what = outcome::no_healthy_slot; break;
+    case gpu_pool::job_end::episode_busy: o.detail = "episode already has an evaluation outstanding"; break;
+    case gpu_pool::job_end::build_failed: o.what = outcome::build_failed; break;
+    case gpu_pool::job_end::slot_lost: o.what = outcome::slot_lost; break;
+    case gpu_pool::job_end::done: o.what = outcome::slot_lost; break;  // never: done carries its result
+  }
+  auto r = gpu_pool::result_of(gpu_pool::judge(o), e.job_id);
+  r.build_us = entry.build_us;
+  return r;
 }
 
-void dispatch(manager_actor* self) {
+/// Carries out what the policy decided: answers the jobs that ended (`own` is the result of
+/// the event's own job, `detail` the text of its failure), sends runs to slots and builds to
+/// builders, publishes the pool's state.
+void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nullptr,
+           const std::string& detail = {}, bool slot_gone = false) {
   auto& st = self->state;
-  while (!st.parked.empty() && st.sched->credits() > 0) {
-    auto id = st.parked.front();
-    auto& e = st.jobs.at(id);
-    auto kind = kind_of(e.req);
-    auto admitted = st.sched->submit({id, e.req.episode_id, kind});
-    if (admitted == gpu_pool::admit_result::queue_full) break;
-    st.parked.pop_front();
-    // E.g. a retried job whose last healthy slot was just quarantined: answered now, not
-    // parked for good (which also kept the pool closed to every rollout manager).
-    if (admitted != gpu_pool::admit_result::queued) refuse(self, id, admitted);
+  for (auto slot : step.quarantined)
+    log_error(st.opts.name, "slot" + std::to_string(slot) + (slot_gone ? " quarantined: its actor is gone"
+                                                                       : " quarantined after repeated failures"));
+  for (auto& e : step.ended) {
+    auto it = st.jobs.find(e.job_id);
+    if (it == st.jobs.end()) continue;
+    auto& entry = it->second;
+    if (own && own->job_id == e.job_id && e.how == gpu_pool::job_end::done) {
+      own->build_us = entry.build_us;
+      own->queue_us = now_us() - entry.enqueued_us - own->run_us - own->build_us;
+      entry.promise.deliver(std::move(*own));
+    } else {
+      auto r = answer_of(e, entry, detail);
+      if (e.how == gpu_pool::job_end::build_failed) {
+        r.queue_us = now_us() - entry.enqueued_us - entry.build_us;
+        if (own) r.slot = own->slot;
+      }
+      entry.promise.deliver(std::move(r));
+    }
+    st.jobs.erase(it);
   }
-  while (auto a = st.sched->next()) {
+  for (auto& a : step.runs) {
     account(self);
-    auto& e = st.jobs.at(a->job.job_id);
-    e.req.deadline_ms = e.req.deadline_ms;  // slot default applies when 0
+    auto& e = st.jobs.at(a.job.job_id);
     st.queue_us_total += static_cast<double>(now_us() - e.enqueued_us);
     observe::metrics_registry::process().pool_wait(st.opts.name, now_us() - e.enqueued_us);
-    self->send(st.slots[a->slot], atoms::run::value, e.req);
+    self->send(st.slots[a.slot], atoms::run::value, e.req);  // deadline 0: the slot's default
   }
+  for (auto& b : step.builds) self->send(st.builders.at(b.builder), atoms::build::value, st.jobs.at(b.job_id).req);
   publish_credits(self);
-}
-
-void dispatch_builds(manager_actor* self) {
-  auto& st = self->state;
-  for (size_t i = 0; i < st.builders.size() && !st.to_build.empty(); ++i) {
-    if (st.builder_busy[i]) continue;
-    auto id = st.to_build.front();
-    st.to_build.pop_front();
-    st.builder_busy[i] = true;
-    self->send(st.builders[i], atoms::build::value, st.jobs.at(id).req);
-  }
-}
-
-/// Hands a stored job to the slot scheduler (or parks it while the queue is full).
-void admit(manager_actor* self, uint64_t id) {
-  auto& st = self->state;
-  auto& e = st.jobs.at(id);
-  auto kind = kind_of(e.req);
-  auto admitted = st.sched->submit({id, e.req.episode_id, kind});
-  if (admitted == gpu_pool::admit_result::queue_full) {
-    st.parked.push_back(id);  // back-pressure: the reply waits, nobody polls
-  } else if (admitted != gpu_pool::admit_result::queued) {
-    refuse(self, id, admitted);
-    return;
-  }
-  dispatch(self);
 }
 
 caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
-  if (st.jobs.contains(req.job_id)) {
+  if (st.policy->known(req.job_id)) {
     promise.deliver(gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {},
-                                               "duplicate job id " + std::to_string(req.job_id)}),
-                              req.job_id));
+                                                         "duplicate job id " + std::to_string(req.job_id)}),
+                                        req.job_id));
     return promise;
   }
-  auto id = req.job_id;
-  bool build_first = !st.builders.empty() && gpu_pool::has_kernel_sources(req.files);
-  st.jobs[id] = {std::move(req), promise, now_us()};
-  if (build_first) {
-    st.to_build.push_back(id);
-    dispatch_builds(self);
-  } else {
-    admit(self, id);
-  }
+  gpu_pool::pool_job job{req.job_id, req.episode_id, kind_of(req), gpu_pool::has_kernel_sources(req.files)};
+  st.jobs[req.job_id] = {std::move(req), promise, now_us()};
+  auto step = st.policy->submit(job);
+  apply(self, step);
   return promise;
 }
 
-void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool infra,
-              std::string& log, int64_t build_us) {
+void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool infra, std::string& log,
+              int64_t build_us) {
   auto& st = self->state;
-  st.builder_busy.at(static_cast<size_t>(builder)) = false;
   st.builds += 1;
   st.build_us_total += static_cast<double>(build_us);
-  auto it = st.jobs.find(id);
-  if (it != st.jobs.end()) {
-    auto& e = it->second;
-    e.build_us = build_us;
-    if (infra) {
-      st.build_infra += 1;
-      log_error(st.opts.name, "builder" + std::to_string(builder) + " failed on job " + std::to_string(id) +
-                                  " (" + log.substr(0, 500) + "); its slot builds it instead");
-      admit(self, id);
-    } else if (!ok) {
-      st.build_failures += 1;
-      auto r = gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::build_failed, e.req.mode, {}, log}), id);
-      r.build_us = build_us;
-      r.queue_us = now_us() - e.enqueued_us - build_us;
-      r.slot = "builder" + std::to_string(builder);
-      e.promise.deliver(std::move(r));
-      st.jobs.erase(it);
-    } else {
-      admit(self, id);
-    }
+  if (auto it = st.jobs.find(id); it != st.jobs.end()) it->second.build_us = build_us;
+  if (infra) {
+    st.build_infra += 1;
+    log_error(st.opts.name, "builder" + std::to_string(builder) + " failed on job " + std::to_string(id) + " (" +
+                                log.substr(0, 500) + "); its slot builds it instead");
+  } else if (!ok) {
+    st.build_failures += 1;
   }
-  dispatch_builds(self);
+  auto step = st.policy->built(static_cast<size_t>(builder), id, ok, infra);
+  eval_result where;  // names the builder in a failed build's answer
+  where.job_id = id;
+  where.slot = "builder" + std::to_string(builder);
+  apply(self, step, &where, log);
 }
 
 void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra, bool retry) {
   auto& st = self->state;
   account(self);
-  auto it = st.jobs.find(res.job_id);
-  if (st.sched->finish(static_cast<size_t>(slot), infra))
-    log_error(st.opts.name, "slot" + std::to_string(slot) + " quarantined after repeated failures");
+  auto running = st.policy->running(static_cast<size_t>(slot));
+  if (!running || *running != res.job_id) {
+    // A late answer of a slot the pool already gave up on (its actor died).
+    log_error(st.opts.name, "slot" + std::to_string(slot) + ": dropped a late result of job " +
+                                std::to_string(res.job_id));
+    return;
+  }
   st.jobs_done += 1;
   st.infra_failures += infra;
   st.run_us_total += static_cast<double>(res.run_us);
   if (infra) observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
-  // gpu_pool/judgement says whether the job runs again, and how often (max_infra_retries).
-  if (retry && it != st.jobs.end() && it->second.attempts++ < gpu_pool::max_infra_retries) {
-    log_error(st.opts.name, "job " + std::to_string(res.job_id) + " hit an infrastructure failure on slot" +
+  auto step = st.policy->finished(static_cast<size_t>(slot), infra, retry);
+  for (auto id : step.retried)
+    log_error(st.opts.name, "job " + std::to_string(id) + " hit an infrastructure failure on slot" +
                                 std::to_string(slot) + " (" + res.reason + "); retrying");
-    st.parked.push_front(res.job_id);
-    dispatch(self);
-    return;
+  apply(self, step, &res);
+}
+
+/// A slot actor is gone (an exception escaped its backend, or it was killed): the slot leaves
+/// the pool for good and its job runs elsewhere (or is answered infra_error), as
+/// gpu_pool/judgement says of outcome::slot_lost.
+void on_slot_down(manager_actor* self, size_t slot, const caf::error& reason) {
+  auto& st = self->state;
+  account(self);
+  auto detail = "eval slot" + std::to_string(slot) + " died: " + to_string(reason);
+  log_error(st.opts.name, detail);
+  observe::metrics_registry::process().note_restart("gpu_slot", detail);
+  auto running = st.policy->running(slot);
+  bool retry = true;
+  if (running) {
+    st.infra_failures += 1;
+    retry = gpu_pool::judge({gpu_pool::outcome::slot_lost, st.jobs.at(*running).req.mode, {}, detail}).retry;
   }
-  if (it != st.jobs.end()) {
-    res.build_us = it->second.build_us;
-    res.queue_us = now_us() - it->second.enqueued_us - res.run_us - res.build_us;
-    it->second.promise.deliver(std::move(res));
-    st.jobs.erase(it);
-  }
-  dispatch(self);
+  auto step = st.policy->slot_lost(slot, retry);
+  for (auto id : step.retried) log_error(st.opts.name, "job " + std::to_string(id) + " was on it; retrying");
+  apply(self, step, nullptr, detail, true);
 }
 
 caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_count) {
   auto& st = self->state;
   st.opts = opts;
-  st.sched = std::make_unique<gpu_pool::slot_scheduler>(slot_count, opts.queue_capacity,
-                                                        opts.quarantine_after);
+  st.policy = std::make_unique<gpu_pool::pool_policy>(slot_count, opts.queue_capacity, opts.quarantine_after);
   st.started_us = st.last_event_us = now_us();
   publish_credits(self);  // nobody subscribed yet: this only shows the idle pool in the node's metrics
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& slots = self->state.slots;
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i] && slots[i].address() == dm.source) {
+        slots[i] = nullptr;
+        on_slot_down(self, i, dm.reason);
+        return;
+      }
+  });
   return {
       [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
       [=](atoms::done, int32_t slot, eval_result& res, bool infra, bool retry) {
         on_done(self, slot, res, infra, retry);
       },
-      [=](std::vector<caf::actor>& slots) { self->state.slots = std::move(slots); },
+      [=](std::vector<caf::actor>& slots) {
+        for (auto& s : slots) self->monitor(s);
+        self->state.slots = std::move(slots);
+      },
       [=](atoms::build, std::vector<caf::actor>& builders) {
-        self->state.builder_busy.assign(builders.size(), false);
+        self->state.policy->set_builders(builders.size());
         self->state.builders = std::move(builders);
       },
       [=](atoms::built, int32_t builder, uint64_t id, bool ok, bool infra, std::string& log,
@@ -324,34 +322,32 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
         auto s = caf::actor_cast<caf::actor>(self->current_sender());
         if (!s) return;
         self->state.subscribers.push_back(s);
-        auto& st = self->state;
-        self->send(s, pool_credits{static_cast<int32_t>(st.sched->credits()),
-                                   static_cast<int32_t>(st.sched->queued()),
-                                   static_cast<int32_t>(st.sched->busy()),
-                                   static_cast<int32_t>(st.sched->healthy())});
+        auto& sched = self->state.policy->scheduler();
+        self->send(s, pool_credits{static_cast<int32_t>(sched.credits()), static_cast<int32_t>(sched.queued()),
+                                   static_cast<int32_t>(sched.busy()), static_cast<int32_t>(sched.healthy())});
       },
       [=](atoms::stats) -> std::map<std::string, double> {
         account(self);
         auto& st = self->state;
-        return {{"slots", double(st.sched->slots())},      {"healthy", double(st.sched->healthy())},
-                {"busy", double(st.sched->busy())},        {"queued", double(st.sched->queued())},
-                {"parked", double(st.parked.size())},      {"jobs_done", st.jobs_done},
-                {"infra_failures", st.infra_failures},    {"busy_integral_us", st.busy_integral_us},
+        auto& sched = st.policy->scheduler();
+        return {{"slots", double(sched.slots())},       {"healthy", double(sched.healthy())},
+                {"busy", double(sched.busy())},         {"queued", double(sched.queued())},
+                {"parked", double(st.policy->parked())}, {"jobs_done", st.jobs_done},
+                {"infra_failures", st.infra_failures},  {"busy_integral_us", st.busy_integral_us},
                 {"queue_us_total", st.queue_us_total},
                 {"saturated_busy_us", st.saturated_busy_us},
                 {"saturated_slot_us", st.saturated_slot_us},
                 {"run_us_total", st.run_us_total},
                 {"builders", double(st.builders.size())},
-                {"building", double(st.to_build.size() + std::count(st.builder_busy.begin(),
-                                                                     st.builder_busy.end(), true))},
-                {"builds", st.builds},                    {"build_failures", st.build_failures},
-                {"build_infra", st.build_infra},          {"build_us_total", st.build_us_total},
+                {"building", double(st.policy->building())},
+                {"builds", st.builds},                  {"build_failures", st.build_failures},
+                {"build_infra", st.build_infra},        {"build_us_total", st.build_us_total},
                 {"uptime_us", double(now_us() - st.started_us)}};
       },
       [=](atoms::ping, int32_t slot) -> caf::response_promise {
         auto rp = self->make_response_promise();
         auto& slots = self->state.slots;
-        if (slot < 0 || static_cast<size_t>(slot) >= slots.size())
+        if (slot < 0 || static_cast<size_t>(slot) >= slots.size() || !slots[slot])
           rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such slot"));
         else
           rp.delegate(slots[slot], atoms::ping::value);

@@ -95,6 +95,11 @@ judgement judge(const job_outcome& o) {
     case outcome::refused: return infra_failure(eval_status::rejected, o.detail, false, false);
     case outcome::pool_failed: return infra_failure(eval_status::infra_error, o.detail, true, false);
     case outcome::unreachable: return infra_failure(eval_status::infra_error, o.detail, false, false);
+    case outcome::slot_lost:
+      // Like a worker that died mid-job: not the submission's doing (the slot runs it in a
+      // worker process), retried once on another slot. The slot itself leaves the pool for
+      // good (the pool's decision, not a count towards quarantine).
+      return infra_failure(eval_status::infra_error, "eval slot failure: " + o.detail, true, false);
   }
   return infra_failure(eval_status::infra_error, "unknown outcome", false, false);
 }

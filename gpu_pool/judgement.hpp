@@ -38,6 +38,7 @@ enum class outcome {
   refused,           ///< the pool refused the request (duplicate job, a second one per episode)
   pool_failed,       ///< a pool failed under the job (no answer in time, a broken connection)
   unreachable,       ///< the pool, its node or the tool router did not answer
+  slot_lost,         ///< the slot's actor died under the job (its backend threw, or it was killed)
 };
 
 /// The facts of one job's outcome.

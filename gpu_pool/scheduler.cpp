@@ -48,6 +48,15 @@ bool slot_scheduler::finish(size_t slot, bool infra_failure) {
   return false;
 }
 
+bool slot_scheduler::remove(size_t slot) {
+  auto& s = slots_.at(slot);
+  if (s.busy) outstanding_.erase(s.episode_id);
+  s.busy = false;
+  bool was = s.quarantined;
+  s.quarantined = true;
+  return !was;
+}
+
 bool slot_scheduler::cancel(uint64_t episode_id) {
   for (auto* q : {&finals_, &intermediates_}) {
     auto it = std::find_if(q->begin(), q->end(),

@@ -59,6 +59,10 @@ class slot_scheduler {
   /// Returns true when this call quarantined the slot.
   bool finish(size_t slot, bool infra_failure);
 
+  /// Takes slot `slot` out for good (its executor is gone): quarantined, no longer busy, its
+  /// episode free to submit again. Returns true when it was not quarantined before.
+  bool remove(size_t slot);
+
   /// Removes a queued job of `episode_id` (the episode ended); true if one was queued.
   bool cancel(uint64_t episode_id);
 

@@ -31,13 +31,16 @@ struct pool_trace {
 };
 
 /// A slot backend whose job "runs" for one simulated second (the slot's delayed reply);
-/// `crash(req)` says whether the worker dies under this job.
+/// `crash(req)` says whether the worker dies under this job, `raise(req)` whether the backend
+/// itself throws (which takes its slot actor down).
 class scripted_slot : public gpu_pool::slot_backend {
  public:
-  scripted_slot(int index, std::shared_ptr<pool_trace> trace, std::function<bool(const eval_request&)> crash)
-      : index_(index), trace_(std::move(trace)), crash_(std::move(crash)) {}
+  scripted_slot(int index, std::shared_ptr<pool_trace> trace, std::function<bool(const eval_request&)> crash,
+                std::function<bool(const eval_request&)> raise = {})
+      : index_(index), trace_(std::move(trace)), crash_(std::move(crash)), raise_(std::move(raise)) {}
   gpu_pool::slot_reply run(const eval_request& req) override {
     trace_->runs.push_back({index_, req.job_id});
+    if (raise_ && raise_(req)) throw std::runtime_error("slot backend bug");
     gpu_pool::job_outcome o{gpu_pool::outcome::verdict, req.mode, {}, ""};
     if (crash_ && crash_(req)) {
       o.what = gpu_pool::outcome::worker_crashed;
@@ -56,6 +59,7 @@ class scripted_slot : public gpu_pool::slot_backend {
   int index_;
   std::shared_ptr<pool_trace> trace_;
   std::function<bool(const eval_request&)> crash_;
+  std::function<bool(const eval_request&)> raise_;
 };
 
 /// An episode's side: sends requests, keeps every answer in arrival order.
@@ -80,12 +84,14 @@ struct pool_test : caf_agent::testing::deterministic {
   caf::actor pool, episodes;
 
   void make_pool(int slots, size_t queue_capacity, int quarantine_after,
-                 std::function<bool(int slot, const eval_request&)> crash = {}) {
+                 std::function<bool(int slot, const eval_request&)> crash = {},
+                 std::function<bool(int slot, const eval_request&)> raise = {}) {
     std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
     for (int i = 0; i < slots; ++i) {
-      std::function<bool(const eval_request&)> c;
+      std::function<bool(const eval_request&)> c, t;
       if (crash) c = [crash, i](const eval_request& r) { return crash(i, r); };
-      backends.push_back(std::make_unique<scripted_slot>(i, trace, c));
+      if (raise) t = [raise, i](const eval_request& r) { return raise(i, r); };
+      backends.push_back(std::make_unique<scripted_slot>(i, trace, c, t));
     }
     gpu_pool_options o;
     o.queue_capacity = queue_capacity;
@@ -253,6 +259,48 @@ TEST_F(pool_test, a_duplicate_job_id_is_rejected_and_the_first_still_answered) {
   fire_timers();
   ASSERT_EQ(log->results.size(), 2u);
   EXPECT_EQ(log->results[1].status, eval_status::ok);
+}
+
+TEST_F(pool_test, a_slot_actor_that_dies_leaves_the_pool_and_its_job_runs_elsewhere) {
+  make_pool(2, 8, 3, {}, [](int slot, const eval_request&) { return slot == 0; });
+  submit(1, eval_mode::final);  // slot 0's backend throws: the slot actor is gone
+  ASSERT_GE(trace->runs.size(), 2u) << "the job was given to the other slot at once";
+  EXPECT_EQ(trace->runs[0].slot, 0);
+  EXPECT_EQ(trace->runs[1].slot, 1);
+  EXPECT_EQ(trace->runs[1].job, 1u);
+  fire_timers();
+  ASSERT_EQ(log->results.size(), 1u) << "one answer for the job";
+  EXPECT_EQ(log->results[0].status, eval_status::ok);
+  EXPECT_TRUE(log->results[0].correct);
+  auto s = stats();
+  EXPECT_EQ(s["healthy"], 1) << "the dead slot is out for good";
+  EXPECT_EQ(s["busy"], 0);
+  ASSERT_FALSE(log->credits.empty());
+  EXPECT_EQ(log->credits.back().healthy_slots, 1);
+  // Later jobs go to the live slot only, and none waits for the dead one.
+  auto before = trace->runs.size();
+  submit(2);
+  submit(3);
+  fire_timers();
+  ASSERT_EQ(trace->runs.size(), before + 2);
+  for (size_t i = before; i < trace->runs.size(); ++i) EXPECT_EQ(trace->runs[i].slot, 1);
+  EXPECT_EQ(answered(), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(pool_test, a_job_whose_slots_die_twice_is_answered_as_infrastructure) {
+  make_pool(2, 8, 3, {}, [](int, const eval_request& r) { return r.job_id == 1; });
+  submit(1, eval_mode::final);
+  ASSERT_EQ(log->results.size(), 1u) << "answered, not left waiting for a dead slot";
+  EXPECT_EQ(log->results[0].status, eval_status::infra_error);
+  EXPECT_EQ(log->results[0].reward, 0) << "an infrastructure failure is never scored";
+  EXPECT_NE(log->results[0].reason.find("eval slot failure"), std::string::npos) << log->results[0].reason;
+  ASSERT_EQ(trace->runs.size(), 2u) << "the job and its one retry";
+  EXPECT_EQ(stats()["healthy"], 0);
+  submit(2);
+  ASSERT_EQ(log->results.size(), 2u) << "with no slot left a job is refused at once";
+  EXPECT_EQ(log->results[1].status, eval_status::infra_error);
+  fire_timers();
+  EXPECT_EQ(log->results.size(), 2u);
 }
 
 }  // namespace

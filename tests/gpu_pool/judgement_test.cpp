@@ -114,6 +114,9 @@ const std::vector<row>& table() {
        fault::infrastructure, true, false, "GPU pool failed"},
       {"final, the pool is unreachable", out(outcome::unreachable, eval_mode::final, "GPU pool unavailable"),
        eval_status::infra_error, false, 0, fault::infrastructure, false, false, "GPU pool unavailable"},
+      {"final, the slot's actor died under the job: another slot takes it",
+       out(outcome::slot_lost, eval_mode::final, "eval slot0 died: runtime_error"), eval_status::infra_error, false,
+       0, fault::infrastructure, true, false, "eval slot failure: eval slot0 died"},
   };
   return rows;
 }

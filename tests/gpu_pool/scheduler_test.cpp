@@ -103,3 +103,20 @@ TEST(scheduler, cancel_removes_queued_job) {
   EXPECT_EQ(s.queued(), 1u);
   EXPECT_EQ(s.submit(job(3, 2)), admit_result::queued);
 }
+
+TEST(scheduler, a_removed_slot_is_out_for_good_and_frees_its_episode) {
+  slot_scheduler s{2, 10, 3};
+  ASSERT_EQ(s.submit(job(1, 7)), admit_result::queued);
+  auto a = s.next();
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(s.remove(a->slot));
+  EXPECT_FALSE(s.remove(a->slot));  // already out
+  EXPECT_EQ(s.healthy(), 1u);
+  EXPECT_EQ(s.busy(), 0u);
+  EXPECT_EQ(s.submit(job(2, 7)), admit_result::queued);  // episode 7 may submit again
+  auto b = s.next();
+  ASSERT_TRUE(b);
+  EXPECT_NE(b->slot, a->slot);
+  s.finish(b->slot, false);
+  EXPECT_TRUE(s.quarantined(a->slot));  // a success elsewhere does not bring it back
+}
