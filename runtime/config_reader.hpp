@@ -1,5 +1,6 @@
 #pragma once
-/// runtime/config_reader.hpp: strict, typed reading of one TOML table.
+/// runtime/config_reader.hpp: strict, typed reading of one TOML table, through a section's
+/// field list (base/config_fields.hpp).
 ///
 /// Every key a section reads is remembered; whatever is left over is an unknown
 /// key and an error naming it. A value of the wrong type is an error naming the
@@ -15,10 +16,13 @@
 
 #include <toml++/toml.h>
 
+#include "base/config_fields.hpp"
+
 namespace caf_agent::runtime {
 
-/// Reads typed values from one TOML table (a config section), strictly.
-class section_reader {
+/// Reads typed values from one TOML table (a config section), strictly; validation errors
+/// (base::config_errors) are named with the section.
+class section_reader : public base::config_errors {
  public:
   /// `table` may be null (section absent: every key keeps its default).
   section_reader(const toml::table* table, std::string section, std::vector<std::string>& errors);
@@ -38,19 +42,24 @@ class section_reader {
   /// is not a table is an error naming the key. The key counts as read.
   const toml::table* subtable(std::string_view key);
 
+  /// Reads every field of `Config`'s field list that the table holds (nested sections from their
+  /// sub-tables, each strict and validated when read cleanly). Checks nothing else: see finish().
+  template <class Config>
+  void read_fields(Config& c);
+
   /// Reads `table` (a subtable() of this section, may be null) into `s` with a reader of its
   /// own, named `<this section>.<key>`: strict like every section, validated when read cleanly.
   template <class Section>
   void read_nested(const toml::table* table, std::string_view key, Section& s) {
     section_reader nested{table, qualified(key), errors_};
     const auto before = errors_.size();
-    s.read(nested);
+    nested.read_fields(s);
     nested.finish();
-    if (errors_.size() == before) s.validate(nested);
+    if (errors_.size() == before) base::validate_fields(s, nested);
   }
 
-  /// Records an error about `key` (used by validate()).
-  void error(std::string_view key, std::string_view message);
+  /// Records an error about `key` (validation: "config key 'section.key': message").
+  void error(std::string_view key, std::string_view message) override;
 
   /// Reports every key of the table that no read() asked for.
   void finish();
@@ -67,5 +76,28 @@ class section_reader {
   std::vector<std::string>& errors_;
   std::set<std::string, std::less<>> seen_;
 };
+
+namespace detail {
+
+/// Walks a field list for section_reader::read_fields.
+struct field_reader {
+  section_reader& r;
+  template <class T, class... Checks>
+  void operator()(std::string_view key, T& value, std::string_view, const Checks&...) {
+    r.read(key, value);
+  }
+  template <class Section>
+  void section(std::string_view key, Section& s, std::string_view) {
+    r.read_nested(r.subtable(key), key, s);
+  }
+};
+
+}  // namespace detail
+
+template <class Config>
+void section_reader::read_fields(Config& c) {
+  detail::field_reader w{*this};
+  Config::fields(w, c);
+}
 
 }  // namespace caf_agent::runtime

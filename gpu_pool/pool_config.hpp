@@ -1,0 +1,53 @@
+#pragma once
+/// gpu_pool/pool_config.hpp: [gpu_pool], a node's evaluation slots and admission (defaults, the
+/// field list that runtime/ reads TOML through and prints config/defaults.toml from, checks).
+
+#include <cstdint>
+#include <string>
+
+#include "base/config_fields.hpp"
+
+namespace caf_agent::gpu_pool {
+
+/// [gpu_pool]: what each member means is said once, in fields().
+struct pool_config {
+  int32_t slots = 1;
+  std::string device = "cpu";
+  int32_t queue_capacity = 64;
+  int64_t job_deadline_s = 300;
+  int32_t quarantine_after_failures = 3;
+  int32_t cpu_threads_per_slot = 1;
+  int32_t build_workers = -1;
+  std::string worker_python = ".venv/bin/python";
+  std::string backend = "worker";
+
+  /// build_workers with -1 resolved: one per slot on cuda (compiles stay off GPU time), none on
+  /// cpu (a CPU slot's build and its cores are the same resource).
+  int32_t builders() const { return build_workers >= 0 ? build_workers : device == "cuda" ? slots : 0; }
+
+  /// The field list (base/config_fields.hpp).
+  template <class F, class Self>
+  static void fields(F& f, Self& c) {
+    using namespace base;
+    // Rationale for the bounds: a node has at most a few dozen GPUs; 4096 CPU slots is already absurd.
+    f("slots", c.slots, "evaluation slots (one per GPU; on cpu, CPU slots)", positive(), range(1, 4096));
+    f("device", c.device, "cpu or cuda", one_of({"cpu", "cuda"}));
+    f("queue_capacity", c.queue_capacity, "admission queue; full = episodes wait", positive(), range(1, 1000000));
+    f("job_deadline_s", c.job_deadline_s, "a job running longer is killed and its worker restarted", positive());
+    f("quarantine_after_failures", c.quarantine_after_failures,
+      "consecutive infrastructure failures before a slot is quarantined", positive());
+    f("cpu_threads_per_slot", c.cpu_threads_per_slot, "torch threads of a slot's eval worker", positive(),
+      range(1, 1024));
+    f("build_workers", c.build_workers, "compile ahead of the slots on CPU: -1 one per slot on cuda, none on cpu; 0 off");
+    f("worker_python", c.worker_python, "the Python that runs the eval worker");
+    f("backend", c.backend, "worker: the real eval worker; sim: simulated latency", one_of({"worker", "sim"}));
+  }
+  /// Rules the field list cannot say (their text names the value).
+  void validate(base::config_errors& e) const {
+    if (build_workers < -1)
+      e.error("build_workers",
+              "must be >= -1 (-1: one per slot on cuda, none on cpu), got " + std::to_string(build_workers));
+  }
+};
+
+}  // namespace caf_agent::gpu_pool

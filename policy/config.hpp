@@ -1,0 +1,96 @@
+#pragma once
+/// policy/config.hpp: [policy], which backend answers generate requests and how (defaults, the
+/// field list that runtime/ reads TOML through and prints config/defaults.toml from, checks).
+/// No torch, CAF or Boost types: every layer may include it.
+
+#include <cstdint>
+#include <string>
+
+#include "base/config_fields.hpp"
+
+namespace caf_agent::policy {
+
+/// [policy]: what each member means is said once, in fields().
+struct policy_config {
+  std::string backend = "replay";
+  std::string replay_path = "skills/replay/default.jsonl";
+  std::string model_dir;
+  std::string base_url;
+  std::string model_name;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int32_t max_new_tokens = 2048;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  int32_t max_batch = 64;
+  int32_t max_context = 0;
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  bool prefix_cache = true;
+  int32_t prefill_chunk = 2048;
+  std::string cache_attention = "auto";
+  std::string script;
+  int64_t request_timeout_ms = 120000;
+  int32_t max_retries = 2;
+  int32_t concurrency = 16;
+  std::string api_key_env;
+  std::string serve_host = "127.0.0.1";
+  int32_t serve_port = 8000;
+  double sim_latency_ms_mean = 200;
+  double sim_eval_ms_mean = 2000;
+
+  /// The field list (base/config_fields.hpp).
+  template <class F, class Self>
+  static void fields(F& f, Self& c) {
+    using namespace base;
+    f("backend", c.backend, "libtorch, openai, replay (recorded turns), sim (load tests)",
+      one_of({"replay", "sim", "libtorch", "openai"}));
+    f("replay_path", c.replay_path, "replay: the recorded episodes (JSON lines)");
+    f("model_dir", c.model_dir, "libtorch: a Hugging Face checkpoint directory");
+    f("base_url", c.base_url, "openai: http://HOST:PORT/v1");
+    f("model_name", c.model_name, "openai: the model to ask for; inference role: the name it serves (empty: model_dir's)");
+    // Rationale: temperatures above 10 sample noise; a larger value is a mistake.
+    f("temperature", c.temperature, "sampling temperature", range(0, 10));
+    f("top_p", c.top_p, "nucleus sampling", above_within(0, 1, "must be in (0, 1]"));
+    f("max_new_tokens", c.max_new_tokens, "tokens one turn may generate", positive());
+    f("top_k", c.top_k, "0 = off", at_least(0, "must be >= 0"));
+    f("seed", c.seed, "base seed of every request (reproducible runs)");
+    f("max_batch", c.max_batch, "libtorch: sequences decoded together (the cache holds max_batch x max_context tokens)",
+      positive());
+    f("max_context", c.max_context, "libtorch: tokens per sequence; 0 = the model's, capped at 4096",
+      at_least(0, "must be >= 0 (0: from the model)"));
+    f("device", c.device, "libtorch: cpu, cuda, cuda:N");
+    f("dtype", c.dtype, "libtorch: float32, bfloat16, float16", one_of({"float32", "bfloat16", "float16"}));
+    f("prefix_cache", c.prefix_cache, "libtorch: keep a finished turn's keys; the next turn prefills only its new tokens");
+    f("prefill_chunk", c.prefill_chunk, "libtorch: prompt tokens prefilled per step while the others decode; 0 = whole prompts",
+      at_least(0, "must be >= 0 (0: whole prompts)"));
+    f("cache_attention", c.cache_attention, "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
+      one_of({"auto", "sdpa", "matmul", "flash"}));
+    f("script", c.script,
+      "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
+      "the model's log-probs); empty: sample");
+    f("request_timeout_ms", c.request_timeout_ms, "a generate request not answered by then fails the episode",
+      positive());
+    f("max_retries", c.max_retries, "openai: retries on connection errors, 429 and 5xx", at_least(0, "must be >= 0"));
+    f("concurrency", c.concurrency, "openai: requests in flight per node", positive());
+    f("api_key_env", c.api_key_env, "openai: environment variable holding the API key; empty: none");
+    f("serve_host", c.serve_host, "inference role: where the OpenAI-compatible HTTP endpoint listens");
+    f("serve_port", c.serve_port, "inference role: its port; 0 = any free port (the URL is logged)",
+      within(0, 65535, "must be in [0, 65535]"));
+    f("sim_latency_ms_mean", c.sim_latency_ms_mean, "sim: mean policy latency per turn", range(0, 3600000));
+    f("sim_eval_ms_mean", c.sim_eval_ms_mean, "sim: mean evaluation latency", range(0, 3600000));
+  }
+
+  /// Rules between fields.
+  void validate(base::config_errors& e) const {
+    if (backend == "libtorch" && model_dir.empty()) e.error("model_dir", "is required when backend = \"libtorch\"");
+    if (backend == "openai" && base_url.empty()) e.error("base_url", "is required when backend = \"openai\"");
+    if (backend == "replay" && replay_path.empty()) e.error("replay_path", "is required when backend = \"replay\"");
+    if (!script.empty() && backend != "libtorch")
+      e.error("script", "teacher-forces replies through the libtorch engine; backend is \"" + backend + "\"");
+    if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
+      e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
+  }
+};
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,196 @@
+#pragma once
+/// rollout/train_config.hpp: [train] and its stage tables ([train.rft], ...), the trainer's plan
+/// (defaults, the field lists that runtime/ reads TOML through and prints config/defaults.toml
+/// from, checks). rollout/train_plan runs it; actors/trainer drives it.
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/config_fields.hpp"
+
+namespace caf_agent::rollout {
+
+/// One stage of [train] (its own table, e.g. [train.rft]) and its stopping rule; what each
+/// member means is said once, in fields(). Which keys a stage takes depends on its name.
+struct train_stage_config {
+  std::string name;  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo (the table's name, not a key)
+  int32_t iterations = 1;
+  int32_t max_turns = 0;
+  int32_t min_reward = 1;
+  // Rationale: an agent that re-runs an identical call more than 3 times is stuck, not working.
+  int32_t max_repeats = 3;
+  std::string store;
+  double min_explained_variance = 0.6;  ///< the paper's critic needs it
+  int32_t max_steps = 20;
+  bool stop_at_cap = false;
+  std::string demonstrations;
+  int32_t steps_per_iteration = 1;
+  int32_t batch_sequences = 0;
+  double actor_lr = 0;
+  std::string lr_schedule = "constant";
+  std::vector<std::pair<int64_t, double>> lr_phases;
+  int64_t warmup_steps = 0;
+  double min_lr = 0;
+  double temperature = -1;
+
+  /// The stage's optimizer steps: iterations x steps_per_iteration.
+  int64_t optimizer_steps() const { return int64_t{iterations} * steps_per_iteration; }
+  /// A stage's defaults.
+  explicit train_stage_config(std::string stage_name = {}, int32_t iters = 1, int32_t turns = 0)
+      : name(std::move(stage_name)), iterations(iters), max_turns(turns) {}
+
+  /// The field list (base/config_fields.hpp).
+  template <class F, class Self>
+  static void fields(F& f, Self& c) {
+    using namespace base;
+    const bool rft = c.name == "rft", vp = c.name == "value_pretrain";
+    f("iterations", c.iterations, "ppo stages and rft: training steps, then the next stage", positive());
+    f("max_turns", c.max_turns, "episode turn limit; 0: rollout.max_turns_train (single_turn_ppo: 1)",
+      at_least(0, "must be >= 0 (0: rollout.max_turns_train)"));
+    if (rft) {
+      f("min_reward", c.min_reward, "keep trajectories with reward >= this (the paper: r > 0)");
+      f("max_repeats", c.max_repeats, "drop trajectories repeating one tool call more often",
+        at_least(1, "must be >= 1"));
+    }
+    if (rft || vp) f("store", c.store, "train on this trajectory store's records; empty: fresh episodes");
+    if (vp) {
+      // Rationale: explained variance is at most 1; a gate above it could never open.
+      f("min_explained_variance", c.min_explained_variance, "the gate", range(-1e9, 1));
+      f("max_steps", c.max_steps, "the step cap when the gate is never reached", positive());
+      f("stop_at_cap", c.stop_at_cap, "true: stop the run at the cap; false: say so and go on");
+    }
+    if (rft)
+      f("demonstrations", c.demonstrations,
+        "play these recordings once (replay, token-level with policy.model_dir's tokenizer, real sandbox and "
+        "judge), then train every iteration on the kept ones; empty: none");
+    f("steps_per_iteration", c.steps_per_iteration,
+      "optimizer steps an iteration takes on its batch (one checkpoint and publication per iteration)", positive());
+    f("batch_sequences", c.batch_sequences, "trajectories per optimizer step, round robin over the batch; 0: all",
+      at_least(0, "must be >= 0 (0: the whole batch a step)"));
+    f("actor_lr", c.actor_lr, "the stage's actor lr (constant, or the cosine's peak); 0: learner.actor_lr",
+      at_least(0, "must be >= 0 (0: learner.actor_lr)"));
+    f("lr_schedule", c.lr_schedule, "constant, phases (lr_phases) or cosine (warm-up, then decay to min_lr)");
+    f("lr_phases", c.lr_phases, "phases: [[optimizer steps, lr], ...] in order, adding up to the stage's steps");
+    f("warmup_steps", c.warmup_steps, "cosine: linear warm-up to actor_lr, then cosine decay ...");
+    f("min_lr", c.min_lr, "... to this at the stage's last optimizer step");
+    f("temperature", c.temperature, "sampling temperature of the stage's episodes; < 0: policy.temperature");
+  }
+
+  /// Rules between fields.
+  void validate(base::config_errors& e) const {
+    if (!demonstrations.empty() && !store.empty())
+      e.error("demonstrations", "and store both name the stage's data; set one");
+    if (lr_schedule == "phases") {
+      if (lr_phases.empty()) e.error("lr_phases", "is empty; lr_schedule = \"phases\" needs [[steps, lr], ...]");
+      int64_t sum = 0;
+      for (size_t i = 0; i < lr_phases.size(); ++i) {
+        if (lr_phases[i].first < 1) e.error("lr_phases", "phase " + std::to_string(i + 1) + " has steps < 1");
+        if (!(lr_phases[i].second >= 0)) e.error("lr_phases", "phase " + std::to_string(i + 1) + " has an lr < 0");
+        sum += lr_phases[i].first;
+      }
+      // Rationale: a schedule longer or shorter than the stage is a mistake in one of the two;
+      // naming both numbers beats a silent last-phase hold or a cut.
+      if (name != "value_pretrain" && !lr_phases.empty() && sum != optimizer_steps())
+        e.error("lr_phases", "the phases hold " + std::to_string(sum) +
+                                 " optimizer steps, the stage takes iterations x steps_per_iteration = " +
+                                 std::to_string(optimizer_steps()));
+    } else if (lr_schedule == "cosine") {
+      if (warmup_steps < 0 || warmup_steps > optimizer_steps())
+        e.error("warmup_steps", "must lie in [0, iterations x steps_per_iteration = " +
+                                    std::to_string(optimizer_steps()) + "]");
+      if (!(min_lr >= 0)) e.error("min_lr", "must be >= 0");
+    } else if (lr_schedule != "constant") {
+      e.error("lr_schedule", base::check_message(base::one_of({"constant", "phases", "cosine"}), lr_schedule));
+    }
+    if (!lr_phases.empty() && lr_schedule != "phases")
+      e.error("lr_phases", "is set but lr_schedule is \"" + lr_schedule + "\" (set lr_schedule = \"phases\")");
+    // Rationale: PPO recomputes the sampler's log-probabilities under its temperature; greedy
+    // decoding (0) has none.
+    if (temperature == 0 && name != "rft" && name != "value_pretrain")
+      e.error("temperature",
+              "must be > 0 for a PPO stage (< 0: policy.temperature); greedy episodes have no log-probabilities to "
+              "train on");
+  }
+};
+
+/// [train.eval]: evaluation rounds of the trainer (before training and after each stage): fresh
+/// episodes of the tasks with the current weights, judged for real (run_dir/eval-<stage>.json).
+struct train_eval_config {
+  int32_t episodes = 0;
+  double temperature = 0;  ///< greedy: the reward of what was learned, not of luck
+  int32_t max_turns = 0;
+
+  /// The field list (base/config_fields.hpp).
+  template <class F, class Self>
+  static void fields(F& f, Self& c) {
+    using namespace base;
+    f("episodes", c.episodes, "episodes a round (task by episode id); 0: no rounds",
+      at_least(0, "must be >= 0 (0: no evaluation rounds)"));
+    f("temperature", c.temperature, "0: greedy", at_least(0, "must be >= 0 (0: greedy)"));
+    f("max_turns", c.max_turns, "0: rollout.max_turns_eval", at_least(0, "must be >= 0 (0: rollout.max_turns_eval)"));
+  }
+  /// Rules between fields: none.
+  void validate(base::config_errors&) const {}
+};
+
+/// [train]: the trainer (in the coordinator with --train, or in the local role).
+struct train_config {
+  bool enabled = false;
+  std::vector<std::string> stages{"agentic_ppo"};
+  int32_t episodes_per_iteration = 4;
+  std::string run_dir;
+  int32_t max_step_attempts = 5;
+  int32_t max_empty_iterations = 3;
+  train_stage_config single_turn_ppo{"single_turn_ppo", 1, 1};
+  train_stage_config rft{"rft"};
+  train_stage_config value_pretrain{"value_pretrain"};
+  train_stage_config agentic_ppo{"agentic_ppo", 2};
+  train_eval_config eval;
+
+  /// The stage named `name` (one of the four).
+  const train_stage_config& stage(const std::string& name) const {
+    if (name == "single_turn_ppo") return single_turn_ppo;
+    if (name == "rft") return rft;
+    if (name == "value_pretrain") return value_pretrain;
+    return agentic_ppo;
+  }
+  /// True when the stages include rft with demonstrations (rollout nodes then load their replay).
+  bool plays_demonstrations() const {
+    return !rft.demonstrations.empty() && std::find(stages.begin(), stages.end(), "rft") != stages.end();
+  }
+
+  /// The field list (base/config_fields.hpp).
+  template <class F, class Self>
+  static void fields(F& f, Self& c) {
+    using namespace base;
+    f("enabled", c.enabled, "local role: train (true) or play one round of episodes (false)");
+    f("stages", c.stages, "in order: single_turn_ppo, rft, value_pretrain, agentic_ppo");
+    f("episodes_per_iteration", c.episodes_per_iteration, "the global batch of one iteration", positive(),
+      range(1, 10000000));
+    f("run_dir", c.run_dir, "stage state, checkpoints, trajectories; empty: runtime.run_dir + \"/train\"");
+    f("max_step_attempts", c.max_step_attempts, "a step failing this often (lost shards, errors) stops the run",
+      positive());
+    f("max_empty_iterations", c.max_empty_iterations,
+      "consecutive iterations without training data (every episode failed) stop the run", positive());
+    f.section("single_turn_ppo", c.single_turn_ppo, "one reply holding model_new.py and the kernels, judged");
+    f.section("rft", c.rft, "rejection fine-tuning of the actor on filtered trajectories");
+    f.section("value_pretrain", c.value_pretrain,
+              "the critic alone (actor frozen) until its explained variance reaches the gate");
+    f.section("agentic_ppo", c.agentic_ppo, "PPO over whole agent episodes");
+    f.section("eval", c.eval, "evaluation rounds: before training and after each stage, fresh episodes");
+  }
+
+  /// Rules between fields.
+  void validate(base::config_errors& e) const {
+    if (stages.empty()) e.error("stages", "must name at least one stage");
+    for (auto& s : stages)
+      if (auto m = base::check_message(base::one_of({"single_turn_ppo", "rft", "value_pretrain", "agentic_ppo"}), s);
+          !m.empty())
+        e.error("stages", m);
+  }
+};
+
+}  // namespace caf_agent::rollout
