@@ -9,6 +9,9 @@
 #        long: one 131,072-token trajectory in one step (peak memory reported);
 #        cpp-norecompute: the 8,192-token step without per-layer recomputation (what the learner
 #        runs when the activations fit: checkpoint_layers = false), and with the head's chunks kept.
+# fused: the fastest step (no recomputation, head chunks kept) with the fused LM head and without
+#        (--no-fused-head), at 8,192 tokens and at 2 x 8,192, the transformers step at both shapes,
+#        and the fused head's gpu test (tests/learner/test_fused_head_gpu.py, against $TOOL).
 # profile: that fastest step (no recomputation, head chunks kept) under the Kineto profiler (device
 #        time by kernel and class in $OUT/profile-*.json), with each attention backend of
 #        scaled_dot_product_attention (default, cudnn, efficient), and at 2 x 8,192 tokens a step.
@@ -21,7 +24,7 @@ OUT=${OUT:-/tmp/learner-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
 BUILD=${BUILD:-/tmp/learner-build}
 STEPS=${STEPS:-5}
-TOOL="$BUILD/learner/learner_tool"
+TOOL=${TOOL:-$BUILD/learner/learner_tool}
 COMMON=(--device cuda --dtype bfloat16 --checkpoint-layers --chunk 4096 --steps "$STEPS")
 steps=${*:-all}; [ "$steps" = all ] && steps="build cpp hf long"
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
@@ -52,6 +55,20 @@ for s in $steps; do
     timeout "${CT:-240}" "$TOOL" bench --context 8192 "${NR[@]}" --no-head-recompute \
       2>> "$OUT/cpp.log" | tee -a "$OUT/cpp-norecompute.jsonl"
     echo "cpp no recompute, no head recompute rc=${PIPESTATUS[0]}" ;;
+  fused)
+    NR=(--device cuda --dtype bfloat16 --chunk 4096 --steps "$STEPS" --no-head-recompute)
+    for shape in "--context 8192" "--context 16384 --seq-len 8192"; do
+      for head in "" --no-fused-head; do
+        timeout "${CT:-90}" "$TOOL" bench $shape "${NR[@]}" $head 2>> "$OUT/fused.log" | tee -a "$OUT/fused.jsonl"
+        echo "fused [$shape $head] rc=${PIPESTATUS[0]}"
+      done
+      timeout "${HT:-120}" $PY bench/learner/bench_hf.py $shape --steps "$STEPS" 2>> "$OUT/fused.log" | tee -a "$OUT/fused.jsonl"
+      echo "hf [$shape] rc=${PIPESTATUS[0]}"
+    done
+    tdir=$(mktemp -d); mkdir -p "$tdir/learner"; ln -s "$TOOL" "$tdir/learner/learner_tool"
+    CAF_AGENT_BUILD_DIR=$tdir timeout 120 $PY -m pytest tests/learner/test_fused_head_gpu.py -q -m gpu -p no:cacheprovider \
+      > "$OUT/fused-test.log" 2>&1
+    echo "fused head gpu test rc=$?"; tail -2 "$OUT/fused-test.log" ;;
   profile)
     NR=(--device cuda --dtype bfloat16 --chunk 4096 --steps "$STEPS" --no-head-recompute)
     for sdpa in default cudnn efficient; do
