@@ -43,7 +43,7 @@ for s in $steps; do
   case $s in
   warm)
     # torch.compile of the bench cases' references in the background (warm_inductor.py: inductor's
-    # on-disk caches, nothing timed), e.g. beside the suite; the bench step waits for them first.
+    # on-disk caches, nothing timed), e.g. beside kernelbench; the suite and bench steps wait for them.
     for c in ${CASES:-axpby:1x128 add_relu:16x16384 sin_chain:1024x8192:64 sin_chain:2048x8192:64}; do
       $PY bench/judge/warm_inductor.py --device "${DEV:-cuda}" --case "$c" >> "$OUT/warm.log" 2>&1 & WARM+=($!)
     done ;;
