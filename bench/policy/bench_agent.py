@@ -8,6 +8,8 @@ checkpoint with 131,072 positions, and in one run measures:
   2. `agent-bench`: 64 conversations x 30 turns, a 1,000-token first prompt, each turn a
      300-token sampled reply and a 500-token observation; with the prefix cache and without it
      (every turn re-prefills the whole conversation, the engine before the cache);
+     (`--uncached-sample-turns`: the prefills of some turns of the re-prefilling run timed alone,
+     which bound the whole run's time from below when it is too long to run to the end);
   3. one sequence decoding at 131,072 tokens of context (a 130,560-token prompt, chunked prefill);
   all with the engine's --cache-attention (auto: flash on the GPU), --compare runs others too.
 Each figure is printed beside a lower bound of the same workload on this GPU: decode steps
@@ -39,27 +41,68 @@ SHAPE = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hid
 CONTEXT = 131072
 
 
-def make_model(path):
+# --dry-run: the script's logic on a CPU with a tiny model (no figure of it means anything).
+DRY_SHAPE = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2)
+DRY_CONTEXT = 2048
+
+
+def make_model(path, device="cuda", dtype=torch.bfloat16):
     config = transformers.Qwen2Config(
         **SHAPE, max_position_embeddings=CONTEXT,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=None, pad_token_id=None)
     torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = transformers.Qwen2ForCausalLM(config).to(torch.bfloat16)
+    with torch.device(device):
+        model = transformers.Qwen2ForCausalLM(config).to(dtype)
     model.save_pretrained(path)
     return sum(p.numel() for p in model.parameters())
 
 
-def run(tool, *args, timeout=900):
-    """The tool's JSON lines, or None when it ran past `timeout` seconds."""
+def turn_lines(stderr):
+    """agent-bench's progress lines {"turn": j, "seconds": s} from its stderr (str or bytes)."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    return [json.loads(line) for line in (stderr or "").splitlines() if line.startswith('{"turn"')]
+
+
+def run(tool, *args, timeout=900, progress=None):
+    """The tool's JSON lines, or None when it ran past `timeout` seconds. `progress`: a list that
+    receives agent-bench's per-turn progress, also from a run stopped by the timeout."""
     try:
         proc = subprocess.run([str(tool), *map(str, args)], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as stopped:
+        if progress is not None:
+            progress.extend(turn_lines(stopped.stderr))
         return None
     if proc.returncode != 0:
         sys.exit(f"policy_model_tool {args[0]} failed:\n{proc.stderr}")
+    if progress is not None:
+        progress.extend(turn_lines(proc.stderr))
     return [json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{")]
+
+
+def sampled_turns_bound(costs, turns):
+    """A lower bound of the re-prefilling run's seconds from the prefills of some turns timed alone.
+
+    Without the prefix cache every turn re-prefills its whole prompt (the first prompt plus j - 1
+    replies and observations, for each of the 64 episodes), in chunks of the same size, whatever
+    the turns around it do. Every step of the whole run runs its prefill pass and then more (the
+    decode pass), so the whole run takes at least the sum of its turns' prefills (the decode steps
+    are not counted at all: turns overlap there, one episode's next prefill sharing steps with
+    another's decoding, so timing whole turns alone would not bound it). A later turn's prompts are
+    longer, so its prefill costs at least an earlier one's: every turn j is bounded below by the
+    latest timed turn <= j, turns before the first timed one by 0. `costs`: {turn: seconds}.
+    Returns (bound, monotone): monotone says whether the timed turns are non-decreasing (the
+    premise, checked on the measurements).
+    """
+    timed = sorted(costs)
+    bound = 0.0
+    for j in range(1, turns + 1):
+        below = [t for t in timed if t <= j]
+        bound += costs[below[-1]] if below else 0.0
+    values = [costs[t] for t in timed]
+    return bound, all(a <= b for a, b in zip(values, values[1:]))
 
 
 def bounds(result, params):
@@ -86,12 +129,34 @@ def main():
                         help="if > 0, limit the re-prefilling run to this many times the cached run's seconds "
                              "(a run stopped there proves at least that speedup)")
     parser.add_argument("--deadline", type=float, default=0,
-                        help="if > 0, a Unix time by which the re-prefilling run must stop (it is the last run)")
+                        help="if > 0, a Unix time by which the re-prefilling runs must stop (they are the last runs)")
+    parser.add_argument("--uncached-sample-turns", default="",
+                        help="comma-separated turns whose prefills to time alone without the prefix cache "
+                             "(e.g. 5,10,15,20,25,30): summed over the turns they bound from below, a lower "
+                             "bound of the whole re-prefilling run (see sampled_turns_bound); they run before "
+                             "the whole run, which then gets what is left before the deadline")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["batch", "cached", "long"],
+                        help="leave out these runs (for a dry run of the rest)")
     parser.add_argument("--out", type=pathlib.Path)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="CPU, fp32, a tiny model, small contexts and --episodes/--turns as given: checks the "
+                             "script end to end (with --build-dir an existing build)")
+    parser.add_argument("--profile-out", type=pathlib.Path,
+                        help="a directory: the 64-row bench (130 new tokens) again with its steps 101-120 under the "
+                             "profiler, with CUDA graphs and without (profile-graphs.json, profile-eager.json)")
+    parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
+    parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
+    parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
     args = parser.parse_args()
-    tool = bench_generate.build_tool(args.build_dir)
-    common = ["--device", "cuda", "--dtype", "bfloat16", "--vocab", SHAPE["vocab_size"]]
-    out = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
+    global SHAPE, CONTEXT
+    device, dtype, agent_context, batch_context = "cuda", "bfloat16", 32768, 552
+    if args.dry_run:
+        SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
+    # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
+    tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
+    common = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"]]
+    out = {"date": datetime.date.today().isoformat(),
+           "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention}
 
     def save():
@@ -99,10 +164,11 @@ def main():
             args.out.write_text(json.dumps(out, indent=1) + "\n")
 
     with tempfile.TemporaryDirectory() as tmp:
-        params = make_model(tmp)
+        params = make_model(tmp, device, torch.bfloat16 if dtype == "bfloat16" else torch.float32)
         out["params"] = params
-        agent = ["agent-bench", "--model", tmp, *common, "--max-batch", args.episodes, "--max-context", 32768,
-                 "--episodes", args.episodes, "--turns", args.turns, "--system", 1000, "--obs", 500, "--reply", 300]
+        agent = ["agent-bench", "--model", tmp, *common, "--max-batch", args.episodes, "--max-context", agent_context,
+                 "--episodes", args.episodes, "--turns", args.turns, "--system", args.system, "--obs", args.obs,
+                 "--reply", args.reply]
         long_run = ["bench", "--model", tmp, *common, "--max-batch", 1, "--max-context", CONTEXT,
                     "--random-prompts", 1, "--prompt-len", CONTEXT - 512, "--max-new-tokens", 511, "--temperature", 1]
 
@@ -117,33 +183,74 @@ def main():
             save()
 
         mode = args.cache_attention
-        batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", 552,
-                    "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
-                    "--repeat", 2, "--cache-attention", mode)
-        report("batch_64x512", [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch])
-        cached = run(tool, *agent, "--cache-attention", mode)[0]
-        report("agent_cached", dict(cached, **bounds(cached, params)))
-        report("long_131072", long_result(mode))
+        if "batch" not in args.skip:
+            batch = run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", batch_context,
+                        "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 512, "--temperature", 1,
+                        "--repeat", 2, "--cache-attention", mode)
+            report("batch_64x512",
+                   [dict(r, tokens_per_s=r["tokens"] / r["seconds"], **bounds(r, params)) for r in batch])
+        if args.profile_out:
+            args.profile_out.mkdir(parents=True, exist_ok=True)
+            for name, extra in (("graphs", []), ("eager", ["--no-cuda-graphs"])):
+                path = args.profile_out / f"profile-{name}.json"
+                run(tool, "bench", "--model", tmp, *common, "--max-batch", 64, "--max-context", batch_context,
+                    "--random-prompts", 64, "--prompt-len", 32, "--max-new-tokens", 130, "--temperature", 1,
+                    "--cache-attention", mode, "--profile", path, "--profile-skip", 100, "--profile-steps", 20, *extra)
+                summary = json.loads(path.read_text())
+                summary["kernels"] = summary["kernels"][:12]
+                report("profile_64_rows_" + name, summary)
+        cached = None
+        if "cached" not in args.skip:
+            turns = []
+            cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
+            report("agent_cached", dict(cached, turns=turns, **bounds(cached, params)))
+        if "long" not in args.skip:
+            report("long_131072", long_result(mode))
         for other in args.compare:
             report("long_131072_" + other, long_result(other))
             c = run(tool, *agent, "--cache-attention", other)[0]
             report("agent_cached_" + other, dict(c, **bounds(c, params)))
+
+        def left(limit):
+            return min(limit, args.deadline - time.time()) if args.deadline > 0 else limit
+
+        if args.uncached_sample_turns:
+            # Each sampled turn's prefills alone on a fresh engine (graph captures, if any, taken off).
+            costs, runs = {}, {}
+            for j in sorted({int(x) for x in args.uncached_sample_turns.split(",")}):
+                limit = left(args.uncached_limit)
+                r = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, "--from-turn", j,
+                        "--turns", j, "--prefill-only", timeout=limit) if limit >= 5 else None
+                if r is None:
+                    runs[j] = {"stopped": f"{limit:.0f} s left before the deadline"}
+                    continue
+                runs[j] = dict(r[0], **bounds(r[0], params))
+                costs[j] = r[0]["seconds"] - r[0]["graph_capture_seconds"]
+            bound, monotone = sampled_turns_bound(costs, args.turns)
+            entry = {"turns_timed_alone": runs, "turn_seconds": costs, "timed_turns_non_decreasing": monotone,
+                     "lower_bound_s": bound}
+            if cached is not None and costs and monotone:
+                out["agent_speedup_at_least_sampled"] = bound / cached["seconds"]
+            report("agent_uncached_sampled", entry)
         if not args.skip_uncached:
             # Bounded: when it runs past the limit, the limit is a lower bound of its time.
             limit = args.uncached_limit
-            if args.uncached_limit_factor > 0:
+            if args.uncached_limit_factor > 0 and cached is not None:
                 limit = min(limit, args.uncached_limit_factor * cached["seconds"])
-            if args.deadline > 0:
-                limit = min(limit, args.deadline - time.time())
-            plain = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, timeout=limit) if limit >= 10 else None
+            limit = left(limit)
+            turns = []
+            plain = run(tool, *agent, "--no-prefix-cache", "--cache-attention", mode, timeout=limit,
+                        progress=turns) if limit >= 10 else None
             if limit < 10:
                 report("agent_uncached", {"skipped": f"{limit:.0f} s left before the deadline"})
             elif plain is None:
-                out["agent_speedup_at_least"] = limit / cached["seconds"]
-                report("agent_uncached", {"timed_out_after_s": limit})
+                if cached is not None:
+                    out["agent_speedup_at_least"] = limit / cached["seconds"]
+                report("agent_uncached", {"timed_out_after_s": limit, "turns": turns})
             else:
-                out["agent_speedup"] = plain[0]["seconds"] / cached["seconds"]
-                report("agent_uncached", dict(plain[0], **bounds(plain[0], params)))
+                if cached is not None:
+                    out["agent_speedup"] = plain[0]["seconds"] / cached["seconds"]
+                report("agent_uncached", dict(plain[0], turns=turns, **bounds(plain[0], params)))
     text = json.dumps(out, indent=1)
     print(text)
     save()

@@ -1,6 +1,8 @@
 // Shape legend: see decode_graphs.hpp.
 #include "policy/model/decode_graphs.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <stdexcept>
 
@@ -14,8 +16,8 @@
 namespace caf_agent::policy {
 namespace {
 
-// Rationale: attended keys are rounded up to 256 so a sequence needs a new graph only every
-// 256 tokens; rows to powers of two. Extra rows and keys are masked, costing little.
+// Rationale: attended keys are rounded up (decode_key_bucket) so a sequence needs a new graph
+// only now and then; rows to powers of two. Extra rows and keys are masked, costing little.
 constexpr int64_t key_bucket = 256;
 
 int64_t round_rows(int64_t rows, int64_t slots) {
@@ -25,6 +27,15 @@ int64_t round_rows(int64_t rows, int64_t slots) {
 }
 
 }  // namespace
+
+int64_t decode_key_bucket(int64_t keys, int64_t capacity, bool flash) {
+  int64_t bucket = key_bucket;
+  if (flash)
+    while (bucket < keys) bucket *= 2;
+  else
+    bucket = (keys + key_bucket - 1) / key_bucket * key_bucket;
+  return std::min(bucket, capacity);
+}
 
 #ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
 
@@ -38,8 +49,10 @@ struct decode_graphs::state {
   kv_cache* cache;
   at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<graph>> graphs;
+  double capture_seconds = 0;
 
   graph& capture(int64_t rows, int64_t keys) {
+    const auto start = std::chrono::steady_clock::now();
     auto g = std::make_unique<graph>();
     // Warm-up and capture write keys at the cache's last position of every row's slot, which
     // no sequence uses (the engine ends a sequence before its keys reach it), so neither a
@@ -57,6 +70,7 @@ struct decode_graphs::state {
       g->cuda.capture_end();
     }
     c10::cuda::device_synchronize();
+    capture_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return *graphs.emplace(std::pair{rows, keys}, std::move(g)).first->second;
   }
 };
@@ -74,7 +88,8 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   auto& s = *state_;
   const auto b = static_cast<int64_t>(tokens.size());
   const int64_t rows = round_rows(b, s.cache->slots());
-  const int64_t bucket = std::min((keys + key_bucket - 1) / key_bucket * key_bucket, s.cache->capacity());
+  const int64_t bucket =
+      decode_key_bucket(keys, s.cache->capacity(), s.model->cache_attention_mode() == cache_attention::flash);
   auto it = s.graphs.find({rows, bucket});
   auto& g = it != s.graphs.end() ? *it->second : s.capture(rows, bucket);
   // Padding rows decode token 0 at the unused last position of their slot (see capture).
@@ -86,6 +101,9 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   g.cuda.replay();
   return g.logits_bv.narrow(0, 0, b);
 }
+
+int64_t decode_graphs::captures() const { return static_cast<int64_t>(state_->graphs.size()); }
+double decode_graphs::capture_seconds() const { return state_->capture_seconds; }
 
 #else  // Built without CUDA: the engine never constructs decode_graphs.
 
@@ -100,6 +118,9 @@ decode_graphs::decode_graphs(const decoder&, kv_cache&) {
 torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t) {
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
 }
+
+int64_t decode_graphs::captures() const { return 0; }
+double decode_graphs::capture_seconds() const { return 0; }
 
 #endif
 

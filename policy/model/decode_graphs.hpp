@@ -17,6 +17,12 @@
 
 namespace caf_agent::policy {
 
+/// The attended-key bound a decode step of `keys` keys runs with (and its graph is captured
+/// for), at most `capacity`: a multiple of 256 for the masked attentions, whose work grows with
+/// it; a power of two (at least 256) for flash, where it only sizes the kernel's grid (each row
+/// reads its own used keys), so a conversation growing to 32k keys needs 8 graphs, not 128.
+int64_t decode_key_bucket(int64_t keys, int64_t capacity, bool flash);
+
 /// Replays captured decode steps of one decoder over one KV cache.
 class decode_graphs {
  public:
@@ -32,6 +38,9 @@ class decode_graphs {
   /// `keys` = max position + 1. Returns fp32 logits [b, v] (a view valid until the next call).
   torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
                        int64_t keys);
+  /// Graphs captured so far and the host seconds their captures took.
+  int64_t captures() const;
+  double capture_seconds() const;
 
  private:
   struct state;

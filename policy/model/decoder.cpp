@@ -149,7 +149,46 @@ void decoder::bind_layers() {
         params_.at(m + "gate_proj.weight"), optional_param(m + "gate_proj.bias"),
         params_.at(m + "up_proj.weight"), optional_param(m + "up_proj.bias"),
         params_.at(m + "down_proj.weight"), optional_param(m + "down_proj.bias")});
+    if (!fused_.empty()) {
+      auto& w = layers_.back();
+      const auto& f = fused_[static_cast<size_t>(i)];
+      w.qkv_w = f[0];
+      w.qkv_b = f[1];
+      w.gate_up_w = f[2];
+      w.gate_up_b = f[3];
+    }
   }
+}
+
+void decoder::fuse_projections() {
+  if (fused()) return;
+  // One tensor holding `names` end to end along dim 0 (undefined if the first is absent); each
+  // name's entry in params_ becomes a view of it, so assign() and the fused GEMM share storage.
+  auto fuse = [&](const std::vector<std::string>& names) {
+    if (!params_.count(names.front())) return torch::Tensor();
+    std::vector<torch::Tensor> parts;
+    for (const auto& name : names) parts.push_back(params_.at(name));
+    auto joined = torch::cat(parts, 0);
+    int64_t offset = 0;
+    for (const auto& name : names) {
+      const int64_t rows = params_.at(name).size(0);
+      params_[name] = joined.narrow(0, offset, rows);
+      offset += rows;
+    }
+    return joined;
+  };
+  at::NoGradGuard no_grad;
+  std::vector<std::array<torch::Tensor, 4>> fused;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const std::string a = "model.layers." + std::to_string(i) + ".self_attn.";
+    const std::string m = "model.layers." + std::to_string(i) + ".mlp.";
+    fused.push_back({fuse({a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}),
+                     fuse({a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}),
+                     fuse({m + "gate_proj.weight", m + "up_proj.weight"}),
+                     fuse({m + "gate_proj.bias", m + "up_proj.bias"})});
+  }
+  fused_ = std::move(fused);
+  bind_layers();
 }
 
 torch::Tensor decoder::optional_param(const std::string& name) const {
@@ -217,7 +256,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
   const auto& w = layers_[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
-  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles);
+  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
   torch::Tensor out_bhte;
   if (use.cache != nullptr && use.decode) {
     // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
@@ -274,12 +313,25 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
 }
 
 std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
-                                                  const rope_angles& angles) const {
+                                                  const rope_angles& angles, bool fused) const {
   const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
-  auto k_btke = torch::linear(x_btd, w.k_w, w.k_b).view({b, t, k, e});
-  auto v_bkte = torch::linear(x_btd, w.v_w, w.v_b).view({b, t, k, e}).transpose(1, 2);
+  torch::Tensor q_bthe, k_btke, v_bkte;
+  if (fused && w.qkv_w.defined()) {
+    // One GEMM; q, k and v are views of its output (heads h + 2k: q's, then k's, then v's).
+    auto qkv_btne = torch::linear(x_btd, w.qkv_w, w.qkv_b).view({b, t, h + 2 * k, e});
+    v_bkte = qkv_btne.narrow(2, h + k, k).transpose(1, 2);
+    if (!config_.qk_norm) {  // q and k rotated in one pass over their h + k heads
+      auto qk_btne = apply_rope_bthe(qkv_btne.narrow(2, 0, h + k), angles);
+      return {qk_btne.narrow(2, 0, h).transpose(1, 2), qk_btne.narrow(2, h, k).transpose(1, 2), v_bkte};
+    }
+    q_bthe = qkv_btne.narrow(2, 0, h);
+    k_btke = qkv_btne.narrow(2, h, k);
+  } else {
+    q_bthe = torch::linear(x_btd, w.q_w, w.q_b).view({b, t, h, e});
+    k_btke = torch::linear(x_btd, w.k_w, w.k_b).view({b, t, k, e});
+    v_bkte = torch::linear(x_btd, w.v_w, w.v_b).view({b, t, k, e}).transpose(1, 2);
+  }
   if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE.
     q_bthe = rms_norm(q_bthe, w.q_norm_e, config_.rms_norm_eps);
     k_btke = rms_norm(k_btke, w.k_norm_e, config_.rms_norm_eps);
@@ -319,7 +371,7 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   const int64_t t = x_1td.size(1), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   auto [q_1hte, k_1kte, v_1kte] =
-      project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), rope_angles::gather(positions_1t, rope_));
+      project_qkv(w, rms_norm(x_1td, w.input_norm_d, eps), rope_angles::gather(positions_1t, rope_), /*fused=*/false);
   // Rationale: causal attention per sequence instead of a block-diagonal mask: no [t, t] mask
   // (17 G entries at 131k tokens), and is_causal keeps CUDA on the flash kernel. Sequences of
   // equal length share one batched call (many short trajectories would otherwise cost one call
@@ -370,8 +422,10 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const auto& w = layers_[static_cast<size_t>(i)];
     x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), angles, use);
-    x_btd = x_btd + swiglu(rms_norm(x_btd, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w,
-                           w.up_b, w.down_w, w.down_b);
+    auto normed_btd = rms_norm(x_btd, w.post_norm_d, eps);
+    x_btd = x_btd + (w.gate_up_w.defined()
+                         ? swiglu_fused(normed_btd, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b)
+                         : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b));
   }
   return rms_norm(x_btd, params_.at("model.norm.weight"), eps);
 }

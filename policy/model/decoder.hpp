@@ -117,7 +117,19 @@ class decoder {
   struct layer_refs {
     torch::Tensor input_norm_d, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, q_norm_e, k_norm_e;
     torch::Tensor post_norm_d, gate_w, gate_b, up_w, up_b, down_w, down_b;
+    /// Set by fuse_projections() only: q, k, v as one weight [(h + 2k) e, d] (bias or undefined),
+    /// gate and up as one [2f, d]; the separate fields above are views of them.
+    torch::Tensor qkv_w, qkv_b, gate_up_w, gate_up_b;
   };
+
+  /// For inference: every block's q, k and v weights (and biases) become views of one tensor, and
+  /// gate and up of another, so that decode and prefill run one GEMM for each group (and RoPE
+  /// rotates q and k in one pass). named_parameters() keeps every name and shape (views now), so
+  /// assign() writes new weights into the fused storage in place. Training (packed_block, and the
+  /// decoders cast() returns) keeps the separate weights. Idempotent.
+  void fuse_projections();
+  /// True after fuse_projections().
+  bool fused() const { return !fused_.empty(); }
 
   /// Training entry points (learner/train_forward): the pieces of a causal pass over packed
   /// sequences, so that a caller can checkpoint each block and chunk the LM head.
@@ -193,8 +205,9 @@ class decoder {
                                   const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
                                   const flash_seqs* seqs) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
+  /// `fused`: use the fused weights where fuse_projections() made them.
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
-                                           const rope_angles& angles) const;
+                                           const rope_angles& angles, bool fused) const;
   torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
                            const cache_use& use) const;
   torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
@@ -203,6 +216,8 @@ class decoder {
   model_config config_;
   tensor_map params_;
   std::vector<layer_refs> layers_;
+  /// Per block after fuse_projections(): qkv_w, qkv_b, gate_up_w, gate_up_b (empty before).
+  std::vector<std::array<torch::Tensor, 4>> fused_;
   rope_table rope_;
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;

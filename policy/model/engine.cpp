@@ -152,6 +152,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto model = decoder::load(options.model_dir, device, parse_dtype(options.dtype));
     if (!model) return model.error();
     state->model = std::move(model.value());
+    state->model.fuse_projections();  // one GEMM for q/k/v and one for gate/up per block
     const auto& config = state->model.config();
     state->context = options.max_context > 0 ? options.max_context
                                              : std::min<int64_t>(config.max_position_embeddings, 4096);
@@ -255,7 +256,11 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   torch::Tensor logits_bv;
   if (graphs) {
     logits_bv = graphs->decode(tokens, positions, keys);
+    ++stats.graph_replays;
   } else {
+    // The graphs' key bucket where it only shapes the flash kernel's grid, so that eager and
+    // replayed steps run the same kernels (and give the same bits).
+    if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity(), true);
     auto host_2b = torch::tensor(tokens).view({1, span});
     host_2b = torch::cat({host_2b, torch::tensor(positions).view({1, span})});
     logits_bv = model.decode(host_2b[0].to(model.device()), host_2b[1].to(model.device()), keys, cache);
@@ -517,7 +522,14 @@ uint64_t generation_engine::policy_version() const {
   return impl_->pending ? impl_->pending_version : impl_->version.load();
 }
 
-engine_stats generation_engine::stats() const { return impl_->stats; }
+engine_stats generation_engine::stats() const {
+  engine_stats out = impl_->stats;
+  if (impl_->graphs) {
+    out.graph_captures = static_cast<uint64_t>(impl_->graphs->captures());
+    out.graph_capture_seconds = impl_->graphs->capture_seconds();
+  }
+  return out;
+}
 size_t generation_engine::kept_prefixes() const {
   return static_cast<size_t>(std::count_if(impl_->kept.begin(), impl_->kept.end(), [](const auto& k) { return k.has_value(); }));
 }

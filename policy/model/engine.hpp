@@ -63,6 +63,9 @@ struct engine_stats {
   uint64_t prefix_hits = 0;  ///< Admissions that reused at least one cached key.
   uint64_t evictions = 0;  ///< Kept prefixes given up (wholly or in part) to make room.
   uint64_t invalidations = 0;  ///< Kept prefixes dropped because new weights were applied.
+  uint64_t graph_replays = 0;  ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
+  uint64_t graph_captures = 0;  ///< CUDA graphs captured for decode steps (one per new bucket).
+  double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
 };
 
 /// Generates tokens for many sequences at once. One thread calls submit / step / cancel;

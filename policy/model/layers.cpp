@@ -11,9 +11,10 @@ namespace caf_agent::policy {
 
 torch::Tensor rms_norm(const torch::Tensor& x_xd, const torch::Tensor& weight_d, double eps) {
   // x * rsqrt(mean(x^2) + eps) in fp32 by ATen's rms_norm without weight (one fused kernel on CUDA
-  // where the composite took five), then cast back and scaled in the model's dtype like transformers.
-  auto normed_xd = at::rms_norm(x_xd.to(torch::kFloat32), {x_xd.size(-1)}, std::nullopt, eps);
-  return weight_d * normed_xd.to(x_xd.scalar_type());
+  // where the composite took five), then scaled in the model's dtype like transformers.
+  // ATen's rms_norm computes in fp32 for bf16 / fp16 input and rounds its result to the input's
+  // dtype, which is what the cast in, normalise, cast back sequence does, in one kernel not three.
+  return weight_d * at::rms_norm(x_xd, {x_xd.size(-1)}, std::nullopt, eps);
 }
 
 torch::Tensor rope_inv_freq(const rope_config& rope, int64_t head_dim) {
@@ -57,10 +58,24 @@ rope_angles rope_angles::gather(const torch::Tensor& positions_bt, const rope_ta
                      (table.sin_pe.index_select(0, flat_p) * sign_e).view({b, 1, t, e})};
 }
 
+namespace {
+
+// x * cos + swap_halves(x) * sin for angles broadcastable to x. swap_halves(x) = cat(second, first);
+// times (-sin, sin) that is cat(-second, first) * sin. A cat of two views is one kernel on any
+// strides, where roll copies a non-contiguous input first.
+torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  return x * cos + torch::cat({x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * sin;
+}
+
+}  // namespace
+
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles) {
-  // roll by e/2 gives cat(second, first); times (-sin, sin) that is cat(-second, first) * sin.
-  const int64_t half = x_bhte.size(-1) / 2;
-  return x_bhte * angles.cos_b1te + torch::roll(x_bhte, {half}, {-1}) * angles.sin_b1te;
+  return rotate(x_bhte, angles.cos_b1te, angles.sin_b1te);
+}
+
+torch::Tensor apply_rope_bthe(const torch::Tensor& x_bthe, const rope_angles& angles) {
+  return rotate(x_bthe, angles.cos_b1te.transpose(1, 2), angles.sin_b1te.transpose(1, 2));
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt,
@@ -75,6 +90,14 @@ torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,
   auto gate_btf = torch::silu(torch::linear(x_btd, gate_fd, gate_bias_f));
   auto up_btf = torch::linear(x_btd, up_fd, up_bias_f);
   return torch::linear(gate_btf * up_btf, down_df, down_bias_d);
+}
+
+torch::Tensor swiglu_fused(const torch::Tensor& x_btd, const torch::Tensor& gate_up_wd, const torch::Tensor& gate_up_b,
+                           const torch::Tensor& down_df, const torch::Tensor& down_bias_d) {
+  auto gate_up_btw = torch::linear(x_btd, gate_up_wd, gate_up_b);
+  const int64_t f = gate_up_btw.size(-1) / 2;
+  return torch::linear(torch::silu(gate_up_btw.narrow(-1, 0, f)) * gate_up_btw.narrow(-1, f, f), down_df,
+                       down_bias_d);
 }
 
 }  // namespace caf_agent::policy

@@ -46,11 +46,18 @@ torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& posit
 /// The same with gathered angles. Bit-identical to transformers' rotate_half form: the roll moves
 /// the halves and the sign sits in the sin table (negation is exact).
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles);
+/// The same for heads third ([b, t, h, e], any strides), e.g. the query and key heads of a fused
+/// projection's output rotated in one pass.
+torch::Tensor apply_rope_bthe(const torch::Tensor& x_bthe, const rope_angles& angles);
 
 /// SwiGLU MLP: down(silu(gate(x)) * up(x)); biases may be undefined tensors.
 torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,
                      const torch::Tensor& gate_bias_f, const torch::Tensor& up_fd,
                      const torch::Tensor& up_bias_f, const torch::Tensor& down_df,
                      const torch::Tensor& down_bias_d);
+/// The same with gate and up as one weight [2f, d] (gate rows first) and bias [2f] (or undefined):
+/// one GEMM for both.
+torch::Tensor swiglu_fused(const torch::Tensor& x_btd, const torch::Tensor& gate_up_wd, const torch::Tensor& gate_up_b,
+                           const torch::Tensor& down_df, const torch::Tensor& down_bias_d);
 
 }  // namespace caf_agent::policy

@@ -8,11 +8,17 @@
 //            prints one JSON line per finished sequence, in submission order
 //   bench    --model DIR --prompts ... --max-new-tokens N   prints {"seconds":..,"tokens":..}
 //            (or --random-prompts B --prompt-len L: B random prompts of L tokens); also prints the
-//            seconds to the first token of every sequence (prefill) and the engine's counters
+//            seconds to the first token of every sequence (prefill) and the engine's counters;
+//            --profile FILE [--profile-skip K] [--profile-steps N]: then the same requests once
+//            more, steps K+1..K+N under the Kineto profiler (per step: wall, device busy, kernels)
 //   agent-bench --model DIR --episodes E --turns T --system S --obs O --reply R
 //            E agent-shaped conversations at once: a first prompt of S tokens, then per turn a
 //            reply of R sampled tokens and an observation of O tokens appended, T turns; prints
-//            {"seconds":..,"generated":..,"prefilled":..,"reused":..,"prefix_hit_rate":..}
+//            {"seconds":..,"generated":..,"prefilled":..,"reused":..,"prefix_hit_rate":..};
+//            --temperature T (default 1), --from-turn J (start at turn J with the earlier turns'
+//            tokens in the first prompt), --print (each reply as a JSON line with its episode and
+//            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
+//            alone); on stderr {"turn":j,"seconds":..} as each turn completes
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16;
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --prefill-chunk N (0: whole prompts),
@@ -21,13 +27,16 @@
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <random>
 #include <sstream>
 #include <string>
@@ -148,6 +157,9 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.prefix_hits -= before.prefix_hits;
   now.evictions -= before.evictions;
   now.invalidations -= before.invalidations;
+  now.graph_replays -= before.graph_replays;
+  now.graph_captures -= before.graph_captures;
+  now.graph_capture_seconds -= before.graph_capture_seconds;
   return now;
 }
 
@@ -156,12 +168,14 @@ void print_stats(const engine_stats& s) {
   std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
             << ",\"copied\":" << s.copied_tokens << ",\"decoded\":" << s.decoded_tokens
             << ",\"evictions\":" << s.evictions << ",\"decode_steps\":" << s.decode_steps
-            << ",\"attended_keys\":" << s.attended_keys << ",\"prefix_hit_rate\":"
+            << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays << ",\"graph_captures\":" << s.graph_captures
+            << ",\"graph_capture_seconds\":" << s.graph_capture_seconds << ",\"prefix_hit_rate\":"
             << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
 }
 
-void print_result(const generation_result& r) {
-  std::cout << "{\"id\":" << r.id << ",\"reason\":\"" << finish_reason_name(r.reason)
+// `fields`: more "key":value pairs to lead the object with, each followed by a comma.
+void print_result(const generation_result& r, const std::string& fields = "") {
+  std::cout << "{" << fields << "\"id\":" << r.id << ",\"reason\":\"" << finish_reason_name(r.reason)
             << "\",\"policy_version\":" << r.policy_version << ",\"tokens\":[";
   for (size_t i = 0; i < r.tokens.size(); ++i) std::cout << (i ? "," : "") << r.tokens[i];
   std::cout << "],\"logprobs\":[";
@@ -191,6 +205,70 @@ void synchronize(const engine_options& options) {
   if (options.device != "cpu") torch::cuda::synchronize();
 }
 
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out + "\"";
+}
+
+// bench --profile FILE: `steps` engine steps under the Kineto profiler (CPU and CUDA activity);
+// FILE gets per step the wall time, the device's busy time (kernels and copies summed) and their
+// count, and the kernels by total device time. Shows whether a step is bound by its kernels'
+// count (many short ones), by the host between steps, or by a few long ones.
+status profile_steps(generation_engine& engine, const engine_options& options, int steps, const std::string& path) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (options.device != "cpu") activities.insert(ActivityType::CUDA);
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, activities);
+  synchronize(options);
+  const auto before = engine.stats();
+  prof::enableProfiler(config, activities);
+  const auto start = std::chrono::steady_clock::now();
+  int ran = 0;
+  for (; ran < steps && !engine.idle(); ++ran)
+    if (auto done = engine.step(); !done) return done.error();
+  synchronize(options);
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  auto result = prof::disableProfiler();
+  const auto s = stats_since(before, engine.stats());
+  struct total {
+    double us = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, total> by_kernel;
+  double device_us = 0;
+  int64_t device_events = 0;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    const double us = static_cast<double>(e.durationNs()) / 1000.0;
+    by_kernel[e.name()].us += us;
+    by_kernel[e.name()].calls += 1;
+    device_us += us;
+    ++device_events;
+  }
+  std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
+  std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
+  const double n = std::max(ran, 1);
+  std::ofstream f(path);
+  f << "{\"steps\":" << ran << ",\"decode_steps\":" << s.decode_steps << ",\"graph_replays\":" << s.graph_replays
+    << ",\"graph_captures\":" << s.graph_captures << ",\"wall_us_per_step\":" << wall_us / n
+    << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_events_per_step\":" << device_events / n
+    << ",\"kernels\":[";
+  for (size_t i = 0; i < kernels.size(); ++i)
+    f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first) << ",\"calls_per_step\":"
+      << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n << "}";
+  f << "]}\n";
+  if (!f) return fail("cannot write " + path);
+  std::cerr << "profile: " << ran << " steps, " << wall_us / n << " us wall, " << device_us / n << " us device busy, "
+            << device_events / n << " device events per step\n";
+  return {};
+}
+
 // E conversations in flight; the "environment" answers each reply at once with O new tokens.
 int run_agent_bench(const args& a) {
   const auto options = engine_options_of(a);
@@ -208,21 +286,36 @@ int run_agent_bench(const args& a) {
     std::vector<int32_t> history;
     int turn = 0;
   };
+  // --from-turn J: start at turn J (1-based), the first prompt already holding the J - 1 earlier
+  // turns' replies and observations (random tokens); turns J..T run. With --no-prefix-cache a
+  // turn's work does not depend on the earlier ones, so one turn can be timed alone.
+  const int from_turn = std::stoi(get(a, "from-turn", "1"));
+  const float temperature = std::stof(get(a, "temperature", "1"));
+  const bool print_turns = a.count("print") != 0;
+  // --prefill-only: each turn's request generates one token (its prompt's prefill and nothing
+  // else); the prompts keep their lengths (earlier replies count R tokens).
+  const int max_new = a.count("prefill-only") ? 1 : reply;
+  if (from_turn < 1 || from_turn > turns) {
+    std::cerr << "agent-bench: --from-turn must be in [1, --turns]\n";
+    return 2;
+  }
   std::vector<episode> eps(static_cast<size_t>(episodes));
   std::map<uint64_t, size_t> owner;
   auto submit = [&](size_t e) {
     generation_request r;
     r.prompt = eps[e].history;
-    r.max_new_tokens = reply;
-    r.sampling.temperature = 1.0f;
+    r.max_new_tokens = max_new;
+    r.sampling.temperature = temperature;
     r.seed = e * 1000 + static_cast<uint64_t>(eps[e].turn);
     auto id = engine.submit(std::move(r));
     if (!id) throw std::runtime_error(id.error().message);
     owner[id.value()] = e;
   };
-  {  // Warm-up outside the timing (allocator, kernels, graphs of the small buckets).
+  {  // Warm-up outside the timing (allocator, kernels, graphs of the small buckets): one prompt as
+    // long as the first ones, so the timed prefill passes find their memory allocated.
     generation_request warm;
-    warm.prompt = random_tokens(gen, 8, vocab);
+    warm.prompt = random_tokens(gen, std::min(system + (from_turn - 1) * (reply + obs), engine.max_context() - 8),
+                                vocab);
     warm.max_new_tokens = 4;
     (void)engine.submit(warm);
     if (auto w = engine.run_until_idle(); !w) throw std::runtime_error(w.error().message);
@@ -231,10 +324,14 @@ int run_agent_bench(const args& a) {
   const auto before = engine.stats();
   const auto start = std::chrono::steady_clock::now();
   for (size_t e = 0; e < eps.size(); ++e) {
-    eps[e].history = random_tokens(gen, system, vocab);
+    eps[e].history = random_tokens(gen, system + (from_turn - 1) * (reply + obs), vocab);
+    eps[e].turn = from_turn - 1;
     submit(e);
   }
   uint64_t generated = 0;
+  // Progress on stderr (unbuffered, so a run stopped by a timeout keeps it): when the last
+  // episode finishes turn j, {"turn": j, "seconds": since start}.
+  std::vector<int> finished_turn(static_cast<size_t>(turns) + 1, 0);
   while (!engine.idle()) {
     auto done = engine.step();
     if (!done) throw std::runtime_error(done.error().message);
@@ -242,8 +339,19 @@ int run_agent_bench(const args& a) {
       const size_t e = owner.at(r.id);
       generated += r.tokens.size();
       auto& ep = eps[e];
-      if (++ep.turn >= turns) continue;
-      ep.history.insert(ep.history.end(), r.tokens.begin(), r.tokens.end());
+      ++ep.turn;
+      if (print_turns)
+        print_result(r, "\"episode\":" + std::to_string(e) + ",\"turn\":" + std::to_string(ep.turn) + ",");
+      if (++finished_turn[static_cast<size_t>(ep.turn)] == episodes)
+        std::cerr << "{\"turn\":" << ep.turn << ",\"seconds\":"
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << "}\n";
+      if (ep.turn >= turns) continue;
+      if (max_new == reply) {
+        ep.history.insert(ep.history.end(), r.tokens.begin(), r.tokens.end());
+      } else {  // --prefill-only: a reply of R tokens all the same, so later prompts keep their lengths
+        auto filler = random_tokens(gen, reply, vocab);
+        ep.history.insert(ep.history.end(), filler.begin(), filler.end());
+      }
       auto more = random_tokens(gen, obs, vocab);
       ep.history.insert(ep.history.end(), more.begin(), more.end());
       submit(e);
@@ -317,6 +425,30 @@ int run_generate(const std::string& command, const args& a) {
                 << ",\"prefill_seconds\":" << prefill_s << ",";
       print_stats(s);
       std::cout << "}\n";
+    }
+  }
+  if (command == "bench" && a.count("profile")) {
+    // The same requests once more; the steps after --profile-skip (default 100: past the prefill,
+    // every graph captured by the runs above) are profiled, then the rest runs to the end.
+    for (auto r : requests)
+      if (auto id = engine.value()->submit(std::move(r)); !id) {
+        std::cerr << id.error().message << "\n";
+        return 1;
+      }
+    for (int i = std::stoi(get(a, "profile-skip", "100")); i > 0 && !engine.value()->idle(); --i)
+      if (auto done = engine.value()->step(); !done) {
+        std::cerr << done.error().message << "\n";
+        return 1;
+      }
+    if (auto profiled = profile_steps(*engine.value(), options, std::stoi(get(a, "profile-steps", "20")),
+                                      get(a, "profile"));
+        !profiled) {
+      std::cerr << profiled.error().message << "\n";
+      return 1;
+    }
+    if (auto rest = engine.value()->run_until_idle(); !rest) {
+      std::cerr << rest.error().message << "\n";
+      return 1;
     }
   }
   if (command == "bench") return 0;

@@ -75,6 +75,65 @@ TEST(engine, greedy_decoding_with_the_kv_cache_matches_the_full_forward_pass) {
   EXPECT_EQ(std::vector<int64_t>(seq.begin() + 4, seq.end()), std::vector<int64_t>(tokens.begin(), tokens.end()));
 }
 
+// fuse_projections (what the engine runs): one q/k/v GEMM and one gate/up GEMM per block, q and k
+// rotated together. Same logits as the separate weights on every path (forward, prefill, decode),
+// for Qwen2 (biases) and Qwen3 (q/k norms, no biases) shapes; assign() writes into the fused
+// storage; training's packed_block keeps the separate weights.
+TEST(decoder, fused_projections_give_the_same_logits_and_take_new_weights_in_place) {
+  auto qwen3 = test_support::tiny_qwen2_config(96, 64);
+  qwen3.family = model_family::qwen3;
+  qwen3.attention_bias = false;
+  qwen3.qk_norm = true;
+  qwen3.mlp_bias = true;
+  for (const auto& config : {tiny_config(), qwen3}) {
+    torch::manual_seed(7);
+    auto random_tensors = [&] {
+      tensor_map t;
+      for (const auto& [key, shape] : expected_parameter_shapes(config))
+        t[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape) : 0.3 * torch::randn(shape);
+      return t;
+    };
+    const auto tensors = random_tensors();
+    auto plain = decoder::from_tensors(config, tensors, torch::kCPU, torch::kFloat32);
+    auto fused = decoder::from_tensors(config, tensors, torch::kCPU, torch::kFloat32);
+    ASSERT_TRUE(plain && fused);
+    fused.value().fuse_projections();
+    ASSERT_TRUE(fused.value().fused());
+    EXPECT_EQ(fused.value().named_parameters().size(), plain.value().named_parameters().size());
+    EXPECT_TRUE(fused.value().layer(0).qkv_w.defined() && fused.value().layer(0).gate_up_w.defined());
+    auto tokens_1t = torch::tensor(std::vector<int64_t>{5, 9, 2, 77, 13, 40}).unsqueeze(0);
+    // Prefill 4 tokens into slot 1 and decode two more, on each decoder's own cache.
+    auto cached = [&](const decoder& m) {
+      auto cache = kv_cache::allocate(config, 2, 16, torch::kCPU, torch::kFloat32);
+      std::vector<torch::Tensor> out{m.prefill(tokens_1t[0].narrow(0, 0, 4), 1, cache)};
+      for (int64_t i = 4; i < 6; ++i)
+        out.push_back(m.decode(torch::tensor({int64_t{0}, tokens_1t[0][i].item<int64_t>()}),
+                               torch::tensor({int64_t{15}, i}), i + 1, cache)[1]);
+      return torch::stack(out);
+    };
+    auto check = [&](const char* when) {
+      EXPECT_TRUE(torch::allclose(fused.value().forward(tokens_1t), plain.value().forward(tokens_1t), 1e-5, 1e-5))
+          << when;
+      EXPECT_TRUE(torch::allclose(cached(fused.value()), cached(plain.value()), 1e-5, 1e-5)) << when;
+    };
+    check("loaded");
+    const auto next = random_tensors();
+    ASSERT_TRUE(plain.value().assign(next));
+    ASSERT_TRUE(fused.value().assign(next));
+    check("after assign");
+    // The fused storage itself holds the new weights.
+    const std::string a = "model.layers.0.self_attn.";
+    EXPECT_TRUE(torch::equal(fused.value().layer(0).qkv_w,
+                             torch::cat({next.at(a + "q_proj.weight"), next.at(a + "k_proj.weight"),
+                                         next.at(a + "v_proj.weight")})));
+    auto x_1td = torch::randn({1, 6, config.hidden_size});
+    auto positions_1t = torch::arange(6).unsqueeze(0);
+    EXPECT_TRUE(torch::allclose(fused.value().packed_block(fused.value().layer(1), x_1td, positions_1t, {0, 2, 6}),
+                                plain.value().packed_block(plain.value().layer(1), x_1td, positions_1t, {0, 2, 6}),
+                                1e-5, 1e-5));
+  }
+}
+
 TEST(engine, continuous_batching_gives_the_same_tokens_as_running_alone) {
   std::vector<generation_request> requests = {greedy({1, 2, 3}, 3), greedy({40, 41, 42, 43, 44, 45, 46}, 9),
                                               greedy({7}, 5), greedy({8, 8, 8, 8}, 2), greedy({60, 61}, 7)};

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 15's H200 figures in one device call, from a source tree's root (results under $OUT):
+#   OUT=... bash bench/policy/run_h200.sh
+# 1. a LibTorch-only build (-DCAF_AGENT_LIBTORCH_ONLY=ON) of policy_model_tool into $BUILD;
+# 2. the gpu tests of the engine: CUDA-graph decode against eager over multi-turn conversations
+#    with eviction (test_decode_graphs_gpu.py), flash against sdpa and transformers
+#    (test_cache_attention_gpu.py);
+# 3. bench_agent.py: 64 x 512, the 64-row step profiled with and without graphs, the agent workload
+#    with the prefix cache, one sequence at 131,072 context, the prefills of turns 5, 10, ..., 30 of
+#    the re-prefilling run timed alone (its lower bound), then the whole re-prefilling run until
+#    START + BUDGET seconds.
+# Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json.
+set -u
+OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
+PY=${PY:-python3}
+BUILD=${BUILD:-/tmp/policy-build}
+BUDGET=${BUDGET:-300}
+START=$(date +%s)
+[ -x /opt/gcc/bin/g++ ] && export CXX=${CXX:-/opt/gcc/bin/g++}
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
+  $PY -c 'import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)'; nproc; } \
+  > "$OUT/env.txt" 2>&1
+timeout 200 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
+bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
+echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
+CAF_AGENT_BUILD_DIR=$BUILD timeout 120 $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \
+  tests/policy/model/test_cache_attention_gpu.py > "$OUT/gpu-tests.log" 2>&1
+echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
+timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" \
+  --uncached-sample-turns 5,10,15,20,25,30 --deadline $(( START + BUDGET )) --profile-out "$OUT" \
+  --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
+echo "bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent.log" | tail -20
