@@ -249,7 +249,14 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                       std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")" +
                       (shared ? ", the engine this process already loaded" : "");
     out.engine = service;
-    out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end);
+    std::shared_ptr<rollout::policy_backend> script;
+    if (!p.script.empty()) {  // teacher-forced replies: the engine's real passes over a recording's tokens
+      std::string error;
+      script = rollout::make_replay_policy(p.script, 0, error, {out.tokenizer, *im_end});
+      if (!script) return "policy.script: " + error;
+      out.description += ", replies teacher-forced from " + p.script;
+    }
+    out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end, std::move(script));
     return {};
 #else
     return "policy.backend 'libtorch' needs a build with LibTorch (CAF_AGENT_WITH_TORCH=ON)";
