@@ -87,6 +87,45 @@ def tiny_model() -> pathlib.Path:
     return path
 
 
+def train_config_head(tmp_path: pathlib.Path, task_names, *, max_new_tokens: int) -> str:
+    """The [cluster] .. [policy] sections of a small training run's config (the tests append
+    [learner] and [train]): the named bundled tasks copied into tmp_path/tasks, one CPU judge
+    slot, the small model, the run under tmp_path/run, workspaces where sandbox uids reach them
+    (pytest's tmp dirs are mode 0700)."""
+    import tempfile
+    python = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for name in task_names:
+        shutil.copy(REPO / "skills" / "tasks" / f"{name}.py", tasks / f"{name}.py")
+    ws = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
+    ws.chmod(0o755)
+    return f"""
+[cluster]
+port = 0
+# Rationale: a loaded 2-core CI machine (builds beside the test) may starve a node for seconds.
+node_timeout_ms = 10000
+[runtime]
+run_dir = "{tmp_path / 'run'}"
+[rollout]
+max_concurrent_episodes = 2
+tasks_dir = "{tasks}"
+skills_dir = "{REPO / 'skills'}"
+[gpu_pool]
+slots = 1
+worker_python = "{python}"
+job_deadline_s = 240
+[sandbox]
+workspace_root = "{ws}"
+[policy]
+backend = "libtorch"
+model_dir = "{tiny_model()}"
+max_batch = 2
+max_context = 8192
+max_new_tokens = {max_new_tokens}
+"""
+
+
 def make_tiny_checkpoint(out: pathlib.Path, seed: int) -> pathlib.Path:
     """Another checkpoint of the small model's shape (different weights), for weight swaps."""
     python = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))

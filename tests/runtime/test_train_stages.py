@@ -10,51 +10,20 @@ once, the final table printed, the last checkpoint servable by `--eval --checkpo
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
 
-from cafagent_testlib import REPO, Node, records_in, tiny_model
+from cafagent_testlib import REPO, Node, records_in, train_config_head
 
-PYTHON = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
 STAGES = ["rft", "value_pretrain", "agentic_ppo"]
 
 
 def write_config(tmp_path, task_names=("softmax", "layernorm"), stages=STAGES, eval_episodes=2):
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    for name in task_names:
-        shutil.copy(REPO / "skills" / "tasks" / f"{name}.py", tasks / f"{name}.py")
-    ws = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
-    ws.chmod(0o755)  # sandbox uids must reach the workspaces
     cfg = tmp_path / "train.toml"
-    cfg.write_text(f"""
-[cluster]
-port = 0
-node_timeout_ms = 10000
-[runtime]
-run_dir = "{tmp_path / 'run'}"
-[rollout]
-max_concurrent_episodes = 2
-tasks_dir = "{tasks}"
-skills_dir = "{REPO / 'skills'}"
-[gpu_pool]
-slots = 1
-worker_python = "{PYTHON}"
-job_deadline_s = 240
-[sandbox]
-workspace_root = "{ws}"
-[policy]
-backend = "libtorch"
-model_dir = "{tiny_model()}"
-max_batch = 2
-max_context = 8192
-max_new_tokens = 16
-[learner]
+    cfg.write_text(train_config_head(tmp_path, task_names, max_new_tokens=16) + f"""[learner]
 actor_lr = 1e-4
 critic_lr = 1e-4
 [train]

@@ -6,57 +6,20 @@ and restarted; the step fails with a recorded outcome, runs again and the run fi
 every episode id consumed exactly once, iteration 2's episodes sampled by version 1."""
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import pathlib
 
 import pytest
 
-from cafagent_testlib import REPO, free_port, records_in, tiny_model
+from cafagent_testlib import REPO, free_port, records_in, train_config_head
 
-PYTHON = os.environ.get("CAF_AGENT_PYTHON", str(REPO / ".venv" / "bin" / "python"))
-
-
-def workspace_root(tmp_path):
-    """Sandbox uids must reach the workspaces: pytest's tmp dirs are mode 0700."""
-    root = pathlib.Path(tempfile.mkdtemp(prefix="caf_agent_ws_", dir="/tmp"))
-    root.chmod(0o755)
-    return root
 
 
 def write_config(tmp_path, *, shards, episodes, iterations, master_port):
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    for name in ("softmax", "layernorm"):
-        shutil.copy(REPO / "skills" / "tasks" / f"{name}.py", tasks / f"{name}.py")
     cfg = tmp_path / "train.toml"
-    cfg.write_text(f"""
-[cluster]
-port = 0
-# Rationale: a loaded 2-core CI machine (builds beside the test) may starve a node for seconds.
-node_timeout_ms = 10000
-[runtime]
-run_dir = "{tmp_path / 'run'}"
-[rollout]
-max_concurrent_episodes = 2
-tasks_dir = "{tasks}"
-skills_dir = "{REPO / 'skills'}"
-[gpu_pool]
-slots = 1
-worker_python = "{PYTHON}"
-job_deadline_s = 240
-[sandbox]
-workspace_root = "{workspace_root(tmp_path)}"
-[policy]
-backend = "libtorch"
-model_dir = "{tiny_model()}"
-max_batch = 2
-max_context = 8192
-max_new_tokens = 24
-[learner]
+    cfg.write_text(train_config_head(tmp_path, ("softmax", "layernorm"), max_new_tokens=24) + f"""[learner]
 shards = {shards}
 master_port = {master_port}
 timeout_ms = 60000
