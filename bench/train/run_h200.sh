@@ -18,7 +18,8 @@ TOKENIZER=${TOKENIZER:-models/tiny-qwen2}  # ./x setup makes it; off the checkou
 RUN_DIR=${RUN_DIR:-runs/h200-iteration}
 export TORCH_CUDA_ARCH_LIST=9.0 PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 TL=$($PY -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-CU=$($PY -c 'import os, nvidia; print(os.path.join(os.path.dirname(nvidia.__path__[0]), "nvidia", "cu13", "lib"))' 2>/dev/null)
+# The CUDA runtime and NVRTC caf-agent links: the pip nvidia packages beside torch, else the toolkit's.
+CU=$($PY -c 'import glob, os, nvidia; print(":".join(glob.glob(os.path.join(nvidia.__path__[0], "*", "lib"))))' 2>/dev/null)
 export LD_LIBRARY_PATH="$BIN/lib:$TL:${CU:+$CU:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="$BIN:$PATH"  # bwrap, when the image has none
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
