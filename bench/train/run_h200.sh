@@ -41,10 +41,10 @@ sed -e "s|^worker_python = .*|worker_python = \"$(command -v $PY)\"|" \
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,utilization.gpu,memory.used --format=csv -lms 500 \
   > "$OUT/smi.csv" 2>&1 &
 SMI=$!
-start=$(date +%s.%N)
+start=$(date +%s)
 timeout "${RT:-240}" "$BIN/caf-agent" --role local --config "$OUT/config.toml" > "$OUT/run.log" 2>&1
 rc=$?
-echo "run rc=$rc wall $(echo "$(date +%s.%N) - $start" | bc) s" | tee -a "$OUT/env.txt"
+echo "run rc=$rc wall $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
 kill $SMI 2> /dev/null
 cp "$RUN_DIR/train/iterations.jsonl" "$OUT/" 2> /dev/null
 grep '"event":"phases"' "$OUT/iterations.jsonl" > "$OUT/phases.jsonl" 2> /dev/null
