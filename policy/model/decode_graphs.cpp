@@ -28,13 +28,8 @@ int64_t round_rows(int64_t rows, int64_t slots) {
 
 }  // namespace
 
-int64_t decode_key_bucket(int64_t keys, int64_t capacity, bool flash) {
-  int64_t bucket = key_bucket;
-  if (flash)
-    while (bucket < keys) bucket *= 2;
-  else
-    bucket = (keys + key_bucket - 1) / key_bucket * key_bucket;
-  return std::min(bucket, capacity);
+int64_t decode_key_bucket(int64_t keys, int64_t capacity) {
+  return std::min((keys + key_bucket - 1) / key_bucket * key_bucket, capacity);
 }
 
 #ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
@@ -88,8 +83,7 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   auto& s = *state_;
   const auto b = static_cast<int64_t>(tokens.size());
   const int64_t rows = round_rows(b, s.cache->slots());
-  const int64_t bucket =
-      decode_key_bucket(keys, s.cache->capacity(), s.model->cache_attention_mode() == cache_attention::flash);
+  const int64_t bucket = decode_key_bucket(keys, s.cache->capacity());
   auto it = s.graphs.find({rows, bucket});
   auto& g = it != s.graphs.end() ? *it->second : s.capture(rows, bucket);
   // Padding rows decode token 0 at the unused last position of their slot (see capture).

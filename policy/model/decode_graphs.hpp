@@ -18,10 +18,12 @@
 namespace caf_agent::policy {
 
 /// The attended-key bound a decode step of `keys` keys runs with (and its graph is captured
-/// for), at most `capacity`: a multiple of 256 for the masked attentions, whose work grows with
-/// it; a power of two (at least 256) for flash, where it only sizes the kernel's grid (each row
-/// reads its own used keys), so a conversation growing to 32k keys needs 8 graphs, not 128.
-int64_t decode_key_bucket(int64_t keys, int64_t capacity, bool flash);
+/// for): `keys` rounded up to a multiple of 256, at most `capacity`. Rationale: every attention
+/// mode's cost follows this bound, flash's too (its seqused_k limits what each row reads, yet on
+/// the H200 a step's time rose by ~1.2 and ~3 ms at 64 rows when the bound went from 8k to 16k
+/// and from 16k to 32k keys with powers-of-two buckets: bench/results/2026-12-01-policy-h200-graphs.md),
+/// so the bucket stays fine and a conversation captures a graph every 256 tokens (~33 ms each).
+int64_t decode_key_bucket(int64_t keys, int64_t capacity);
 
 /// Replays captured decode steps of one decoder over one KV cache.
 class decode_graphs {

@@ -258,9 +258,9 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
     logits_bv = graphs->decode(tokens, positions, keys);
     ++stats.graph_replays;
   } else {
-    // The graphs' key bucket where it only shapes the flash kernel's grid, so that eager and
-    // replayed steps run the same kernels (and give the same bits).
-    if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity(), true);
+    // flash: the graphs' key bucket (it sizes the kernel's grid, not what a row reads), so that
+    // eager and replayed steps run the same kernels and give the same bits.
+    if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity());
     auto host_2b = torch::tensor(tokens).view({1, span});
     host_2b = torch::cat({host_2b, torch::tensor(positions).view({1, span})});
     logits_bv = model.decode(host_2b[0].to(model.device()), host_2b[1].to(model.device()), keys, cache);
