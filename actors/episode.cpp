@@ -81,7 +81,7 @@ void progress_made(episode_actor* self, double waited_ms, bool tool) {
 
 void next_turn(episode_actor* self);
 void next_action(episode_actor* self);
-void final_eval(episode_actor* self, const std::string& termination);
+void final_eval(episode_actor* self, episode_end termination);
 
 void send_record(episode_actor* self) {
   auto& st = self->state;
@@ -116,7 +116,7 @@ void close_and_record(episode_actor* self) {
 }
 
 void abort_episode(episode_actor* self, const std::string& reason) {
-  self->state.rec.termination = "aborted";
+  self->state.rec.termination = episode_end::aborted;
   self->state.rec.abort_reason = reason;
   close_and_record(self);
 }
@@ -258,17 +258,17 @@ void on_completion(episode_actor* self, completion& c) {
     st.rec.loss_mask.insert(st.rec.loss_mask.end(), c.tokens.size(), 1);
     actions = st.conv->on_assistant(c.text);
   }
-  if (actions.empty()) return final_eval(self, "finished");
+  if (actions.empty()) return final_eval(self, episode_end::finished);
   st.actions.assign(std::make_move_iterator(actions.begin()), std::make_move_iterator(actions.end()));
   next_action(self);
 }
 
 void next_turn(episode_actor* self) {
   auto& st = self->state;
-  if (st.conv->turns() >= st.start.max_turns) return final_eval(self, "turn_limit");
-  if (st.conv->context_exhausted()) return final_eval(self, "context_limit");
+  if (st.conv->turns() >= st.start.max_turns) return final_eval(self, episode_end::turn_limit);
+  if (st.conv->context_exhausted()) return final_eval(self, episode_end::context_limit);
   if (st.start.wall_limit_ms > 0 && self->clock().now() - st.wall_t0 > ms(st.start.wall_limit_ms))
-    return final_eval(self, "wall_limit");
+    return final_eval(self, episode_end::wall_limit);
   st.turn_start = steady::now();
   st.turn_wait_ms = 0;
   progress(self, [&](episode_progress& e) {
@@ -289,7 +289,7 @@ void next_turn(episode_actor* self) {
     req.prompt_tokens = st.conv->prompt_tokens();
     if (!st.conv->token_error().empty()) return abort_episode(self, "tokens: " + st.conv->token_error());
     const auto room = st.env.context_limit_tokens - static_cast<int64_t>(req.prompt_tokens.size());
-    if (room <= 0) return final_eval(self, "context_limit");
+    if (room <= 0) return final_eval(self, episode_end::context_limit);
     req.sampling.max_new_tokens =
         static_cast<int32_t>(std::min<int64_t>(req.sampling.max_new_tokens, room));
   }
@@ -307,7 +307,7 @@ void next_turn(episode_actor* self) {
           });
 }
 
-void final_eval(episode_actor* self, const std::string& termination) {
+void final_eval(episode_actor* self, episode_end termination) {
   auto& st = self->state;
   st.rec.termination = termination;
   progress(self, [&](episode_progress& e) {
@@ -317,7 +317,7 @@ void final_eval(episode_actor* self, const std::string& termination) {
   evaluate(self, eval_mode::final, [=](eval_result& r) {
     auto& rec = self->state.rec;
     if (r.status != eval_status::ok) {
-      rec.termination = "aborted";
+      rec.termination = episode_end::aborted;
       rec.abort_reason = "final evaluation: " + r.reason;
     } else {
       rec.reward = r.reward;

@@ -22,15 +22,16 @@
 
 #include <caf/fwd.hpp>
 
+#include "gpu_pool/pool_config.hpp"
 #include "gpu_pool/slot_backend.hpp"
 #include "gpu_pool/scheduler.hpp"
 
 namespace caf_agent {
 
-/// Settings of a pool.
+/// Settings of a pool (defaults: [gpu_pool]'s, gpu_pool/pool_config.hpp).
 struct gpu_pool_options {
-  size_t queue_capacity = 64;
-  int quarantine_after = 3;
+  size_t queue_capacity = static_cast<size_t>(gpu_pool::pool_config{}.queue_capacity);
+  int quarantine_after = gpu_pool::pool_config{}.quarantine_after_failures;
   std::string name = "gpu_pool";
 };
 

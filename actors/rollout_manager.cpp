@@ -89,7 +89,7 @@ void admit(manager_actor* self) {
         rec.task_id = start.task.task_id;
         rec.mode = start.mode;
         rec.node_id = st.opts.node_id;
-        rec.termination = "aborted";
+        rec.termination = episode_end::aborted;
         rec.abort_reason = "rollout node " + st.opts.node_id + " has no demonstrations (train.rft.demonstrations)";
         rec.reward = -1;
         if (st.driver) {
@@ -242,7 +242,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
     rec.task_id = start.task.task_id;
     rec.mode = start.mode;
     rec.node_id = s.opts.node_id;
-    rec.termination = "aborted";
+    rec.termination = episode_end::aborted;
     rec.abort_reason = "episode actor died: " + self->system().render(em.reason);
     rec.started_at_ms = rec.ended_at_ms = unix_ms();
     log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);

@@ -93,15 +93,15 @@ void append_record(driver_actor* self, trajectory_record& rec) {
     return storage_failed(self, "episode " + std::to_string(rec.episode_id) + ": " + err);
   }
   ++st.summary.recorded;
-  st.summary.aborted += rec.termination == "aborted";
+  st.summary.aborted += rec.termination == episode_end::aborted;
   observe::run_board::process().on_record(rec);
   // Rationale: every episode is worth a line in small runs; at thousands, a line
   // per percent keeps the log readable.
   auto every = std::max(1, st.summary.planned / 100);
   auto done = st.summary.recorded + st.summary.resumed;
-  if (st.summary.planned <= 200 || done % every == 0 || rec.termination == "aborted")
+  if (st.summary.planned <= 200 || done % every == 0 || rec.termination == episode_end::aborted)
     log_info("driver", "episode " + std::to_string(rec.episode_id) + " " + rec.task_id + ": " +
-                           rec.termination + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
+                           to_string(rec.termination) + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
                            ", reward " + std::to_string(rec.reward) + ", " + std::to_string(rec.turns) +
                            " turns [" + std::to_string(done) + "/" + std::to_string(st.summary.planned) + "]");
 }
@@ -137,7 +137,7 @@ trajectory_record aborted_record(const start_episode& start, int32_t attempt, co
   rec.task_id = start.task.task_id;
   rec.mode = start.mode;
   rec.node_id = node;
-  rec.termination = "aborted";
+  rec.termination = episode_end::aborted;
   rec.abort_reason = why;
   rec.started_at_ms = rec.ended_at_ms = unix_ms();
   return rec;

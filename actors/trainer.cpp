@@ -178,7 +178,7 @@ iteration_stats stats_of(const std::vector<const trajectory_record*>& recs) {
   iteration_stats out;
   for (const auto* r : recs) {
     ++out.episodes;
-    if (r->termination == "aborted") {
+    if (r->termination == messages::episode_end::aborted) {
       ++out.aborted;
       continue;
     }

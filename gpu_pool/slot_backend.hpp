@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gpu_pool/judgement.hpp"
+#include "gpu_pool/pool_config.hpp"
 #include "messages/eval.hpp"
 
 namespace caf_agent::gpu_pool {
@@ -74,7 +75,7 @@ struct worker_slot_options {
   std::string device;       ///< cpu or cuda:N
   int threads = 1;
   std::string stderr_path;
-  int64_t deadline_ms = 300000;
+  int64_t deadline_ms = gpu_pool::pool_config{}.job_deadline_s * 1000;  ///< [gpu_pool] job_deadline_s
   /// Build cache of submissions (CAF_EVAL_BUILD_ROOT); empty: the worker's own temporary one.
   /// Slots of a node share one: entries are keyed by content and locked, and the precompiled
   /// header (~360 MB, ~15 s on an H200 host) is then built once per node, not per worker start.

@@ -105,4 +105,10 @@ enum class completion_finish : uint8_t {
 };
 CAF_AGENT_ENUM_NAMES(completion_finish, "stop", "length", "error")
 
+/// How an episode ended (trajectory_record.termination, episode_done.termination): its final
+/// answer, one of its limits, or `aborted` (an infrastructure failure or a policy error: no
+/// reward, not trained on).
+enum class episode_end : uint8_t { finished, turn_limit, context_limit, wall_limit, aborted };
+CAF_AGENT_ENUM_NAMES(episode_end, "finished", "turn_limit", "context_limit", "wall_limit", "aborted")
+
 }  // namespace caf_agent::messages

@@ -39,7 +39,7 @@ struct start_episode {
 struct episode_done {
   uint64_t episode_id = 0;
   std::string task_id;
-  std::string termination;  ///< finished, turn_limit, context_limit, wall_limit, aborted
+  episode_end termination = episode_end::aborted;
   std::string reason;
   int32_t reward = 0;
   int32_t turns = 0;

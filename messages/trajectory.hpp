@@ -43,7 +43,7 @@ struct trajectory_record {
   double speedup_eager = 0;
   double speedup_compile = 0;
   std::string verdict;      ///< the final evaluation's reason text
-  std::string termination;  ///< finished, turn_limit, context_limit, wall_limit, aborted
+  episode_end termination = episode_end::aborted;  ///< set by the episode (aborted until then)
   std::string abort_reason;
   std::vector<uint64_t> policy_versions;
   std::map<std::string, double> timings_ms;  ///< policy, tools, eval, total

@@ -57,7 +57,7 @@ std::string training_plots(std::vector<messages::trajectory_record>& recs) {
     std::map<int, double> count;
     for (size_t i = start; i < end; ++i) {
       auto& r = recs[i];
-      if (r.termination == "aborted") continue;
+      if (r.termination == messages::episode_end::aborted) continue;
       ++judged;
       sum += r.reward;
       count[r.reward] += 1;
@@ -82,7 +82,7 @@ std::string training_plots(std::vector<messages::trajectory_record>& recs) {
   std::vector<std::string> labels{"-1", "1", "2", "3"};
   std::vector<double> overall(4, 0);
   for (auto& r : recs)
-    if (r.termination != "aborted") {
+    if (r.termination != messages::episode_end::aborted) {
       auto it = std::find(labels.begin(), labels.end(), std::to_string(r.reward));
       if (it != labels.end()) overall[static_cast<size_t>(it - labels.begin())] += 1;
     }
@@ -154,10 +154,10 @@ std::string summary_table(const std::vector<messages::trajectory_record>& recs, 
   double reward = 0, turns = 0, tokens = 0;
   std::map<std::string, size_t> terms;
   for (auto& r : recs) {
-    ++terms[r.termination];
+    ++terms[to_string(r.termination)];
     turns += r.turns;
     tokens += static_cast<double>(r.tokens.size());
-    if (r.termination == "aborted") {
+    if (r.termination == messages::episode_end::aborted) {
       ++aborted;
       continue;
     }

@@ -30,10 +30,10 @@ void run_board::on_started() {
 void run_board::on_record(const messages::trajectory_record& rec) {
   std::lock_guard lock{mutex_};
   ++facts_.recorded;
-  ++facts_.terminations[rec.termination];
+  ++facts_.terminations[to_string(rec.termination)];
   facts_.turns_total += rec.turns;
   facts_.tokens_total += static_cast<int64_t>(rec.tokens.size());
-  if (rec.termination == "aborted") {
+  if (rec.termination == messages::episode_end::aborted) {
     ++facts_.aborted;
     return;
   }

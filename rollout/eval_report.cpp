@@ -17,7 +17,7 @@ struct accumulator {
   void add(const messages::trajectory_record& r) {
     ++g.episodes;
     turns += r.turns;
-    if (r.termination == "aborted") {
+    if (r.termination == messages::episode_end::aborted) {
       ++g.aborted;
       return;
     }
@@ -70,7 +70,7 @@ eval_report make_eval_report(const std::vector<messages::trajectory_record>& rec
     auto it = level_of.find(r.task_id);
     levels[it == level_of.end() ? 0 : it->second].add(r);
     all.add(r);
-    ++out.terminations[r.termination];
+    ++out.terminations[to_string(r.termination)];
   }
   for (auto& [lvl, acc] : levels) out.by_level[lvl] = acc.done();
   out.overall = all.done();

@@ -10,7 +10,7 @@ namespace {
 /// Infrastructure, not the policy: an episode is "aborted" exactly when something other than
 /// the policy ended it (its final evaluation could not run, a refused task, a lost node, the
 /// policy service failing); its reward is no judgement of the policy.
-bool infrastructure_failure(const messages::trajectory_record& r) { return r.termination == "aborted"; }
+bool infrastructure_failure(const messages::trajectory_record& r) { return r.termination == messages::episode_end::aborted; }
 
 /// The call's text without whitespace: two calls that differ only in spacing are one call.
 std::string call_signature(const policy::parsed_tool_call& call) {
@@ -39,7 +39,7 @@ std::string training_exclusion(const messages::trajectory_record& r, const train
     return "tokens, loss mask and logprobs differ in length";
   if (f.stage != "rft") return {};
   if (r.reward < f.min_reward) return "reward below the RFT threshold";
-  if (r.termination != "finished") return "episode hit a limit (" + r.termination + ")";
+  if (r.termination != messages::episode_end::finished) return "episode hit a limit (" + to_string(r.termination) + ")";
   if (r.malformed_tool_calls > 0) return "invalid tool-call pattern";
   if (max_repeated_tool_call(r) > f.max_repeats) return "redundant loop (a tool call repeated)";
   return {};

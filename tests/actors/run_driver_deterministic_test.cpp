@@ -57,7 +57,7 @@ caf::behavior fake_node(caf::event_based_actor* self, std::shared_ptr<node_log> 
         rec.episode_id = *n->held.begin();
         rec.task_id = "t";
         rec.node_id = n->node;
-        rec.termination = "finished";
+        rec.termination = caf_agent::messages::episode_end::finished;
         n->held.erase(n->held.begin());
         ++n->records;
         self->send(n->driver, std::move(rec));

@@ -53,7 +53,7 @@ caf::behavior fake_manager(caf::stateful_actor<fake_state>* self, std::string no
         trajectory_record rec;
         rec.episode_id = *st.held.begin();
         rec.node_id = st.node;
-        rec.termination = "finished";
+        rec.termination = caf_agent::messages::episode_end::finished;
         st.held.erase(st.held.begin());
         self->send(st.driver, std::move(rec));
         int32_t free = st.limit - static_cast<int32_t>(st.held.size());
@@ -155,7 +155,7 @@ TEST_F(driver_fixture, UnstartedEpisodesOfALostNodeRunElsewhere) {
   auto records = rollout::trajectory_store::read_all(dir);
   ASSERT_EQ(records.size(), 3u);
   for (auto& r : records) {
-    EXPECT_EQ(r.termination, "aborted");
+    EXPECT_EQ(caf_agent::messages::name_of(r.termination), "aborted");
     EXPECT_NE(r.abort_reason.find("lost"), std::string::npos) << r.abort_reason;
   }
 }

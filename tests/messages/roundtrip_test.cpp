@@ -202,3 +202,33 @@ TEST(named_enums, json_and_text_use_the_names) {
   r.status = msgs::eval_status::infra_error;
   EXPECT_NE(caf::deep_to_string(r).find("infra_error"), std::string::npos) << caf::deep_to_string(r);
 }
+
+namespace {
+
+/// episode_done as it was before its termination was an enum (protocol 6): the same map, a string.
+struct episode_done_v6 {
+  uint64_t episode_id = 7;
+  std::string task_id = "t";
+  std::string termination;
+  std::string reason;
+  int32_t reward = 2;
+  int32_t turns = 3;
+  MSGPACK_DEFINE_MAP(episode_id, task_id, termination, reason, reward, turns)
+};
+
+}  // namespace
+
+TEST(named_enums, a_termination_written_as_a_string_reads_as_episode_end) {
+  for (auto name : {"finished", "turn_limit", "context_limit", "wall_limit", "aborted"}) {
+    episode_done_v6 old;
+    old.termination = name;
+    auto now = reread<episode_done_v6, msgs::episode_done>(old);
+    EXPECT_EQ(msgs::name_of(now.termination), name);
+    EXPECT_EQ(now.reward, 2);
+    EXPECT_EQ((reread<msgs::episode_done, episode_done_v6>(now).termination), name);  // and back
+  }
+  episode_done_v6 bad;
+  bad.termination = "gave_up";
+  EXPECT_THROW((reread<episode_done_v6, msgs::episode_done>(bad)), msgpack::type_error);
+  EXPECT_EQ(nlohmann::json(msgs::episode_end::wall_limit), "wall_limit");
+}

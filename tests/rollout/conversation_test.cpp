@@ -80,12 +80,12 @@ TEST(conversation, context_limit_is_tracked) {
 
 TEST(eval_report, rates_exclude_aborted_and_geomeans_use_correct) {
   std::vector<messages::trajectory_record> recs(4);
-  recs[0].task_id = "a"; recs[0].reward = 3; recs[0].termination = "finished";
+  recs[0].task_id = "a"; recs[0].reward = 3; recs[0].termination = caf_agent::messages::episode_end::finished;
   recs[0].speedup_eager = 2; recs[0].speedup_compile = 1.5;
-  recs[1].task_id = "a"; recs[1].reward = 1; recs[1].termination = "turn_limit";
+  recs[1].task_id = "a"; recs[1].reward = 1; recs[1].termination = caf_agent::messages::episode_end::turn_limit;
   recs[1].speedup_eager = 0.5; recs[1].speedup_compile = 0.5;
-  recs[2].task_id = "b"; recs[2].reward = -1; recs[2].termination = "finished";
-  recs[3].task_id = "b"; recs[3].termination = "aborted";
+  recs[2].task_id = "b"; recs[2].reward = -1; recs[2].termination = caf_agent::messages::episode_end::finished;
+  recs[3].task_id = "b"; recs[3].termination = caf_agent::messages::episode_end::aborted;
   auto rep = make_eval_report(recs, {{"a", 1}, {"b", 2}});
   EXPECT_EQ(rep.overall.episodes, 4);
   EXPECT_EQ(rep.overall.aborted, 1);

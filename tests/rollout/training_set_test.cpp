@@ -13,7 +13,7 @@ trajectory_record episode(uint64_t id, int32_t reward, int sampled = 2) {
   trajectory_record r;
   r.episode_id = id;
   r.reward = reward;
-  r.termination = "finished";
+  r.termination = caf_agent::messages::episode_end::finished;
   r.tokens = {11, 12, 13};
   r.loss_mask = {0, 0, 0};
   r.logprobs = {0, 0, 0};
@@ -32,7 +32,7 @@ std::string call(const std::string& command) {
 
 TEST(training_set, infrastructure_failures_never_enter_a_batch) {
   std::vector<trajectory_record> recs = {episode(1, -1), episode(2, 3), episode(3, -1)};
-  recs[2].termination = "aborted";
+  recs[2].termination = caf_agent::messages::episode_end::aborted;
   recs[2].abort_reason = "final evaluation: the GPU pool's node was lost";
   for (const char* stage : {"ppo", "rft", "vp"}) {
     const auto sel = select_for_training(recs, {.stage = stage});
@@ -48,7 +48,7 @@ TEST(training_set, rft_keeps_only_clean_successes) {
   recs.push_back(episode(1, 3));                        // kept
   recs.push_back(episode(2, -1));                       // failed
   recs.push_back(episode(3, 2));                        // hit the turn limit
-  recs.back().termination = "turn_limit";
+  recs.back().termination = caf_agent::messages::episode_end::turn_limit;
   recs.push_back(episode(4, 1));                        // malformed call
   recs.back().malformed_tool_calls = 1;
   recs.push_back(episode(5, 3));                        // the same call 4 times

@@ -30,7 +30,7 @@ messages::trajectory_record rec(uint64_t id) {
   r.tokens = {1, 2, 3, static_cast<int32_t>(id)};
   r.logprobs = {-0.5f, -0.25f, -1.f, -2.f};
   r.loss_mask = {0, 1, 1, 1};
-  r.termination = "finished";
+  r.termination = caf_agent::messages::episode_end::finished;
   r.reward = 2;
   return r;
 }

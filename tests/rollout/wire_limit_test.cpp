@@ -13,7 +13,7 @@ messages::trajectory_record sample(size_t tokens, size_t observations, size_t ob
   r.episode_id = 7;
   r.task_id = "softmax";
   r.node_id = "rollout@host:1";
-  r.termination = "finished";
+  r.termination = caf_agent::messages::episode_end::finished;
   r.reward = 2;
   r.turns = 3;
   for (size_t i = 0; i < tokens; ++i) {
@@ -53,7 +53,7 @@ TEST(wire_limit, an_oversized_record_becomes_a_small_aborted_record_that_says_wh
   auto r = sample(1000, 300, 1 << 20);
   ASSERT_GT(wire_bytes_bound(r), max_record_wire_bytes);
   EXPECT_TRUE(fit_record_to_wire(r));
-  EXPECT_EQ(r.termination, "aborted");
+  EXPECT_EQ(caf_agent::messages::name_of(r.termination), "aborted");
   EXPECT_NE(r.abort_reason.find("record too large to send"), std::string::npos) << r.abort_reason;
   EXPECT_NE(r.abort_reason.find("300 observations"), std::string::npos) << r.abort_reason;
   EXPECT_EQ(r.episode_id, 7u);
@@ -67,7 +67,7 @@ TEST(wire_limit, an_oversized_record_becomes_a_small_aborted_record_that_says_wh
 
 TEST(wire_limit, an_aborted_record_keeps_its_first_reason) {
   auto r = sample(10, 3, 100);
-  r.termination = "aborted";
+  r.termination = caf_agent::messages::episode_end::aborted;
   r.abort_reason = "policy timeout";
   EXPECT_TRUE(fit_record_to_wire(r, 100));
   EXPECT_NE(r.abort_reason.find("(policy timeout)"), std::string::npos) << r.abort_reason;
