@@ -55,18 +55,15 @@ caf::behavior executor(caf::event_based_actor* self, tool_executor_options opts)
       [=](tool_request& req, sandbox_ptr box) -> tool_response { return run_tool(box, req); },
       [=](atoms::open, uint64_t episode, task_spec& task) -> caf::message {
         std::string error;
-        auto dir = sandbox::make_workspace(opts.workspace_root, opts.template_dir, opts.harness_dir,
+        auto dir = sandbox::make_workspace(opts.sandbox.workspace_root, opts.template_dir, opts.harness_dir,
                                            episode, task.model_py, error);
         if (!error.empty()) return caf::make_message(error, sandbox_ptr{});
         sandbox::sandbox_config cfg;
-        cfg.isolation = opts.isolation;
+        opts.sandbox.apply_to(cfg);
         cfg.workspace = dir;
         cfg.protected_paths = sandbox::protected_workspace_paths();
         for (auto& b : opts.extra_ro_binds) cfg.extra_ro_binds.push_back({b, b});
         if (!opts.path_env.empty()) cfg.path_env = opts.path_env;
-        cfg.default_timeout_s = opts.bash_timeout_s;
-        cfg.output_cap_bytes = opts.max_output_bytes;
-        cfg.keep_workspace = opts.keep_workspaces;
         auto created = sandbox::episode_sandbox::create(std::move(cfg));
         if (!created.sandbox) {
           base::remove_tree(std::filesystem::path(dir).string());

@@ -19,6 +19,8 @@
 
 #include <caf/fwd.hpp>
 
+#include "sandbox/settings.hpp"
+
 namespace caf_agent {
 
 /// Settings of a node's tool executors.
@@ -27,13 +29,9 @@ struct tool_executor_options {
   std::string mode = "sandbox";  ///< sandbox (real tools) or sim (latency only)
   double sim_latency_ms = 50;
   // sandbox mode:
-  std::string workspace_root;    ///< per-episode workspaces are created under it
+  sandbox::sandbox_settings sandbox;  ///< [sandbox]: workspaces made under its workspace_root
   std::string template_dir;      ///< skills/workspace
   std::string harness_dir;       ///< skills/eval_worker/caf_agent_eval
-  std::string isolation = "bwrap";
-  double bash_timeout_s = 120;
-  size_t max_output_bytes = 30000;
-  bool keep_workspaces = false;
   std::vector<std::string> extra_ro_binds;  ///< e.g. the venv, readable inside the sandbox
   std::string path_env;                     ///< PATH inside the sandbox
 };

@@ -93,11 +93,11 @@ struct shard_session::impl {
   bool dirty = true;  // no model yet, or a failed step: load the base version first
 
   status join(uint64_t generation) {
-    if (options.world_size <= 1 || (group && group_generation == generation)) return {};
+    if (options.shards <= 1 || (group && group_generation == generation)) return {};
     group.reset();  // the old group is poisoned or belongs to a lost shard set
     process_group_options g;
     g.rank = options.rank;
-    g.world_size = options.world_size;
+    g.world_size = options.shards;
     g.master_addr = options.master_addr;
     g.master_port = static_cast<uint16_t>(options.master_port + static_cast<int32_t>(generation % 16));
     g.timeout = std::chrono::milliseconds(options.timeout_ms);
@@ -142,15 +142,15 @@ bool shard_session::backend_available(const std::string& backend) {
 
 result<std::unique_ptr<shard_session>> shard_session::create(const shard_options& options) {
   if (options.model_dir.empty()) return fail("learner: no model to train (learner.model_dir or policy.model_dir)");
-  if (options.rank < 0 || options.rank >= options.world_size)
+  if (options.rank < 0 || options.rank >= options.shards)
     return fail("learner: shard rank " + std::to_string(options.rank) + " is outside 0.." +
-                std::to_string(options.world_size - 1));
-  if (options.world_size > 1 && !backend_available(options.backend))
+                std::to_string(options.shards - 1));
+  if (options.shards > 1 && !backend_available(options.backend))
     return fail("learner: this build has no " + options.backend + " process group (see learner/README.md)");
-  if (options.device == "cpu" && (options.cpu_threads > 0 || options.world_size > 1)) {
+  if (options.device == "cpu" && (options.cpu_threads > 0 || options.shards > 1)) {
     const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
     at::set_num_threads(static_cast<int>(
-        options.cpu_threads > 0 ? options.cpu_threads : std::max<int64_t>(1, cores / options.world_size)));
+        options.cpu_threads > 0 ? options.cpu_threads : std::max<int64_t>(1, cores / options.shards)));
   }
   auto state = std::make_unique<impl>();
   state->options = options;
@@ -233,7 +233,8 @@ result<shard_step_outcome> shard_session::run(const shard_batch& batch, const sh
     if (s.options.rank == 0 && step.stage_in_process) {
       const auto stage_start = clock_type::now();
       const auto key = "v" + std::to_string(step.new_version);
-      policy::stage_in_process_weights(key, s.model->actor().named_parameters(), s.options.bucket_bytes);
+      const int64_t bucket_bytes = int64_t{s.options.weight_sync_bucket_mb} << 20;
+      policy::stage_in_process_weights(key, s.model->actor().named_parameters(), bucket_bytes);
       out.in_process_path = std::string(policy::in_process_weights_prefix) + key;
       out.stage_seconds = since(stage_start);
     }

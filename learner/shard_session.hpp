@@ -17,44 +17,21 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "learner/config.hpp"
 #include "learner/result.hpp"
 
 namespace caf_agent::learner {
 
-/// Where a shard runs and how it trains.
-struct shard_options {
-  std::string model_dir;        ///< base model of actor and critic (the critic's value head starts at 0)
-  std::string device = "cpu";   ///< cpu, cuda (cuda:<rank % GPUs>), cuda:N
-  int64_t rank = 0;
-  int64_t world_size = 1;
-  std::string backend = "gloo";  ///< gloo or nccl
-  std::string master_addr = "127.0.0.1";
-  /// Shard 0's rendezvous store listens on master_port + generation % 16: a shard that comes
-  /// back while an abandoned step of its previous incarnation still holds the old port finds
-  /// a free one. Rationale: 16 ports outlast every abandoned step a run sees in a row.
-  int32_t master_port = 29500;
-  int64_t timeout_ms = 600000;
-  /// Torch threads of a CPU shard (process-wide); 0: the cores / world_size when world_size > 1
-  /// (shards of one host share its cores; spinning threads would starve each other's messaging).
-  int32_t cpu_threads = 0;
+/// Where a shard runs and how it trains: the [learner] settings (learner/config.hpp; `shards` is
+/// the world size, `rank` this shard, `model_dir` resolved by the caller) and what the run adds.
+struct shard_options : learner_config {
+  shard_options() = default;
+  explicit shard_options(learner_config settings) : learner_config(std::move(settings)) {}
   std::string checkpoint_root;  ///< rank 0 writes step-<version>/ here
-  double actor_lr = 3e-6;
-  double critic_lr = 6e-6;
-  double clip_low = 0.2;
-  double clip_high = 0.28;
-  double gamma = 1.0;
-  double gae_lambda = 0.95;
-  int64_t ppo_epochs = 1;
-  int64_t max_tokens_per_microbatch = 0;
-  double entropy_coef = 0;
-  bool normalize_advantages = false;
-  double max_grad_norm = 1.0;
-  std::string compute_dtype = "float32";
-  bool checkpoint_layers = false;
   double temperature = 1.0;     ///< the sampler's temperature (log-probabilities are recomputed under it)
-  int64_t bucket_bytes = int64_t{64} << 20;  ///< in-process hand-off bucket size
 };
 
 /// The global batch of one step, as the rollout stored it (rollout/training_set).

@@ -10,16 +10,28 @@
 
 namespace caf_agent::observe {
 
+/// The stuck-episode detector's default thresholds (the one place; observe::stuck_options uses them).
+// Rationale: a healthy turn waits at most for one generation (minutes at 32k tokens) plus one
+// evaluation (the judge's deadline, 5 min); 10 minutes without either is stuck.
+inline constexpr int64_t default_stuck_no_progress_s = 600;
+// Rationale: the RFT filter calls more than 3 identical calls a loop; 5 leaves room.
+inline constexpr int32_t default_stuck_repeat_calls = 5;
+// Rationale: turn times are long-tailed; 10x the median is far out of the tail.
+inline constexpr double default_stuck_turn_factor = 10.0;
+// Rationale: when turns take milliseconds (sim), 10x the median is noise; a turn must also be
+// long in absolute terms.
+inline constexpr int64_t default_stuck_min_turn_s = 30;
+
 /// [observe]: what each member means is said once, in fields().
 struct observe_config {
   bool instrument = true;
   std::string prometheus_host = "127.0.0.1";
   int32_t prometheus_port = -1;
   int64_t metrics_interval_ms = 5000;
-  int64_t stuck_no_progress_s = 600;
-  int32_t stuck_repeat_calls = 5;
-  double stuck_turn_factor = 10.0;
-  int64_t stuck_min_turn_s = 30;
+  int64_t stuck_no_progress_s = default_stuck_no_progress_s;
+  int32_t stuck_repeat_calls = default_stuck_repeat_calls;
+  double stuck_turn_factor = default_stuck_turn_factor;
+  int64_t stuck_min_turn_s = default_stuck_min_turn_s;
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>

@@ -14,22 +14,17 @@
 #include <vector>
 
 #include "messages/cluster.hpp"
+#include "observe/config.hpp"
 
 namespace caf_agent::observe {
 
-/// Thresholds of the stuck-episode detector.
+/// Thresholds of the stuck-episode detector (defaults and their rationale: observe/config.hpp).
 struct stuck_options {
-  // Rationale: a healthy turn waits at most for one generation (minutes at 32k tokens)
-  // plus one evaluation (the judge's deadline, 5 min); 10 minutes without either is stuck.
-  int64_t no_progress_ms = 600000;
-  // Rationale: the RFT filter calls more than 3 identical calls a loop; 5 leaves room.
-  int32_t repeat_calls = 5;
-  // Rationale: turn times are long-tailed; 10x the median is far out of the tail.
-  double turn_factor = 10.0;
+  int64_t no_progress_ms = default_stuck_no_progress_s * 1000;
+  int32_t repeat_calls = default_stuck_repeat_calls;
+  double turn_factor = default_stuck_turn_factor;
   int64_t min_turn_samples = 20;  ///< no median before this many turns ended
-  // Rationale: when turns take milliseconds (sim), 10x the median is noise; a turn
-  // must also be long in absolute terms.
-  int64_t min_turn_ms = 30000;
+  int64_t min_turn_ms = default_stuck_min_turn_s * 1000;
 };
 
 /// One reason an episode looks stuck.

@@ -29,6 +29,7 @@ struct policy_config {
   bool prefix_cache = true;
   int32_t prefill_chunk = 2048;
   std::string cache_attention = "auto";
+  bool cuda_graphs = true;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -66,6 +67,7 @@ struct policy_config {
       at_least(0, "must be >= 0 (0: whole prompts)"));
     f("cache_attention", c.cache_attention, "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
       one_of({"auto", "sdpa", "matmul", "flash"}));
+    f("cuda_graphs", c.cuda_graphs, "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

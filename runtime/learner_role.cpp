@@ -77,32 +77,10 @@ std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, co
   if (l.rank < 0 || l.rank >= l.shards)
     return "--shard " + std::to_string(l.rank) + " is outside 0.." + std::to_string(l.shards - 1) +
            " (learner.shards = " + std::to_string(l.shards) + ")";
-  learner::shard_options o;
+  learner::shard_options o{l};
   o.model_dir = model_of(cfg);
-  o.device = l.device;
-  o.rank = l.rank;
-  o.world_size = l.shards;
-  o.backend = l.backend;
-  o.master_addr = l.master_addr;
-  o.master_port = l.master_port;
-  o.cpu_threads = l.cpu_threads;
-  o.timeout_ms = l.timeout_ms;
   o.checkpoint_root = (fs::path{train_run_dir(cfg)} / "checkpoints").string();
-  o.actor_lr = l.actor_lr;
-  o.critic_lr = l.critic_lr;
-  o.clip_low = l.clip_low;
-  o.clip_high = l.clip_high;
-  o.gamma = l.gamma;
-  o.gae_lambda = l.gae_lambda;
-  o.ppo_epochs = l.ppo_epochs;
-  o.max_tokens_per_microbatch = l.max_tokens_per_microbatch;
-  o.entropy_coef = l.entropy_coef;
-  o.normalize_advantages = l.normalize_advantages;
-  o.max_grad_norm = l.max_grad_norm;
-  o.compute_dtype = l.compute_dtype;
-  o.checkpoint_layers = l.checkpoint_layers;
   o.temperature = cfg.policy.temperature > 0 ? cfg.policy.temperature : 1.0;
-  o.bucket_bytes = int64_t{l.weight_sync_bucket_mb} << 20;
   auto shard = spawn_learner_shard(sys, o, node_id);
   out.actors.push_back(shard);
   out.named["learner_shard"] = shard;

@@ -79,35 +79,30 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
                            const std::map<std::string, caf::actor>& peers, role_actors& out) {
   std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
   auto& g = cfg.gpu_pool;
+  // One eval worker process: a slot's (device = its GPU) or a builder's (CPU cores; the device
+  // picks the flavour, cuda: nvcc). They share one build root, so a slot's job finds its
+  // library built by a builder.
+  auto worker = [&](int gpu, int32_t threads, const std::string& log_name) {
+    gpu_pool::worker_slot_options w;
+    w.python = g.worker_python;
+    w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
+    w.device = g.device == "cuda" ? "cuda:" + std::to_string(gpu) : "cpu";
+    w.threads = threads;
+    w.deadline_ms = g.job_deadline_s * 1000;
+    w.stderr_path = cfg.runtime.run_dir + "/" + log_name;
+    w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
+    return w;
+  };
   for (int i = 0; i < g.slots; ++i) {
-    if (g.backend == "sim") {
+    if (g.backend == "sim")
       backends.push_back(gpu_pool::make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
-      continue;
-    }
-    gpu_pool::worker_slot_options w;
-    w.python = g.worker_python;
-    w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
-    w.device = g.device == "cuda" ? "cuda:" + std::to_string(i) : "cpu";
-    w.threads = g.cpu_threads_per_slot;
-    w.deadline_ms = g.job_deadline_s * 1000;
-    w.stderr_path = cfg.runtime.run_dir + "/eval-worker-" + std::to_string(i) + ".log";
-    w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
-    backends.push_back(gpu_pool::make_worker_slot(w));
+    else
+      backends.push_back(gpu_pool::make_worker_slot(
+          worker(i, g.cpu_threads_per_slot, "eval-worker-" + std::to_string(i) + ".log")));
   }
-  // The build stage: builders share the slots' build root, so a slot's job finds its
-  // library built. Devices only pick the flavour (cuda: nvcc); builders run on CPU cores.
   std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
-  for (int i = 0; g.backend != "sim" && i < g.builders(); ++i) {
-    gpu_pool::worker_slot_options w;
-    w.python = g.worker_python;
-    w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
-    w.device = g.device == "cuda" ? "cuda:" + std::to_string(i % g.slots) : "cpu";
-    w.threads = 1;
-    w.deadline_ms = g.job_deadline_s * 1000;
-    w.stderr_path = cfg.runtime.run_dir + "/eval-builder-" + std::to_string(i) + ".log";
-    w.build_root = fs::absolute(fs::path{cfg.runtime.run_dir} / "eval-build").string();
-    builders.push_back(gpu_pool::make_worker_builder(w));
-  }
+  for (int i = 0; g.backend != "sim" && i < g.builders(); ++i)
+    builders.push_back(gpu_pool::make_worker_builder(worker(i % g.slots, 1, "eval-builder-" + std::to_string(i) + ".log")));
   if (g.backend != "sim" && !fs::exists(g.worker_python))
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
   std::error_code ec;
@@ -220,6 +215,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.prefix_cache = p.prefix_cache;
     o.engine.prefill_chunk = p.prefill_chunk;
     o.engine.cache_attention = p.cache_attention;
+    o.engine.cuda_graphs = p.cuda_graphs;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side
     // by side) share one engine per model and settings instead of loading the model twice;
@@ -228,7 +224,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     static std::map<std::string, std::weak_ptr<policy::engine_service>> shared_engines;
     const auto key = p.model_dir + "|" + p.device + "|" + p.dtype + "|" + std::to_string(p.max_batch) + "|" +
                      std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
-                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention;
+                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention + "|" +
+                     (p.cuda_graphs ? "graphs" : "eager");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {
@@ -293,13 +290,9 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   tool_executor_options t;
   t.executors = r.tool_executors;
   t.mode = cfg.policy.backend == "sim" ? "sim" : "sandbox";
-  t.workspace_root = cfg.sandbox.workspace_root;
+  t.sandbox = cfg.sandbox;
   t.template_dir = r.skills_dir + "/workspace";
   t.harness_dir = r.skills_dir + "/eval_worker/caf_agent_eval";
-  t.isolation = cfg.sandbox.isolation;
-  t.bash_timeout_s = static_cast<double>(cfg.sandbox.bash_timeout_s);
-  t.max_output_bytes = static_cast<size_t>(cfg.sandbox.max_output_bytes);
-  t.keep_workspaces = cfg.sandbox.keep_workspaces;
   auto venv = fs::absolute(fs::path{cfg.gpu_pool.worker_python}).parent_path().parent_path();
   if (fs::exists(venv / "pyvenv.cfg")) {
     t.extra_ro_binds.push_back(venv.string());

@@ -3,6 +3,7 @@
 /// Configuration of one episode's sandbox, with defaults and validation.
 
 #include "sandbox/episode_cgroup.hpp"
+#include "sandbox/settings.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -60,15 +61,13 @@ struct sandbox_config {
   std::vector<bind_mount> extra_ro_binds;
   /// Resource limits of every process started in the sandbox.
   resource_limits limits;
-  /// Bash timeout when the call gives none, seconds.
-  // Rationale: Claude-Code-style default of 2 minutes, enough for one kernel build.
-  double default_timeout_s = 120.0;
+  /// Bash timeout when the call gives none, seconds (default and rationale: sandbox/settings.hpp).
+  double default_timeout_s = static_cast<double>(default_bash_timeout_s);
   /// Largest timeout a Bash call may ask for, seconds.
   // Rationale: 10 minutes, the longest any single build or test run should take.
   double max_timeout_s = 600.0;
-  /// Largest observation returned to the agent, bytes.
-  // Rationale: ~30 kB (the usual coding-agent cap) keeps one observation a few thousand tokens.
-  std::size_t output_cap_bytes = 30000;
+  /// Largest observation returned to the agent, bytes (default and rationale: sandbox/settings.hpp).
+  std::size_t output_cap_bytes = static_cast<std::size_t>(default_max_output_bytes);
   /// Largest file Read will open, bytes.
   // Rationale: source files are kB; larger ones are data the agent should grep, not read.
   std::size_t read_max_file_bytes = 2ULL << 20;

@@ -290,3 +290,11 @@ TEST(config, train_stage_schedules_and_eval_rounds) {
   EXPECT_TRUE(has_error(eval, "train.eval.episodes"));
   EXPECT_TRUE(has_error(eval, "train.eval.temperature"));
 }
+
+TEST(config, policy_cuda_graphs_is_a_boolean_defaulting_to_true) {
+  EXPECT_TRUE(parse_config("", "t.toml").config.policy.cuda_graphs);
+  auto off = parse_config("[policy]\ncuda_graphs = false\n", "t.toml");
+  ASSERT_TRUE(off.ok()) << off.errors.front();
+  EXPECT_FALSE(off.config.policy.cuda_graphs);
+  EXPECT_TRUE(has_error(parse_config("[policy]\ncuda_graphs = 3\n", "t.toml"), "'policy.cuda_graphs' must be a boolean"));
+}
