@@ -71,10 +71,11 @@ std::string names_list() {
     e = *v;                                                                            \
   }
 
-/// What an evaluation runs (eval_request.mode; the episode's verify/profile commands and the
-/// final evaluation that gives the reward).
-enum class eval_mode : uint8_t { verify, profile, final };
-CAF_AGENT_ENUM_NAMES(eval_mode, "verify", "profile", "final")
+/// What an evaluation runs (eval_request.mode; the episode's verify/profile commands, the
+/// final evaluation that gives the reward, and `baseline`: the task's reference timed in eager
+/// mode and under torch.compile with no submission, skills/eval_worker's baseline.py).
+enum class eval_mode : uint8_t { verify, profile, final, baseline };
+CAF_AGENT_ENUM_NAMES(eval_mode, "verify", "profile", "final", "baseline")
 
 /// How an evaluation ended (eval_result.status): `ok` carries a verdict (correct or not);
 /// the others carry no verdict and never a reward (gpu_pool/judgement decides which).

@@ -1,6 +1,7 @@
 // runtime/main.cpp: `caf-agent --role <role>`, one binary for every machine.
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +22,19 @@ int fail(const std::string& message) {
   return 2;
 }
 
+/// "1,2,3" -> {1, 2, 3}; an error naming the bad part otherwise ("" -> none: every level).
+std::string parse_levels(const std::string& text, std::vector<int>& out) {
+  std::stringstream in{text};
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos)
+      return "--levels '" + text + "': '" + part + "' is not a level number (expected e.g. 1,2,3)";
+    out.push_back(std::stoi(part));
+  }
+  if (!text.empty() && out.empty()) return "--levels '" + text + "' names no level";
+  return {};
+}
+
 std::string role_list() {
   std::string out;
   for (auto* r : roles) out += (out.empty() ? "" : ", ") + std::string{r};
@@ -33,6 +47,13 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_option("--coordinator", o.coordinator, "HOST:PORT of the coordinator to join");
   app.add_option("--port", o.port, "port the coordinator listens on");
   app.add_flag("--eval", o.eval, "local role: evaluation mode (report per level)");
+  app.add_option("--tasks", o.tasks,
+                 "the task set instead of rollout.tasks_dir: a directory of *.py or a KernelBench checkout "
+                 "(level1..levelN folders, task ids level<N>/<name>)");
+  app.add_option("--levels", o.levels, "only these levels of the task set, e.g. 1,2,3");
+  app.add_flag("--baselines", o.baselines,
+               "with --eval (local role): the judge times every task's reference in eager mode and under "
+               "torch.compile on the GPU pool's slots (baseline jobs), no episodes; prints the table per level");
   app.add_option("--episodes", o.episodes, "local role: number of episodes to run");
   app.add_flag("--exit-after-start", o.exit_after_start,
                "start every actor, register, report and exit");
@@ -88,6 +109,13 @@ int main(int argc, char** argv) {
     if (*opts.episodes < 0) return fail("--episodes must be >= 0");
     cfg.rollout.episodes = *opts.episodes;
   }
+  if (auto err = parse_levels(opts.levels, opts.level_list); !err.empty()) return fail(err);
+  if (opts.baselines && (!opts.eval || opts.role != "local"))
+    return fail("--baselines is for the local role with --eval");
+  if (opts.baselines && (opts.train || opts.resume)) return fail("--baselines runs no episodes: drop --train/--resume");
+  if ((opts.tasks || !opts.level_list.empty()) && opts.resume)
+    return fail("--resume runs the plan's tasks: drop --tasks/--levels");
+  if (opts.tasks) cfg.rollout.tasks_dir = *opts.tasks;
   if (opts.resume && opts.role != "coordinator" && opts.role != "local")
     return fail("--resume is for the coordinator or local role, not '" + opts.role + "'");
   if (opts.train && opts.role != "coordinator" && opts.role != "local")

@@ -11,7 +11,9 @@
 #include "rollout/run_plan.hpp"
 #include "rollout/tasks.hpp"
 #include "rollout/trajectory_store.hpp"
+#include "runtime/baseline_job.hpp"
 #include "runtime/local_job.hpp"
+#include "runtime/process.hpp"
 #include "runtime/train_job.hpp"
 #include "runtime/observe_service.hpp"
 
@@ -29,8 +31,10 @@ std::string store_dir_for(const app_config& cfg) {
 /// A new run: its episodes from the config, written down as the run's plan first.
 std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_driver_options& d) {
   std::string error;
-  d.tasks = rollout::load_tasks(cfg.rollout.tasks_dir, error);
+  auto set = rollout::load_task_set(cfg.rollout.tasks_dir, opts.level_list, error);
   if (!error.empty()) return error;
+  for (auto& [file, why] : set.skipped) log_error("driver", "skipped " + file + ": " + why);
+  d.tasks = std::move(set.tasks);
   d.episodes = cfg.rollout.episodes > 0 ? cfg.rollout.episodes
                                          : static_cast<int>(d.tasks.size()) * cfg.rollout.attempts;
   d.mode = opts.eval ? "eval" : cfg.rollout.mode;
@@ -56,7 +60,7 @@ std::string plan_resumed_run(const std::string& dir, run_driver_options& d) {
   rollout::run_plan plan;
   if (auto err = rollout::read_run_plan(dir, plan)) return "--resume: " + *err;
   std::string error;
-  auto tasks = rollout::load_tasks(plan.tasks_dir, error);
+  auto tasks = rollout::load_task_set(plan.tasks_dir, {}, error).tasks;
   if (!error.empty()) return "--resume: the plan's tasks: " + error;
   std::map<std::string, messages::task_spec> by_id;
   for (auto& t : tasks) by_id[t.task_id] = t;
@@ -122,6 +126,8 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   auto report = rollout::make_eval_report(records, level_of);
   std::printf("\n%s episodes: %zu records in %s\n%s", d.mode.c_str(), records.size(),
               d.store_dir.c_str(), rollout::format_eval_report(report).c_str());
+  std::printf("evaluated on: gpu_pool device %s, %d slot(s)%s\n", cfg.gpu_pool.device.c_str(), cfg.gpu_pool.slots,
+              gpu_names().empty() ? "" : (" (" + gpu_names() + ")").c_str());
   if (!summary->evaluations_per_pool.empty()) {
     std::printf("evaluations per GPU pool:\n");
     for (auto& [pool, n] : summary->evaluations_per_pool) std::printf("  %s: %lld\n", pool.c_str(), (long long) n);
@@ -149,6 +155,7 @@ int run_local_main_job(caf::actor_system& sys, const cli_options& opts, const ap
   auto it = peers.find("coordinator");
   auto coord = it == peers.end() ? caf::actor{} : it->second;
   if (cfg.train.enabled && !opts.eval) return run_training(sys, cfg, coord, latch, true);
+  if (opts.baselines) return run_baselines(sys, opts, cfg, peers, latch);
   return run_episodes(sys, opts, cfg, coord, latch);
 }
 

@@ -14,6 +14,10 @@ struct cli_options {
   std::optional<std::string> coordinator; ///< overrides [cluster].coordinator
   std::optional<int> port;                ///< overrides [cluster].port
   bool eval = false;                      ///< local role: evaluation mode report
+  std::optional<std::string> tasks;       ///< overrides [rollout].tasks_dir: a task directory or a KernelBench checkout
+  std::string levels;                     ///< --levels as given ("1,2,3")
+  std::vector<int> level_list;            ///< --levels parsed: only these levels of the task set (empty: all)
+  bool baselines = false;                 ///< local role with --eval: baseline jobs (reference eager + compile), no episodes
   std::optional<int> episodes;            ///< overrides [rollout].episodes
   bool exit_after_start = false;          ///< start every actor, report, exit
   bool watch = false;                     ///< inspector: refresh until interrupted

@@ -3,10 +3,13 @@
 
 #include <atomic>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
@@ -81,6 +84,24 @@ int count_gpus() {
       ++n;
   }
   return n;
+}
+
+std::string gpu_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream in{e.path() / "information"};
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Model:", 0) == 0) {
+        auto v = line.substr(6);
+        v.erase(0, v.find_first_not_of(" \t"));
+        names.push_back(v);
+      }
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 namespace {

@@ -41,6 +41,10 @@ std::string host_name();
 /// Number of NVIDIA GPU device nodes (/dev/nvidiaN) visible to this process.
 int count_gpus();
 
+/// The GPUs' model names the NVIDIA driver lists (/proc/driver/nvidia/gpus/*/information,
+/// "Model:" lines), joined by ", "; empty without the driver.
+std::string gpu_names();
+
 /// "role@host:pid", unique per process; "role@host:pid#N" once the process rejoined
 /// the cluster for the N-th time (each incarnation is a new node to the coordinator, so
 /// a late loss notice of the last one never touches the new one).

@@ -197,7 +197,7 @@ TEST(named_enums, json_and_text_use_the_names) {
   EXPECT_EQ(msgs::to_string(msgs::completion_finish::length), "length");
   EXPECT_EQ(msgs::parse_name<msgs::tool_status>("killed"), msgs::tool_status::killed);
   EXPECT_FALSE(msgs::parse_name<msgs::tool_status>("Killed"));
-  EXPECT_EQ(msgs::names_list<msgs::eval_mode>(), "verify, profile, final");
+  EXPECT_EQ(msgs::names_list<msgs::eval_mode>(), "verify, profile, final, baseline");
   msgs::eval_result r;
   r.status = msgs::eval_status::infra_error;
   EXPECT_NE(caf::deep_to_string(r).find("infra_error"), std::string::npos) << caf::deep_to_string(r);
