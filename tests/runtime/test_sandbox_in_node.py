@@ -15,7 +15,9 @@ def test_bash_in_a_local_node_lists_only_its_own_descriptors(caf_agent, tmp_path
     (tasks / "add_relu.py").write_text((REPO / "skills" / "tasks" / "add_relu.py").read_text())
     # One recorded turn: the shell's own descriptor table and where each one points, read by a
     # child (`; true` keeps bash from exec'ing ls, so $$ is the shell, not the reader).
-    command = "ls -l /proc/$$/fd | sed -n 's/.* \\([0-9]*\\) -> /FD \\1 -> /p'; true"
+    # The listing goes through a file, not a pipe: with `ls | sed` the shell itself holds the
+    # pipeline's two ends while ls reads its table (seen as FD 3 and 4 -> pipe:[...], at random).
+    command = "ls -l /proc/$$/fd > fds.txt; sed -n 's/.* \\([0-9]*\\) -> /FD \\1 -> /p' fds.txt; true"
     call = json.dumps({"name": "Bash", "arguments": {"command": command}})
     replay = tmp_path / "replay.jsonl"
     replay.write_text(json.dumps({"task_id": "add_relu",
