@@ -7,7 +7,10 @@
 # then eager + torch.compile. No job starts after BUDGET seconds; CAP seconds stop the run
 # (SIGTERM: the report is written with what was measured, every problem one row).
 # ESTIMATES_JSON: the judge's size estimates by task (device independent, meta tensors),
-# computed where they are missing.
+# computed where they are missing. LEVELS (default 1,2,3) splits the run over two calls when
+# one cannot hold every compile (e.g. LEVELS=1,2 then LEVELS=3: level 3's networks compile
+# slowest); CACHE_IN, a cache.tgz of an earlier call on the same GPU and torch, is unpacked
+# first, so its baselines are read, not measured again.
 set -u
 KB=${1:?usage: datasets/run_baselines_h200.sh KERNELBENCH_CHECKOUT [ESTIMATES_JSON]}
 EST=${2:-}
@@ -29,8 +32,9 @@ cat "$OUT/env.txt"
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu,memory.used \
   --format=csv -lms 500 > "$OUT/smi.csv" 2>&1 &
 SMI=$!
+[ -n "${CACHE_IN:-}" ] && tar -C "$OUT" -xzf "$CACHE_IN"
 t0=$(date +%s)
-timeout -s TERM "${CAP:-280}" $PY -m caf_agent_data.judge_baselines --tasks "$KB" --levels 1,2,3 \
+timeout -s TERM "${CAP:-280}" $PY -m caf_agent_data.judge_baselines --tasks "$KB" --levels "${LEVELS:-1,2,3}" \
   --device "${DEVICE:-cuda}" --slots "${SLOTS:-14}" ${LIMIT:+--limit "$LIMIT"} --threads 1 --fill 0.85 --job-timeout "${JOB_S:-150}" \
   --budget-s "${BUDGET:-235}" --time-budget-s "${TB:-0.3}" --min-iters 20 --warmup-s "${WARM:-0.1}" \
   ${EST:+--estimates "$EST"} --cache-dir "$OUT/cache" \
