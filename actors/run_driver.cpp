@@ -182,7 +182,7 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
   st.summary.store_dir = st.opts.store_dir;
   auto plan = st.opts.planned.empty() ? plan_episodes(st.opts) : st.opts.planned;
   st.summary.planned = static_cast<int>(plan.size());
-  observe::run_board::process().start(st.opts.store_dir, st.opts.mode, st.summary.planned);
+  observe::run_board::process().start(st.opts.store_dir, to_string(st.opts.mode), st.summary.planned);
   for (auto& s : plan) {
     if (st.store->contains(s.episode_id)) {
       ++st.summary.resumed;

@@ -44,7 +44,7 @@ struct run_summary {
 struct run_driver_options {
   std::vector<messages::task_spec> tasks;
   int episodes = 0;  ///< total; tasks are cycled
-  std::string mode = "eval";
+  messages::episode_mode mode = messages::episode_mode::eval;
   int max_turns = 200;
   int64_t wall_limit_ms = 0;
   std::string store_dir;

@@ -235,7 +235,7 @@ void evaluate(trainer_actor* self, const std::string& round) {
   s.eval_name = round;
   run_driver_options d;
   d.tasks = s.opts.tasks;
-  d.mode = "eval";
+  d.mode = messages::episode_mode::eval;
   d.store_dir = (fs::path{s.opts.run_dir} / ("eval-" + round)).string();
   d.retry_aborted = s.opts.retry_aborted;
   d.coordinator = s.opts.coordinator;
@@ -243,7 +243,7 @@ void evaluate(trainer_actor* self, const std::string& round) {
     start_episode e;
     e.episode_id = static_cast<uint64_t>(i);
     e.task = s.opts.tasks[static_cast<size_t>(i - 1) % s.opts.tasks.size()];
-    e.mode = "eval";
+    e.mode = messages::episode_mode::eval;
     e.max_turns = s.opts.eval.max_turns;
     e.wall_limit_ms = s.opts.wall_limit_ms;
     e.seed = s.opts.seed * 1000003 + static_cast<uint64_t>(i);
@@ -424,7 +424,7 @@ void start_iteration(trainer_actor* self) {
   if (!persist(self)) return;  // the plan is on disk before any episode starts
   run_driver_options d;
   d.tasks = s.opts.tasks;
-  d.mode = "train";
+  d.mode = messages::episode_mode::train;
   d.store_dir = store_dir(s);
   d.retry_aborted = s.opts.retry_aborted;
   d.coordinator = s.opts.coordinator;
@@ -432,7 +432,7 @@ void start_iteration(trainer_actor* self) {
     start_episode e;
     e.episode_id = id;
     e.task = s.opts.tasks[static_cast<size_t>(id - 1) % s.opts.tasks.size()];
-    e.mode = "train";
+    e.mode = messages::episode_mode::train;
     e.max_turns = stage.max_turns;
     e.wall_limit_ms = s.opts.wall_limit_ms;
     e.seed = s.opts.seed * 1000003 + id;

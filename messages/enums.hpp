@@ -112,4 +112,9 @@ CAF_AGENT_ENUM_NAMES(completion_finish, "stop", "length", "error")
 enum class episode_end : uint8_t { finished, turn_limit, context_limit, wall_limit, aborted };
 CAF_AGENT_ENUM_NAMES(episode_end, "finished", "turn_limit", "context_limit", "wall_limit", "aborted")
 
+/// What an episode is for (start_episode.mode, trajectory_record.mode, a run's plan): `train`
+/// (150 turns, trained on) or `eval` (200 turns, reported only).
+enum class episode_mode : uint8_t { train, eval };
+CAF_AGENT_ENUM_NAMES(episode_mode, "train", "eval")
+
 }  // namespace caf_agent::messages

@@ -21,7 +21,7 @@ struct task_spec {
 struct start_episode {
   uint64_t episode_id = 0;
   task_spec task;
-  std::string mode = "train";  ///< train (150 turns) or eval (200 turns)
+  episode_mode mode = episode_mode::train;
   int32_t max_turns = 150;
   int64_t wall_limit_ms = 0;   ///< 0 = no wall limit
   uint64_t seed = 0;

@@ -28,7 +28,7 @@ struct trajectory_record {
   uint64_t episode_id = 0;
   int32_t attempt = 0;
   std::string task_id;
-  std::string mode;
+  episode_mode mode = episode_mode::train;
   std::string node_id;
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;       ///< sampler logprob per token (0 for non-sampled)

@@ -72,7 +72,7 @@ std::optional<std::string> read_run_plan(const fs::path& dir, run_plan& out) {
     if (p.format_version != run_plan_format_version)
       return "'" + path.string() + "' has format version " + std::to_string(p.format_version) +
              ", this build reads " + std::to_string(run_plan_format_version);
-    p.mode = j.at("mode").get<std::string>();
+    p.mode = j.at("mode").get<messages::episode_mode>();  // an unknown name throws, naming the names
     p.max_turns = j.at("max_turns").get<int32_t>();
     p.wall_limit_ms = j.at("wall_limit_ms").get<int64_t>();
     p.tasks_dir = j.at("tasks_dir").get<std::string>();

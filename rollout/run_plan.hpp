@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::rollout {
 
 /// On-disk format version of plan.json; bump on any field change.
@@ -29,7 +31,7 @@ struct planned_episode {
 /// A run's plan.
 struct run_plan {
   uint32_t format_version = run_plan_format_version;
-  std::string mode;
+  messages::episode_mode mode = messages::episode_mode::eval;
   int32_t max_turns = 0;
   int64_t wall_limit_ms = 0;
   std::string tasks_dir;  ///< where the tasks were loaded from (absolute)

@@ -24,7 +24,7 @@ std::size_t vector_bound(const std::vector<T>& v) {
 std::size_t wire_bytes_bound(const messages::trajectory_record& r) {
   // Rationale: 1 KiB covers the scalars and field names of both formats.
   std::size_t n = 1024;
-  n += r.task_id.size() + r.mode.size() + r.node_id.size() + r.verdict.size() + messages::name_of(r.termination).size() +
+  n += r.task_id.size() + messages::name_of(r.mode).size() + r.node_id.size() + r.verdict.size() + messages::name_of(r.termination).size() +
        r.abort_reason.size() + 6 * per_item;
   n += vector_bound(r.tokens) + vector_bound(r.logprobs) + vector_bound(r.loss_mask) + vector_bound(r.turn_starts) +
        vector_bound(r.policy_versions) + vector_bound(r.turn_overhead_us);

@@ -37,8 +37,10 @@ std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_dri
   d.tasks = std::move(set.tasks);
   d.episodes = cfg.rollout.episodes > 0 ? cfg.rollout.episodes
                                          : static_cast<int>(d.tasks.size()) * cfg.rollout.attempts;
-  d.mode = opts.eval ? "eval" : cfg.rollout.mode;
-  d.max_turns = d.mode == "eval" ? cfg.rollout.max_turns_eval : cfg.rollout.max_turns_train;
+  // [rollout] mode is checked to be a name of episode_mode when the config is read.
+  d.mode = opts.eval ? messages::episode_mode::eval
+                     : messages::parse_name<messages::episode_mode>(cfg.rollout.mode).value_or(messages::episode_mode::eval);
+  d.max_turns = d.mode == messages::episode_mode::eval ? cfg.rollout.max_turns_eval : cfg.rollout.max_turns_train;
   d.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;
   d.store_dir = store_dir_for(cfg);
   d.planned = plan_episodes(d);
@@ -49,7 +51,7 @@ std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_dri
   plan.tasks_dir = fs::absolute(cfg.rollout.tasks_dir).string();
   for (auto& s : d.planned) plan.episodes.push_back({s.episode_id, s.task.task_id, s.seed});
   if (auto err = rollout::write_run_plan(d.store_dir, plan)) return *err;
-  log_info("driver", "running " + std::to_string(d.episodes) + " " + d.mode + " episodes over " +
+  log_info("driver", "running " + std::to_string(d.episodes) + " " + to_string(d.mode) + " episodes over " +
                          std::to_string(d.tasks.size()) + " tasks from " + cfg.rollout.tasks_dir +
                          " (plan in " + d.store_dir + "/" + rollout::run_plan_file + ")");
   return {};
@@ -82,7 +84,7 @@ std::string plan_resumed_run(const std::string& dir, run_driver_options& d) {
   d.episodes = static_cast<int>(d.planned.size());
   d.mode = plan.mode;
   d.store_dir = dir;
-  log_info("driver", "resuming the run in " + dir + ": " + std::to_string(d.episodes) + " planned " + d.mode +
+  log_info("driver", "resuming the run in " + dir + ": " + std::to_string(d.episodes) + " planned " + to_string(d.mode) +
                          " episodes");
   return {};
 }
@@ -124,7 +126,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   rollout::scan_report scan;
   auto records = rollout::trajectory_store::read_all(d.store_dir, &scan);
   auto report = rollout::make_eval_report(records, level_of);
-  std::printf("\n%s episodes: %zu records in %s\n%s", d.mode.c_str(), records.size(),
+  std::printf("\n%s episodes: %zu records in %s\n%s", to_string(d.mode).c_str(), records.size(),
               d.store_dir.c_str(), rollout::format_eval_report(report).c_str());
   std::printf("evaluated on: gpu_pool device %s, %d slot(s)%s\n", cfg.gpu_pool.device.c_str(), cfg.gpu_pool.slots,
               gpu_names().empty() ? "" : (" (" + gpu_names() + ")").c_str());

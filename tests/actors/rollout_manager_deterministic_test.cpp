@@ -133,7 +133,7 @@ struct manager_test : caf_agent::testing::deterministic {
     start_episode s;
     s.episode_id = id;
     s.task = task_spec{"t" + std::to_string(id % 2), "t", 1, "class Model: pass\n"};
-    s.mode = "eval";
+    s.mode = caf_agent::messages::episode_mode::eval;
     s.max_turns = 5;
     caf::send_as(driver, manager, std::move(s));
   }

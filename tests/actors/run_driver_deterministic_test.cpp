@@ -83,7 +83,7 @@ struct driver_test : caf_agent::testing::deterministic {
     run_driver_options o;
     o.tasks = {task_spec{"t1", "t1", 1, "# one"}, task_spec{"t2", "t2", 1, "# two"}};
     o.episodes = episodes;
-    o.mode = "eval";
+    o.mode = caf_agent::messages::episode_mode::eval;
     o.max_turns = 20;
     o.store_dir = dir.string();
     o.seed = 5;
@@ -138,7 +138,7 @@ TEST_F(driver_test, the_plan_runs_within_the_node_limit_and_ends_in_one_record_e
   EXPECT_EQ(n->received[1].task.task_id, "t2") << "tasks are cycled";
   EXPECT_EQ(n->received[1].seed, plan[1].seed);
   EXPECT_EQ(n->received[1].max_turns, 20);
-  EXPECT_EQ(n->received[1].mode, "eval");
+  EXPECT_EQ(caf_agent::messages::name_of(n->received[1].mode), "eval");
   while (!summary->has_value() && !n->held.empty()) {
     caf::anon_send(a, atoms::done::value);
     run();
