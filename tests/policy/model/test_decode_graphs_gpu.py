@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from test_policy_model import run_tool
+from test_policy_model import run_tool, sharp_qwen2
 
 transformers = pytest.importorskip("transformers")
 
@@ -23,18 +23,8 @@ pytestmark = pytest.mark.gpu
 def model(tmp_path_factory):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    config = transformers.Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                                      tie_word_embeddings=True)
-    torch.manual_seed(0)
-    m = transformers.Qwen2ForCausalLM(config).eval()
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # larger than the default init so that the logits are not near uniform
-        for name, p in m.named_parameters():
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen) if "norm" in name
-                    else 0.08 * torch.randn(p.shape, generator=gen))
     path = tmp_path_factory.mktemp("graphs_model")
-    m.save_pretrained(path)
+    sharp_qwen2(path)
     return path
 
 

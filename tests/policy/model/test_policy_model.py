@@ -60,6 +60,24 @@ def models(tmp_path_factory):
     return out
 
 
+def sharp_qwen2(path):
+    """A small random Qwen2 (vocab 512, hidden 256, 2 layers, GQA 4/2, 4,096 positions) with weights
+    larger than the default init, so that logits and attention are not near uniform; saved to
+    `path`, returned in eval mode."""
+    config = transformers.Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                                      tie_word_embeddings=True)
+    torch.manual_seed(0)
+    m = transformers.Qwen2ForCausalLM(config).eval()
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen) if "norm" in name
+                    else 0.08 * torch.randn(p.shape, generator=gen))
+    m.save_pretrained(path)
+    return m
+
+
 def ids(tokens):
     return ",".join(str(t) for t in tokens)
 
