@@ -1,16 +1,16 @@
 // actors/coordinator.cpp: see coordinator.hpp.
 #include "actors/coordinator.hpp"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <vector>
 
 #include <caf/all.hpp>
 
+#include "actors/observed_actor.hpp"
 #include "base/log.hpp"
 #include "cluster/node_registry.hpp"
-#include "actors/observed_actor.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/cluster_view.hpp"
 #include "observe/registry.hpp"
@@ -32,7 +32,7 @@ struct coordinator_state {
   };
   std::vector<service> services;
   std::vector<caf::actor> subscribers;  // run drivers: get services and node losses
-  observe::cluster_view view;            // the heartbeats' metrics, stuck episodes
+  observe::cluster_view view;           // the heartbeats' metrics, stuck episodes
   static inline const char* name = "coordinator";
 };
 
@@ -87,22 +87,23 @@ void episode_transcript(coordinator_actor* self, const std::string& arg, caf::re
 void notify_lost(coordinator_actor* self, const cluster::node_event& ev) {
   auto& st = self->state;
   if (ev.to != node_state::down && ev.to != node_state::left) return;
-  st.services.erase(std::remove_if(st.services.begin(), st.services.end(),
-                                   [&](auto& s) { return s.node_id == ev.node_id; }),
-                    st.services.end());
+  st.services.erase(
+      std::remove_if(st.services.begin(), st.services.end(), [&](auto& s) { return s.node_id == ev.node_id; }),
+      st.services.end());
   for (auto& sub : st.subscribers) self->send(sub, node_lost{ev.node_id, ev.reason});
 }
 
 void report(const cluster::node_event& ev) {
   std::string line = "node " + ev.node_id + " " + to_string(ev.to);
   if (!ev.reason.empty()) line += " (" + ev.reason + ")";
-  if (ev.to == node_state::up || ev.to == node_state::left) log_info("coordinator", line);
-  else log_error("coordinator", line);
+  if (ev.to == node_state::up || ev.to == node_state::left)
+    log_info("coordinator", line);
+  else
+    log_error("coordinator", line);
 }
 
 void schedule_tick(coordinator_actor* self) {
-  self->delayed_send(self, std::chrono::milliseconds(self->state.opts.heartbeat_interval_ms),
-                     atoms::tick::value);
+  self->delayed_send(self, std::chrono::milliseconds(self->state.opts.heartbeat_interval_ms), atoms::tick::value);
 }
 
 register_ack on_register(coordinator_actor* self, register_node& msg) {
@@ -118,14 +119,11 @@ register_ack on_register(coordinator_actor* self, register_node& msg) {
   }
   auto ev = st.registry.add(msg.info, unix_ms());
   std::string counts;
-  for (auto& [kind, n] : msg.info.actor_counts)
-    counts += (counts.empty() ? "" : ", ") + kind + "=" + std::to_string(n);
-  log_info("coordinator", "node " + msg.info.node_id + " registered: role=" + msg.info.role +
-                              " host=" + msg.info.host + " pid=" + std::to_string(msg.info.pid) +
-                              " cores=" + std::to_string(msg.info.cores) +
-                              " gpus=" + std::to_string(msg.info.gpus) + " actors{" + counts +
-                              "}");
-  (void) ev;
+  for (auto& [kind, n] : msg.info.actor_counts) counts += (counts.empty() ? "" : ", ") + kind + "=" + std::to_string(n);
+  log_info("coordinator", "node " + msg.info.node_id + " registered: role=" + msg.info.role + " host=" + msg.info.host +
+                              " pid=" + std::to_string(msg.info.pid) + " cores=" + std::to_string(msg.info.cores) +
+                              " gpus=" + std::to_string(msg.info.gpus) + " actors{" + counts + "}");
+  (void)ev;
   return {true, "", st.opts.heartbeat_interval_ms};
 }
 
@@ -158,8 +156,10 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
           return rp;
         }
         auto in = view_inputs_of(self);
-        rp.deliver(req.what == "prometheus" ? self->state.view.prometheus(in)
-                                            : self->state.view.render(req.what, in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        rp.deliver(
+            req.what == "prometheus"
+                ? self->state.view.prometheus(in)
+                : self->state.view.render(req.what, in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         return rp;
       },
       [=](leave_cluster& msg) {
@@ -187,8 +187,8 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
           rp.deliver(std::string{"no policy service has joined"});
           return rp;
         }
-        log_info("coordinator", "publishing weights version " + std::to_string(w.version) + " from " + w.path +
-                                    " to " + std::to_string(targets.size()) + " policy services");
+        log_info("coordinator", "publishing weights version " + std::to_string(w.version) + " from " + w.path + " to " +
+                                    std::to_string(targets.size()) + " policy services");
         auto results = std::make_shared<std::vector<std::string>>();
         auto left = std::make_shared<size_t>(targets.size());
         for (auto& [node, handle] : targets) {
@@ -202,7 +202,8 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
             }
           };
           self->request(handle, std::chrono::seconds(120), w)
-              .then([=, node = node](std::string& error) mutable { finish(node + ": " + (error.empty() ? "ok" : error)); },
+              .then([=,
+                     node = node](std::string& error) mutable { finish(node + ": " + (error.empty() ? "ok" : error)); },
                     [=, node = node](caf::error& err) mutable {
                       finish(node + ": unreachable: " + self->system().render(err));
                     });
@@ -218,12 +219,10 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
         auto sub = caf::actor_cast<caf::actor>(self->current_sender());
         if (!sub) return;
         self->state.subscribers.push_back(sub);
-        for (auto& s : self->state.services)
-          self->send(sub, service_announce{s.node_id, s.name}, s.handle);
+        for (auto& s : self->state.services) self->send(sub, service_announce{s.node_id, s.name}, s.handle);
       },
       [=](get_cluster& req) -> cluster_snapshot {
-        return {self->state.opts.coordinator_id, unix_ms(),
-                self->state.registry.snapshot(req.include_left)};
+        return {self->state.opts.coordinator_id, unix_ms(), self->state.registry.snapshot(req.include_left)};
       },
       [=](atoms::tick) {
         for (auto& ev : self->state.registry.expire(unix_ms())) report(ev);

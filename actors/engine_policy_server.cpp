@@ -6,8 +6,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -31,10 +31,13 @@ using engine_server = observed_actor<engine_server_state>;
 completion_finish finish_name(policy::finish_reason r) {
   switch (r) {
     case policy::finish_reason::stop_token:
-    case policy::finish_reason::stop_string: return completion_finish::stop;
+    case policy::finish_reason::stop_string:
+      return completion_finish::stop;
     case policy::finish_reason::max_new_tokens:
-    case policy::finish_reason::context_limit: return completion_finish::length;
-    case policy::finish_reason::aborted: return completion_finish::error;
+    case policy::finish_reason::context_limit:
+      return completion_finish::length;
+    case policy::finish_reason::aborted:
+      return completion_finish::error;
   }
   return completion_finish::error;
 }
@@ -83,9 +86,9 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
         if (s.script) {  // the replay answers at once (no model): its tokens are the forced reply
           auto scripted = s.script->generate(req).completion;
           if (scripted.finish_reason == completion_finish::error || scripted.tokens.empty()) {
-            rp.deliver(error_completion(req.request_id, "policy.script: " + (scripted.error.empty()
-                                                                                  ? std::string("no tokens for the turn")
-                                                                                  : scripted.error)));
+            rp.deliver(error_completion(
+                req.request_id,
+                "policy.script: " + (scripted.error.empty() ? std::string("no tokens for the turn") : scripted.error)));
             return rp;
           }
           g.forced_tokens = std::move(scripted.tokens);
@@ -103,19 +106,20 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
         const auto id = ++s.seq;
         auto hdl = caf::actor_cast<caf::actor>(self);
         const auto request_id = req.request_id;
-        auto submitted = s.engine->submit(std::move(g), [hdl, id, request_id](policy::generation_result r, std::string error) {
-          completion c;
-          c.request_id = request_id;
-          if (!error.empty()) {
-            c = error_completion(request_id, "libtorch engine: " + error);
-          } else {
-            c.tokens = std::move(r.tokens);
-            c.logprobs = std::move(r.logprobs);
-            c.finish_reason = finish_name(r.reason);
-            c.policy_version = r.policy_version;
-          }
-          caf::anon_send(hdl, atoms::done::value, id, std::move(c));
-        });
+        auto submitted =
+            s.engine->submit(std::move(g), [hdl, id, request_id](policy::generation_result r, std::string error) {
+              completion c;
+              c.request_id = request_id;
+              if (!error.empty()) {
+                c = error_completion(request_id, "libtorch engine: " + error);
+              } else {
+                c.tokens = std::move(r.tokens);
+                c.logprobs = std::move(r.logprobs);
+                c.finish_reason = finish_name(r.reason);
+                c.policy_version = r.policy_version;
+              }
+              caf::anon_send(hdl, atoms::done::value, id, std::move(c));
+            });
         if (!submitted) {
           rp.deliver(error_completion(req.request_id, "libtorch engine: " + submitted.error().message));
           return rp;
@@ -126,10 +130,11 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
       [=](atoms::done, uint64_t id, completion& c) {
         auto it = self->state.waiting.find(id);
         if (it == self->state.waiting.end()) return;
-        c.latency_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                             it->second.second)
-                           .count();
-        if (c.finish_reason != completion_finish::error && !c.tokens.empty()) c.text = self->state.tok->decode(c.tokens);
+        c.latency_us =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - it->second.second)
+                .count();
+        if (c.finish_reason != completion_finish::error && !c.tokens.empty())
+          c.text = self->state.tok->decode(c.tokens);
         it->second.first.deliver(std::move(c));
         self->state.waiting.erase(it);
       },
@@ -145,10 +150,14 @@ caf::behavior engine_server_fn(engine_server* self, std::shared_ptr<policy::engi
       },
       [=](atoms::stats) -> std::map<std::string, double> {
         auto x = self->state.engine->stats();
-        return {{"submitted", double(x.submitted)},   {"completed", double(x.completed)},
-                {"failed", double(x.failed)},         {"rejected", double(x.rejected)},
-                {"steps", double(x.steps)},           {"generated_tokens", double(x.generated_tokens)},
-                {"batch_rows_total", double(x.batch_rows_total)}, {"outstanding", double(x.outstanding)},
+        return {{"submitted", double(x.submitted)},
+                {"completed", double(x.completed)},
+                {"failed", double(x.failed)},
+                {"rejected", double(x.rejected)},
+                {"steps", double(x.steps)},
+                {"generated_tokens", double(x.generated_tokens)},
+                {"batch_rows_total", double(x.batch_rows_total)},
+                {"outstanding", double(x.outstanding)},
                 {"policy_version", double(self->state.engine->policy_version())}};
       },
   };

@@ -26,8 +26,7 @@ namespace caf_agent {
 /// and turn, teacher-forced through the engine (generation_request::forced_tokens): the engine
 /// runs its passes over those tokens and the completion carries the model's own log-probs, so a
 /// random model does the real generation work for honest kernels.
-caf::actor spawn_engine_policy_server(caf::actor_system& sys,
-                                      std::shared_ptr<policy::engine_service> engine,
+caf::actor spawn_engine_policy_server(caf::actor_system& sys, std::shared_ptr<policy::engine_service> engine,
                                       std::shared_ptr<const policy::tokenizer> tok, int32_t stop_token,
                                       std::shared_ptr<rollout::policy_backend> script = nullptr);
 

@@ -8,8 +8,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/conversation.hpp"
@@ -99,8 +99,7 @@ void send_record(episode_actor* self) {
     r.observations = st.conv->observations();
     r.malformed_tool_calls = st.conv->malformed_calls();
   }
-  r.timings_ms = {{"policy", st.policy_ms}, {"tools", st.tools_ms}, {"eval", st.eval_ms},
-                  {"total", since_ms(st.t0)}};
+  r.timings_ms = {{"policy", st.policy_ms}, {"tools", st.tools_ms}, {"eval", st.eval_ms}, {"total", since_ms(st.t0)}};
   r.ended_at_ms = unix_ms();
   r.turn_overhead_us = std::move(st.overhead_us);
   observe::metrics_registry::process().episode_done(st.start.episode_id);
@@ -135,8 +134,7 @@ void observe(episode_actor* self, const std::string& call_id, const std::string&
 }
 
 /// Asks the tool router for the workspace's submission, then the pool for a verdict.
-void evaluate(episode_actor* self, eval_mode mode,
-              std::function<void(eval_result&)> callback) {
+void evaluate(episode_actor* self, eval_mode mode, std::function<void(eval_result&)> callback) {
   auto& st = self->state;
   auto started = steady::now();
   auto seq = ++st.eval_seq;
@@ -176,14 +174,13 @@ void evaluate(episode_actor* self, eval_mode mode,
                       on_result(r);
                     },
                     [=](caf::error& err) {
-                      auto r = failed(gpu_pool::outcome::unreachable,
-                                      "GPU pool unavailable: " + self->system().render(err));
+                      auto r =
+                          failed(gpu_pool::outcome::unreachable, "GPU pool unavailable: " + self->system().render(err));
                       on_result(r);
                     });
           },
           [=](caf::error& err) {
-            auto r = failed(gpu_pool::outcome::unreachable,
-                            "tool executor unavailable: " + self->system().render(err));
+            auto r = failed(gpu_pool::outcome::unreachable, "tool executor unavailable: " + self->system().render(err));
             on_result(r);
           });
 }
@@ -193,8 +190,8 @@ std::string verdict_text(eval_mode mode, const eval_result& r) {
     return to_string(mode) + ": not evaluated (infrastructure problem, not your fault): " + r.reason;
   std::string out = to_string(mode) + ": " + (r.correct ? "PASS" : "FAIL") + (r.reason.empty() ? "" : " - " + r.reason);
   if (mode == eval_mode::profile && r.correct && r.candidate_ms > 0)
-    out += "\nyour kernel: " + std::to_string(r.candidate_ms) + " ms, eager: " +
-           std::to_string(r.eager_ms) + " ms, torch.compile: " + std::to_string(r.compile_ms) + " ms";
+    out += "\nyour kernel: " + std::to_string(r.candidate_ms) + " ms, eager: " + std::to_string(r.eager_ms) +
+           " ms, torch.compile: " + std::to_string(r.compile_ms) + " ms";
   return out;
 }
 
@@ -218,9 +215,7 @@ void run_tool(episode_actor* self, rollout::action a) {
             t.timeouts += r.status == tool_status::timeout;
             observe(self, a.call_id, r.output);
           },
-          [=](caf::error& err) {
-            abort_episode(self, "tool executor failed: " + self->system().render(err));
-          });
+          [=](caf::error& err) { abort_episode(self, "tool executor failed: " + self->system().render(err)); });
 }
 
 void next_action(episode_actor* self) {
@@ -290,8 +285,7 @@ void next_turn(episode_actor* self) {
     if (!st.conv->token_error().empty()) return abort_episode(self, "tokens: " + st.conv->token_error());
     const auto room = st.env.context_limit_tokens - static_cast<int64_t>(req.prompt_tokens.size());
     if (room <= 0) return final_eval(self, episode_end::context_limit);
-    req.sampling.max_new_tokens =
-        static_cast<int32_t>(std::min<int64_t>(req.sampling.max_new_tokens, room));
+    req.sampling.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(req.sampling.max_new_tokens, room));
   }
   auto started = steady::now();
   self->request(st.env.policy, ms(st.env.policy_timeout_ms), std::move(req))
@@ -302,9 +296,7 @@ void next_turn(episode_actor* self) {
             self->state.turn_wait_ms += waited;
             on_completion(self, c);
           },
-          [=](caf::error& err) {
-            abort_episode(self, "policy backend failed: " + self->system().render(err));
-          });
+          [=](caf::error& err) { abort_episode(self, "policy backend failed: " + self->system().render(err)); });
 }
 
 void final_eval(episode_actor* self, episode_end termination) {
@@ -343,8 +335,8 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
   st.rec.node_id = env.node_id;
   st.rec.started_at_ms = unix_ms();
   rollout::conversation_limits limits{env.context_limit_tokens, env.observation_limit_bytes};
-  st.conv = std::make_unique<rollout::conversation>(env.system_text, rollout::task_prompt(start.task),
-                                                    env.tool_schemas, limits, env.tokenizer.get(), env.chat_format);
+  st.conv = std::make_unique<rollout::conversation>(env.system_text, rollout::task_prompt(start.task), env.tool_schemas,
+                                                    limits, env.tokenizer.get(), env.chat_format);
   st.start = std::move(start);
   st.env = std::move(env);
   progress(self, [&](episode_progress& e) {
@@ -363,16 +355,17 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
               return abort_episode(self, "tokens: " + self->state.conv->token_error());
             next_turn(self);
           },
-          [=](caf::error& err) {
-            abort_episode(self, "tool executor failed: " + self->system().render(err));
-          });
+          [=](caf::error& err) { abort_episode(self, "tool executor failed: " + self->system().render(err)); });
   return {
       // The inspector's `episode ID`: the transcript so far as JSON.
       [=](atoms::transcript) -> std::string {
         auto& s = self->state;
-        nlohmann::json j{{"episode_id", s.start.episode_id}, {"task_id", s.start.task.task_id},
-                         {"node_id", s.env.node_id}, {"turns", s.conv->turns()},
-                         {"assistant", s.conv->assistant_texts()}, {"observations", s.conv->observations()}};
+        nlohmann::json j{{"episode_id", s.start.episode_id},
+                         {"task_id", s.start.task.task_id},
+                         {"node_id", s.env.node_id},
+                         {"turns", s.conv->turns()},
+                         {"assistant", s.conv->assistant_texts()},
+                         {"observations", s.conv->observations()}};
         return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // agent text may be invalid UTF-8
       },
       [=](atoms::drain) {  // the GPU pool's node was lost
@@ -381,9 +374,11 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
         auto cb = std::move(s.pending_eval);
         s.pending_eval = nullptr;
         ++s.eval_seq;
-        auto r = gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::unreachable, eval_mode::verify, {},
-                                            "the GPU pool's node was lost during the evaluation"}),
-                           0);
+        auto r = gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::unreachable,
+                                                      eval_mode::verify,
+                                                      {},
+                                                      "the GPU pool's node was lost during the evaluation"}),
+                                     0);
         cb(r);
       },
   };

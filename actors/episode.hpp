@@ -28,7 +28,7 @@ struct episode_env {
   caf::actor pool;   ///< GPU pool manager (maybe remote)
   caf::actor sink;   ///< receives the trajectory_record
   std::string node_id;
-  std::string system_text;       ///< SKILL.md
+  std::string system_text;  ///< SKILL.md
   policy::json_array tool_schemas;
   int64_t context_limit_tokens = 131072;
   int64_t observation_limit_bytes = 16384;

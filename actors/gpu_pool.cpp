@@ -7,8 +7,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "gpu_pool/pool_policy.hpp"
 #include "gpu_pool/worker_protocol.hpp"
 #include "messages/type_ids.hpp"
@@ -21,8 +21,7 @@ using namespace messages;
 using steady = std::chrono::steady_clock;
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(steady::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(steady::now().time_since_epoch()).count();
 }
 
 // -- slot ------------------------------------------------------------------
@@ -52,12 +51,11 @@ caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<gpu_p
         }
         if (reply.delay.count() > 0) {
           reply.result.run_us = reply.delay.count();
-          self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result,
-                             reply.infra_failure, reply.retry);
+          self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result, reply.infra_failure,
+                             reply.retry);
         } else {
           reply.result.run_us = now_us() - t0;
-          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure,
-                     reply.retry);
+          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure, reply.retry);
         }
       },
       [=](atoms::ping) -> int32_t { return self->state.backend->worker_pid(); },
@@ -79,10 +77,10 @@ caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr
         auto r = be->build(req);
         if (!r.notice.empty()) {
           log_error("gpu-pool", "builder" + std::to_string(index) + ": " + r.notice);
-          observe::metrics_registry::process().note_restart("eval_builder", "builder" + std::to_string(index) + ": " + r.notice);
+          observe::metrics_registry::process().note_restart("eval_builder",
+                                                            "builder" + std::to_string(index) + ": " + r.notice);
         }
-        self->send(manager, atoms::built::value, index, req.job_id, r.ok, r.infra_failure, r.log,
-                   now_us() - t0);
+        self->send(manager, atoms::built::value, index, req.job_id, r.ok, r.infra_failure, r.log, now_us() - t0);
       },
   };
 }
@@ -142,10 +140,15 @@ void publish_credits(manager_actor* self) {
   pool_credits pc{p.open() ? static_cast<int32_t>(sched.credits()) : 0,
                   static_cast<int32_t>(sched.queued() + p.parked()), static_cast<int32_t>(sched.busy()),
                   static_cast<int32_t>(sched.healthy())};
-  observe::metrics_registry::process().pool_update(
-      {st.opts.name, static_cast<int32_t>(sched.slots()), pc.healthy_slots, pc.busy_slots, pc.queued,
-       static_cast<int32_t>(p.building()), static_cast<int64_t>(st.jobs_done),
-       static_cast<int64_t>(st.infra_failures), {}});
+  observe::metrics_registry::process().pool_update({st.opts.name,
+                                                    static_cast<int32_t>(sched.slots()),
+                                                    pc.healthy_slots,
+                                                    pc.busy_slots,
+                                                    pc.queued,
+                                                    static_cast<int32_t>(p.building()),
+                                                    static_cast<int64_t>(st.jobs_done),
+                                                    static_cast<int64_t>(st.infra_failures),
+                                                    {}});
   if (pc == st.last_published) return;
   st.last_published = pc;
   for (auto& s : st.subscribers) self->send(s, pc);
@@ -162,11 +165,21 @@ eval_result answer_of(const gpu_pool::ended_job& e, const job_entry& entry, cons
   using gpu_pool::outcome;
   gpu_pool::job_outcome o{outcome::refused, entry.req.mode, {}, detail};
   switch (e.how) {
-    case gpu_pool::job_end::no_healthy_slot: o.what = outcome::no_healthy_slot; break;
-    case gpu_pool::job_end::episode_busy: o.detail = "episode already has an evaluation outstanding"; break;
-    case gpu_pool::job_end::build_failed: o.what = outcome::build_failed; break;
-    case gpu_pool::job_end::slot_lost: o.what = outcome::slot_lost; break;
-    case gpu_pool::job_end::done: o.what = outcome::slot_lost; break;  // never: done carries its result
+    case gpu_pool::job_end::no_healthy_slot:
+      o.what = outcome::no_healthy_slot;
+      break;
+    case gpu_pool::job_end::episode_busy:
+      o.detail = "episode already has an evaluation outstanding";
+      break;
+    case gpu_pool::job_end::build_failed:
+      o.what = outcome::build_failed;
+      break;
+    case gpu_pool::job_end::slot_lost:
+      o.what = outcome::slot_lost;
+      break;
+    case gpu_pool::job_end::done:
+      o.what = outcome::slot_lost;
+      break;  // never: done carries its result
   }
   auto r = gpu_pool::result_of(gpu_pool::judge(o), e.job_id);
   r.build_us = entry.build_us;
@@ -176,12 +189,13 @@ eval_result answer_of(const gpu_pool::ended_job& e, const job_entry& entry, cons
 /// Carries out what the policy decided: answers the jobs that ended (`own` is the result of
 /// the event's own job, `detail` the text of its failure), sends runs to slots and builds to
 /// builders, publishes the pool's state.
-void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nullptr,
-           const std::string& detail = {}, bool slot_gone = false) {
+void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nullptr, const std::string& detail = {},
+           bool slot_gone = false) {
   auto& st = self->state;
   for (auto slot : step.quarantined)
-    log_error(st.opts.name, "slot" + std::to_string(slot) + (slot_gone ? " quarantined: its actor is gone"
-                                                                       : " quarantined after repeated failures"));
+    log_error(st.opts.name,
+              "slot" + std::to_string(slot) +
+                  (slot_gone ? " quarantined: its actor is gone" : " quarantined after repeated failures"));
   for (auto& e : step.ended) {
     auto it = st.jobs.find(e.job_id);
     if (it == st.jobs.end()) continue;
@@ -215,9 +229,9 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
   auto promise = self->make_response_promise();
   if (st.policy->known(req.job_id)) {
-    promise.deliver(gpu_pool::result_of(gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {},
-                                                         "duplicate job id " + std::to_string(req.job_id)}),
-                                        req.job_id));
+    promise.deliver(gpu_pool::result_of(
+        gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(req.job_id)}),
+        req.job_id));
     return promise;
   }
   gpu_pool::pool_job job{req.job_id, req.episode_id, kind_of(req), gpu_pool::has_kernel_sources(req.files)};
@@ -253,14 +267,15 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra, bo
   auto running = st.policy->running(static_cast<size_t>(slot));
   if (!running || *running != res.job_id) {
     // A late answer of a slot the pool already gave up on (its actor died).
-    log_error(st.opts.name, "slot" + std::to_string(slot) + ": dropped a late result of job " +
-                                std::to_string(res.job_id));
+    log_error(st.opts.name,
+              "slot" + std::to_string(slot) + ": dropped a late result of job " + std::to_string(res.job_id));
     return;
   }
   st.jobs_done += 1;
   st.infra_failures += infra;
   st.run_us_total += static_cast<double>(res.run_us);
-  if (infra) observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
+  if (infra)
+    observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
   auto step = st.policy->finished(static_cast<size_t>(slot), infra, retry);
   for (auto id : step.retried)
     log_error(st.opts.name, "job " + std::to_string(id) + " hit an infrastructure failure on slot" +
@@ -316,8 +331,9 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
         self->state.policy->set_builders(builders.size());
         self->state.builders = std::move(builders);
       },
-      [=](atoms::built, int32_t builder, uint64_t id, bool ok, bool infra, std::string& log,
-          int64_t build_us) { on_built(self, builder, id, ok, infra, log, build_us); },
+      [=](atoms::built, int32_t builder, uint64_t id, bool ok, bool infra, std::string& log, int64_t build_us) {
+        on_built(self, builder, id, ok, infra, log, build_us);
+      },
       [=](atoms::subscribe) {
         auto s = caf::actor_cast<caf::actor>(self->current_sender());
         if (!s) return;
@@ -330,18 +346,24 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
         account(self);
         auto& st = self->state;
         auto& sched = st.policy->scheduler();
-        return {{"slots", double(sched.slots())},       {"healthy", double(sched.healthy())},
-                {"busy", double(sched.busy())},         {"queued", double(sched.queued())},
-                {"parked", double(st.policy->parked())}, {"jobs_done", st.jobs_done},
-                {"infra_failures", st.infra_failures},  {"busy_integral_us", st.busy_integral_us},
+        return {{"slots", double(sched.slots())},
+                {"healthy", double(sched.healthy())},
+                {"busy", double(sched.busy())},
+                {"queued", double(sched.queued())},
+                {"parked", double(st.policy->parked())},
+                {"jobs_done", st.jobs_done},
+                {"infra_failures", st.infra_failures},
+                {"busy_integral_us", st.busy_integral_us},
                 {"queue_us_total", st.queue_us_total},
                 {"saturated_busy_us", st.saturated_busy_us},
                 {"saturated_slot_us", st.saturated_slot_us},
                 {"run_us_total", st.run_us_total},
                 {"builders", double(st.builders.size())},
                 {"building", double(st.policy->building())},
-                {"builds", st.builds},                  {"build_failures", st.build_failures},
-                {"build_infra", st.build_infra},        {"build_us_total", st.build_us_total},
+                {"builds", st.builds},
+                {"build_failures", st.build_failures},
+                {"build_infra", st.build_infra},
+                {"build_us_total", st.build_us_total},
                 {"uptime_us", double(now_us() - st.started_us)}};
       },
       [=](atoms::ping, int32_t slot) -> caf::response_promise {
@@ -369,9 +391,7 @@ caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
     std::shared_ptr<gpu_pool::build_backend> shared{std::move(be)};
     mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
     auto actor = sys.spawn<caf::detached>(builder_actor, shared, mgr, b++);
-    mgr->attach_functor([actor](const caf::error&) {
-      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-    });
+    mgr->attach_functor([actor](const caf::error&) { caf::anon_send_exit(actor, caf::exit_reason::user_shutdown); });
     build_actors.push_back(actor);
   }
   caf::anon_send(mgr, atoms::build::value, std::move(build_actors));
@@ -385,9 +405,7 @@ caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
     auto slot = shared->blocking() ? sys.spawn<caf::detached>(slot_actor, shared, mgr, i)
                                    : sys.spawn(slot_actor, shared, mgr, i);
     // Slots live and die with their manager.
-    mgr->attach_functor([slot](const caf::error&) {
-      caf::anon_send_exit(slot, caf::exit_reason::user_shutdown);
-    });
+    mgr->attach_functor([slot](const caf::error&) { caf::anon_send_exit(slot, caf::exit_reason::user_shutdown); });
     slots.push_back(slot);
     ++i;
   }

@@ -23,8 +23,8 @@
 #include <caf/fwd.hpp>
 
 #include "gpu_pool/pool_config.hpp"
-#include "gpu_pool/slot_backend.hpp"
 #include "gpu_pool/scheduler.hpp"
+#include "gpu_pool/slot_backend.hpp"
 
 namespace caf_agent {
 

@@ -74,8 +74,8 @@ train_step_done run_step(shard_actor* self, train_batch& b) {
   done.optimizer_steps = static_cast<int32_t>(o.optimizer_steps);
   done.nll = o.nll_mean;
   log_info("learner", "shard " + std::to_string(done.rank) + ": batch " + std::to_string(done.batch_id) + " (" +
-                          b.stage + ", " + std::to_string(episodes) + " episodes, " + std::to_string(o.optimizer_steps) +
-                          " optimizer steps) -> version " +
+                          b.stage + ", " + std::to_string(episodes) + " episodes, " +
+                          std::to_string(o.optimizer_steps) + " optimizer steps) -> version " +
                           std::to_string(done.policy_version) + (o.applied ? "" : " (skipped: " + o.skip_reason + ")") +
                           (o.reloaded ? ", base version reloaded" : ""));
   return done;
@@ -86,8 +86,10 @@ caf::behavior shard(shard_actor* self, learner::shard_options options, std::stri
   st.options = std::move(options);
   st.node_id = std::move(node_id);
   auto created = learner::shard_session::create(st.options);
-  if (created) st.session = std::move(created.value());
-  else st.create_error = created.error().message;
+  if (created)
+    st.session = std::move(created.value());
+  else
+    st.create_error = created.error().message;
   if (!st.create_error.empty()) log_error("learner", st.create_error);
   return {
       [=](train_batch& b) {

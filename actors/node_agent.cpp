@@ -5,8 +5,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 
 namespace caf_agent {
@@ -39,8 +39,7 @@ void beat(agent_actor* self) {
 
 void start_registration(agent_actor* self, int64_t timeout_ms) {
   auto& st = self->state;
-  self->request(st.coordinator, std::chrono::milliseconds(timeout_ms),
-                register_node{protocol_version, st.info})
+  self->request(st.coordinator, std::chrono::milliseconds(timeout_ms), register_node{protocol_version, st.info})
       .then(
           [=](register_ack& ack) {
             auto& s = self->state;
@@ -57,14 +56,13 @@ void start_registration(agent_actor* self, int64_t timeout_ms) {
           [=](caf::error& err) {
             auto& s = self->state;
             if (s.events.failed)
-              s.events.failed("registration with the coordinator failed: " +
-                              self->system().render(err));
+              s.events.failed("registration with the coordinator failed: " + self->system().render(err));
             self->quit();
           });
 }
 
-caf::behavior node_agent(agent_actor* self, caf::actor coordinator, node_info info,
-                         int64_t register_timeout_ms, node_agent_events events) {
+caf::behavior node_agent(agent_actor* self, caf::actor coordinator, node_info info, int64_t register_timeout_ms,
+                         node_agent_events events) {
   auto& st = self->state;
   st.coordinator = coordinator;
   st.info = std::move(info);
@@ -94,10 +92,9 @@ caf::behavior node_agent(agent_actor* self, caf::actor coordinator, node_info in
 
 }  // namespace
 
-caf::actor spawn_node_agent(caf::actor_system& sys, caf::actor coordinator, node_info info,
-                            int64_t register_timeout_ms, node_agent_events events) {
-  return sys.spawn(node_agent, std::move(coordinator), std::move(info), register_timeout_ms,
-                   std::move(events));
+caf::actor spawn_node_agent(caf::actor_system& sys, caf::actor coordinator, node_info info, int64_t register_timeout_ms,
+                            node_agent_events events) {
+  return sys.spawn(node_agent, std::move(coordinator), std::move(info), register_timeout_ms, std::move(events));
 }
 
 }  // namespace caf_agent

@@ -26,8 +26,7 @@ struct node_agent_events {
 };
 
 /// Spawns the agent; it registers `info` with `coordinator` right away.
-caf::actor spawn_node_agent(caf::actor_system& sys, caf::actor coordinator,
-                            messages::node_info info, int64_t register_timeout_ms,
-                            node_agent_events events);
+caf::actor spawn_node_agent(caf::actor_system& sys, caf::actor coordinator, messages::node_info info,
+                            int64_t register_timeout_ms, node_agent_events events);
 
 }  // namespace caf_agent

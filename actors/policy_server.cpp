@@ -51,7 +51,8 @@ caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend
           return rp;
         }
         auto reply = self->state.backend->generate(req);
-        if (reply.completion.policy_version == 0) reply.completion.policy_version = self->state.backend->weights_version();
+        if (reply.completion.policy_version == 0)
+          reply.completion.policy_version = self->state.backend->weights_version();
         if (reply.delay.count() <= 0) {
           rp.deliver(std::move(reply.completion));
           return rp;
@@ -64,8 +65,10 @@ caf::behavior server(server_actor* self, std::shared_ptr<rollout::policy_backend
       },
       [=](weights_published& w) -> caf::response_promise {
         auto rp = self->make_response_promise();
-        if (worker) rp.delegate(worker, std::move(w));
-        else rp.deliver(self->state.backend->publish_weights(w.path, w.version));
+        if (worker)
+          rp.delegate(worker, std::move(w));
+        else
+          rp.deliver(self->state.backend->publish_weights(w.path, w.version));
         return rp;
       },
       [=](atoms::done, uint64_t id, completion& c) {

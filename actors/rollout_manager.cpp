@@ -8,8 +8,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/pool_choice.hpp"
@@ -45,10 +45,10 @@ struct manager_state {
   caf::actor driver;
   std::deque<start_episode> waiting;
   std::map<uint64_t, running_episode> running;
-  std::map<uint64_t, job_entry> jobs;      // evaluations routed and not answered
-  std::deque<uint64_t> held;               // jobs waiting for any pool to exist
+  std::map<uint64_t, job_entry> jobs;            // evaluations routed and not answered
+  std::deque<uint64_t> held;                     // jobs waiting for any pool to exist
   std::map<std::string, std::string> task_pool;  // task -> node of its last pool (affinity)
-  std::map<std::string, int64_t> served;   // evaluations answered, per pool node
+  std::map<std::string, int64_t> served;         // evaluations answered, per pool node
   static inline const char* name = "rollout_manager";
 };
 
@@ -70,8 +70,8 @@ void report_capacity(manager_actor* self) {
   auto& st = self->state;
   if (!st.driver) return;
   int free = st.opts.max_concurrent - static_cast<int>(st.running.size() + st.waiting.size());
-  self->send(st.driver, rollout_capacity{st.opts.node_id, std::max(0, free),
-                                         static_cast<int32_t>(st.running.size()), st.opts.max_concurrent});
+  self->send(st.driver, rollout_capacity{st.opts.node_id, std::max(0, free), static_cast<int32_t>(st.running.size()),
+                                         st.opts.max_concurrent});
 }
 
 void admit(manager_actor* self) {
@@ -126,8 +126,8 @@ void answer(manager_actor* self, uint64_t job_id, eval_result r) {
 void send_job(manager_actor* self, uint64_t job_id);
 
 /// A pool's answer (or failure) for a job; answers of a pool the job has left are dropped.
-void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& from,
-                   eval_result* r, const caf::error* err) {
+void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& from, eval_result* r,
+                   const caf::error* err) {
   auto& st = self->state;
   auto it = st.jobs.find(job_id);
   if (it == st.jobs.end() || it->second.pool != from) return;
@@ -141,7 +141,8 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
   }
   // One more pool absorbs a pool that failed under the job (a timeout or a broken
   // connection); a second failure is reported as infrastructure (gpu_pool/judgement).
-  auto j = gpu_pool::judge({gpu_pool::outcome::pool_failed, it->second.req.mode, {}, "GPU pool failed: " + self->system().render(*err)});
+  auto j = gpu_pool::judge(
+      {gpu_pool::outcome::pool_failed, it->second.req.mode, {}, "GPU pool failed: " + self->system().render(*err)});
   if (gpu_pool::retry_again(j, it->second.failures++)) {
     it->second.pool = caf::actor_addr{};
     return send_job(self, job_id);
@@ -191,8 +192,7 @@ void add_pool(manager_actor* self, caf::actor handle, std::string node) {
 }
 
 /// Drops pools (by node, or by address when `node` is empty); their jobs go to another.
-void drop_pools(manager_actor* self, const std::string& node, const caf::actor_addr& addr,
-                const std::string& why) {
+void drop_pools(manager_actor* self, const std::string& node, const caf::actor_addr& addr, const std::string& why) {
   auto& st = self->state;
   std::vector<caf::actor_addr> gone;
   std::erase_if(st.pools, [&](const pool_entry& p) {
@@ -201,8 +201,8 @@ void drop_pools(manager_actor* self, const std::string& node, const caf::actor_a
     return match;
   });
   if (gone.empty()) return;
-  log_error("rollout", st.opts.node_id + " lost the GPU pool" + (node.empty() ? "" : " on " + node) + " (" +
-                           why + "); " + std::to_string(st.pools.size()) + " pools left");
+  log_error("rollout", st.opts.node_id + " lost the GPU pool" + (node.empty() ? "" : " on " + node) + " (" + why +
+                           "); " + std::to_string(st.pools.size()) + " pools left");
   std::vector<uint64_t> moved;
   for (auto& [id, job] : st.jobs)
     for (auto& g : gone)
@@ -251,9 +251,8 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
     admit(self);
     report_capacity(self);
   });
-  self->set_down_handler([=](caf::down_msg& dm) {
-    drop_pools(self, "", dm.source, "exited: " + self->system().render(dm.reason));
-  });
+  self->set_down_handler(
+      [=](caf::down_msg& dm) { drop_pools(self, "", dm.source, "exited: " + self->system().render(dm.reason)); });
   return {
       [=](start_episode& start) {
         auto& s = self->state;
@@ -277,7 +276,8 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         auto id = req.job_id;
         if (s.jobs.contains(id)) {
           rp.deliver(gpu_pool::result_of(
-              gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(id)}), id));
+              gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(id)}),
+              id));
           return rp;
         }
         s.jobs[id] = {std::move(req), rp, {}, 0};
@@ -292,8 +292,10 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
       [=](atoms::transcript, uint64_t id) -> caf::response_promise {
         auto rp = self->make_response_promise();
         auto it = self->state.running.find(id);
-        if (it == self->state.running.end()) rp.deliver(std::string{});
-        else rp.delegate(it->second.handle, atoms::transcript::value);
+        if (it == self->state.running.end())
+          rp.deliver(std::string{});
+        else
+          rp.delegate(it->second.handle, atoms::transcript::value);
         return rp;
       },
       [=](pool_credits& pc) {

@@ -7,8 +7,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/run_board.hpp"
 #include "rollout/dispatch_ledger.hpp"
@@ -24,8 +24,8 @@ struct driver_state {
   run_driver_options opts;
   std::shared_ptr<rollout::trajectory_store> store;
   rollout::dispatch_ledger ledger;
-  std::map<uint64_t, start_episode> episodes;    // every planned episode without a record at start
-  std::map<std::string, caf::actor> managers;    // by node id
+  std::map<uint64_t, start_episode> episodes;  // every planned episode without a record at start
+  std::map<std::string, caf::actor> managers;  // by node id
   run_summary summary;
   bool finished = false;
   static inline const char* name = "run_driver";
@@ -79,8 +79,8 @@ void storage_failed(driver_actor* self, const std::string& err) {
   if (st.finished) return;
   st.ledger.drop_queue();
   st.summary.storage_error = err;
-  log_error("driver", "storage failed: " + err + "; admission closed; kept " + kept_text(*st.store) +
-                          " in " + st.summary.store_dir);
+  log_error("driver", "storage failed: " + err + "; admission closed; kept " + kept_text(*st.store) + " in " +
+                          st.summary.store_dir);
   finish(self);
 }
 
@@ -101,9 +101,10 @@ void append_record(driver_actor* self, trajectory_record& rec) {
   auto done = st.summary.recorded + st.summary.resumed;
   if (st.summary.planned <= 200 || done % every == 0 || rec.termination == episode_end::aborted)
     log_info("driver", "episode " + std::to_string(rec.episode_id) + " " + rec.task_id + ": " +
-                           to_string(rec.termination) + (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") +
-                           ", reward " + std::to_string(rec.reward) + ", " + std::to_string(rec.turns) +
-                           " turns [" + std::to_string(done) + "/" + std::to_string(st.summary.planned) + "]");
+                           to_string(rec.termination) +
+                           (rec.abort_reason.empty() ? "" : " (" + rec.abort_reason + ")") + ", reward " +
+                           std::to_string(rec.reward) + ", " + std::to_string(rec.turns) + " turns [" +
+                           std::to_string(done) + "/" + std::to_string(st.summary.planned) + "]");
 }
 
 /// A record from `from` (empty: the driver's own): stored if it is the episode's first.
@@ -112,10 +113,9 @@ void store_record(driver_actor* self, trajectory_record& rec, const std::string&
   auto outcome = st.ledger.record(from, rec.episode_id);
   if (outcome == rollout::record_outcome::stored) return append_record(self, rec);
   if (outcome == rollout::record_outcome::duplicate) ++st.summary.duplicates;
-  log_error("driver", std::string{outcome == rollout::record_outcome::duplicate ? "dropped a second"
-                                                                                   : "dropped an unplanned"} +
-                          " record for episode " + std::to_string(rec.episode_id) +
-                          (from.empty() ? "" : " from " + from));
+  log_error("driver",
+            std::string{outcome == rollout::record_outcome::duplicate ? "dropped a second" : "dropped an unplanned"} +
+                " record for episode " + std::to_string(rec.episode_id) + (from.empty() ? "" : " from " + from));
 }
 
 void dispatch(driver_actor* self) {
@@ -150,8 +150,8 @@ void on_node_lost(driver_actor* self, const std::string& node, const std::string
   auto loss = st.ledger.node_lost(node);
   if (!loss.requeued.empty()) {
     st.summary.requeued += static_cast<int>(loss.requeued.size());
-    log_info("driver", "rollout node " + node + " lost (" + reason + "): episodes " +
-                           format_id_ranges(loss.requeued) + " go back to the queue");
+    log_info("driver", "rollout node " + node + " lost (" + reason + "): episodes " + format_id_ranges(loss.requeued) +
+                           " go back to the queue");
   }
   // The ledger already counts these as ended; a record of the node's own that arrives
   // after all is dropped as a second one.
@@ -192,9 +192,8 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
     st.episodes[s.episode_id] = std::move(s);
   }
   if (st.summary.resumed > 0)
-    log_info("driver", "resuming: " + std::to_string(st.summary.resumed) + " of " +
-                           std::to_string(st.summary.planned) + " planned episodes have a record; " +
-                           std::to_string(st.ledger.open_episodes()) + " to run");
+    log_info("driver", "resuming: " + std::to_string(st.summary.resumed) + " of " + std::to_string(st.summary.planned) +
+                           " planned episodes have a record; " + std::to_string(st.ledger.open_episodes()) + " to run");
   if (st.opts.coordinator) self->send(st.opts.coordinator, atoms::subscribe::value);
   maybe_finish(self);
   return {
@@ -225,8 +224,7 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
         auto dropped = s.ledger.drop_queue();
         s.summary.planned -= static_cast<int>(dropped.size());
         for (auto& a : s.ledger.outstanding()) {
-          auto rec = aborted_record(s.episodes.at(a.episode_id), a.attempt, a.node,
-                                    "run interrupted (" + why + ")");
+          auto rec = aborted_record(s.episodes.at(a.episode_id), a.attempt, a.node, "run interrupted (" + why + ")");
           store_record(self, rec, "");
         }
         return true;

@@ -31,8 +31,8 @@ struct run_summary {
   int aborted = 0;
   int duplicates = 0;
   int store_errors = 0;
-  int requeued = 0;        ///< unstarted episodes of lost nodes sent again
-  int resumed = 0;         ///< planned episodes the store already held at start
+  int requeued = 0;  ///< unstarted episodes of lost nodes sent again
+  int resumed = 0;   ///< planned episodes the store already held at start
   std::string store_dir;
   std::string storage_error;  ///< set when the store failed: the run stopped there
   std::string kept;           ///< what the store holds, e.g. "12 records (episodes 1-12)"
@@ -52,7 +52,7 @@ struct run_driver_options {
   /// The run's episodes, when given (a resumed run's plan); else made from the fields above.
   std::vector<messages::start_episode> planned;
   bool retry_aborted = false;  ///< re-run a lost node's started episodes (next attempt)
-  caf::actor coordinator;  ///< subscribed to for rollout services and node losses
+  caf::actor coordinator;      ///< subscribed to for rollout services and node losses
   std::function<void(const run_summary&)> on_finished;
 };
 

@@ -10,13 +10,13 @@
 
 #include <caf/all.hpp>
 
-#include "base/remove_tree.hpp"
-#include "base/log.hpp"
 #include "actors/observed_actor.hpp"
-#include "sandbox/workspace_layout.hpp"
+#include "base/log.hpp"
+#include "base/remove_tree.hpp"
 #include "messages/type_ids.hpp"
 #include "sandbox/episode_sandbox.hpp"
 #include "sandbox/submission.hpp"
+#include "sandbox/workspace_layout.hpp"
 
 namespace caf_agent {
 using sandbox_ptr = std::shared_ptr<sandbox::episode_sandbox>;
@@ -55,8 +55,8 @@ caf::behavior executor(caf::event_based_actor* self, tool_executor_options opts)
       [=](tool_request& req, sandbox_ptr box) -> tool_response { return run_tool(box, req); },
       [=](atoms::open, uint64_t episode, task_spec& task) -> caf::message {
         std::string error;
-        auto dir = sandbox::make_workspace(opts.sandbox.workspace_root, opts.template_dir, opts.harness_dir,
-                                           episode, task.model_py, error);
+        auto dir = sandbox::make_workspace(opts.sandbox.workspace_root, opts.template_dir, opts.harness_dir, episode,
+                                           task.model_py, error);
         if (!error.empty()) return caf::make_message(error, sandbox_ptr{});
         sandbox::sandbox_config cfg;
         opts.sandbox.apply_to(cfg);
@@ -120,8 +120,7 @@ void pump(router_actor* self) {
 /// The queue only grows past its capacity by episodes' single outstanding
 /// calls, which rollout admission bounds.
 template <class... Reply, class... Ts>
-caf::response_promise enqueue(router_actor* self, std::function<void(Reply&...)> on_reply,
-                              Ts... args) {
+caf::response_promise enqueue(router_actor* self, std::function<void(Reply&...)> on_reply, Ts... args) {
   auto promise = self->make_response_promise();
   auto msg = caf::make_message(std::move(args)...);
   self->state.queue.push_back([=](caf::actor exec, std::function<void()> release) mutable {
@@ -228,12 +227,10 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
       [=](atoms::lookup, uint64_t episode) -> caf::response_promise {
         auto it = self->state.boxes.find(episode);
         if (it != self->state.boxes.end())
-          return enqueue<std::string, std::map<std::string, std::string>>(
-              self, {}, atoms::lookup::value, it->second);
+          return enqueue<std::string, std::map<std::string, std::string>>(self, {}, atoms::lookup::value, it->second);
         auto rp = self->make_response_promise();
         // Sim mode has no workspaces: an empty submission goes to the (sim) pool.
-        rp.deliver(std::string{sim ? "" : "no sandbox is open for this episode"},
-                   std::map<std::string, std::string>{});
+        rp.deliver(std::string{sim ? "" : "no sandbox is open for this episode"}, std::map<std::string, std::string>{});
         return rp;
       },
       [=](atoms::stats) -> std::map<std::string, double> {

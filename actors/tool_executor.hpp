@@ -29,9 +29,9 @@ struct tool_executor_options {
   std::string mode = "sandbox";  ///< sandbox (real tools) or sim (latency only)
   double sim_latency_ms = 50;
   // sandbox mode:
-  sandbox::sandbox_settings sandbox;  ///< [sandbox]: workspaces made under its workspace_root
-  std::string template_dir;      ///< skills/workspace
-  std::string harness_dir;       ///< skills/eval_worker/caf_agent_eval
+  sandbox::sandbox_settings sandbox;        ///< [sandbox]: workspaces made under its workspace_root
+  std::string template_dir;                 ///< skills/workspace
+  std::string harness_dir;                  ///< skills/eval_worker/caf_agent_eval
   std::vector<std::string> extra_ro_binds;  ///< e.g. the venv, readable inside the sandbox
   std::string path_env;                     ///< PATH inside the sandbox
 };

@@ -11,8 +11,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/run_driver.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/run_plan.hpp"
 #include "rollout/train_plan.hpp"
@@ -47,31 +47,37 @@ struct trainer_state {
   rollout::train_state st;
   phase ph = phase::idle;
   caf::actor driver;
-  std::map<int32_t, shard_ref> shards;          // by rank
-  std::map<std::string, caf::actor> policies;   // by node
-  train_batch batch;                            // the step in progress (resent on retry)
-  rollout::consumed_batch consumed;             // what committing it consumes
+  std::map<int32_t, shard_ref> shards;         // by rank
+  std::map<std::string, caf::actor> policies;  // by node
+  train_batch batch;                           // the step in progress (resent on retry)
+  rollout::consumed_batch consumed;            // what committing it consumes
   iteration_stats stats;
   std::map<int32_t, train_step_done> replies;
   int32_t attempt = 0;
   uint64_t generation = 1;
   steady::time_point step_start;
-  steady::time_point rollout_start;             // the iteration's episodes were planned
-  json phases;                                  // the iteration's phase times so far (null: none)
-  bool reuse = false;                           // the iteration trains on the stage's data set
-  std::vector<uint64_t> new_stage_data;         // a demonstration play's kept ids (saved with the commit)
-  bool awaiting_weights = false;                // resumed: wait until a policy service holds the version
-  std::string eval_name;                        // the evaluation round in progress
+  steady::time_point rollout_start;      // the iteration's episodes were planned
+  json phases;                           // the iteration's phase times so far (null: none)
+  bool reuse = false;                    // the iteration trains on the stage's data set
+  std::vector<uint64_t> new_stage_data;  // a demonstration play's kept ids (saved with the commit)
+  bool awaiting_weights = false;         // resumed: wait until a policy service holds the version
+  std::string eval_name;                 // the evaluation round in progress
   bool open_once = false;
   static inline const char* name = "trainer";
 };
 
 using trainer_actor = caf::stateful_actor<trainer_state>;
 
-std::string store_dir(const trainer_state& s) { return (fs::path{s.opts.run_dir} / "trajectories").string(); }
-std::string checkpoint_root(const std::string& run_dir) { return (fs::path{run_dir} / "checkpoints").string(); }
+std::string store_dir(const trainer_state& s) {
+  return (fs::path{s.opts.run_dir} / "trajectories").string();
+}
+std::string checkpoint_root(const std::string& run_dir) {
+  return (fs::path{run_dir} / "checkpoints").string();
+}
 
-const trainer_stage& current_stage(const trainer_state& s) { return s.opts.stages.at(s.st.stage_index); }
+const trainer_stage& current_stage(const trainer_state& s) {
+  return s.opts.stages.at(s.st.stage_index);
+}
 
 std::string fmt(double x, int digits = 2) {
   char buf[64];
@@ -166,8 +172,10 @@ void record_phases(trainer_state& s, uint64_t version, double publish_s) {
   std::string text;
   for (const char* k : {"rollout_wall_s", "generation_s", "judging_s", "tools_s", "old_logprob_s", "update_s",
                         "checkpoint_save_s", "weight_sync_s"})
-    if (p.contains(k)) text += (text.empty() ? "" : ", ") + std::string(k, std::strlen(k) - 2) + " " + fmt(p[k].get<double>(), 3) + " s";
-  log_info("train", "iteration " + std::to_string(s.st.iteration) + " phases (v" + std::to_string(version) + "): " + text);
+    if (p.contains(k))
+      text += (text.empty() ? "" : ", ") + std::string(k, std::strlen(k) - 2) + " " + fmt(p[k].get<double>(), 3) + " s";
+  log_info("train",
+           "iteration " + std::to_string(s.st.iteration) + " phases (v" + std::to_string(version) + "): " + text);
   json event = {{"event", "phases"}, {"iteration", s.st.iteration}, {"policy_version", version}};
   event.update(p);
   record_event(s, std::move(event));
@@ -194,7 +202,8 @@ std::string stats_text(const iteration_stats& st) {
   std::string tiers;
   for (int32_t t : {-1, 1, 2, 3}) {
     auto it = st.tiers.find(t);
-    tiers += (tiers.empty() ? "" : " ") + std::to_string(t) + ":" + std::to_string(it == st.tiers.end() ? 0 : it->second);
+    tiers +=
+        (tiers.empty() ? "" : " ") + std::to_string(t) + ":" + std::to_string(it == st.tiers.end() ? 0 : it->second);
   }
   return std::to_string(st.episodes) + " episodes, mean reward " + fmt(st.reward_sum / double(judged)) +
          ", pass rate " + fmt(100.0 * double(st.correct) / double(judged), 1) + "%, tiers " + tiers +
@@ -252,7 +261,9 @@ void evaluate(trainer_actor* self, const std::string& round) {
   }
   d.episodes = static_cast<int>(d.planned.size());
   caf::actor me = caf::actor_cast<caf::actor>(self);
-  d.on_finished = [me](const run_summary& summary) { caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept); };
+  d.on_finished = [me](const run_summary& summary) {
+    caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
+  };
   log_info("train", "evaluation round " + round + ": " + std::to_string(d.episodes) + " fresh episodes with version " +
                         std::to_string(s.st.policy_version) + " (temperature " + fmt(s.opts.eval.temperature) + ", " +
                         std::to_string(s.opts.eval.max_turns) + " turns)");
@@ -271,30 +282,46 @@ void evaluation_done(trainer_actor* self, const run_summary& summary) {
   const auto round = s.eval_name;
   const auto dir = fs::path{s.opts.run_dir} / ("eval-" + round);
   if (!summary.storage_error.empty())
-    return finish(self, trainer_storage, "evaluation round " + round + ": storage failed: " + summary.storage_error +
-                                             " (run again to resume)");
+    return finish(
+        self, trainer_storage,
+        "evaluation round " + round + ": storage failed: " + summary.storage_error + " (run again to resume)");
   auto records = rollout::trajectory_store::read_all(dir.string());
   std::vector<const trajectory_record*> all;
   json episodes = json::array();
   for (const auto& r : records) {
     all.push_back(&r);
-    episodes.push_back({{"episode_id", r.episode_id}, {"task_id", r.task_id}, {"reward", r.reward},
-                        {"correct", r.correct}, {"termination", r.termination}, {"turns", r.turns}});
+    episodes.push_back({{"episode_id", r.episode_id},
+                        {"task_id", r.task_id},
+                        {"reward", r.reward},
+                        {"correct", r.correct},
+                        {"termination", r.termination},
+                        {"turns", r.turns}});
   }
   const auto st = stats_of(all);
   const double judged = double(std::max<int64_t>(st.episodes - st.aborted, 1));
   json tiers = json::object();
   for (int32_t t : {-1, 1, 2, 3}) tiers[std::to_string(t)] = st.tiers.contains(t) ? st.tiers.at(t) : 0;
   const auto text = stats_text(st);
-  json out = {{"round", round}, {"policy_version", s.st.policy_version}, {"checkpoint", s.st.checkpoint},
-              {"temperature", s.opts.eval.temperature}, {"max_turns", s.opts.eval.max_turns},
-              {"episodes", st.episodes}, {"aborted", st.aborted}, {"mean_reward", st.reward_sum / judged},
-              {"pass_rate", double(st.correct) / judged}, {"tiers", tiers}, {"summary", text},
-              {"store", dir.string()}, {"records", episodes}};
+  json out = {{"round", round},
+              {"policy_version", s.st.policy_version},
+              {"checkpoint", s.st.checkpoint},
+              {"temperature", s.opts.eval.temperature},
+              {"max_turns", s.opts.eval.max_turns},
+              {"episodes", st.episodes},
+              {"aborted", st.aborted},
+              {"mean_reward", st.reward_sum / judged},
+              {"pass_rate", double(st.correct) / judged},
+              {"tiers", tiers},
+              {"summary", text},
+              {"store", dir.string()},
+              {"records", episodes}};
   if (auto err = rollout::write_file_atomically(eval_file(s, round), out.dump(1) + "\n"))
     return finish(self, trainer_storage, "cannot write " + eval_file(s, round).string() + ": " + *err);
-  record_event(s, {{"event", "evaluation"}, {"round", round}, {"policy_version", s.st.policy_version},
-                   {"mean_reward", st.reward_sum / judged}, {"pass_rate", double(st.correct) / judged},
+  record_event(s, {{"event", "evaluation"},
+                   {"round", round},
+                   {"policy_version", s.st.policy_version},
+                   {"mean_reward", st.reward_sum / judged},
+                   {"pass_rate", double(st.correct) / judged},
                    {"tiers", tiers}});
   log_info("train", "evaluation " + round + " (version " + std::to_string(s.st.policy_version) + "): " + text);
   s.ph = phase::idle;
@@ -321,29 +348,39 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   rollout::training_selection sel;
   for (const auto* r : mine) {
     auto why = rollout::training_exclusion(*r, filter);
-    if (why.empty()) sel.kept.push_back(r);
-    else ++sel.dropped[why];
+    if (why.empty())
+      sel.kept.push_back(r);
+    else
+      ++sel.dropped[why];
   }
   if (mine.size() < ids.size()) sel.dropped["no record"] += static_cast<int64_t>(ids.size() - mine.size());
-  s.consumed = {0, stage.name, s.st.policy_version + 1, reuse ? std::vector<uint64_t>{} : ids,
-                static_cast<int64_t>(sel.kept.size()), sel.dropped};
+  s.consumed = {0,
+                stage.name,
+                s.st.policy_version + 1,
+                reuse ? std::vector<uint64_t>{} : ids,
+                static_cast<int64_t>(sel.kept.size()),
+                sel.dropped};
   s.new_stage_data.clear();
   if (!stage.demonstrations.empty() && !reuse)
     for (const auto* r : sel.kept) s.new_stage_data.push_back(r->episode_id);
   if (sel.kept.empty()) {
     std::string why;
     for (auto& [k, n] : sel.dropped) why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + k;
-    log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + "): " +
-                           stats_text(s.stats) + "; no training data (" + why + "); no step taken");
+    log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name +
+                           "): " + stats_text(s.stats) + "; no training data (" + why + "); no step taken");
     rollout::commit_iteration(s.st, s.consumed, false, {});
     if (stage.store.empty() == false) s.st.store_cursor += static_cast<int64_t>(ids.size());
-    record_event(s, {{"event", "no_training_data"}, {"iteration", s.st.iteration}, {"stage", stage.name},
-                     {"episode_ids", ids}, {"dropped", sel.dropped}});
+    record_event(s, {{"event", "no_training_data"},
+                     {"iteration", s.st.iteration},
+                     {"stage", stage.name},
+                     {"episode_ids", ids},
+                     {"dropped", sel.dropped}});
     if (!persist(self)) return;
     if (s.st.empty_iterations >= s.opts.max_empty_iterations)
-      return finish(self, trainer_no_data, std::to_string(s.st.empty_iterations) +
-                                               " iterations in a row brought no training data; the run stopped "
-                                               "(the state is kept: fix the cause and run again to resume)");
+      return finish(self, trainer_no_data,
+                    std::to_string(s.st.empty_iterations) +
+                        " iterations in a row brought no training data; the run stopped "
+                        "(the state is kept: fix the cause and run again to resume)");
     return start_iteration(self);
   }
   auto packed = rollout::packed_batch_json(sel.kept, filter.stage);
@@ -375,10 +412,11 @@ void rollout_done(trainer_actor* self, const run_summary& summary) {
   if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
   s.driver = nullptr;
   if (!summary.storage_error.empty())
-    return finish(self, trainer_storage, "storage failed: " + summary.storage_error + "; kept " + summary.kept +
-                                             " (run again to resume)");
+    return finish(self, trainer_storage,
+                  "storage failed: " + summary.storage_error + "; kept " + summary.kept + " (run again to resume)");
   rollout::scan_report scan;
-  if (s.phases.is_object()) s.phases["rollout_wall_s"] = std::chrono::duration<double>(steady::now() - s.rollout_start).count();
+  if (s.phases.is_object())
+    s.phases["rollout_wall_s"] = std::chrono::duration<double>(steady::now() - s.rollout_start).count();
   auto records = rollout::trajectory_store::read_all(store_dir(s), &scan);
   build_batch(self, records, s.st.pending);
 }
@@ -398,10 +436,10 @@ void start_iteration(trainer_actor* self) {
     std::string stages;
     for (auto& o : s.st.stages_done)
       stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" + o.outcome + ")";
-    return finish(self, trainer_ok, "training finished: version " + std::to_string(s.st.policy_version) + " in " +
-                                        s.st.checkpoint + " after " + std::to_string(s.st.iteration) +
-                                        " iterations (" + stages + "); checkpoints in " +
-                                        checkpoint_root(s.opts.run_dir) + eval_table(s));
+    return finish(self, trainer_ok,
+                  "training finished: version " + std::to_string(s.st.policy_version) + " in " + s.st.checkpoint +
+                      " after " + std::to_string(s.st.iteration) + " iterations (" + stages + "); checkpoints in " +
+                      checkpoint_root(s.opts.run_dir) + eval_table(s));
   }
   const auto& stage = current_stage(s);
   s.ph = phase::rollout;
@@ -419,8 +457,8 @@ void start_iteration(trainer_actor* self) {
   }
   // A demonstration stage's first iteration plays every task's recording once.
   const bool demos = !stage.demonstrations.empty();
-  const auto& ids = rollout::plan_iteration(
-      s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.episodes_per_iteration);
+  const auto& ids =
+      rollout::plan_iteration(s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.episodes_per_iteration);
   if (!persist(self)) return;  // the plan is on disk before any episode starts
   run_driver_options d;
   d.tasks = s.opts.tasks;
@@ -436,13 +474,17 @@ void start_iteration(trainer_actor* self) {
     e.max_turns = stage.max_turns;
     e.wall_limit_ms = s.opts.wall_limit_ms;
     e.seed = s.opts.seed * 1000003 + id;
-    if (demos) e.policy = "demonstrations";
-    else e.temperature = stage.temperature;
+    if (demos)
+      e.policy = "demonstrations";
+    else
+      e.temperature = stage.temperature;
     d.planned.push_back(std::move(e));
   }
   d.episodes = static_cast<int>(d.planned.size());
   caf::actor me = caf::actor_cast<caf::actor>(self);
-  d.on_finished = [me](const run_summary& summary) { caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept); };
+  d.on_finished = [me](const run_summary& summary) {
+    caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
+  };
   log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + " step " +
                         std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
                         (demos ? " (the demonstrations of " + stage.demonstrations + ")"
@@ -464,9 +506,10 @@ void send_batch(trainer_actor* self) {
     return;
   }
   if (++s.attempt > s.opts.max_step_attempts)
-    return finish(self, trainer_step_failed, "the step of iteration " + std::to_string(s.batch.batch_id) +
-                                                 " failed " + std::to_string(s.opts.max_step_attempts) +
-                                                 " times; the run stopped (run again to resume: no episode is lost)");
+    return finish(self, trainer_step_failed,
+                  "the step of iteration " + std::to_string(s.batch.batch_id) + " failed " +
+                      std::to_string(s.opts.max_step_attempts) +
+                      " times; the run stopped (run again to resume: no episode is lost)");
   s.batch.attempt = s.attempt;
   s.batch.generation = s.generation;
   s.replies.clear();
@@ -485,8 +528,11 @@ void step_failed(trainer_actor* self, const std::string& why) {
   log_error("train", "step of iteration " + std::to_string(s.batch.batch_id) + " (attempt " +
                          std::to_string(s.attempt) + ") failed: " + why + "; it runs again once all " +
                          std::to_string(s.opts.shards) + " shards are up");
-  record_event(s, {{"event", "step_failed"}, {"iteration", s.batch.batch_id}, {"attempt", s.attempt},
-                   {"reason", why}, {"episode_ids", s.consumed.episode_ids}});
+  record_event(s, {{"event", "step_failed"},
+                   {"iteration", s.batch.batch_id},
+                   {"attempt", s.attempt},
+                   {"reason", why},
+                   {"episode_ids", s.consumed.episode_ids}});
   // Rationale: a second's pause keeps a step that fails at once (a bad checkpoint) from
   // spinning through its attempts before anyone can read the first error.
   self->delayed_send(self, std::chrono::seconds(1), atoms::run::value);
@@ -554,45 +600,65 @@ void step_succeeded(trainer_actor* self) {
   if (!reason.empty()) rollout::advance_stage(s.st, stage.name, reason, ev);
   if (!persist(self)) return;
   const auto& lrs = s.batch.actor_lrs;
-  const std::string optimizer =
-      lrs.empty() ? std::string{}
-                  : ", " + std::to_string(lrs.size()) + " optimizer step" + (lrs.size() > 1 ? "s" : "") + " at lr " +
-                        fmt_lr(lrs.front()) + (lrs.front() != lrs.back() ? " -> " + fmt_lr(lrs.back()) : "");
+  const std::string optimizer = lrs.empty() ? std::string{}
+                                            : ", " + std::to_string(lrs.size()) + " optimizer step" +
+                                                  (lrs.size() > 1 ? "s" : "") + " at lr " + fmt_lr(lrs.front()) +
+                                                  (lrs.front() != lrs.back() ? " -> " + fmt_lr(lrs.back()) : "");
   log_info("train", "iteration " + std::to_string(s.st.iteration) + " (" + stage.name + " step " +
                         std::to_string(steps) + "): " +
                         (s.reuse ? std::to_string(s.stats.episodes) + " demonstrations (the stage's data set)"
                                  : stats_text(s.stats)) +
-                        "; trained on " +
-                        std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
+                        "; trained on " + std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
                         std::to_string(s.st.policy_version) + (lead.applied ? "" : ", skipped: " + lead.skip_reason) +
                         optimizer + "): policy loss " + fmt(policy_loss, 4) +
-                        (s.batch.stage == "rft" ? ", nll " + fmt(lead.nll, 4) : "") + ", value loss " + fmt(value_loss, 4) +
-                        ", explained variance " + fmt(ev, 3) + ", step " + fmt(seconds, 1) + " s" +
+                        (s.batch.stage == "rft" ? ", nll " + fmt(lead.nll, 4) : "") + ", value loss " +
+                        fmt(value_loss, 4) + ", explained variance " + fmt(ev, 3) + ", step " + fmt(seconds, 1) + " s" +
                         (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
   json shards = json::array();
   for (auto& [rank, r] : s.replies)
-    shards.push_back({{"rank", rank}, {"node", r.node_id}, {"prepare_s", r.prepare_s}, {"step_s", r.step_s},
-                      {"save_s", r.save_s}, {"stage_s", r.stage_s}, {"report", json::parse(r.report_json, nullptr, false)}});
+    shards.push_back({{"rank", rank},
+                      {"node", r.node_id},
+                      {"prepare_s", r.prepare_s},
+                      {"step_s", r.step_s},
+                      {"save_s", r.save_s},
+                      {"stage_s", r.stage_s},
+                      {"report", json::parse(r.report_json, nullptr, false)}});
   const double judged = double(std::max<int64_t>(s.stats.episodes - s.stats.aborted, 1));
   json tiers = json::object();
   for (auto& [t, n] : s.stats.tiers) tiers[std::to_string(t)] = n;
-  record_event(s, {{"event", "step"}, {"iteration", s.st.iteration}, {"stage", stage.name}, {"stage_step", steps},
-                   {"attempt", s.attempt}, {"policy_version", s.st.policy_version}, {"checkpoint", lead.checkpoint},
-                   {"episode_ids", s.consumed.episode_ids}, {"kept", s.consumed.kept}, {"dropped", s.consumed.dropped},
-                   {"mean_reward", s.stats.reward_sum / judged}, {"pass_rate", double(s.stats.correct) / judged},
-                   {"tiers", tiers}, {"aborted", s.stats.aborted}, {"policy_loss", policy_loss},
-                   {"value_loss", value_loss}, {"explained_variance", ev}, {"seconds", seconds}, {"shards", shards},
-                   {"nll", lead.nll}, {"optimizer_steps", lead.optimizer_steps}, {"actor_lrs", lrs},
+  record_event(s, {{"event", "step"},
+                   {"iteration", s.st.iteration},
+                   {"stage", stage.name},
+                   {"stage_step", steps},
+                   {"attempt", s.attempt},
+                   {"policy_version", s.st.policy_version},
+                   {"checkpoint", lead.checkpoint},
+                   {"episode_ids", s.consumed.episode_ids},
+                   {"kept", s.consumed.kept},
+                   {"dropped", s.consumed.dropped},
+                   {"mean_reward", s.stats.reward_sum / judged},
+                   {"pass_rate", double(s.stats.correct) / judged},
+                   {"tiers", tiers},
+                   {"aborted", s.stats.aborted},
+                   {"policy_loss", policy_loss},
+                   {"value_loss", value_loss},
+                   {"explained_variance", ev},
+                   {"seconds", seconds},
+                   {"shards", shards},
+                   {"nll", lead.nll},
+                   {"optimizer_steps", lead.optimizer_steps},
+                   {"actor_lrs", lrs},
                    {"reused_data", s.reuse}});
   if (!reason.empty())
     log_info("train", "stage " + stage.name + " done after " + std::to_string(steps) + " steps (" +
-                          (reason == "gate"   ? "explained variance " + fmt(ev, 3) + " reached the gate"
+                          (reason == "gate"  ? "explained variance " + fmt(ev, 3) + " reached the gate"
                            : reason == "cap" ? "the step cap; explained variance " + fmt(ev, 3) + " stayed below " +
                                                    fmt(stage.min_explained_variance, 3)
                                              : "its iterations") +
                           ")");
   const bool stop = reason == "cap" && stage.stop_at_cap;
-  const auto path = lead.in_process_path.empty() ? (fs::path{lead.checkpoint} / "actor").string() : lead.in_process_path;
+  const auto path =
+      lead.in_process_path.empty() ? (fs::path{lead.checkpoint} / "actor").string() : lead.in_process_path;
   publish(self, s.st.policy_version, path, [self, stop, name = stage.name] {
     if (stop)
       return finish(self, trainer_gate_not_reached,
@@ -608,7 +674,8 @@ void on_step_done(trainer_actor* self, train_step_done& d) {
                            std::to_string(d.batch_id) + ", attempt " + std::to_string(d.attempt) + ")");
     return;
   }
-  if (!d.error.empty()) return step_failed(self, "shard " + std::to_string(d.rank) + " (" + d.node_id + "): " + d.error);
+  if (!d.error.empty())
+    return step_failed(self, "shard " + std::to_string(d.rank) + " (" + d.node_id + "): " + d.error);
   s.replies[d.rank] = d;
   if (static_cast<int32_t>(s.replies.size()) == s.opts.shards) step_succeeded(self);
 }
@@ -630,16 +697,19 @@ void on_service(trainer_actor* self, const service_announce& svc, caf::actor han
     if (s.st.policy_version > 0 && !s.st.checkpoint.empty())
       self->request(handle, std::chrono::seconds(120),
                     weights_published{s.st.policy_version, (fs::path{s.st.checkpoint} / "actor").string()})
-          .then([=, node = svc.node_id](std::string& error) {
-                  if (error.empty()) log_info("train", "policy service " + node + " has version " +
-                                                           std::to_string(self->state.st.policy_version));
-                  else log_error("train", "policy service " + node + " refused the current weights: " + error);
-                  release_start(self);
-                },
-                [=, node = svc.node_id](caf::error& err) {
-                  log_error("train", "policy service " + node + " unreachable: " + self->system().render(err));
-                  release_start(self);
-                });
+          .then(
+              [=, node = svc.node_id](std::string& error) {
+                if (error.empty())
+                  log_info("train",
+                           "policy service " + node + " has version " + std::to_string(self->state.st.policy_version));
+                else
+                  log_error("train", "policy service " + node + " refused the current weights: " + error);
+                release_start(self);
+              },
+              [=, node = svc.node_id](caf::error& err) {
+                log_error("train", "policy service " + node + " unreachable: " + self->system().render(err));
+                release_start(self);
+              });
     return;
   }
   if (svc.name.rfind("learner/", 0) != 0) return;
@@ -650,7 +720,8 @@ void on_service(trainer_actor* self, const service_announce& svc, caf::actor han
   }
   if (rank < 0 || rank >= s.opts.shards) {
     log_error("train", "learner shard " + svc.name + " on " + svc.node_id + " ignored: ranks are 0.." +
-                           std::to_string(s.opts.shards - 1) + " (learner.shards = " + std::to_string(s.opts.shards) + ")");
+                           std::to_string(s.opts.shards - 1) + " (learner.shards = " + std::to_string(s.opts.shards) +
+                           ")");
     return;
   }
   auto it = s.shards.find(rank);
@@ -674,7 +745,8 @@ void on_node_lost(trainer_actor* self, const node_lost& lost) {
     ++s.generation;
     log_error("train", "learner shard " + std::to_string(rank) + " on " + lost.node_id + " lost (" + lost.reason + ")");
     if (s.ph == phase::training)
-      step_failed(self, "learner shard " + std::to_string(rank) + " on " + lost.node_id + " lost (" + lost.reason + ")");
+      step_failed(self,
+                  "learner shard " + std::to_string(rank) + " on " + lost.node_id + " lost (" + lost.reason + ")");
     return;
   }
 }
@@ -684,11 +756,12 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
   s.opts = std::move(opts);
   s.st = std::move(st);
   if (s.opts.coordinator) self->send(s.opts.coordinator, atoms::subscribe::value);
-  log_info("train", "run directory " + s.opts.run_dir + ": stage " +
-                        (s.st.stage_index < s.opts.stages.size() ? current_stage(s).name : std::string{"(all done)"}) +
-                        ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) +
-                        ", " + std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
-                        (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
+  log_info("train",
+           "run directory " + s.opts.run_dir + ": stage " +
+               (s.st.stage_index < s.opts.stages.size() ? current_stage(s).name : std::string{"(all done)"}) +
+               ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) + ", " +
+               std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
+               (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
   // A resumed run's engines start from the base model: wait until a policy service holds the
   // current version before playing episodes with it (on_service hands it over).
   s.awaiting_weights = s.st.policy_version > 0 && !s.st.checkpoint.empty();
@@ -719,8 +792,10 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
         run_summary summary;
         summary.storage_error = storage_error;
         summary.kept = kept;
-        if (self->state.ph == phase::evaluating) evaluation_done(self, summary);
-        else rollout_done(self, summary);
+        if (self->state.ph == phase::evaluating)
+          evaluation_done(self, summary);
+        else
+          rollout_done(self, summary);
       },
       [=](train_step_done& d) { on_step_done(self, d); },
       [=](service_announce& svc, caf::actor handle) { on_service(self, svc, handle); },
@@ -736,18 +811,22 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
         }
         // Started episodes still end in one record each (the driver records them aborted).
         self->request(st2.driver, std::chrono::seconds(10), atoms::stop::value, why)
-            .then([=](bool) mutable { finish(self, 130, text); rp.deliver(true); },
-                  [=](caf::error&) mutable { finish(self, 130, text); rp.deliver(true); });
+            .then(
+                [=](bool) mutable {
+                  finish(self, 130, text);
+                  rp.deliver(true);
+                },
+                [=](caf::error&) mutable {
+                  finish(self, 130, text);
+                  rp.deliver(true);
+                });
         return rp;
       },
       [=](atoms::stats) -> std::map<std::string, double> {
         auto& st2 = self->state;
-        return {{"iteration", double(st2.st.iteration)},
-                {"stage_index", double(st2.st.stage_index)},
-                {"stage_step", double(st2.st.stage_step)},
-                {"policy_version", double(st2.st.policy_version)},
-                {"shards", double(st2.shards.size())},
-                {"policy_services", double(st2.policies.size())},
+        return {{"iteration", double(st2.st.iteration)},   {"stage_index", double(st2.st.stage_index)},
+                {"stage_step", double(st2.st.stage_step)}, {"policy_version", double(st2.st.policy_version)},
+                {"shards", double(st2.shards.size())},     {"policy_services", double(st2.policies.size())},
                 {"attempt", double(st2.attempt)}};
       },
   };

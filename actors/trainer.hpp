@@ -42,26 +42,26 @@ namespace caf_agent {
 
 /// One stage and its stopping rule (see [train.<stage>] in config/local.toml).
 struct trainer_stage {
-  std::string name;             ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
+  std::string name;  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
   int32_t iterations = 1;
   int32_t max_turns = 150;
   int32_t min_reward = 1;
   int32_t max_repeats = 3;
-  std::string store;            ///< records of this store instead of fresh episodes
+  std::string store;  ///< records of this store instead of fresh episodes
   double min_explained_variance = 0.6;
   int32_t max_steps = 20;
   bool stop_at_cap = false;
-  std::string demonstrations;   ///< rft: play the recordings once (the rollout nodes' replay), train on them
+  std::string demonstrations;       ///< rft: play the recordings once (the rollout nodes' replay), train on them
   int32_t steps_per_iteration = 1;  ///< optimizer steps an iteration takes on its batch
-  int32_t batch_sequences = 0;  ///< trajectories per optimizer step, round robin; 0: the whole batch
-  learner::lr_schedule schedule;  ///< the actor's lr of each optimizer step of the stage
-  float temperature = -1;       ///< the stage's episodes' sampling temperature; < 0: the policy's
+  int32_t batch_sequences = 0;      ///< trajectories per optimizer step, round robin; 0: the whole batch
+  learner::lr_schedule schedule;    ///< the actor's lr of each optimizer step of the stage
+  float temperature = -1;           ///< the stage's episodes' sampling temperature; < 0: the policy's
 };
 
 /// The evaluation rounds (before training, after each stage): fresh episodes, real judge.
 struct trainer_eval {
-  int32_t episodes = 0;         ///< 0: none
-  float temperature = 0;        ///< 0: greedy
+  int32_t episodes = 0;   ///< 0: none
+  float temperature = 0;  ///< 0: greedy
   int32_t max_turns = 200;
 };
 
@@ -80,17 +80,17 @@ enum trainer_exit : int {
 struct trainer_options {
   std::vector<trainer_stage> stages;
   int32_t episodes_per_iteration = 4;
-  std::string run_dir;          ///< train_state.json, iterations.jsonl, trajectories/, checkpoints/
+  std::string run_dir;                     ///< train_state.json, iterations.jsonl, trajectories/, checkpoints/
   std::vector<messages::task_spec> tasks;  ///< cycled by episode id
   int64_t wall_limit_ms = 0;
   uint64_t seed = 1;
-  int32_t shards = 1;           ///< learner shards a step needs
+  int32_t shards = 1;             ///< learner shards a step needs
   bool stage_in_process = false;  ///< the engines share this process: hand them tensors, not files
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;
   bool retry_aborted = false;
   trainer_eval eval;
-  nlohmann::json settings;      ///< the run-shaping settings (a run directory of other ones is refused)
+  nlohmann::json settings;  ///< the run-shaping settings (a run directory of other ones is refused)
   caf::actor coordinator;
   std::function<void(int code, const std::string& summary)> on_finished;
 };

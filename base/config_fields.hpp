@@ -47,9 +47,13 @@ struct check {
 };
 
 /// An integer that must be > 0 ("must be > 0, got N").
-inline check positive() { return {check::kind::positive, 0, 0, {}, {}}; }
+inline check positive() {
+  return {check::kind::positive, 0, 0, {}, {}};
+}
 /// A number in [lo, hi] ("must be in [lo, hi], got v").
-inline check range(double lo, double hi) { return {check::kind::range, lo, hi, {}, {}}; }
+inline check range(double lo, double hi) {
+  return {check::kind::range, lo, hi, {}, {}};
+}
 /// A number in [lo, hi]; outside, `message` is the error.
 inline check within(double lo, double hi, std::string_view message) {
   return {check::kind::within, lo, hi, {}, message};
@@ -71,7 +75,9 @@ inline check one_of(std::initializer_list<std::string_view> choices) {
   return {check::kind::one_of, 0, 0, std::vector<std::string_view>(choices), {}};
 }
 /// A string that is not empty ("must not be empty").
-inline check not_empty() { return {check::kind::not_empty, 0, 0, {}, {}}; }
+inline check not_empty() {
+  return {check::kind::not_empty, 0, 0, {}, {}};
+}
 
 /// The checks' error text for one value (empty when it passes).
 template <class T>
@@ -93,11 +99,13 @@ std::string check_message(const check& c, const T& v) {
       case check::kind::above_within:
         if (!(d > c.lo && d <= c.hi)) return std::string{c.message};
         return {};
-      default: return "check does not apply to a number";
+      default:
+        return "check does not apply to a number";
     }
   } else if constexpr (std::is_same_v<T, std::string>) {
     switch (c.what) {
-      case check::kind::not_empty: return v.empty() ? "must not be empty" : std::string{};
+      case check::kind::not_empty:
+        return v.empty() ? "must not be empty" : std::string{};
       case check::kind::one_of: {
         std::string list;
         for (auto choice : c.choices) {
@@ -106,7 +114,8 @@ std::string check_message(const check& c, const T& v) {
         }
         return "'" + v + "' is not one of: " + list;
       }
-      default: return "check does not apply to a string";
+      default:
+        return "check does not apply to a string";
     }
   } else {
     return "check does not apply to this type";
@@ -181,10 +190,18 @@ class error_list : public config_errors {
 
 /// A value written as TOML (strings quoted and escaped; a double in its shortest form that reads
 /// back to the same value, always with a '.' or an exponent so it stays a float).
-inline std::string toml_value(bool v) { return v ? "true" : "false"; }
-inline std::string toml_value(int32_t v) { return std::to_string(v); }
-inline std::string toml_value(int64_t v) { return std::to_string(v); }
-inline std::string toml_value(uint64_t v) { return std::to_string(v); }
+inline std::string toml_value(bool v) {
+  return v ? "true" : "false";
+}
+inline std::string toml_value(int32_t v) {
+  return std::to_string(v);
+}
+inline std::string toml_value(int64_t v) {
+  return std::to_string(v);
+}
+inline std::string toml_value(uint64_t v) {
+  return std::to_string(v);
+}
 inline std::string toml_value(double v) {
   if (v != v) return "nan";
   if (v == std::numeric_limits<double>::infinity()) return "inf";
@@ -199,10 +216,18 @@ inline std::string toml_value(const std::string& v) {
   std::string out = "\"";
   for (unsigned char ch : v) {
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (ch < 0x20 || ch == 0x7f) {
           char esc[8];

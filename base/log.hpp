@@ -31,8 +31,7 @@ inline void write_line(std::string_view component, std::string_view message) {
   char stamp[32];
   std::snprintf(stamp, sizeof stamp, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(ms.count()));
-  std::string line = std::string{stamp} + " " + std::string{component} + ": " +
-                     std::string{message} + "\n";
+  std::string line = std::string{stamp} + " " + std::string{component} + ": " + std::string{message} + "\n";
   std::lock_guard<std::mutex> guard{mutex};
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
@@ -47,14 +46,12 @@ inline void set_log_level(log_level level) {
 
 /// Writes one line at info level: "<time> <component>: <message>".
 inline void log_info(std::string_view component, std::string_view message) {
-  if (log_detail::current_level >= static_cast<int>(log_level::info))
-    log_detail::write_line(component, message);
+  if (log_detail::current_level >= static_cast<int>(log_level::info)) log_detail::write_line(component, message);
 }
 
 /// Writes one line at debug level.
 inline void log_debug(std::string_view component, std::string_view message) {
-  if (log_detail::current_level >= static_cast<int>(log_level::debug))
-    log_detail::write_line(component, message);
+  if (log_detail::current_level >= static_cast<int>(log_level::debug)) log_detail::write_line(component, message);
 }
 
 /// Writes one line regardless of level (errors and warnings).

@@ -7,8 +7,7 @@ using messages::node_state;
 
 namespace {
 
-const char* const known_roles[] = {"coordinator", "rollout", "gpu-pool", "learner",
-                                   "inference",   "inspector", "local"};
+const char* const known_roles[] = {"coordinator", "rollout", "gpu-pool", "learner", "inference", "inspector", "local"};
 
 }  // namespace
 
@@ -32,8 +31,7 @@ node_event node_registry::add(const messages::node_info& info, int64_t now_ms) {
   return {info.node_id, from, node_state::up, "registered"};
 }
 
-std::optional<node_event> node_registry::heartbeat(const messages::node_heartbeat& hb,
-                                                   int64_t now_ms) {
+std::optional<node_event> node_registry::heartbeat(const messages::node_heartbeat& hb, int64_t now_ms) {
   auto it = nodes_.find(hb.node_id);
   if (it == nodes_.end()) return std::nullopt;
   it->second.last_seen_ms = now_ms;
@@ -42,16 +40,14 @@ std::optional<node_event> node_registry::heartbeat(const messages::node_heartbea
   return std::nullopt;
 }
 
-std::optional<node_event> node_registry::down(const std::string& node_id,
-                                              const std::string& reason) {
+std::optional<node_event> node_registry::down(const std::string& node_id, const std::string& reason) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.state == node_state::left || it->second.state == node_state::down)
     return std::nullopt;
   return transition(node_id, node_state::down, reason);
 }
 
-std::optional<node_event> node_registry::left(const std::string& node_id,
-                                              const std::string& reason) {
+std::optional<node_event> node_registry::left(const std::string& node_id, const std::string& reason) {
   if (!nodes_.contains(node_id)) return std::nullopt;
   return transition(node_id, node_state::left, reason);
 }
@@ -61,8 +57,7 @@ std::vector<node_event> node_registry::expire(int64_t now_ms) {
   for (auto& [id, st] : nodes_) {
     if (st.state == node_state::up && now_ms - st.last_seen_ms > timeout_ms_) {
       auto silent = std::to_string(now_ms - st.last_seen_ms);
-      if (auto ev = transition(id, node_state::stale, "no heartbeat for " + silent + " ms"))
-        events.push_back(*ev);
+      if (auto ev = transition(id, node_state::stale, "no heartbeat for " + silent + " ms")) events.push_back(*ev);
     }
   }
   return events;
@@ -81,8 +76,8 @@ size_t node_registry::up_count() const {
   return n;
 }
 
-std::optional<node_event> node_registry::transition(const std::string& node_id,
-                                                    node_state to, const std::string& reason) {
+std::optional<node_event> node_registry::transition(const std::string& node_id, node_state to,
+                                                    const std::string& reason) {
   auto& st = nodes_.at(node_id);
   if (st.state == to) return std::nullopt;
   node_event ev{node_id, st.state, to, reason};

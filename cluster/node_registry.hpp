@@ -54,8 +54,7 @@ class node_registry {
   size_t up_count() const;
 
  private:
-  std::optional<node_event> transition(const std::string& node_id, messages::node_state to,
-                                       const std::string& reason);
+  std::optional<node_event> transition(const std::string& node_id, messages::node_state to, const std::string& reason);
   int64_t timeout_ms_;
   std::map<std::string, messages::node_status> nodes_;
 };

@@ -68,7 +68,8 @@ std::string log_tail(const std::string& log) {
 
 judgement judge(const job_outcome& o) {
   switch (o.what) {
-    case outcome::verdict: return from_verdict(o);
+    case outcome::verdict:
+      return from_verdict(o);
     case outcome::judge_error:
       return infra_failure(eval_status::infra_error, "judge failure: " + o.detail, true, true);
     case outcome::worker_timeout:
@@ -85,16 +86,21 @@ judgement judge(const job_outcome& o) {
       return infra_failure(eval_status::infra_error, "eval worker failure: " + o.detail, true, true);
     case outcome::worker_unavailable:
       return infra_failure(eval_status::infra_error, "eval worker failure: " + o.detail, true, true);
-    case outcome::build_failed: return policy_failure(o, "compile error: " + log_tail(o.detail));
+    case outcome::build_failed:
+      return policy_failure(o, "compile error: " + log_tail(o.detail));
     case outcome::builder_failed:
       // The job goes on to its slot, which builds it: not the slot's failure.
       return infra_failure(eval_status::infra_error, "builder failure: " + o.detail, true, false);
-    case outcome::submission_unreadable: return policy_failure(o, "submission rejected: " + o.detail);
+    case outcome::submission_unreadable:
+      return policy_failure(o, "submission rejected: " + o.detail);
     case outcome::no_healthy_slot:
       return infra_failure(eval_status::infra_error, "every eval slot is quarantined", false, false);
-    case outcome::refused: return infra_failure(eval_status::rejected, o.detail, false, false);
-    case outcome::pool_failed: return infra_failure(eval_status::infra_error, o.detail, true, false);
-    case outcome::unreachable: return infra_failure(eval_status::infra_error, o.detail, false, false);
+    case outcome::refused:
+      return infra_failure(eval_status::rejected, o.detail, false, false);
+    case outcome::pool_failed:
+      return infra_failure(eval_status::infra_error, o.detail, true, false);
+    case outcome::unreachable:
+      return infra_failure(eval_status::infra_error, o.detail, false, false);
     case outcome::slot_lost:
       // Like a worker that died mid-job: not the submission's doing (the slot runs it in a
       // worker process), retried once on another slot. The slot itself leaves the pool for
@@ -104,7 +110,9 @@ judgement judge(const job_outcome& o) {
   return infra_failure(eval_status::infra_error, "unknown outcome", false, false);
 }
 
-bool retry_again(const judgement& j, int retries) { return j.retry && retries < max_infra_retries; }
+bool retry_again(const judgement& j, int retries) {
+  return j.retry && retries < max_infra_retries;
+}
 
 job_outcome outcome_of(const eval_outcome& e, eval_mode mode) {
   job_outcome o;
@@ -118,10 +126,16 @@ job_outcome outcome_of(const eval_outcome& e, eval_mode mode) {
   } else if (e.failure) {
     o.detail = e.failure->message;
     switch (e.failure->code) {
-      case worker_error_code::timeout: o.what = outcome::worker_timeout; break;
-      case worker_error_code::crashed: o.what = outcome::worker_crashed; break;
+      case worker_error_code::timeout:
+        o.what = outcome::worker_timeout;
+        break;
+      case worker_error_code::crashed:
+        o.what = outcome::worker_crashed;
+        break;
       case worker_error_code::start_failed:
-      case worker_error_code::protocol_error: o.what = outcome::worker_unavailable; break;
+      case worker_error_code::protocol_error:
+        o.what = outcome::worker_unavailable;
+        break;
     }
   } else {
     o.what = outcome::worker_unavailable;

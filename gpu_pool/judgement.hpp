@@ -26,19 +26,19 @@ enum class fault {
 
 /// What happened to one evaluation job.
 enum class outcome {
-  verdict,           ///< the judge answered with a verdict (correct or not, its flags)
-  judge_error,       ///< the worker answered infra_error: the judge itself failed
-  worker_timeout,    ///< no answer within the job's deadline; the worker was killed
-  worker_crashed,    ///< the worker process died or stopped answering mid-job
-  worker_unavailable,  ///< the worker did not start, or sent a malformed frame
-  build_failed,      ///< the build stage refused the sources (compile error, static check)
-  builder_failed,    ///< the builder itself failed (not the sources)
+  verdict,                ///< the judge answered with a verdict (correct or not, its flags)
+  judge_error,            ///< the worker answered infra_error: the judge itself failed
+  worker_timeout,         ///< no answer within the job's deadline; the worker was killed
+  worker_crashed,         ///< the worker process died or stopped answering mid-job
+  worker_unavailable,     ///< the worker did not start, or sent a malformed frame
+  build_failed,           ///< the build stage refused the sources (compile error, static check)
+  builder_failed,         ///< the builder itself failed (not the sources)
   submission_unreadable,  ///< the episode could not collect the workspace's files
-  no_healthy_slot,   ///< every slot of the pool is quarantined
-  refused,           ///< the pool refused the request (duplicate job, a second one per episode)
-  pool_failed,       ///< a pool failed under the job (no answer in time, a broken connection)
-  unreachable,       ///< the pool, its node or the tool router did not answer
-  slot_lost,         ///< the slot's actor died under the job (its backend threw, or it was killed)
+  no_healthy_slot,        ///< every slot of the pool is quarantined
+  refused,                ///< the pool refused the request (duplicate job, a second one per episode)
+  pool_failed,            ///< a pool failed under the job (no answer in time, a broken connection)
+  unreachable,            ///< the pool, its node or the tool router did not answer
+  slot_lost,              ///< the slot's actor died under the job (its backend threw, or it was killed)
 };
 
 /// The facts of one job's outcome.

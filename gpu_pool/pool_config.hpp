@@ -38,7 +38,8 @@ struct pool_config {
       "consecutive infrastructure failures before a slot is quarantined", positive());
     f("cpu_threads_per_slot", c.cpu_threads_per_slot, "torch threads of a slot's eval worker", positive(),
       range(1, 1024));
-    f("build_workers", c.build_workers, "compile ahead of the slots on CPU: -1 one per slot on cuda, none on cpu; 0 off");
+    f("build_workers", c.build_workers,
+      "compile ahead of the slots on CPU: -1 one per slot on cuda, none on cpu; 0 off");
     f("worker_python", c.worker_python, "the Python that runs the eval worker");
     f("backend", c.backend, "worker: the real eval worker; sim: simulated latency", one_of({"worker", "sim"}));
   }

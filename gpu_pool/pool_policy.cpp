@@ -86,10 +86,17 @@ void pool_policy::retry_or_end(uint64_t job_id, job_end otherwise, bool retry, p
 void pool_policy::admit(uint64_t job_id, pool_step& step) {
   auto& j = jobs_.at(job_id).job;
   switch (sched_.submit({job_id, j.episode_id, j.kind})) {
-    case admit_result::queued: break;
-    case admit_result::queue_full: parked_.push_back(job_id); break;  // back-pressure: nobody polls
-    case admit_result::no_slots: end(job_id, job_end::no_healthy_slot, step); break;
-    case admit_result::episode_busy: end(job_id, job_end::episode_busy, step); break;
+    case admit_result::queued:
+      break;
+    case admit_result::queue_full:
+      parked_.push_back(job_id);
+      break;  // back-pressure: nobody polls
+    case admit_result::no_slots:
+      end(job_id, job_end::no_healthy_slot, step);
+      break;
+    case admit_result::episode_busy:
+      end(job_id, job_end::episode_busy, step);
+      break;
   }
 }
 

@@ -13,16 +13,16 @@ inline constexpr double speedup_margin = 0.05;
 
 /// The inputs of the reward: the verdict's correctness and its three median times.
 struct reward_input {
-  bool correct = false;      ///< every verification check passed
-  double candidate_ms = 0;   ///< the submission's median time
-  double eager_ms = 0;       ///< PyTorch eager's median time
-  double compile_ms = 0;     ///< torch.compile's median time
+  bool correct = false;     ///< every verification check passed
+  double candidate_ms = 0;  ///< the submission's median time
+  double eager_ms = 0;      ///< PyTorch eager's median time
+  double compile_ms = 0;    ///< torch.compile's median time
 };
 
 /// A reward with the reason it was given.
 struct reward_result {
-  int reward = -1;           ///< -1, 1, 2 or 3
-  std::string reason;        ///< why (names the failing time when a time is invalid)
+  int reward = -1;     ///< -1, 1, 2 or 3
+  std::string reason;  ///< why (names the failing time when a time is invalid)
 };
 
 /// True when t is more than speedup_margin faster than t0: (t0 - t) / t0 > 0.05.

@@ -59,8 +59,7 @@ bool slot_scheduler::remove(size_t slot) {
 
 bool slot_scheduler::cancel(uint64_t episode_id) {
   for (auto* q : {&finals_, &intermediates_}) {
-    auto it = std::find_if(q->begin(), q->end(),
-                           [&](const pending_job& j) { return j.episode_id == episode_id; });
+    auto it = std::find_if(q->begin(), q->end(), [&](const pending_job& j) { return j.episode_id == episode_id; });
     if (it != q->end()) {
       q->erase(it);
       outstanding_.erase(episode_id);

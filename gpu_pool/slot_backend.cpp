@@ -55,8 +55,7 @@ class worker_slot final : public slot_backend {
 
 class worker_builder final : public build_backend {
  public:
-  explicit worker_builder(const worker_slot_options& o)
-      : opts_(o), worker_(config(o)) {}
+  explicit worker_builder(const worker_slot_options& o) : opts_(o), worker_(config(o)) {}
 
   static worker_config config(const worker_slot_options& o) {
     auto c = worker_slot::make_config(o);
@@ -97,8 +96,7 @@ class worker_builder final : public build_backend {
 
 class sim_slot final : public slot_backend {
  public:
-  sim_slot(double mean_ms, double correct_rate, uint64_t seed)
-      : correct_rate_(correct_rate), rng_(seed) {
+  sim_slot(double mean_ms, double correct_rate, uint64_t seed) : correct_rate_(correct_rate), rng_(seed) {
     mu_ = std::log(std::max(1e-3, mean_ms)) - sigma_ * sigma_ / 2;
   }
   slot_reply run(const messages::eval_request& req) override {

@@ -5,9 +5,9 @@
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
 
+#include <nlohmann/json.hpp>
 #include "sandbox/fd_hygiene.hpp"
 #include "sandbox/node_reaper.hpp"
-#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -77,8 +77,8 @@ bool write_all(int fd, const std::string& data) {
 
 enum class read_status { ok, timeout, eof, bad_frame };
 
-read_status read_frame(int fd, frame_reader& reader, steady_clock::time_point deadline,
-                       std::string& payload, std::string& error) {
+read_status read_frame(int fd, frame_reader& reader, steady_clock::time_point deadline, std::string& payload,
+                       std::string& error) {
   char buf[65536];
   for (;;) {
     if (auto p = reader.next(&error)) {
@@ -116,11 +116,17 @@ std::string ping_payload() {
 
 worker_process::worker_process(worker_config cfg) : cfg_(std::move(cfg)) {}
 
-worker_process::~worker_process() { stop(); }
+worker_process::~worker_process() {
+  stop();
+}
 
-bool worker_process::running() const { return impl_ && impl_->child.valid() && impl_->child.running(); }
+bool worker_process::running() const {
+  return impl_ && impl_->child.valid() && impl_->child.running();
+}
 
-int worker_process::pid() const { return impl_ && impl_->child.valid() ? impl_->child.id() : 0; }
+int worker_process::pid() const {
+  return impl_ && impl_->child.valid() ? impl_->child.id() : 0;
+}
 
 void worker_process::abort() {
   aborted_ = true;
@@ -143,30 +149,30 @@ std::optional<worker_failure> worker_process::start() {
   const std::string old_path = env.count("PYTHONPATH") ? env["PYTHONPATH"].to_string() : "";
   child_env["PYTHONPATH"] = cfg_.package_dir + (old_path.empty() ? "" : ":" + old_path);
   for (const auto& [k, v] : cfg_.env) child_env[k] = v;
-  std::vector<std::string> args = {"-m", "caf_agent_eval.worker", "--device", cfg_.device,
+  std::vector<std::string> args = {"-m",        "caf_agent_eval.worker",     "--device", cfg_.device,
                                    "--threads", std::to_string(cfg_.threads)};
   if (cfg_.build_only) args.push_back("--build-only");
   auto p = std::make_unique<impl>();
   try {
     bp::pipe to_child(in_pipe[0], in_pipe[1]);
     bp::pipe from_child(out_pipe[0], out_pipe[1]);
-    const auto exe = bp::search_path(cfg_.python).empty() ? boost::filesystem::path(cfg_.python)
-                                                           : bp::search_path(cfg_.python);
+    const auto exe =
+        bp::search_path(cfg_.python).empty() ? boost::filesystem::path(cfg_.python) : bp::search_path(cfg_.python);
     // The worker's children run the agent's native code: none of the node's descriptors
     // (trajectory store, sockets) may reach them, so all but 0-2 close at exec.
     static std::atomic<int> started{0};
-    p->guard = std::make_unique<sandbox::node_child_guard>(
-        "caf-agent-" + std::to_string(::getpid()) + "-worker-" + std::to_string(++started));
+    p->guard = std::make_unique<sandbox::node_child_guard>("caf-agent-" + std::to_string(::getpid()) + "-worker-" +
+                                                           std::to_string(++started));
     const auto no_inherited_fds = bp::extend::on_exec_setup = [guard = p->guard.get()](auto&) {
       guard->in_child();
       if (!sandbox::mark_fds_cloexec_from(3)) ::_exit(126);
     };
     if (cfg_.stderr_path.empty())
-      p->child = bp::child(exe, args, bp::std_in < to_child, bp::std_out > from_child,
-                           bp::std_err > bp::null, child_env, no_inherited_fds);
+      p->child = bp::child(exe, args, bp::std_in<to_child, bp::std_out> from_child, bp::std_err > bp::null, child_env,
+                           no_inherited_fds);
     else
-      p->child = bp::child(exe, args, bp::std_in < to_child, bp::std_out > from_child,
-                           bp::std_err > cfg_.stderr_path, child_env, no_inherited_fds);
+      p->child = bp::child(exe, args, bp::std_in<to_child, bp::std_out> from_child, bp::std_err > cfg_.stderr_path,
+                           child_env, no_inherited_fds);
     p->guard->started(p->child.id());
     // Keep our ends; the child's ends close in this process when the pipe objects go.
     p->to_fd = ::dup(to_child.native_sink());
@@ -199,7 +205,8 @@ std::optional<std::string> worker_process::call(const std::string& payload, mill
     return set(fail_and_restart(worker_error_code::crashed, "worker closed its input"));
   std::string out, error;
   switch (read_frame(impl_->from_fd, impl_->reader, until, out, error)) {
-    case read_status::ok: return out;
+    case read_status::ok:
+      return out;
     case read_status::timeout:
       return set(fail_and_restart(worker_error_code::timeout,
                                   "no response within " + std::to_string(deadline.count()) + " ms; worker killed"));
@@ -209,7 +216,8 @@ std::optional<std::string> worker_process::call(const std::string& payload, mill
       std::string how = impl_->child.running() ? "closed its output" : describe_exit(impl_->child.native_exit_code());
       return set(fail_and_restart(worker_error_code::crashed, "worker " + how));
     }
-    case read_status::bad_frame: return set(fail_and_restart(worker_error_code::protocol_error, error));
+    case read_status::bad_frame:
+      return set(fail_and_restart(worker_error_code::protocol_error, error));
   }
   return std::nullopt;
 }

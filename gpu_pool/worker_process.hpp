@@ -16,12 +16,12 @@ namespace caf_agent::gpu_pool {
 
 /// How to start a worker; `validate()` before use.
 struct worker_config {
-  std::string python = "python3";             ///< interpreter (the venv's python)
+  std::string python = "python3";                  ///< interpreter (the venv's python)
   std::string package_dir = "skills/eval_worker";  ///< PYTHONPATH entry holding caf_agent_eval
-  std::string device = "cpu";                 ///< "cpu" or "cuda:N"
-  int threads = 0;                            ///< torch threads (0: torch's default)
-  std::map<std::string, std::string> env;     ///< extra environment (e.g. CAF_EVAL_BUILD_ROOT)
-  std::string stderr_path;                    ///< file for the worker's stderr; empty: discard
+  std::string device = "cpu";                      ///< "cpu" or "cuda:N"
+  int threads = 0;                                 ///< torch threads (0: torch's default)
+  std::map<std::string, std::string> env;          ///< extra environment (e.g. CAF_EVAL_BUILD_ROOT)
+  std::string stderr_path;                         ///< file for the worker's stderr; empty: discard
   /// A builder (--build-only): answers build requests only; no device context, no children.
   bool build_only = false;
   /// Rationale: the worker imports torch and pre-starts a child that imports it again;
@@ -43,8 +43,8 @@ enum class worker_error_code {
 /// An expected failure, as a value.
 struct worker_failure {
   worker_error_code code = worker_error_code::start_failed;  ///< what happened
-  std::string message;     ///< human-readable detail (exit signal, deadline)
-  bool restarted = false;  ///< a fresh worker is running again
+  std::string message;                                       ///< human-readable detail (exit signal, deadline)
+  bool restarted = false;                                    ///< a fresh worker is running again
   // Whose fault it is and whether a retry helps: gpu_pool/judgement (outcome_of, judge).
 };
 

@@ -50,17 +50,23 @@ json options_json(const eval_options& o) {
 
 json verdict_json(const verdict& v) {
   json checks = json::array();
-  for (const auto& c : v.checks)
-    checks.push_back({{"index", c.index}, {"passed", c.passed}, {"reason", c.reason}});
-  json j = {{"correct", v.correct}, {"reason", v.reason}, {"checks", checks},
-            {"flags", v.flags}, {"compile_log", v.compile_log}, {"log", v.log},
+  for (const auto& c : v.checks) checks.push_back({{"index", c.index}, {"passed", c.passed}, {"reason", c.reason}});
+  json j = {{"correct", v.correct},
+            {"reason", v.reason},
+            {"checks", checks},
+            {"flags", v.flags},
+            {"compile_log", v.compile_log},
+            {"log", v.log},
             {"cached_build", v.cached_build}};
   j["timings"] = json::object();
   if (v.has_timings) {
     const auto& t = v.times;
-    j["timings"] = {{"candidate_ms", t.candidate_ms}, {"candidate_wall_ms", t.candidate_wall_ms},
-                    {"eager_ms", t.eager_ms}, {"compile_ms", t.compile_ms},
-                    {"roofline_floor_ms", t.roofline_floor_ms}, {"iterations", t.iterations},
+    j["timings"] = {{"candidate_ms", t.candidate_ms},
+                    {"candidate_wall_ms", t.candidate_wall_ms},
+                    {"eager_ms", t.eager_ms},
+                    {"compile_ms", t.compile_ms},
+                    {"roofline_floor_ms", t.roofline_floor_ms},
+                    {"iterations", t.iterations},
                     {"ci95", t.ci95}};
     j["speedup_eager"] = v.speedup_eager;
     j["speedup_compile"] = v.speedup_compile;
@@ -131,9 +137,13 @@ std::optional<json> parse(std::string_view payload, std::string* error) {
 std::string encode_request(const eval_request& r) {
   json files = json::object();
   for (const auto& [path, text] : r.files) files[path] = text;
-  json j = {{"op", "eval"}, {"job_id", r.job_id}, {"mode", messages::name_of(r.mode)},
-            {"task", {{"name", r.task_name}, {"model_py", r.model_py}}}, {"files", files},
-            {"seed_secret", r.seed_secret}, {"device", r.device},
+  json j = {{"op", "eval"},
+            {"job_id", r.job_id},
+            {"mode", messages::name_of(r.mode)},
+            {"task", {{"name", r.task_name}, {"model_py", r.model_py}}},
+            {"files", files},
+            {"seed_secret", r.seed_secret},
+            {"device", r.device},
             {"options", options_json(r.options)}};
   return to_msgpack(j);
 }
@@ -172,8 +182,10 @@ std::optional<eval_request> decode_request(std::string_view payload, std::string
 
 std::string encode_response(const eval_response& r) {
   json j = {{"job_id", r.job_id}, {"status", r.infra_error ? "infra_error" : "ok"}};
-  if (r.infra_error) j["error"] = r.error;
-  else j["verdict"] = verdict_json(r.result);
+  if (r.infra_error)
+    j["error"] = r.error;
+  else
+    j["verdict"] = verdict_json(r.result);
   return to_msgpack(j);
 }
 
@@ -257,7 +269,9 @@ std::string frame(std::string_view payload) {
   return out;
 }
 
-void frame_reader::feed(std::string_view bytes) { buf_.append(bytes); }
+void frame_reader::feed(std::string_view bytes) {
+  buf_.append(bytes);
+}
 
 std::optional<std::string> frame_reader::next(std::string* error) {
   if (buf_.size() < 4) return std::nullopt;

@@ -51,8 +51,7 @@ torch::Tensor segment_ids(const torch::Tensor& seq_offsets_n1, torch::Device dev
   return torch::repeat_interleave(torch::arange(n, torch::kInt64), lengths_n).to(device);
 }
 
-double aggregation_count(const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1,
-                         aggregation_mode mode) {
+double aggregation_count(const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1, aggregation_mode mode) {
   const auto mask_b_t = loss_mask_t.to(torch::kCPU) != 0;
   if (mode == aggregation_mode::token_mean) return static_cast<double>(mask_b_t.sum().item<int64_t>());
   const int64_t n = seq_offsets_n1.numel() - 1;

@@ -51,8 +51,7 @@ torch::Tensor segment_ids(const torch::Tensor& seq_offsets_n1, torch::Device dev
 
 /// The count `mode` divides by: trajectories with at least one sampled token, or sampled tokens.
 /// Sum it over micro-batches and shards to get aggregation::denominator of the global batch.
-double aggregation_count(const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1,
-                         aggregation_mode mode);
+double aggregation_count(const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1, aggregation_mode mode);
 
 /// The aggregated masked mean of `values_t` (any float dtype; computed in fp32, differentiable).
 /// Trajectories without a sampled token contribute nothing and are not counted. An error when

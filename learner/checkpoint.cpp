@@ -45,8 +45,10 @@ status fsync_path(const fs::path& path) {
 status fsync_tree(const fs::path& dir) {
   std::vector<fs::path> dirs{dir};
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_directory()) dirs.push_back(entry.path());
-    else if (auto ok = fsync_path(entry.path()); !ok) return ok;
+    if (entry.is_directory())
+      dirs.push_back(entry.path());
+    else if (auto ok = fsync_path(entry.path()); !ok)
+      return ok;
   }
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it)
     if (auto ok = fsync_path(*it); !ok) return ok;
@@ -118,7 +120,8 @@ status save_into(const fs::path& dir, const checkpoint_cursor& cursor, const std
     if (p.model == nullptr || p.name.empty()) return fail("save_checkpoint: a part without a name or model");
     if (auto ok = p.model->save((dir / p.name).string()); !ok) return ok.error();
     if (p.optimizer)
-      if (auto ok = policy::write_safetensors((dir / (p.name + ".optimizer.safetensors")).string(), p.optimizer->state());
+      if (auto ok =
+              policy::write_safetensors((dir / (p.name + ".optimizer.safetensors")).string(), p.optimizer->state());
           !ok)
         return ok.error();
   }
@@ -207,7 +210,8 @@ result<checkpoint_cursor> load_checkpoint(const std::string& path, const std::ve
     return fail(d.string() + " is not a learner checkpoint (trainer_state.json format)");
   int64_t version = 0;
   checkpoint_cursor cursor;
-  for (auto [key, out] : {std::pair<const char*, int64_t*>{"version", &version}, {"step", &cursor.step},
+  for (auto [key, out] : {std::pair<const char*, int64_t*>{"version", &version},
+                          {"step", &cursor.step},
                           {"data_cursor", &cursor.data_cursor}})
     if (auto ok = integer(key, *out); !ok) return ok.error();
   if (version != checkpoint_version)
@@ -221,7 +225,8 @@ result<checkpoint_cursor> load_checkpoint(const std::string& path, const std::ve
     const auto& p = parts[i];
     auto w = policy::read_checkpoint_tensors((d / p.name).string());
     if (!w) return fail("checkpoint part '" + p.name + "': " + w.error().message);
-    if (auto ok = same_layout(p.model->named_parameters(), w.value(), d.string() + "/" + p.name); !ok) return ok.error();
+    if (auto ok = same_layout(p.model->named_parameters(), w.value(), d.string() + "/" + p.name); !ok)
+      return ok.error();
     weights[i] = std::move(w.value());
     if (!p.optimizer) continue;
     const std::string file = (d / (p.name + ".optimizer.safetensors")).string();

@@ -26,9 +26,9 @@ namespace caf_agent::learner {
 
 /// One model and its optimizer, saved under `name` ("actor", "critic").
 struct checkpoint_part {
-  std::string name;                   ///< Directory / file prefix inside the checkpoint.
-  policy::decoder* model = nullptr;   ///< Weights (saved; on load, assigned in place).
-  adamw* optimizer = nullptr;         ///< Its optimizer (may be null: weights only).
+  std::string name;                  ///< Directory / file prefix inside the checkpoint.
+  policy::decoder* model = nullptr;  ///< Weights (saved; on load, assigned in place).
+  adamw* optimizer = nullptr;        ///< Its optimizer (may be null: weights only).
 };
 
 /// Position of the training run.

@@ -51,8 +51,8 @@ struct learner_config {
     using namespace base;
     f("model_dir", c.model_dir, "base model of actor and critic; empty: policy.model_dir");
     // Rationale for the bound: one shard per GPU; 4096 is far beyond any cluster this runs on.
-    f("shards", c.shards, "data-parallel shards the trainer waits for (one `--role learner` process each)",
-      positive(), range(1, 4096));
+    f("shards", c.shards, "data-parallel shards the trainer waits for (one `--role learner` process each)", positive(),
+      range(1, 4096));
     f("backend", c.backend, "gloo (CPU tensors) or nccl (one GPU per shard)", one_of({"gloo", "nccl"}));
     f("device", c.device, "cpu, cuda, cuda:N (nccl: cuda:<rank % GPUs>)");
     f("master_addr", c.master_addr, "shard 0 serves the rendezvous store here", not_empty());
@@ -81,8 +81,8 @@ struct learner_config {
     f("weight_sync", c.weight_sync,
       "auto: tensors to an engine in this process, checkpoint + reload for others; disk: always the checkpoint",
       one_of({"auto", "disk"}));
-    f("weight_sync_bucket_mb", c.weight_sync_bucket_mb, "in-process hand-off copies the tensors in buckets of this size",
-      positive());
+    f("weight_sync_bucket_mb", c.weight_sync_bucket_mb,
+      "in-process hand-off copies the tensors in buckets of this size", positive());
   }
 
   /// Rules between fields.

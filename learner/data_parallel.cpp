@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #ifdef CAF_AGENT_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -30,23 +30,32 @@ std::string what_of(const std::exception& e) {
 }
 
 #ifdef CAF_AGENT_C10D_GLOO
-bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
 #endif
 
 c10d::ReduceOp to_c10d(reduce_op op) {
   switch (op) {
-    case reduce_op::max: return c10d::ReduceOp::MAX;
-    case reduce_op::min: return c10d::ReduceOp::MIN;
-    default: return c10d::ReduceOp::SUM;  // mean divides the sum afterwards (gloo has no AVG)
+    case reduce_op::max:
+      return c10d::ReduceOp::MAX;
+    case reduce_op::min:
+      return c10d::ReduceOp::MIN;
+    default:
+      return c10d::ReduceOp::SUM;  // mean divides the sum afterwards (gloo has no AVG)
   }
 }
 
 const char* op_name(reduce_op op) {
   switch (op) {
-    case reduce_op::sum: return "sum";
-    case reduce_op::mean: return "mean";
-    case reduce_op::max: return "max";
-    case reduce_op::min: return "min";
+    case reduce_op::sum:
+      return "sum";
+    case reduce_op::mean:
+      return "mean";
+    case reduce_op::max:
+      return "max";
+    case reduce_op::min:
+      return "min";
   }
   return "?";
 }
@@ -73,7 +82,9 @@ std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& 
 
 }  // namespace
 
-const char* to_string(dp_backend backend) { return backend == dp_backend::nccl ? "nccl" : "gloo"; }
+const char* to_string(dp_backend backend) {
+  return backend == dp_backend::nccl ? "nccl" : "gloo";
+}
 
 struct process_group::impl {
   process_group_options options;
@@ -179,8 +190,9 @@ result<std::unique_ptr<process_group>> process_group::create(const process_group
     if (options.backend == dp_backend::gloo) {
 #ifdef CAF_AGENT_C10D_GLOO
       auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-      const std::string host =
-          !options.gloo_host.empty() ? options.gloo_host : (is_loopback(options.master_addr) ? options.master_addr : "");
+      const std::string host = !options.gloo_host.empty()
+                                   ? options.gloo_host
+                                   : (is_loopback(options.master_addr) ? options.master_addr : "");
       gloo_options->devices.push_back(host.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                                    : c10d::ProcessGroupGloo::createDeviceForHostname(host));
       state->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(state->store, static_cast<int>(options.rank),
@@ -209,11 +221,17 @@ process_group::process_group(std::unique_ptr<impl> state) : impl_(std::move(stat
 
 process_group::~process_group() = default;
 
-int64_t process_group::rank() const { return impl_->options.rank; }
+int64_t process_group::rank() const {
+  return impl_->options.rank;
+}
 
-int64_t process_group::world_size() const { return impl_->options.world_size; }
+int64_t process_group::world_size() const {
+  return impl_->options.world_size;
+}
 
-dp_backend process_group::backend() const { return impl_->options.backend; }
+dp_backend process_group::backend() const {
+  return impl_->options.backend;
+}
 
 status process_group::all_reduce(std::vector<torch::Tensor>& tensors, reduce_op op) {
   const std::string name = std::string("all_reduce ") + op_name(op);

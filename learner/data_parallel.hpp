@@ -58,7 +58,7 @@ enum class reduce_op { sum, mean, max, min };
 
 /// A joined c10d process group. Not thread-safe: one thread issues the collectives.
 class process_group {
-public:
+ public:
   /// Joins the group: rank 0 starts the TCPStore, all ranks wait until the world is complete
   /// (at most `timeout`), then build the backend. Errors: bad rank or world, a backend this
   /// build lacks, rendezvous timeout, the port in use.
@@ -95,7 +95,7 @@ public:
   /// Returns when every rank has reached it, or an error when one does not within the timeout.
   status barrier();
 
-private:
+ private:
   struct impl;
   explicit process_group(std::unique_ptr<impl> state);
   std::unique_ptr<impl> impl_;

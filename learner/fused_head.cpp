@@ -18,7 +18,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void* stream_of(const torch::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+void* stream_of(const torch::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
 
 /// Autograd node: forward = matmul + head_forward; backward = head_backward + two matmuls.
 struct fused_head_function : torch::autograd::Function<fused_head_function> {
@@ -80,8 +82,8 @@ bool fused_head_applies(const torch::Tensor& h_cd, const torch::Tensor& w_vd) {
 #endif
 }
 
-std::vector<torch::Tensor> fused_head(const torch::Tensor& h_cd, const torch::Tensor& w_vd, const torch::Tensor& targets_c,
-                                      double temperature, bool keep_logits) {
+std::vector<torch::Tensor> fused_head(const torch::Tensor& h_cd, const torch::Tensor& w_vd,
+                                      const torch::Tensor& targets_c, double temperature, bool keep_logits) {
 #if defined(CAF_AGENT_FUSED_HEAD)
   auto out = fused_head_function::apply(h_cd, w_vd, targets_c, temperature, keep_logits);
   return {out[0], out[1]};

@@ -26,7 +26,7 @@ bool fused_head_applies(const torch::Tensor& h_cd, const torch::Tensor& w_vd);
 /// softmax(h_cd w_vd^T / temperature), differentiable in h_cd and w_vd. keep_logits keeps the
 /// chunk's bf16 logits for the backward; otherwise the backward recomputes them (one matrix
 /// product more, one [c, v] bf16 tensor less held between forward and backward).
-std::vector<torch::Tensor> fused_head(const torch::Tensor& h_cd, const torch::Tensor& w_vd, const torch::Tensor& targets_c,
-                                      double temperature, bool keep_logits);
+std::vector<torch::Tensor> fused_head(const torch::Tensor& h_cd, const torch::Tensor& w_vd,
+                                      const torch::Tensor& targets_c, double temperature, bool keep_logits);
 
 }  // namespace caf_agent::learner

@@ -138,18 +138,17 @@ bool aligned_rows(const void* base, int64_t vocab) {
 
 }  // namespace
 
-void head_forward(const void* logits_cv, const int64_t* targets_c, int64_t rows, int64_t vocab,
-                  float inv_temperature, float* logp_c, float* entropy_c, float* lse_c, float* mean_c,
-                  void* stream) {
+void head_forward(const void* logits_cv, const int64_t* targets_c, int64_t rows, int64_t vocab, float inv_temperature,
+                  float* logp_c, float* entropy_c, float* lse_c, float* mean_c, void* stream) {
   if (rows == 0) return;
   head_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const __nv_bfloat16*>(logits_cv), targets_c, vocab, inv_temperature,
-      aligned_rows(logits_cv, vocab), logp_c, entropy_c, lse_c, mean_c);
+      static_cast<const __nv_bfloat16*>(logits_cv), targets_c, vocab, inv_temperature, aligned_rows(logits_cv, vocab),
+      logp_c, entropy_c, lse_c, mean_c);
 }
 
-void head_backward(const void* logits_cv, const int64_t* targets_c, int64_t rows, int64_t vocab,
-                   float inv_temperature, const float* lse_c, const float* mean_c, const float* g_logp_c,
-                   const float* g_entropy_c, void* grad_logits_cv, void* stream) {
+void head_backward(const void* logits_cv, const int64_t* targets_c, int64_t rows, int64_t vocab, float inv_temperature,
+                   const float* lse_c, const float* mean_c, const float* g_logp_c, const float* g_entropy_c,
+                   void* grad_logits_cv, void* stream) {
   if (rows == 0) return;
   const bool vectorized = aligned_rows(logits_cv, vocab) && aligned_rows(grad_logits_cv, vocab);
   head_backward_kernel<<<static_cast<unsigned>(rows), threads, 0, static_cast<cudaStream_t>(stream)>>>(

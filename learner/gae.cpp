@@ -26,8 +26,7 @@ status gae_chain(const double* values, const bool* mask, double reward, int64_t 
   for (int64_t i = end - 1; i >= begin; --i) {
     if (!mask[i]) continue;  // prompt and tool-output tokens are not steps of the chain
     const double v = values[i];
-    if (!std::isfinite(v))
-      return fail(who + ": the value at token " + std::to_string(i - begin) + " is not finite");
+    if (!std::isfinite(v)) return fail(who + ": the value at token " + std::to_string(i - begin) + " is not finite");
     const double r = last ? reward : 0.0;
     const double delta = r + options.gamma * next_value - v;
     const double a = delta + options.gamma * options.lambda * next_advantage;

@@ -34,8 +34,8 @@
 // token attends within its own sequence); MFU = FLOPs / step seconds / peak.
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <ATen/Context.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #if defined(CAF_AGENT_LEARNER_CUDA)
@@ -110,8 +110,10 @@ result<rollout_batch> read_batch(const std::string& path) {
   auto root = policy::parse_json(text);
   if (!root || !root.value().is_object()) return fail(path + ": not a JSON object");
   rollout_batch b;
-  std::pair<const char*, torch::Tensor*> fields[] = {{"tokens", &b.tokens_t}, {"seq_offsets", &b.seq_offsets_n1},
-                                                     {"loss_mask", &b.loss_mask_t}, {"rewards", &b.rewards_n}};
+  std::pair<const char*, torch::Tensor*> fields[] = {{"tokens", &b.tokens_t},
+                                                     {"seq_offsets", &b.seq_offsets_n1},
+                                                     {"loss_mask", &b.loss_mask_t},
+                                                     {"rewards", &b.rewards_n}};
   for (auto [key, out] : fields) {
     const bool integral = std::string(key) == "tokens" || std::string(key) == "seq_offsets";
     auto t = json_tensor(root.value(), key, integral ? torch::kInt64 : torch::kFloat32);
@@ -199,8 +201,8 @@ int run_grad(const args& a) {
   auto batch = read_batch(get(a, "batch"));
   if (!batch) return report_error(batch.error().message);
   const bool values = a.count("values") != 0;
-  auto model = load_model(get(a, "model"), a, values ? policy::value_head_mode::init_if_missing
-                                                     : policy::value_head_mode::none);
+  auto model =
+      load_model(get(a, "model"), a, values ? policy::value_head_mode::init_if_missing : policy::value_head_mode::none);
   if (!model) return report_error(model.error().message);
   auto o = options_of(a).forward;
   o.want_values = values;
@@ -324,8 +326,8 @@ int profile_step(const std::string& path, const std::function<bool()>& step, con
   }
   f << "},\"kernels\":[";
   for (size_t i = 0; i < kernels.size(); ++i)
-    f << (i ? "," : "") << "{\"name\":" << quoted(kernels[i].first) << ",\"class\":"
-      << quoted(kernel_class(kernels[i].first)) << ",\"calls\":" << kernels[i].second.calls
+    f << (i ? "," : "") << "{\"name\":" << quoted(kernels[i].first)
+      << ",\"class\":" << quoted(kernel_class(kernels[i].first)) << ",\"calls\":" << kernels[i].second.calls
       << ",\"us\":" << kernels[i].second.us << "}";
   f << "]}\n";
   if (!f) return report_error("cannot write " + path);
@@ -353,8 +355,8 @@ int run_bench(const args& a) {
     policy::tensor_map tensors;
     auto options = torch::TensorOptions().device(device).dtype(torch::kFloat32);
     for (const auto& [name, shape] : policy::expected_parameter_shapes(c))
-      tensors[name] = name.find("norm") != std::string::npos ? torch::ones(shape, options)
-                                                              : 0.02 * torch::randn(shape, options);
+      tensors[name] =
+          name.find("norm") != std::string::npos ? torch::ones(shape, options) : 0.02 * torch::randn(shape, options);
     auto m = policy::decoder::from_tensors(c, tensors, device, torch::kFloat32);
     if (!m) return report_error(m.error().message);
     model = m.value();
@@ -373,7 +375,9 @@ int run_bench(const args& a) {
   auto opts = options_of(a);
   auto t = trainer::create(model, std::nullopt, opts);
   if (!t) return report_error(t.error().message);
-  auto sync = [&] { if (device.is_cuda()) torch::cuda::synchronize(); };
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
   auto warm = t.value().step(b, train_stage::rft);  // allocator, kernels, cuBLAS handles
   if (!warm) return report_error(warm.error().message);
   sync();
@@ -388,25 +392,24 @@ int run_bench(const args& a) {
   for (const auto& [name, p] : model.named_parameters())
     if (name != "model.embed_tokens.weight") params += static_cast<double>(p.numel());
   if (c.tie_word_embeddings) params += static_cast<double>(c.vocab_size * c.hidden_size);
-  const double attn = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim *
-                      static_cast<double>(seq_len) * static_cast<double>(context);
+  const double attn = 12.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * static_cast<double>(seq_len) *
+                      static_cast<double>(context);
   const double flops = 6.0 * params * static_cast<double>(context) + attn;
   const double peak = std::stod(get(a, "peak-tflops", "989")) * 1e12;
-  std::cout << "{\"context\":" << context << ",\"seq_len\":" << seq_len << ",\"steps\":" << steps
-            << ",\"dtype\":\"" << get(a, "dtype", "float32") << "\",\"sdpa\":\"" << get(a, "sdpa", "default")
-            << "\",\"fused_head\":"
+  std::cout << "{\"context\":" << context << ",\"seq_len\":" << seq_len << ",\"steps\":" << steps << ",\"dtype\":\""
+            << get(a, "dtype", "float32") << "\",\"sdpa\":\"" << get(a, "sdpa", "default") << "\",\"fused_head\":"
             << (opts.forward.fused_head && fused_head_built() && device.is_cuda() &&
                         opts.forward.compute_dtype == torch::kBFloat16
                     ? "true"
                     : "false")
-            << ",\"checkpoint_layers\":"
-            << (opts.forward.checkpoint_layers ? "true" : "false") << ",\"step_seconds\":" << seconds
-            << ",\"tokens_per_second\":" << static_cast<double>(context) / seconds
+            << ",\"checkpoint_layers\":" << (opts.forward.checkpoint_layers ? "true" : "false")
+            << ",\"step_seconds\":" << seconds << ",\"tokens_per_second\":" << static_cast<double>(context) / seconds
             << ",\"model_tflops_per_step\":" << flops / 1e12 << ",\"mfu\":" << flops / seconds / peak
             << ",\"peak_memory_bytes\":" << peak_memory_bytes(device) << ",\"params_without_embedding\":" << params
             << "}\n";
   if (a.count("profile"))
-    return profile_step(get(a, "profile"), [&] { return t.value().step(b, train_stage::rft).ok(); }, device);
+    return profile_step(
+        get(a, "profile"), [&] { return t.value().step(b, train_stage::rft).ok(); }, device);
   return 0;
 }
 
@@ -421,13 +424,14 @@ int main(int argc, char** argv) {
   args a;
   if (!caf_agent::policy::parse_tool_args(argc, argv, 2, a)) return 2;
   static const std::map<std::string, std::vector<std::string>> known = {
-      {"step", {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences", "phases", "cosine", "warmup",
-                "min-lr"}},
+      {"step",
+       {"model", "batch", "stage", "critic", "out", "steps", "batch-sequences", "phases", "cosine", "warmup",
+        "min-lr"}},
       {"grad", {"model", "batch", "out", "values", "entropy"}},
       {"bench", {"model", "context", "seq-len", "steps", "peak-tflops", "sdpa", "profile"}}};
-  static const std::vector<std::string> common = {"device", "dtype", "checkpoint-layers", "chunk",
-                                                  "no-head-recompute", "no-fused-head", "max-tokens", "lr", "critic-lr",
-                                                  "temperature"};
+  static const std::vector<std::string> common = {
+      "device",     "dtype", "checkpoint-layers", "chunk",      "no-head-recompute", "no-fused-head",
+      "max-tokens", "lr",    "critic-lr",         "temperature"};
   auto allowed = known.find(command);
   if (allowed == known.end()) {
     std::cerr << "unknown command '" << command << "' (step, grad, bench)\n";

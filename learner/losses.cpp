@@ -115,18 +115,11 @@ result<ppo_result> ppo_policy_loss(const ppo_batch& batch, const ppo_options& op
   const auto low_b_t = mask_b_t & (r_t < 1.0 - options.clip_low) & (adv_t < 0);
   const auto high_b_t = mask_b_t & (r_t > 1.0 + options.clip_high) & (adv_t > 0);
   const auto big = torch::full({}, std::numeric_limits<float>::infinity(), r_t.options());
-  const auto host = to_host({tokens,
-                             clipped_b_t.sum() / tokens,
-                             low_b_t.sum() / tokens,
-                             high_b_t.sum() / tokens,
-                             mean(r_t),
-                             torch::where(mask_b_t, r_t, -big).max(),
-                             torch::where(mask_b_t, r_t, big).min(),
-                             mean(-lr_t),
-                             mean(r_t - 1.0 - lr_t),
-                             is_weight_t.defined() ? mean(is_weight_t) : torch::ones({}, r_t.options()),
-                             band_masked.to(torch::kFloat32),
-                             is_truncated.to(torch::kFloat32)});
+  const auto host =
+      to_host({tokens, clipped_b_t.sum() / tokens, low_b_t.sum() / tokens, high_b_t.sum() / tokens, mean(r_t),
+               torch::where(mask_b_t, r_t, -big).max(), torch::where(mask_b_t, r_t, big).min(), mean(-lr_t),
+               mean(r_t - 1.0 - lr_t), is_weight_t.defined() ? mean(is_weight_t) : torch::ones({}, r_t.options()),
+               band_masked.to(torch::kFloat32), is_truncated.to(torch::kFloat32)});
   out.tokens = static_cast<int64_t>(host[0]);
   out.clip_fraction = host[1];
   out.clip_fraction_low = host[2];
@@ -140,8 +133,8 @@ result<ppo_result> ppo_policy_loss(const ppo_batch& batch, const ppo_options& op
   out.band_masked = static_cast<int64_t>(host[10]);
   out.is_truncated = static_cast<int64_t>(host[11]);
   const int64_t n = batch.seq_offsets_n1.numel() - 1;
-  out.empty_sequences =
-      n - static_cast<int64_t>(aggregation_count(mask_b_t, batch.seq_offsets_n1, aggregation_mode::seq_mean_token_mean));
+  out.empty_sequences = n - static_cast<int64_t>(aggregation_count(mask_b_t, batch.seq_offsets_n1,
+                                                                   aggregation_mode::seq_mean_token_mean));
   return out;
 }
 
@@ -175,8 +168,9 @@ result<value_loss_result> value_loss(const torch::Tensor& values_t, const torch:
   value_loss_result out;
   out.loss = std::move(*loss);
   const auto tokens = mask_b_t.sum().to(torch::kFloat32);
-  const auto host = to_host({tokens, clipped_b_t.sum() / tokens, zero_where_masked(v_t.detach(), mask_b_t).sum() / tokens,
-                             zero_where_masked(r_t, mask_b_t).sum() / tokens, err_t.detach().square().sum() / tokens});
+  const auto host =
+      to_host({tokens, clipped_b_t.sum() / tokens, zero_where_masked(v_t.detach(), mask_b_t).sum() / tokens,
+               zero_where_masked(r_t, mask_b_t).sum() / tokens, err_t.detach().square().sum() / tokens});
   out.tokens = static_cast<int64_t>(host[0]);
   out.clip_fraction = host[1];
   out.value_mean = host[2];
@@ -186,12 +180,11 @@ result<value_loss_result> value_loss(const torch::Tensor& values_t, const torch:
 }
 
 result<value_loss_result> value_pretrain_loss(const torch::Tensor& values_t, const torch::Tensor& rewards_n,
-                                              const torch::Tensor& loss_mask_t,
-                                              const torch::Tensor& seq_offsets_n1,
+                                              const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1,
                                               const value_pretrain_options& options) {
   if (auto ok = check_batch("value_pretrain_loss", values_t, loss_mask_t, seq_offsets_n1); !ok) return ok.error();
-  auto targets = gae_packed(values_t.detach(), rewards_n, loss_mask_t, seq_offsets_n1,
-                            gae_options{options.gamma, options.lambda});
+  auto targets =
+      gae_packed(values_t.detach(), rewards_n, loss_mask_t, seq_offsets_n1, gae_options{options.gamma, options.lambda});
   if (!targets) return fail("value_pretrain_loss: " + targets.error().message);
   return value_loss(values_t, torch::Tensor{}, targets->returns_t, loss_mask_t, seq_offsets_n1,
                     value_loss_options{std::nullopt, options.agg});

@@ -90,12 +90,12 @@ struct value_loss_options {
 
 /// Loss and statistics of the critic.
 struct value_loss_result {
-  torch::Tensor loss;          ///< Scalar fp32 with grad.
-  int64_t tokens = 0;          ///< Sampled tokens in the loss.
-  double clip_fraction = 0;    ///< Share of tokens where the clipped term was the larger one.
-  double value_mean = 0;       ///< Mean V over the tokens.
-  double return_mean = 0;      ///< Mean R over the tokens.
-  double mse = 0;              ///< Unclipped token-mean of (V - R)^2 (no 0.5 factor).
+  torch::Tensor loss;        ///< Scalar fp32 with grad.
+  int64_t tokens = 0;        ///< Sampled tokens in the loss.
+  double clip_fraction = 0;  ///< Share of tokens where the clipped term was the larger one.
+  double value_mean = 0;     ///< Mean V over the tokens.
+  double return_mean = 0;    ///< Mean R over the tokens.
+  double mse = 0;            ///< Unclipped token-mean of (V - R)^2 (no 0.5 factor).
 };
 
 /// The critic's MSE against the returns, with the 0.5 factor: L_t = 0.5 (V_t - R_t)^2 (so its
@@ -120,14 +120,13 @@ struct value_pretrain_options {
 /// computed from `values_t.detach()`, so one forward gives both. Errors as value_loss, plus a
 /// trajectory without a sampled token (its reward has no action to sit on).
 result<value_loss_result> value_pretrain_loss(const torch::Tensor& values_t, const torch::Tensor& rewards_n,
-                                              const torch::Tensor& loss_mask_t,
-                                              const torch::Tensor& seq_offsets_n1,
+                                              const torch::Tensor& loss_mask_t, const torch::Tensor& seq_offsets_n1,
                                               const value_pretrain_options& options);
 
 /// Loss and statistics of rejection fine-tuning.
 struct nll_result {
-  torch::Tensor loss;  ///< Scalar fp32 with grad: agg of -logp over sampled tokens.
-  int64_t tokens = 0;  ///< Sampled tokens in the loss.
+  torch::Tensor loss;         ///< Scalar fp32 with grad: agg of -logp over sampled tokens.
+  int64_t tokens = 0;         ///< Sampled tokens in the loss.
   double nll_token_mean = 0;  ///< Token-mean NLL (independent of the aggregation, for reports).
 };
 

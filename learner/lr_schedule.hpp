@@ -31,11 +31,11 @@ result<lr_schedule_kind> parse_lr_schedule_kind(const std::string& name);
 /// A stage's learning-rate schedule.
 struct lr_schedule {
   lr_schedule_kind kind = lr_schedule_kind::constant;
-  double lr = 3e-6;                                  ///< constant: the rate; cosine: the peak
-  std::vector<std::pair<int64_t, double>> phases;    ///< phases: (optimizer steps, lr) in order
-  int64_t warmup_steps = 0;                          ///< cosine: the linear warm-up
-  int64_t total_steps = 0;                           ///< cosine: warm-up plus decay
-  double min_lr = 0;                                 ///< cosine: the rate at the end of the decay
+  double lr = 3e-6;                                ///< constant: the rate; cosine: the peak
+  std::vector<std::pair<int64_t, double>> phases;  ///< phases: (optimizer steps, lr) in order
+  int64_t warmup_steps = 0;                        ///< cosine: the linear warm-up
+  int64_t total_steps = 0;                         ///< cosine: warm-up plus decay
+  double min_lr = 0;                               ///< cosine: the rate at the end of the decay
 
   /// Checks the schedule (every rate >= 0 and finite, phases non-empty with steps >= 1, cosine
   /// total_steps >= 1 and warmup_steps in [0, total_steps]); the error names the field.

@@ -29,8 +29,8 @@ result<mismatch_result> mismatch_stats(const torch::Tensor& sampler_logp_t, cons
     const int64_t k = (~finite_k).nonzero().index({0, 0}).item<int64_t>();
     const int64_t t = mask_b_t.nonzero().index({k, 0}).item<int64_t>();
     return fail("mismatch_stats: a non-finite log-probability at token " + std::to_string(t) + " (sampler " +
-                std::to_string(sampler_k[k].item<double>()) + ", trainer " + std::to_string(trainer_k[k].item<double>()) +
-                ")");
+                std::to_string(sampler_k[k].item<double>()) + ", trainer " +
+                std::to_string(trainer_k[k].item<double>()) + ")");
   }
   const auto delta_k = trainer_k - sampler_k;  // log rho
   const auto abs_k = delta_k.abs();

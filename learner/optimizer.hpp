@@ -38,10 +38,10 @@ struct adamw_options {
 
 /// What one step did.
 struct optimizer_step_report {
-  bool applied = false;      ///< False when the step was skipped.
-  std::string skip_reason;   ///< Why it was skipped (names the first non-finite gradient).
-  double grad_norm = 0;      ///< Global L2 norm of the gradients before clipping.
-  bool clipped = false;      ///< The gradients were scaled down to max_grad_norm.
+  bool applied = false;     ///< False when the step was skipped.
+  std::string skip_reason;  ///< Why it was skipped (names the first non-finite gradient).
+  double grad_norm = 0;     ///< Global L2 norm of the gradients before clipping.
+  bool clipped = false;     ///< The gradients were scaled down to max_grad_norm.
 };
 
 /// AdamW over named fp32 parameters (handles to the model's tensors, updated in place).

@@ -16,8 +16,8 @@ std::vector<micro_batch> first_fit_decreasing(std::vector<int64_t> items, const 
   std::stable_sort(items.begin(), items.end(), [&](int64_t a, int64_t b) { return lengths[a] > lengths[b]; });
   std::vector<micro_batch> bins;
   for (const int64_t i : items) {
-    auto fits = std::find_if(bins.begin(), bins.end(),
-                             [&](const micro_batch& b) { return b.tokens + lengths[i] <= capacity; });
+    auto fits =
+        std::find_if(bins.begin(), bins.end(), [&](const micro_batch& b) { return b.tokens + lengths[i] <= capacity; });
     if (fits == bins.end()) fits = bins.insert(bins.end(), micro_batch{});
     fits->sequences.push_back(i);
     fits->tokens += lengths[i];
@@ -76,7 +76,8 @@ result<packing_plan> pack_microbatches(const std::vector<int64_t>& lengths, cons
   plan.microbatches_per_shard = static_cast<int64_t>(bins.size() / shards);
 
   // Deal the largest first to the lightest shard that still has room in its count.
-  std::stable_sort(bins.begin(), bins.end(), [](const micro_batch& a, const micro_batch& b) { return a.tokens > b.tokens; });
+  std::stable_sort(bins.begin(), bins.end(),
+                   [](const micro_batch& a, const micro_batch& b) { return a.tokens > b.tokens; });
   plan.shards.assign(shards, {});
   std::vector<int64_t> shard_tokens(shards, 0);
   for (auto& bin : bins) {

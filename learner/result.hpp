@@ -19,6 +19,8 @@ using status = policy::status;
 using error = policy::text_error;
 
 /// Shorthand for building an error value.
-inline error fail(std::string message) { return error{std::move(message)}; }
+inline error fail(std::string message) {
+  return error{std::move(message)};
+}
 
 }  // namespace caf_agent::learner

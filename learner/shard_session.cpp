@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include "base/remove_tree.hpp"
 #include "learner/checkpoint.hpp"
@@ -24,7 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+double since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
 
 std::string device_of(const shard_options& o) {
   if (o.device != "cuda") return o.device;
@@ -103,7 +105,8 @@ struct shard_session::impl {
     g.timeout = std::chrono::milliseconds(options.timeout_ms);
     g.backend = options.backend == "nccl" ? dp_backend::nccl : dp_backend::gloo;
     auto created = process_group::create(g);
-    if (!created) return fail("rendezvous of generation " + std::to_string(generation) + ": " + created.error().message);
+    if (!created)
+      return fail("rendezvous of generation " + std::to_string(generation) + ": " + created.error().message);
     group = std::move(created.value());
     group_generation = generation;
     return {};
@@ -114,8 +117,8 @@ struct shard_session::impl {
     const torch::Device device(device_of(options));
     auto actor = policy::decoder::load(options.model_dir, device, torch::kFloat32, policy::value_head_mode::none);
     if (!actor) return fail("actor: " + actor.error().message);
-    auto critic = policy::decoder::load(options.model_dir, device, torch::kFloat32,
-                                        policy::value_head_mode::init_if_missing);
+    auto critic =
+        policy::decoder::load(options.model_dir, device, torch::kFloat32, policy::value_head_mode::init_if_missing);
     if (!critic) return fail("critic: " + critic.error().message);
     for (auto* m : {&actor.value(), &critic.value()})
       for (const auto& [name, p] : m->named_parameters()) p.requires_grad_(true);
@@ -123,7 +126,8 @@ struct shard_session::impl {
     if (!t) return t.error();
     model.emplace(std::move(t.value()));
     if (base_version > 0) {
-      if (base_checkpoint.empty()) return fail("version " + std::to_string(base_version) + " has no checkpoint to load");
+      if (base_checkpoint.empty())
+        return fail("version " + std::to_string(base_version) + " has no checkpoint to load");
       auto cursor = load_checkpoint(base_checkpoint, model->checkpoint_parts());
       if (!cursor) return fail("loading version " + std::to_string(base_version) + ": " + cursor.error().message);
       model->set_steps(cursor.value().step);
@@ -149,8 +153,8 @@ result<std::unique_ptr<shard_session>> shard_session::create(const shard_options
     return fail("learner: this build has no " + options.backend + " process group (see learner/README.md)");
   if (options.device == "cpu" && (options.cpu_threads > 0 || options.shards > 1)) {
     const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(static_cast<int>(
-        options.cpu_threads > 0 ? options.cpu_threads : std::max<int64_t>(1, cores / options.shards)));
+    at::set_num_threads(
+        static_cast<int>(options.cpu_threads > 0 ? options.cpu_threads : std::max<int64_t>(1, cores / options.shards)));
   }
   auto state = std::make_unique<impl>();
   state->options = options;
@@ -158,7 +162,9 @@ result<std::unique_ptr<shard_session>> shard_session::create(const shard_options
   return std::unique_ptr<shard_session>(new shard_session(std::move(state)));
 }
 
-uint64_t shard_session::version() const { return impl_->version; }
+uint64_t shard_session::version() const {
+  return impl_->version;
+}
 
 result<shard_step_outcome> shard_session::run(const shard_batch& batch, const shard_step& step) {
   auto& s = *impl_;

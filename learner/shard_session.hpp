@@ -47,16 +47,16 @@ struct shard_batch {
   std::vector<double> actor_lrs;
   int64_t sequences_per_step = 0;  ///< trajectories per step, round robin from sequence_cursor; 0: all
   int64_t sequence_cursor = 0;
-  double temperature = 0;          ///< the episodes' sampling temperature; 0: the configured one
+  double temperature = 0;  ///< the episodes' sampling temperature; 0: the configured one
 };
 
 /// What a step starts from and produces.
 struct shard_step {
-  uint64_t base_version = 0;    ///< the weights the step starts from
-  std::string base_checkpoint;  ///< their checkpoint ("" for version 0: the base model)
-  uint64_t new_version = 1;     ///< the version the step produces
-  uint64_t generation = 0;      ///< process-group generation (bumped when the shard set changed)
-  bool save_checkpoint = true;  ///< rank 0 writes the new version's checkpoint
+  uint64_t base_version = 0;      ///< the weights the step starts from
+  std::string base_checkpoint;    ///< their checkpoint ("" for version 0: the base model)
+  uint64_t new_version = 1;       ///< the version the step produces
+  uint64_t generation = 0;        ///< process-group generation (bumped when the shard set changed)
+  bool save_checkpoint = true;    ///< rank 0 writes the new version's checkpoint
   bool stage_in_process = false;  ///< rank 0 stages the actor's tensors for an engine of this process
 };
 
@@ -64,7 +64,7 @@ struct shard_step {
 struct shard_step_outcome {
   bool applied = false;
   std::string skip_reason;
-  std::string report_json;      ///< learner::step_report::to_json
+  std::string report_json;  ///< learner::step_report::to_json
   double policy_loss = 0;
   double value_loss = 0;
   double explained_variance = 0;

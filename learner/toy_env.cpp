@@ -20,8 +20,7 @@ rollout_batch toy_env::pack(const torch::Tensor& tokens_be, const torch::Tensor&
   std::vector<float> rewards(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) {
     int64_t correct = 0;
-    for (int64_t t = 0; t < options_.turns; ++t)
-      correct += p[i * e + 2 + 2 * t] == target(p[i * e + 1 + 2 * t]);
+    for (int64_t t = 0; t < options_.turns; ++t) correct += p[i * e + 2 + 2 * t] == target(p[i * e + 1 + 2 * t]);
     rewards[static_cast<size_t>(i)] = static_cast<float>(correct) / static_cast<float>(options_.turns);
   }
   rollout_batch out;

@@ -4,8 +4,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <array>
 #include <memory>
@@ -71,9 +71,8 @@ struct checkpoint_function : torch::autograd::Function<checkpoint_function> {
 
 /// The tensor fields of a block's weights, in a fixed order.
 std::array<torch::Tensor*, 18> fields_of(policy::decoder::layer_refs& w) {
-  return {&w.input_norm_d, &w.q_w, &w.q_b, &w.k_w, &w.k_b, &w.v_w, &w.v_b, &w.o_w, &w.o_b,
-          &w.q_norm_e, &w.k_norm_e, &w.post_norm_d, &w.gate_w, &w.gate_b, &w.up_w, &w.up_b,
-          &w.down_w, &w.down_b};
+  return {&w.input_norm_d, &w.q_w,      &w.q_b,         &w.k_w,    &w.k_b,    &w.v_w,  &w.v_b,  &w.o_w,    &w.o_b,
+          &w.q_norm_e,     &w.k_norm_e, &w.post_norm_d, &w.gate_w, &w.gate_b, &w.up_w, &w.up_b, &w.down_w, &w.down_b};
 }
 
 /// One block, recomputed in the backward: inputs are x then the block's defined weights.
@@ -146,14 +145,13 @@ torch::Tensor align_to_tokens(const torch::Tensor& rows_r, const torch::Tensor& 
   return torch::cat({torch::zeros({1}, rows_r.options()), rows_r}) * not_start_t;
 }
 
-status check_request(const policy::decoder& model, const torch::Tensor& tokens_t,
-                     const std::vector<int64_t>& offsets, const train_forward_options& o) {
+status check_request(const policy::decoder& model, const torch::Tensor& tokens_t, const std::vector<int64_t>& offsets,
+                     const train_forward_options& o) {
   const auto& c = model.config();
   if (tokens_t.dim() != 1 || tokens_t.scalar_type() != torch::kInt64)
     return fail("train_forward: tokens must be int64 [t]");
   if (tokens_t.size(0) == 0) return fail("train_forward: the batch has no tokens");
-  if (o.compute_dtype != torch::kFloat32 && o.compute_dtype != torch::kBFloat16 &&
-      o.compute_dtype != torch::kFloat16)
+  if (o.compute_dtype != torch::kFloat32 && o.compute_dtype != torch::kBFloat16 && o.compute_dtype != torch::kFloat16)
     return fail("train_forward: compute dtype must be float32, bfloat16 or float16");
   if (o.want_values && !model.has_value_head()) return fail("train_forward: values need a value head");
   if (o.temperature <= 0) return fail("train_forward: temperature must be > 0");
@@ -186,8 +184,7 @@ torch::Tensor packed_positions(const std::vector<int64_t>& seq_offsets, torch::D
 }
 
 result<train_forward_output> train_forward(const policy::decoder& model, const torch::Tensor& tokens_t,
-                                           const torch::Tensor& seq_offsets_n1,
-                                           const train_forward_options& options) {
+                                           const torch::Tensor& seq_offsets_n1, const train_forward_options& options) {
   if (!tokens_t.defined() || tokens_t.dim() != 1) return fail("train_forward: tokens must be int64 [t]");
   if (auto ok = check_offsets(seq_offsets_n1, tokens_t.size(0), "train_forward"); !ok) return ok.error();
   auto offsets_cpu = seq_offsets_n1.to(torch::kCPU).contiguous();
@@ -209,8 +206,8 @@ result<train_forward_output> train_forward(const policy::decoder& model, const t
     auto not_start_t = torch::tensor(not_start).to(model.device());
     train_forward_output out;
     if (options.want_logprobs) {
-      auto head = chunked_head(h_td.narrow(0, 0, t - 1), compute->lm_head_weight(), tokens_t.narrow(0, 1, t - 1),
-                               options);
+      auto head =
+          chunked_head(h_td.narrow(0, 0, t - 1), compute->lm_head_weight(), tokens_t.narrow(0, 1, t - 1), options);
       out.logp_t = align_to_tokens(head[0], not_start_t);
       if (options.want_entropy) out.entropy_t = align_to_tokens(head[1], not_start_t);
     }

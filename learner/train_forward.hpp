@@ -66,8 +66,7 @@ struct train_forward_output {
 /// the model's max_position_embeddings, token ids outside the vocabulary, values without a value
 /// head, an unsupported compute dtype.
 result<train_forward_output> train_forward(const policy::decoder& model, const torch::Tensor& tokens_t,
-                                           const torch::Tensor& seq_offsets_n1,
-                                           const train_forward_options& options);
+                                           const torch::Tensor& seq_offsets_n1, const train_forward_options& options);
 
 /// A function of tensors recomputed in the backward (activation checkpointing).
 using recompute_fn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;

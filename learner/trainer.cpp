@@ -106,8 +106,11 @@ rollout_batch rollout_batch::select(const std::vector<int64_t>& indices) const {
 
 trainer::trainer(policy::decoder actor, std::optional<policy::decoder> critic, adamw actor_opt,
                  std::optional<adamw> critic_opt, const trainer_options& options)
-    : actor_(std::move(actor)), critic_(std::move(critic)), actor_opt_(std::move(actor_opt)),
-      critic_opt_(std::move(critic_opt)), options_(options) {}
+    : actor_(std::move(actor)),
+      critic_(std::move(critic)),
+      actor_opt_(std::move(actor_opt)),
+      critic_opt_(std::move(critic_opt)),
+      options_(options) {}
 
 result<trainer> trainer::create(policy::decoder actor, std::optional<policy::decoder> critic,
                                 const trainer_options& options) {
@@ -166,7 +169,9 @@ std::vector<rollout_batch> trainer::microbatches(const rollout_batch& batch, ste
   return out;
 }
 
-bool trainer::data_parallel() const { return options_.group != nullptr && options_.group->world_size() > 1; }
+bool trainer::data_parallel() const {
+  return options_.group != nullptr && options_.group->world_size() > 1;
+}
 
 result<aggregation> trainer::global_agg(aggregation agg, const std::vector<rollout_batch>& mbs) {
   double count = 0;
@@ -216,7 +221,7 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
     report.skip_reason = "the batch has no sampled token (all masked)";
   } else {
     try {
-      status ok = stage == train_stage::ppo ? ppo_step(batch, report)
+      status ok = stage == train_stage::ppo   ? ppo_step(batch, report)
                   : stage == train_stage::rft ? rft_step(batch, report)
                                               : vp_step(batch, report);
       if (!ok) {  // nothing half-accumulated may leak into the next step
@@ -268,14 +273,15 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
     if (batch.sampler_logp_t.defined()) {
       std::vector<torch::Tensor> s;
       for (const auto& m : mbs) s.push_back(m.b.sampler_logp_t);
-      auto mm = mismatch_stats(torch::cat(s), cat_all(mbs, &prepared::old_logp_t), mask_t, options_.ppo.mask_ratio_band);
+      auto mm =
+          mismatch_stats(torch::cat(s), cat_all(mbs, &prepared::old_logp_t), mask_t, options_.ppo.mask_ratio_band);
       if (!mm) return mm.error();
       report.mismatch = mm.value();
     }
     auto ev = explained_variance(cat_all(mbs, &prepared::old_values_t), cat_all(mbs, &prepared::returns_t), mask_t);
     report.explained_variance = ev ? ev.value() : 0.0;
   }
-  {  // The advantages' mean (and whitening) over the global batch's sampled tokens.
+  {                              // The advantages' mean (and whitening) over the global batch's sampled tokens.
     double sums[3] = {0, 0, 0};  // sum, sum of squares, count
     for (const auto& m : mbs) {
       auto adv = m.advantages_t.detach().to(torch::kFloat64) * m.b.loss_mask_t;
@@ -316,9 +322,9 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
     for (auto& m : mbs) {
       auto f = train_forward(actor_, m.b.tokens_t, m.b.seq_offsets_n1, actor_fwd);
       if (!f) return f.error();
-      auto loss = ppo_policy_loss({f.value().logp_t, m.old_logp_t, m.advantages_t, m.b.loss_mask_t,
-                                   m.b.seq_offsets_n1, m.b.sampler_logp_t},
-                                  ppo);
+      auto loss = ppo_policy_loss(
+          {f.value().logp_t, m.old_logp_t, m.advantages_t, m.b.loss_mask_t, m.b.seq_offsets_n1, m.b.sampler_logp_t},
+          ppo);
       if (!loss) return loss.error();
       auto total = loss.value().loss;
       if (options_.entropy_coef != 0) {
@@ -485,8 +491,8 @@ std::string step_report::to_json() const {
                 "\"actor_grad_norm\":%.9g,\"critic_grad_norm\":%.9g,\"seconds\":%.6f,\"lr\":%.9g,"
                 "\"old_logprob_seconds\":%.6f,\"update_seconds\":%.6f",
                 static_cast<long long>(sequences), static_cast<long long>(tokens),
-                static_cast<long long>(sampled_tokens), static_cast<long long>(microbatches), policy_loss,
-                value_loss, nll, entropy, explained_variance, reward_mean, advantage_mean, actor_step.grad_norm,
+                static_cast<long long>(sampled_tokens), static_cast<long long>(microbatches), policy_loss, value_loss,
+                nll, entropy, explained_variance, reward_mean, advantage_mean, actor_step.grad_norm,
                 critic_step.grad_norm, seconds, actor_lr, old_logprob_seconds, update_seconds);
   out += buf;
   if (ppo) {

@@ -56,12 +56,12 @@ result<train_stage> parse_stage(const std::string& name);
 
 /// Options of the trainer.
 struct trainer_options {
-  train_forward_options forward;  ///< Compute dtype, recomputation, LM-head chunk, temperature.
+  train_forward_options forward;    ///< Compute dtype, recomputation, LM-head chunk, temperature.
   adamw_options actor_optimizer{};  ///< Actor AdamW (lr 3e-6 by default).
   adamw_options critic_optimizer{.lr = default_critic_lr};  ///< Critic AdamW (lr 6e-6).
-  ppo_options ppo{};                ///< Clip-higher 0.2 / 0.28, aggregation, TIS, band masking.
-  gae_options gae{};                ///< gamma 1, lambda 0.95.
-  value_loss_options value{};       ///< Critic loss (optional clipping).
+  ppo_options ppo{};                                        ///< Clip-higher 0.2 / 0.28, aggregation, TIS, band masking.
+  gae_options gae{};                                        ///< gamma 1, lambda 0.95.
+  value_loss_options value{};                               ///< Critic loss (optional clipping).
   /// Updates per PPO step over the same batch (each one optimizer step of actor and critic).
   int64_t ppo_epochs = 1;
   /// Token budget of one micro-batch (first-fit-decreasing packing); 0: the whole batch.
@@ -80,29 +80,29 @@ struct trainer_options {
 
 /// What one step did and measured.
 struct step_report {
-  std::string stage;           ///< "ppo", "rft" or "vp".
-  bool applied = false;        ///< False when the step was skipped (weights unchanged).
-  std::string skip_reason;     ///< Why it was skipped.
-  int64_t sequences = 0;       ///< Trajectories in the batch.
-  int64_t tokens = 0;          ///< Tokens in the batch.
-  int64_t sampled_tokens = 0;  ///< Tokens with loss mask 1.
-  int64_t microbatches = 0;    ///< Micro-batches per update.
-  double policy_loss = 0;      ///< PPO surrogate (last epoch), or the RFT NLL loss.
-  double value_loss = 0;       ///< Critic loss (last epoch), or L_VP.
-  double nll = 0;              ///< Token-mean NLL of the sampled tokens (rft).
-  double entropy = 0;          ///< Token-mean entropy of the sampled tokens' distributions.
-  double explained_variance = 0;  ///< Of the critic's values against the GAE returns (ppo, vp).
-  double reward_mean = 0;      ///< Mean trajectory reward.
-  double advantage_mean = 0;   ///< Mean advantage over sampled tokens (before whitening).
+  std::string stage;                        ///< "ppo", "rft" or "vp".
+  bool applied = false;                     ///< False when the step was skipped (weights unchanged).
+  std::string skip_reason;                  ///< Why it was skipped.
+  int64_t sequences = 0;                    ///< Trajectories in the batch.
+  int64_t tokens = 0;                       ///< Tokens in the batch.
+  int64_t sampled_tokens = 0;               ///< Tokens with loss mask 1.
+  int64_t microbatches = 0;                 ///< Micro-batches per update.
+  double policy_loss = 0;                   ///< PPO surrogate (last epoch), or the RFT NLL loss.
+  double value_loss = 0;                    ///< Critic loss (last epoch), or L_VP.
+  double nll = 0;                           ///< Token-mean NLL of the sampled tokens (rft).
+  double entropy = 0;                       ///< Token-mean entropy of the sampled tokens' distributions.
+  double explained_variance = 0;            ///< Of the critic's values against the GAE returns (ppo, vp).
+  double reward_mean = 0;                   ///< Mean trajectory reward.
+  double advantage_mean = 0;                ///< Mean advantage over sampled tokens (before whitening).
   std::optional<ppo_result> ppo;            ///< PPO statistics of the last micro-batch (ppo).
   std::optional<mismatch_result> mismatch;  ///< Sampler vs trainer, before the update (ppo).
-  optimizer_step_report actor_step;   ///< The actor's last optimizer step.
-  optimizer_step_report critic_step;  ///< The critic's last optimizer step.
-  double seconds = 0;          ///< Wall time of the step.
+  optimizer_step_report actor_step;         ///< The actor's last optimizer step.
+  optimizer_step_report critic_step;        ///< The critic's last optimizer step.
+  double seconds = 0;                       ///< Wall time of the step.
   /// ppo: the old log-probabilities, values and advantages before the update (no grad); 0 else.
   double old_logprob_seconds = 0;
-  double update_seconds = 0;   ///< The rest of the step: forward, backward, optimizer.
-  double actor_lr = 0;         ///< The actor's learning rate of the step.
+  double update_seconds = 0;  ///< The rest of the step: forward, backward, optimizer.
+  double actor_lr = 0;        ///< The actor's learning rate of the step.
 
   /// One JSON object with every field (for logs and learner_tool).
   std::string to_json() const;

@@ -25,8 +25,8 @@
 #include <iostream>
 #include <string>
 
-#include "policy/model/decoder.hpp"
 #include "base/remove_tree.hpp"
+#include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/tool_args.hpp"
 #include "policy/model/weight_exchange.hpp"
@@ -86,7 +86,9 @@ void print_crash(int sig, siginfo_t* info, void* context) {
 }
 
 // The phase each round is in, on stderr, so a crash names it.
-void phase(int round, const char* what) { std::fprintf(stderr, "round %d: %s\n", round, what); }
+void phase(int round, const char* what) {
+  std::fprintf(stderr, "round %d: %s\n", round, what);
+}
 
 int fail(const std::string& why) {
   std::cerr << "weight_sync_bench: " << why << "\n";
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
   const int64_t bucket = std::stoll(policy::tool_arg(a, "bucket-mb", "64")) << 20;
   const auto dir = fs::path(policy::tool_arg(a, "dir", (fs::temp_directory_path() / "weight_sync_bench").string()));
   const auto config = shape(a.count("tiny") != 0);
-  const bool skip_disk = a.count("skip-disk") != 0;            // the in-process path alone
+  const bool skip_disk = a.count("skip-disk") != 0;                // the in-process path alone
   const bool keep_checkpoints = a.count("keep-checkpoints") != 0;  // no removal between rounds
   torch::manual_seed(0);
   policy::tensor_map tensors;
@@ -166,8 +168,10 @@ int main(int argc, char** argv) {
     const double inproc_ms = ms_since(t0);
     if (engine.value()->policy_version() != version) return fail("the engine did not switch to the new version");
     if (skip_disk) {
-      std::printf("{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
-                  "\"swap_step_ms\":%.2f}\n", round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms);
+      std::printf(
+          "{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
+          "\"swap_step_ms\":%.2f}\n",
+          round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms);
       std::fflush(stdout);
       sum_inproc += inproc_ms;
       max_inproc = std::max(max_inproc, inproc_ms);
@@ -185,9 +189,10 @@ int main(int argc, char** argv) {
     if (auto err = one_step(); !err.empty()) return fail(err);
     sync(device);
     const double disk_ms = ms_since(t3), reload_ms = ms_since(t4);
-    std::printf("{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
-                "\"swap_step_ms\":%.2f,\"disk_ms\":%.2f,\"save_ms\":%.2f,\"reload_and_step_ms\":%.2f}\n",
-                round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms, disk_ms, save_ms, reload_ms);
+    std::printf(
+        "{\"round\":%d,\"bytes\":%lld,\"inproc_ms\":%.2f,\"stage_ms\":%.2f,\"engine_load_ms\":%.2f,"
+        "\"swap_step_ms\":%.2f,\"disk_ms\":%.2f,\"save_ms\":%.2f,\"reload_and_step_ms\":%.2f}\n",
+        round, static_cast<long long>(bytes), inproc_ms, stage_ms, load_ms, step_ms, disk_ms, save_ms, reload_ms);
     std::fflush(stdout);  // a line per round survives a crash later on
     sum_inproc += inproc_ms;
     sum_disk += disk_ms;
@@ -195,10 +200,11 @@ int main(int argc, char** argv) {
     phase(round, "remove the checkpoint");
     if (!keep_checkpoints) base::remove_tree(ckpt);
   }
-  std::printf("{\"summary\":true,\"device\":\"%s\",\"engine_dtype\":\"%s\",\"bytes\":%lld,\"rounds\":%d,"
-              "\"inproc_mean_ms\":%.2f,\"inproc_max_ms\":%.2f,\"disk_mean_ms\":%.2f}\n",
-              device.str().c_str(), eo.dtype.c_str(), static_cast<long long>(bytes), rounds, sum_inproc / rounds,
-              max_inproc, sum_disk / rounds);
+  std::printf(
+      "{\"summary\":true,\"device\":\"%s\",\"engine_dtype\":\"%s\",\"bytes\":%lld,\"rounds\":%d,"
+      "\"inproc_mean_ms\":%.2f,\"inproc_max_ms\":%.2f,\"disk_mean_ms\":%.2f}\n",
+      device.str().c_str(), eo.dtype.c_str(), static_cast<long long>(bytes), rounds, sum_inproc / rounds, max_inproc,
+      sum_disk / rounds);
   base::remove_tree(dir.string());
   return 0;
 }

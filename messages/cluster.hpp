@@ -19,14 +19,14 @@ inline constexpr uint32_t protocol_version = 9;  // 2: generate_request.messages
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {
-  std::string node_id;   ///< unique per process: role@host:pid
-  std::string role;      ///< coordinator, rollout, gpu-pool, learner, inference, local
+  std::string node_id;  ///< unique per process: role@host:pid
+  std::string role;     ///< coordinator, rollout, gpu-pool, learner, inference, local
   std::string host;
   int32_t pid = 0;
   int32_t cores = 0;
   int32_t gpus = 0;
   std::map<std::string, int64_t> actor_counts;  ///< actor kind -> how many it runs
-  int64_t started_at_ms = 0;                     ///< unix epoch milliseconds
+  int64_t started_at_ms = 0;                    ///< unix epoch milliseconds
   /// What operators should know about the node, e.g. "sandbox: no per-episode cgroup: why".
   std::vector<std::string> notes;
   CAF_AGENT_FIELDS(node_info, node_id, role, host, pid, cores, gpus, actor_counts, started_at_ms, notes)
@@ -50,21 +50,21 @@ struct register_ack {
 /// One actor kind of a process, named as CAF 1.x names its metrics (label `name` = kind):
 /// caf.system.running-actors, caf.actor.mailbox-size, caf.actor.processing-time.
 struct actor_kind_metrics {
-  std::string kind;               ///< the actor's state name: episode, gpu_pool, coordinator, ...
-  int64_t running = 0;            ///< caf.system.running-actors
-  int64_t spawned = 0;            ///< since the process started
-  int64_t mailbox_size = 0;       ///< caf.actor.mailbox-size, summed over running actors (last seen)
-  int64_t mailbox_peak = 0;       ///< the largest mailbox one actor of this kind had
-  int64_t processed = 0;          ///< messages handled
-  int64_t processing_us = 0;      ///< caf.actor.processing-time, total
-  std::vector<int64_t> processing_buckets;  ///< histogram over observe::histogram bounds
-  int64_t errors = 0;             ///< actors that exited with an error
-  int64_t restarts = 0;           ///< restarts of what the kind owns (an eval worker), with reasons
-  std::vector<std::string> restart_reasons;  ///< the last few errors and restarts, newest last
+  std::string kind;                           ///< the actor's state name: episode, gpu_pool, coordinator, ...
+  int64_t running = 0;                        ///< caf.system.running-actors
+  int64_t spawned = 0;                        ///< since the process started
+  int64_t mailbox_size = 0;                   ///< caf.actor.mailbox-size, summed over running actors (last seen)
+  int64_t mailbox_peak = 0;                   ///< the largest mailbox one actor of this kind had
+  int64_t processed = 0;                      ///< messages handled
+  int64_t processing_us = 0;                  ///< caf.actor.processing-time, total
+  std::vector<int64_t> processing_buckets;    ///< histogram over observe::histogram bounds
+  int64_t errors = 0;                         ///< actors that exited with an error
+  int64_t restarts = 0;                       ///< restarts of what the kind owns (an eval worker), with reasons
+  std::vector<std::string> restart_reasons;   ///< the last few errors and restarts, newest last
   std::map<std::string, int64_t> handled;     ///< message type -> messages handled
   std::map<std::string, int64_t> handled_us;  ///< message type -> processing time
-  CAF_AGENT_FIELDS(actor_kind_metrics, kind, running, spawned, mailbox_size, mailbox_peak, processed,
-                   processing_us, processing_buckets, errors, restarts, restart_reasons, handled, handled_us)
+  CAF_AGENT_FIELDS(actor_kind_metrics, kind, running, spawned, mailbox_size, mailbox_peak, processed, processing_us,
+                   processing_buckets, errors, restarts, restart_reasons, handled, handled_us)
 };
 
 /// One running actor among the busiest of its process (by mailbox or processing time).
@@ -89,30 +89,28 @@ struct episode_progress {
   uint64_t policy_version = 0;  ///< of the last completion
   std::string phase;            ///< opening, generating, tool:NAME, eval:MODE, closing
   int64_t started_at_ms = 0;
-  int64_t last_progress_ms = 0; ///< last completion or tool/eval result
+  int64_t last_progress_ms = 0;  ///< last completion or tool/eval result
   int64_t turn_started_ms = 0;
   int32_t tool_calls = 0;
-  double tool_ms = 0;           ///< time spent in tool calls so far
-  int32_t repeats = 0;          ///< the last tool call repeated this many times in a row (1: once)
-  std::string last_call;        ///< NAME ARGS of the last call (truncated)
-  CAF_AGENT_FIELDS(episode_progress, episode_id, task_id, node_id, turn, max_turns, tokens, policy_version,
-                   phase, started_at_ms, last_progress_ms, turn_started_ms, tool_calls, tool_ms, repeats,
-                   last_call)
+  double tool_ms = 0;     ///< time spent in tool calls so far
+  int32_t repeats = 0;    ///< the last tool call repeated this many times in a row (1: once)
+  std::string last_call;  ///< NAME ARGS of the last call (truncated)
+  CAF_AGENT_FIELDS(episode_progress, episode_id, task_id, node_id, turn, max_turns, tokens, policy_version, phase,
+                   started_at_ms, last_progress_ms, turn_started_ms, tool_calls, tool_ms, repeats, last_call)
 };
 
 /// A GPU pool of a process: slots and the wait for one.
 struct pool_metrics {
   std::string name;
   int32_t slots = 0;
-  int32_t healthy = 0;   ///< slots - healthy = quarantined
+  int32_t healthy = 0;  ///< slots - healthy = quarantined
   int32_t busy = 0;
   int32_t queued = 0;    ///< in the slot queue and parked
   int32_t building = 0;  ///< waiting for or in a builder
   int64_t jobs_done = 0;
   int64_t infra_failures = 0;
   std::vector<int64_t> wait_buckets;  ///< queue wait (enqueue to slot), observe::histogram bounds
-  CAF_AGENT_FIELDS(pool_metrics, name, slots, healthy, busy, queued, building, jobs_done, infra_failures,
-                   wait_buckets)
+  CAF_AGENT_FIELDS(pool_metrics, name, slots, healthy, busy, queued, building, jobs_done, infra_failures, wait_buckets)
 };
 
 /// What a process reports with its heartbeats (one registry per process).
@@ -148,9 +146,9 @@ struct get_view {
 enum class node_state : uint8_t {
   joining,  ///< not registered yet (named "new": the state a first registration leaves)
   up,
-  stale,    ///< no heartbeat within the timeout
-  down,     ///< its connection or agent is gone
-  left,     ///< it left on purpose
+  stale,  ///< no heartbeat within the timeout
+  down,   ///< its connection or agent is gone
+  left,   ///< it left on purpose
 };
 CAF_AGENT_ENUM_NAMES(node_state, "new", "up", "stale", "down", "left")
 

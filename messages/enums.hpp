@@ -23,7 +23,9 @@ struct enum_names;
 
 /// An enum whose values have names (has an enum_names specialization).
 template <class E>
-concept named_enum = requires { enum_names<E>::names; };
+concept named_enum = requires {
+  enum_names<E>::names;
+};
 
 /// The name of e ("?" for a value outside the list, which only a cast can make).
 template <named_enum E>
@@ -52,23 +54,24 @@ std::string names_list() {
 
 /// Gives enum E its names (one string per value, in order), `to_string` and JSON hooks
 /// (nlohmann's adl_serializer finds them; written as the name, an unknown name throws).
-#define CAF_AGENT_ENUM_NAMES(E, ...)                                                   \
-  template <>                                                                          \
-  struct enum_names<E> {                                                               \
-    static constexpr std::string_view names[] = {__VA_ARGS__};                         \
-  };                                                                                   \
-  inline std::string to_string(E e) { return std::string(name_of(e)); }               \
-  template <class Json>                                                                \
-  void to_json(Json& j, const E& e) {                                                  \
-    j = std::string(name_of(e));                                                       \
-  }                                                                                    \
-  template <class Json>                                                                \
-  void from_json(const Json& j, E& e) {                                                \
-    auto s = j.template get<std::string>();                                            \
-    auto v = parse_name<E>(s);                                                         \
-    if (!v) throw std::invalid_argument(#E " has no value \"" + s + "\" (one of: " +   \
-                                        names_list<E>() + ")");                        \
-    e = *v;                                                                            \
+#define CAF_AGENT_ENUM_NAMES(E, ...)                                                                         \
+  template <>                                                                                                \
+  struct enum_names<E> {                                                                                     \
+    static constexpr std::string_view names[] = {__VA_ARGS__};                                               \
+  };                                                                                                         \
+  inline std::string to_string(E e) {                                                                        \
+    return std::string(name_of(e));                                                                          \
+  }                                                                                                          \
+  template <class Json>                                                                                      \
+  void to_json(Json& j, const E& e) {                                                                        \
+    j = std::string(name_of(e));                                                                             \
+  }                                                                                                          \
+  template <class Json>                                                                                      \
+  void from_json(const Json& j, E& e) {                                                                      \
+    auto s = j.template get<std::string>();                                                                  \
+    auto v = parse_name<E>(s);                                                                               \
+    if (!v) throw std::invalid_argument(#E " has no value \"" + s + "\" (one of: " + names_list<E>() + ")"); \
+    e = *v;                                                                                                  \
   }
 
 /// What an evaluation runs (eval_request.mode; the episode's verify/profile commands, the

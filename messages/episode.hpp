@@ -10,7 +10,7 @@ namespace caf_agent::messages {
 
 /// One KernelBench-format problem: a PyTorch `Model` with get_inputs / get_init_inputs.
 struct task_spec {
-  std::string task_id;   ///< stable id, e.g. "level1/001_add_relu"
+  std::string task_id;  ///< stable id, e.g. "level1/001_add_relu"
   std::string name;
   int32_t level = 1;
   std::string model_py;  ///< the task's model.py source
@@ -23,15 +23,14 @@ struct start_episode {
   task_spec task;
   episode_mode mode = episode_mode::train;
   int32_t max_turns = 150;
-  int64_t wall_limit_ms = 0;   ///< 0 = no wall limit
+  int64_t wall_limit_ms = 0;  ///< 0 = no wall limit
   uint64_t seed = 0;
-  int32_t attempt = 0;         ///< > 0 when re-run after a lost node
+  int32_t attempt = 0;  ///< > 0 when re-run after a lost node
   /// The trainer's choices: "" the node's policy; "demonstrations" its replay of the recorded
   /// demonstrations (train.rft.demonstrations). temperature < 0: the node's policy.temperature.
   std::string policy;
   float temperature = -1;
-  CAF_AGENT_FIELDS(start_episode, episode_id, task, mode, max_turns, wall_limit_ms, seed, attempt, policy,
-                   temperature)
+  CAF_AGENT_FIELDS(start_episode, episode_id, task, mode, max_turns, wall_limit_ms, seed, attempt, policy, temperature)
 };
 
 /// Rollout manager -> coordinator: a summary of how an episode ended (the full record

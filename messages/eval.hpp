@@ -31,15 +31,15 @@ struct eval_result {
   double candidate_ms = 0;
   double eager_ms = 0;
   double compile_ms = 0;
-  int32_t reward = 0;  ///< judged only for final evaluations
-  std::string slot;    ///< which slot ran it
-  std::string verdict_json;  ///< the worker's full verdict
-  int64_t queue_us = 0;   ///< waiting for a builder or a slot
-  int64_t run_us = 0;     ///< on the slot
-  int64_t build_us = 0;   ///< in the pool's build stage, off the slot (0: no build stage)
+  int32_t reward = 0;         ///< judged only for final evaluations
+  std::string slot;           ///< which slot ran it
+  std::string verdict_json;   ///< the worker's full verdict
+  int64_t queue_us = 0;       ///< waiting for a builder or a slot
+  int64_t run_us = 0;         ///< on the slot
+  int64_t build_us = 0;       ///< in the pool's build stage, off the slot (0: no build stage)
   bool cached_build = false;  ///< the slot's job found its library built (compiled off the slot)
-  CAF_AGENT_FIELDS(eval_result, job_id, status, correct, reason, candidate_ms, eager_ms,
-                   compile_ms, reward, slot, verdict_json, queue_us, run_us, build_us, cached_build)
+  CAF_AGENT_FIELDS(eval_result, job_id, status, correct, reason, candidate_ms, eager_ms, compile_ms, reward, slot,
+                   verdict_json, queue_us, run_us, build_us, cached_build)
 };
 
 /// GPU pool -> rollout managers: current admission state (credits).

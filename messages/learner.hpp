@@ -13,13 +13,13 @@ namespace caf_agent::messages {
 /// of the packing plan). The batch is the records as stored: token ids, loss mask, sampler
 /// log-probabilities, one reward per trajectory; never re-tokenised.
 struct train_batch {
-  uint64_t batch_id = 0;        ///< the iteration
-  int32_t attempt = 0;          ///< 1, 2, ...: a retried step has the same batch and a new attempt
-  std::string stage;            ///< learner stage: ppo, rft or vp
-  uint64_t base_version = 0;    ///< the weights the step starts from
-  std::string base_checkpoint;  ///< their checkpoint ("" for version 0: the base model)
-  uint64_t new_version = 0;     ///< the version the step produces
-  uint64_t generation = 0;      ///< process-group generation (bumped whenever the shard set changed)
+  uint64_t batch_id = 0;          ///< the iteration
+  int32_t attempt = 0;            ///< 1, 2, ...: a retried step has the same batch and a new attempt
+  std::string stage;              ///< learner stage: ppo, rft or vp
+  uint64_t base_version = 0;      ///< the weights the step starts from
+  std::string base_checkpoint;    ///< their checkpoint ("" for version 0: the base model)
+  uint64_t new_version = 0;       ///< the version the step produces
+  uint64_t generation = 0;        ///< process-group generation (bumped whenever the shard set changed)
   bool stage_in_process = false;  ///< rank 0 also stages the new actor tensors for an engine of its process
   std::vector<uint64_t> episode_ids;
   std::vector<int32_t> tokens;
@@ -31,8 +31,8 @@ struct train_batch {
   /// schedule's rates); empty: one step at the shard's learner.actor_lr.
   std::vector<double> actor_lrs;
   int32_t sequences_per_step = 0;  ///< trajectories per optimizer step, round robin; 0: the whole batch
-  int64_t sequence_cursor = 0;     ///< the round robin's first trajectory (the stage's steps so far x sequences_per_step)
-  double temperature = 0;          ///< the episodes' sampling temperature (log-probabilities under it); 0: the shard's
+  int64_t sequence_cursor = 0;  ///< the round robin's first trajectory (the stage's steps so far x sequences_per_step)
+  double temperature = 0;       ///< the episodes' sampling temperature (log-probabilities under it); 0: the shard's
   CAF_AGENT_FIELDS(train_batch, batch_id, attempt, stage, base_version, base_checkpoint, new_version, generation,
                    stage_in_process, episode_ids, tokens, seq_offsets, loss_mask, sampler_logp, rewards, actor_lrs,
                    sequences_per_step, sequence_cursor, temperature)
@@ -47,8 +47,8 @@ struct train_step_done {
   uint64_t policy_version = 0;  ///< the version the shard now holds
   bool applied = false;         ///< false: skipped (a non-finite loss, nothing sampled); see skip_reason
   std::string skip_reason;
-  std::string error;            ///< the step failed (a peer died mid all-reduce, a bad checkpoint)
-  double policy_loss = 0;       ///< this shard's share of the global sum
+  std::string error;       ///< the step failed (a peer died mid all-reduce, a bad checkpoint)
+  double policy_loss = 0;  ///< this shard's share of the global sum
   double value_loss = 0;
   double explained_variance = 0;
   double entropy = 0;
@@ -63,8 +63,8 @@ struct train_step_done {
   int32_t optimizer_steps = 0;  ///< steps taken on the batch (train_batch::actor_lrs, or 1)
   double nll = 0;               ///< rft: the mean over those steps of the sampled tokens' NLL
   CAF_AGENT_FIELDS(train_step_done, batch_id, attempt, rank, node_id, policy_version, applied, skip_reason, error,
-                   policy_loss, value_loss, explained_variance, entropy, sampled_tokens, checkpoint,
-                   in_process_path, report_json, prepare_s, step_s, save_s, stage_s, optimizer_steps, nll)
+                   policy_loss, value_loss, explained_variance, entropy, sampled_tokens, checkpoint, in_process_path,
+                   report_json, prepare_s, step_s, save_s, stage_s, optimizer_steps, nll)
 };
 
 /// Learner / trainer / inspector -> policy services: new weights at `path` (a checkpoint

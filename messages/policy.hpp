@@ -32,8 +32,8 @@ struct generate_request {
   /// {role, content, tool_calls: [{id, name, arguments}], tool_call_id}.
   std::string messages_json;
   sampling_params sampling;
-  CAF_AGENT_FIELDS(generate_request, episode_id, request_id, task_id, turn, prompt_tokens, prompt_text,
-                   messages_json, sampling)
+  CAF_AGENT_FIELDS(generate_request, episode_id, request_id, task_id, turn, prompt_tokens, prompt_text, messages_json,
+                   sampling)
 };
 
 /// Policy -> episode: the sampled assistant turn.
@@ -43,11 +43,10 @@ struct completion {
   std::vector<float> logprobs;  ///< sampler logprob per token in `tokens`
   std::string text;
   completion_finish finish_reason = completion_finish::stop;
-  std::string error;            ///< set when finish_reason is error
+  std::string error;  ///< set when finish_reason is error
   uint64_t policy_version = 0;
   int64_t latency_us = 0;
-  CAF_AGENT_FIELDS(completion, request_id, tokens, logprobs, text, finish_reason, error,
-                   policy_version, latency_us)
+  CAF_AGENT_FIELDS(completion, request_id, tokens, logprobs, text, finish_reason, error, policy_version, latency_us)
 };
 
 }  // namespace caf_agent::messages

@@ -20,7 +20,7 @@ struct tool_request {
 /// Tool executor -> episode: the observation.
 struct tool_response {
   std::string call_id;
-  std::string output;   ///< what the agent sees (already truncated)
+  std::string output;  ///< what the agent sees (already truncated)
   tool_status status = tool_status::ok;
   int32_t exit_code = 0;
   double elapsed_ms = 0;

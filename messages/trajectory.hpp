@@ -31,10 +31,10 @@ struct trajectory_record {
   episode_mode mode = episode_mode::train;
   std::string node_id;
   std::vector<int32_t> tokens;
-  std::vector<float> logprobs;       ///< sampler logprob per token (0 for non-sampled)
-  std::vector<uint8_t> loss_mask;    ///< 1 for assistant-sampled tokens
-  std::vector<uint32_t> turn_starts; ///< token index where each assistant turn starts
-  std::vector<std::string> turn_texts;  ///< assistant text per turn (for text backends)
+  std::vector<float> logprobs;            ///< sampler logprob per token (0 for non-sampled)
+  std::vector<uint8_t> loss_mask;         ///< 1 for assistant-sampled tokens
+  std::vector<uint32_t> turn_starts;      ///< token index where each assistant turn starts
+  std::vector<std::string> turn_texts;    ///< assistant text per turn (for text backends)
   std::vector<std::string> observations;  ///< tool observations in order (as the agent saw them)
   std::map<std::string, tool_stats> tools;
   int32_t malformed_tool_calls = 0;
@@ -42,7 +42,7 @@ struct trajectory_record {
   bool correct = false;
   double speedup_eager = 0;
   double speedup_compile = 0;
-  std::string verdict;      ///< the final evaluation's reason text
+  std::string verdict;                             ///< the final evaluation's reason text
   episode_end termination = episode_end::aborted;  ///< set by the episode (aborted until then)
   std::string abort_reason;
   std::vector<uint64_t> policy_versions;
@@ -51,11 +51,10 @@ struct trajectory_record {
   int64_t started_at_ms = 0;
   int64_t ended_at_ms = 0;
   std::vector<uint32_t> turn_overhead_us;  ///< orchestration time per turn, excluding waits
-  CAF_AGENT_FIELDS(trajectory_record, format_version, episode_id, attempt, task_id, mode, node_id,
-                   tokens, logprobs, loss_mask, turn_starts, turn_texts, observations, tools,
-                   malformed_tool_calls, reward, correct, speedup_eager, speedup_compile,
-                   verdict, termination, abort_reason, policy_versions, timings_ms, turns,
-                   started_at_ms, ended_at_ms, turn_overhead_us)
+  CAF_AGENT_FIELDS(trajectory_record, format_version, episode_id, attempt, task_id, mode, node_id, tokens, logprobs,
+                   loss_mask, turn_starts, turn_texts, observations, tools, malformed_tool_calls, reward, correct,
+                   speedup_eager, speedup_compile, verdict, termination, abort_reason, policy_versions, timings_ms,
+                   turns, started_at_ms, ended_at_ms, turn_overhead_us)
 };
 
 }  // namespace caf_agent::messages

@@ -18,7 +18,9 @@ histogram hist_of(const std::vector<int64_t>& buckets) {
   return h;
 }
 
-double ms(double us) { return us / 1000.0; }
+double ms(double us) {
+  return us / 1000.0;
+}
 
 /// The median turn (ms) over every live process, and how many turns it rests on.
 std::pair<double, int64_t> median_turn(const std::vector<const messages::node_metrics*>& procs) {
@@ -92,9 +94,14 @@ json cluster_view::render(const std::string& what, const view_inputs& in) const 
   if (what == "run") return run(in);
   if (what == "train") return {{"trainer", nullptr}, {"message", "no trainer"}};
   if (what == "metrics")
-    return {{"at_ms", in.now_ms}, {"nodes", nodes(in)}, {"actors", actors(in)["kinds"]},
-            {"episodes", episode_view(in)["summary"]}, {"gpu", gpu(in)}, {"run", run(in)}};
-  return {{"error", "unknown view '" + what + "' (expected nodes, actors, episodes, gpu, queues, train, run, episode ID)"}};
+    return {{"at_ms", in.now_ms},
+            {"nodes", nodes(in)},
+            {"actors", actors(in)["kinds"]},
+            {"episodes", episode_view(in)["summary"]},
+            {"gpu", gpu(in)},
+            {"run", run(in)}};
+  return {
+      {"error", "unknown view '" + what + "' (expected nodes, actors, episodes, gpu, queues, train, run, episode ID)"}};
 }
 
 json cluster_view::nodes(const view_inputs& in) const {
@@ -102,8 +109,9 @@ json cluster_view::nodes(const view_inputs& in) const {
   std::map<std::string, int64_t> episodes_of;
   for (auto& e : episodes(in)) ++episodes_of[e.node_id];
   for (auto& n : in.snapshot.nodes) {
-    json j{{"node_id", n.info.node_id}, {"role", n.info.role},     {"state", n.state},
-           {"host", n.info.host},       {"pid", n.info.pid},       {"cores", n.info.cores},
+    json j{{"node_id", n.info.node_id}, {"role", n.info.role},
+           {"state", n.state},          {"host", n.info.host},
+           {"pid", n.info.pid},         {"cores", n.info.cores},
            {"gpus", n.info.gpus},       {"heartbeat_age_ms", in.now_ms - n.last_seen_ms},
            {"reason", n.reason},        {"actor_counts", n.info.actor_counts},
            {"notes", n.info.notes},     {"episodes", episodes_of[n.info.node_id]}};
@@ -149,8 +157,13 @@ json cluster_view::actors(const view_inputs& in) const {
       hists[k.kind].merge(k.processing_buckets);
     }
     for (auto& a : p->top)
-      tops.push_back({{"process", p->process}, {"kind", a.kind}, {"id", a.id}, {"mailbox_size", a.mailbox_size},
-                      {"mailbox_peak", a.mailbox_peak}, {"processed", a.processed}, {"busy_us", a.busy_us}});
+      tops.push_back({{"process", p->process},
+                      {"kind", a.kind},
+                      {"id", a.id},
+                      {"mailbox_size", a.mailbox_size},
+                      {"mailbox_peak", a.mailbox_peak},
+                      {"processed", a.processed},
+                      {"busy_us", a.busy_us}});
   }
   json out = json::array();
   for (auto& [name, k] : kinds) {
@@ -161,9 +174,8 @@ json cluster_view::actors(const view_inputs& in) const {
                    {"caf.actor.mailbox-size", k.mailbox_size},
                    {"mailbox_peak", k.mailbox_peak},
                    {"processed", k.processed},
-                   {"caf.actor.processing-time", {{"total_us", k.processing_us},
-                                                  {"p50_us", h.quantile(0.5)},
-                                                  {"p99_us", h.quantile(0.99)}}},
+                   {"caf.actor.processing-time",
+                    {{"total_us", k.processing_us}, {"p50_us", h.quantile(0.5)}, {"p99_us", h.quantile(0.99)}}},
                    {"errors", k.errors},
                    {"restarts", k.restarts},
                    {"restart_reasons", k.restart_reasons},
@@ -249,22 +261,31 @@ json cluster_view::gpu(const view_inputs& in) const {
                        {"wait_p99_ms", ms(h.quantile(0.99))}});
     }
   return {{"pools", pools},
-          {"total", {{"slots", slots}, {"busy", busy}, {"queued", queued}, {"quarantined", quarantined},
-                     {"wait_p50_ms", ms(all.quantile(0.5))}, {"wait_p99_ms", ms(all.quantile(0.99))}}}};
+          {"total",
+           {{"slots", slots},
+            {"busy", busy},
+            {"queued", queued},
+            {"quarantined", quarantined},
+            {"wait_p50_ms", ms(all.quantile(0.5))},
+            {"wait_p99_ms", ms(all.quantile(0.99))}}}};
 }
 
 json cluster_view::queues(const view_inputs& in) const {
   auto a = actors(in);
   json mailboxes = json::array();
   for (auto& k : a["kinds"])
-    mailboxes.push_back({{"kind", k["kind"]}, {"mailbox_size", k["caf.actor.mailbox-size"]},
-                         {"mailbox_peak", k["mailbox_peak"]}});
+    mailboxes.push_back(
+        {{"kind", k["kind"]}, {"mailbox_size", k["caf.actor.mailbox-size"]}, {"mailbox_peak", k["mailbox_peak"]}});
   json pools = json::array();
   for (auto& p : gpu(in)["pools"])
-    pools.push_back({{"process", p["process"]}, {"name", p["name"]}, {"queued", p["queued"]},
-                     {"building", p["building"]}, {"wait_p90_ms", p["wait_p90_ms"]}});
+    pools.push_back({{"process", p["process"]},
+                     {"name", p["name"]},
+                     {"queued", p["queued"]},
+                     {"building", p["building"]},
+                     {"wait_p90_ms", p["wait_p90_ms"]}});
   auto& r = in.run;
-  json driver{{"active", r.active}, {"not_started", std::max<int64_t>(0, r.planned - r.started)},
+  json driver{{"active", r.active},
+              {"not_started", std::max<int64_t>(0, r.planned - r.started)},
               {"in_flight", r.started - r.recorded}};
   return {{"mailboxes", mailboxes}, {"top", a["top"]}, {"pools", pools}, {"driver", driver}};
 }
@@ -275,20 +296,21 @@ json cluster_view::run(const view_inputs& in) const {
   auto rate = [&](int64_t n) { return judged > 0 ? static_cast<double>(n) / static_cast<double>(judged) : 0.0; };
   json rewards = json::object();
   for (auto& [reward, n] : r.rewards) rewards[std::to_string(reward)] = n;
-  return {{"active", r.active},
-          {"store_dir", r.store_dir},
-          {"mode", r.mode},
-          {"planned", r.planned},
-          {"started", r.started},
-          {"recorded", r.recorded},
-          {"aborted", r.aborted},
-          {"rewards", rewards},
-          {"terminations", r.terminations},
-          {"pass_rate", rate(r.correct)},
-          {"faster_eager_rate", rate(r.faster_eager)},
-          {"faster_compile_rate", rate(r.faster_compile)},
-          {"turns_mean", r.recorded > 0 ? static_cast<double>(r.turns_total) / static_cast<double>(r.recorded) : 0.0},
-          {"tokens_mean", r.recorded > 0 ? static_cast<double>(r.tokens_total) / static_cast<double>(r.recorded) : 0.0}};
+  return {
+      {"active", r.active},
+      {"store_dir", r.store_dir},
+      {"mode", r.mode},
+      {"planned", r.planned},
+      {"started", r.started},
+      {"recorded", r.recorded},
+      {"aborted", r.aborted},
+      {"rewards", rewards},
+      {"terminations", r.terminations},
+      {"pass_rate", rate(r.correct)},
+      {"faster_eager_rate", rate(r.faster_eager)},
+      {"faster_compile_rate", rate(r.faster_compile)},
+      {"turns_mean", r.recorded > 0 ? static_cast<double>(r.turns_total) / static_cast<double>(r.recorded) : 0.0},
+      {"tokens_mean", r.recorded > 0 ? static_cast<double>(r.tokens_total) / static_cast<double>(r.recorded) : 0.0}};
 }
 
 std::string cluster_view::prometheus(const view_inputs& in) const {
@@ -302,7 +324,8 @@ std::string cluster_view::prometheus(const view_inputs& in) const {
     for (auto& k : p->kinds)
       out << "caf_system_running_actors{process=\"" << label_escape(p->process) << "\",name=\"" << k.kind << "\"} "
           << k.running << "\n";
-  family("caf_actor_mailbox_size", "gauge", "Messages waiting in the actors' mailboxes, by kind (caf.actor.mailbox-size).");
+  family("caf_actor_mailbox_size", "gauge",
+         "Messages waiting in the actors' mailboxes, by kind (caf.actor.mailbox-size).");
   for (auto* p : procs)
     for (auto& k : p->kinds)
       out << "caf_actor_mailbox_size{process=\"" << label_escape(p->process) << "\",name=\"" << k.kind << "\"} "
@@ -314,8 +337,8 @@ std::string cluster_view::prometheus(const view_inputs& in) const {
       int64_t cumulative = 0;
       for (size_t i = 0; i < bucket_bounds_us.size() && i < k.processing_buckets.size(); ++i) {
         cumulative += k.processing_buckets[i];
-        out << "caf_actor_processing_time_seconds_bucket{" << labels << ",le=\"" << bucket_bounds_us[i] / 1e6
-            << "\"} " << cumulative << "\n";
+        out << "caf_actor_processing_time_seconds_bucket{" << labels << ",le=\"" << bucket_bounds_us[i] / 1e6 << "\"} "
+            << cumulative << "\n";
       }
       out << "caf_actor_processing_time_seconds_bucket{" << labels << ",le=\"+Inf\"} " << k.processed << "\n";
       out << "caf_actor_processing_time_seconds_sum{" << labels << "} " << k.processing_us / 1e6 << "\n";

@@ -62,7 +62,7 @@ class cluster_view {
 
   stuck_options opts_;
   std::map<std::string, messages::node_metrics> by_process_;
-  std::map<std::string, std::string> process_of_;  // node id -> process
+  std::map<std::string, std::string> process_of_;   // node id -> process
   std::map<uint64_t, std::set<std::string>> seen_;  // episode -> reasons flagged
   std::map<std::string, int64_t> stuck_counts_;
   std::vector<stuck_flag> current_;

@@ -14,9 +14,9 @@ namespace caf_agent::observe {
 
 /// Upper bounds (inclusive) of the buckets in microseconds; one more bucket holds the rest.
 inline constexpr std::array<int64_t, 25> bucket_bounds_us{
-    10,        20,        50,        100,        200,        500,        1000,      2000,   5000,
-    10000,     20000,     50000,     100000,     200000,     500000,     1000000,   2000000, 5000000,
-    10000000,  20000000,  50000000,  100000000,  200000000,  500000000,  1000000000};
+    10,       20,       50,       100,       200,       500,       1000,      2000,    5000,
+    10000,    20000,    50000,    100000,    200000,    500000,    1000000,   2000000, 5000000,
+    10000000, 20000000, 50000000, 100000000, 200000000, 500000000, 1000000000};
 
 /// Number of buckets (the bounds and one for larger values).
 inline constexpr size_t bucket_count = bucket_bounds_us.size() + 1;

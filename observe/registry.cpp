@@ -28,11 +28,9 @@ void keep_reason(std::deque<std::string>& reasons, std::string reason) {
 
 }  // namespace
 
-void actor_cell::handled(type_key key, std::string (*name)(const void*), const void* ctx, int64_t mailbox,
-                         int64_t ns) {
+void actor_cell::handled(type_key key, std::string (*name)(const void*), const void* ctx, int64_t mailbox, int64_t ns) {
   mailbox_.store(mailbox, std::memory_order_relaxed);
-  if (mailbox > mailbox_peak_.load(std::memory_order_relaxed))
-    mailbox_peak_.store(mailbox, std::memory_order_relaxed);
+  if (mailbox > mailbox_peak_.load(std::memory_order_relaxed)) mailbox_peak_.store(mailbox, std::memory_order_relaxed);
   processed_.fetch_add(1, std::memory_order_relaxed);
   busy_ns_.fetch_add(ns, std::memory_order_relaxed);
   std::lock_guard lock{mutex_};
@@ -47,8 +45,12 @@ void actor_cell::handled(type_key key, std::string (*name)(const void*), const v
 }
 
 messages::actor_top actor_cell::top() const {
-  return {kind_, id_, mailbox_.load(std::memory_order_relaxed), mailbox_peak_.load(std::memory_order_relaxed),
-          processed_.load(std::memory_order_relaxed), busy_ns_.load(std::memory_order_relaxed) / 1000};
+  return {kind_,
+          id_,
+          mailbox_.load(std::memory_order_relaxed),
+          mailbox_peak_.load(std::memory_order_relaxed),
+          processed_.load(std::memory_order_relaxed),
+          busy_ns_.load(std::memory_order_relaxed) / 1000};
 }
 
 void actor_cell::add_to(messages::actor_kind_metrics& out, histogram& hist) const {
@@ -171,9 +173,10 @@ messages::node_metrics metrics_registry::snapshot(size_t top_n) const {
   // The busiest: by mailbox first (work piling up), then by time spent handling.
   auto by_mailbox = tops;
   auto n = std::min(top_n, tops.size());
-  std::partial_sort(by_mailbox.begin(), by_mailbox.begin() + static_cast<long>(n), by_mailbox.end(),
-                    [](auto& a, auto& b) { return a.mailbox_size != b.mailbox_size ? a.mailbox_size > b.mailbox_size
-                                                                                   : a.mailbox_peak > b.mailbox_peak; });
+  std::partial_sort(
+      by_mailbox.begin(), by_mailbox.begin() + static_cast<long>(n), by_mailbox.end(), [](auto& a, auto& b) {
+        return a.mailbox_size != b.mailbox_size ? a.mailbox_size > b.mailbox_size : a.mailbox_peak > b.mailbox_peak;
+      });
   std::partial_sort(tops.begin(), tops.begin() + static_cast<long>(n), tops.end(),
                     [](auto& a, auto& b) { return a.busy_us > b.busy_us; });
   for (size_t i = 0; i < n; ++i) out.top.push_back(by_mailbox[i]);
@@ -184,7 +187,8 @@ messages::node_metrics metrics_registry::snapshot(size_t top_n) const {
   out.turn_buckets = turns_.to_vector();
   for (auto& [name, p] : pools_) {
     out.pools.push_back(p);
-    if (auto it = pool_waits_.find(name); it != pool_waits_.end()) out.pools.back().wait_buckets = it->second.to_vector();
+    if (auto it = pool_waits_.find(name); it != pool_waits_.end())
+      out.pools.back().wait_buckets = it->second.to_vector();
   }
   return out;
 }

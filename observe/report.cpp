@@ -91,9 +91,11 @@ std::string training_plots(std::vector<messages::trajectory_record>& recs) {
     turns.push_back(r.turns);
     tokens.push_back(static_cast<double>(r.tokens.size()));
   }
-  return "<h2>Rewards</h2><div class=\"row\">" + bar_chart("reward-distribution", "reward (tier) distribution", labels, overall, "#1b9e77") +
+  return "<h2>Rewards</h2><div class=\"row\">" +
+         bar_chart("reward-distribution", "reward (tier) distribution", labels, overall, "#1b9e77") +
          line_chart("tiers-over-run", "tiers over the run (share per window)", "episodes ended", "share", tier_lines) +
-         "</div><div class=\"row\">" + line_chart("reward-over-run", "mean reward over the run", "episodes ended", "reward", {mean}) +
+         "</div><div class=\"row\">" +
+         line_chart("reward-over-run", "mean reward over the run", "episodes ended", "reward", {mean}) +
          line_chart("rates-over-run", "pass and faster rates", "episodes ended", "share", {pass, eager, compile}) +
          "</div><h2>Episodes</h2><div class=\"row\">" +
          histogram_chart("turns-per-episode", "turns per episode", "turns", turns, 20, "#66a61e") +
@@ -116,7 +118,8 @@ std::string gpu_plots(const std::vector<json>& lines) {
   }
   return "<h2>GPU slots</h2><div class=\"row\">" +
          line_chart("gpu-utilization", "GPU slot utilization", "seconds since the first sample", "busy share", {util}) +
-         line_chart("gpu-queue", "evaluations waiting for a slot", "seconds since the first sample", "queued", {queued}) +
+         line_chart("gpu-queue", "evaluations waiting for a slot", "seconds since the first sample", "queued",
+                    {queued}) +
          "</div>";
 }
 
@@ -169,14 +172,16 @@ std::string summary_table(const std::vector<messages::trajectory_record>& recs, 
   }
   auto rate = [&](size_t k) { return judged ? pct(static_cast<double>(k) / static_cast<double>(judged)) : "-"; };
   auto n = static_cast<double>(std::max<size_t>(1, recs.size()));
-  std::string out = "<table class=\"summary\"><tr><th>episodes</th><td>" + std::to_string(recs.size()) +
-                    "</td></tr><tr><th>aborted</th><td>" + std::to_string(aborted) + "</td></tr><tr><th>pass rate</th><td>" +
-                    rate(pass) + "</td></tr><tr><th>faster than eager (+5%)</th><td>" + rate(eager) +
-                    "</td></tr><tr><th>faster than torch.compile (+5%)</th><td>" + rate(compile) +
-                    "</td></tr><tr><th>mean reward</th><td>" + (judged ? fixed(reward / static_cast<double>(judged), 2) : "-") +
-                    "</td></tr><tr><th>turns per episode</th><td>" + fixed(turns / n) +
-                    "</td></tr><tr><th>tokens per episode</th><td>" + fixed(tokens / n, 0) + "</td></tr>";
-  for (auto& [t, k] : terms) out += "<tr><th>termination: " + html_escape(t) + "</th><td>" + std::to_string(k) + "</td></tr>";
+  std::string out =
+      "<table class=\"summary\"><tr><th>episodes</th><td>" + std::to_string(recs.size()) +
+      "</td></tr><tr><th>aborted</th><td>" + std::to_string(aborted) + "</td></tr><tr><th>pass rate</th><td>" +
+      rate(pass) + "</td></tr><tr><th>faster than eager (+5%)</th><td>" + rate(eager) +
+      "</td></tr><tr><th>faster than torch.compile (+5%)</th><td>" + rate(compile) +
+      "</td></tr><tr><th>mean reward</th><td>" + (judged ? fixed(reward / static_cast<double>(judged), 2) : "-") +
+      "</td></tr><tr><th>turns per episode</th><td>" + fixed(turns / n) +
+      "</td></tr><tr><th>tokens per episode</th><td>" + fixed(tokens / n, 0) + "</td></tr>";
+  for (auto& [t, k] : terms)
+    out += "<tr><th>termination: " + html_escape(t) + "</th><td>" + std::to_string(k) + "</td></tr>";
   if (!metrics.empty() && metrics.back().contains("episodes")) {
     auto& s = metrics.back()["episodes"];
     std::string stuck;
@@ -200,7 +205,8 @@ std::optional<std::string> make_run_report(const fs::path& run_dir, std::string&
   auto metrics = read_jsonl(run_dir / "metrics.jsonl");
   auto learner = read_jsonl(run_dir / "learner.jsonl");
   if (recs.empty() && metrics.empty() && learner.empty()) {
-    error = "'" + run_dir.string() + "' holds no trajectory records, metrics.jsonl or learner.jsonl (is it a run directory, " +
+    error = "'" + run_dir.string() +
+            "' holds no trajectory records, metrics.jsonl or learner.jsonl (is it a run directory, " +
             "runs/.../trajectories-*?)";
     return std::nullopt;
   }
@@ -210,9 +216,9 @@ std::optional<std::string> make_run_report(const fs::path& run_dir, std::string&
       "svg.plot{border:1px solid #ddd;background:#fff}table.summary th{text-align:left;padding-right:24px}"
       "</style></head><body><h1>caf-agent run report</h1><p>" +
       html_escape(run_dir.string()) + ": " + std::to_string(recs.size()) + " records" +
-      (scan.corrupt_frames ? ", " + std::to_string(scan.corrupt_frames) + " torn or corrupt frames skipped" : "") + ", " +
-      std::to_string(metrics.size()) + " metrics samples</p>" + summary_table(recs, metrics) + training_plots(recs) +
-      gpu_plots(metrics) + learner_plots(learner) + "</body></html>\n";
+      (scan.corrupt_frames ? ", " + std::to_string(scan.corrupt_frames) + " torn or corrupt frames skipped" : "") +
+      ", " + std::to_string(metrics.size()) + " metrics samples</p>" + summary_table(recs, metrics) +
+      training_plots(recs) + gpu_plots(metrics) + learner_plots(learner) + "</body></html>\n";
   return html;
 }
 

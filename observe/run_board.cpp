@@ -17,9 +17,9 @@ void run_board::start(const std::string& store_dir, const std::string& mode, int
   facts_.store_dir = store_dir;
   facts_.mode = mode;
   facts_.planned = planned;
-  facts_.started_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  facts_.started_at_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
 }
 
 void run_board::on_started() {

@@ -26,8 +26,8 @@ struct run_facts {
   int64_t faster_compile = 0;  ///< > 5% faster than torch.compile
   int64_t turns_total = 0;
   int64_t tokens_total = 0;
-  std::map<int32_t, int64_t> rewards;            ///< reward -> records (aborted ones excluded)
-  std::map<std::string, int64_t> terminations;   ///< finished, turn_limit, ..., aborted
+  std::map<int32_t, int64_t> rewards;           ///< reward -> records (aborted ones excluded)
+  std::map<std::string, int64_t> terminations;  ///< finished, turn_limit, ..., aborted
   int64_t started_at_ms = 0;
 };
 

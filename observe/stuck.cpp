@@ -5,7 +5,9 @@ namespace caf_agent::observe {
 
 namespace {
 
-std::string seconds(int64_t ms) { return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s"; }
+std::string seconds(int64_t ms) {
+  return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+}
 
 }  // namespace
 
@@ -15,7 +17,8 @@ std::vector<stuck_flag> detect_stuck(const std::vector<messages::episode_progres
   for (auto& e : episodes) {
     const auto idle = now_ms - e.last_progress_ms;
     if (e.last_progress_ms > 0 && idle >= opts.no_progress_ms)
-      out.push_back({e.episode_id, e.node_id, "no_progress", "no progress for " + seconds(idle) + " (" + e.phase + ")"});
+      out.push_back(
+          {e.episode_id, e.node_id, "no_progress", "no progress for " + seconds(idle) + " (" + e.phase + ")"});
     if (opts.repeat_calls > 0 && e.repeats >= opts.repeat_calls)
       out.push_back({e.episode_id, e.node_id, "repeated_call",
                      "the same call " + std::to_string(e.repeats) + " times in a row: " + e.last_call});

@@ -15,8 +15,10 @@ constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
 
 std::string num(double v) {
   char buf[32];
-  if (std::fabs(v) >= 1000 || v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else std::snprintf(buf, sizeof buf, "%.3g", v);
+  if (std::fabs(v) >= 1000 || v == std::floor(v))
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
 
@@ -37,19 +39,22 @@ std::string axes(double x0, double x1, double y0, double y1, const std::string& 
   std::string out = "<g class=\"axes\" stroke=\"#444\" font-size=\"11\">";
   out += "<line x1=\"" + num(left) + "\" y1=\"" + num(top + plot_h) + "\" x2=\"" + num(left + plot_w) + "\" y2=\"" +
          num(top + plot_h) + "\"/>";
-  out += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" + num(top + plot_h) + "\"/>";
+  out += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" + num(top + plot_h) +
+         "\"/>";
   for (int i = 0; i <= 4; ++i) {
     double fy = top + plot_h - plot_h * i / 4, vy = y0 + (y1 - y0) * i / 4;
-    out += "<line x1=\"" + num(left - 4) + "\" y1=\"" + num(fy) + "\" x2=\"" + num(left) + "\" y2=\"" + num(fy) + "\"/>";
-    out += "<text stroke=\"none\" x=\"" + num(left - 6) + "\" y=\"" + num(fy + 4) + "\" text-anchor=\"end\">" + num(vy) + "</text>";
+    out +=
+        "<line x1=\"" + num(left - 4) + "\" y1=\"" + num(fy) + "\" x2=\"" + num(left) + "\" y2=\"" + num(fy) + "\"/>";
+    out += "<text stroke=\"none\" x=\"" + num(left - 6) + "\" y=\"" + num(fy + 4) + "\" text-anchor=\"end\">" +
+           num(vy) + "</text>";
     double fx = left + plot_w * i / 4, vx = x0 + (x1 - x0) * i / 4;
     out += "<text stroke=\"none\" x=\"" + num(fx) + "\" y=\"" + num(top + plot_h + 16) + "\" text-anchor=\"middle\">" +
            num(vx) + "</text>";
   }
-  out += "<text stroke=\"none\" x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(height - 8) + "\" text-anchor=\"middle\">" +
-         html_escape(xl) + "</text>";
-  out += "<text stroke=\"none\" transform=\"translate(14," + num(top + plot_h / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
-         html_escape(yl) + "</text></g>";
+  out += "<text stroke=\"none\" x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(height - 8) +
+         "\" text-anchor=\"middle\">" + html_escape(xl) + "</text>";
+  out += "<text stroke=\"none\" transform=\"translate(14," + num(top + plot_h / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(yl) + "</text></g>";
   return out;
 }
 
@@ -59,11 +64,20 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -110,8 +124,8 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
   double w = plot_w / static_cast<double>(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     double h = values[i] / vmax * plot_h;
-    out += "<rect class=\"bar\" x=\"" + num(left + w * i + w * 0.15) + "\" y=\"" + num(top + plot_h - h) + "\" width=\"" +
-           num(w * 0.7) + "\" height=\"" + num(std::max(h, 0.5)) + "\" fill=\"" + color + "\"/>";
+    out += "<rect class=\"bar\" x=\"" + num(left + w * i + w * 0.15) + "\" y=\"" + num(top + plot_h - h) +
+           "\" width=\"" + num(w * 0.7) + "\" height=\"" + num(std::max(h, 0.5)) + "\" fill=\"" + color + "\"/>";
     out += "<text x=\"" + num(left + w * i + w / 2) + "\" y=\"" + num(top + plot_h - h - 4) +
            "\" text-anchor=\"middle\" font-size=\"11\">" + num(values[i]) + "</text>";
     out += "<text x=\"" + num(left + w * i + w / 2) + "\" y=\"" + num(top + plot_h + 30) +

@@ -49,7 +49,8 @@ struct policy_config {
     f("replay_path", c.replay_path, "replay: the recorded episodes (JSON lines)");
     f("model_dir", c.model_dir, "libtorch: a Hugging Face checkpoint directory");
     f("base_url", c.base_url, "openai: http://HOST:PORT/v1");
-    f("model_name", c.model_name, "openai: the model to ask for; inference role: the name it serves (empty: model_dir's)");
+    f("model_name", c.model_name,
+      "openai: the model to ask for; inference role: the name it serves (empty: model_dir's)");
     // Rationale: temperatures above 10 sample noise; a larger value is a mistake.
     f("temperature", c.temperature, "sampling temperature", range(0, 10));
     f("top_p", c.top_p, "nucleus sampling", above_within(0, 1, "must be in (0, 1]"));
@@ -62,12 +63,16 @@ struct policy_config {
       at_least(0, "must be >= 0 (0: from the model)"));
     f("device", c.device, "libtorch: cpu, cuda, cuda:N");
     f("dtype", c.dtype, "libtorch: float32, bfloat16, float16", one_of({"float32", "bfloat16", "float16"}));
-    f("prefix_cache", c.prefix_cache, "libtorch: keep a finished turn's keys; the next turn prefills only its new tokens");
-    f("prefill_chunk", c.prefill_chunk, "libtorch: prompt tokens prefilled per step while the others decode; 0 = whole prompts",
+    f("prefix_cache", c.prefix_cache,
+      "libtorch: keep a finished turn's keys; the next turn prefills only its new tokens");
+    f("prefill_chunk", c.prefill_chunk,
+      "libtorch: prompt tokens prefilled per step while the others decode; 0 = whole prompts",
       at_least(0, "must be >= 0 (0: whole prompts)"));
-    f("cache_attention", c.cache_attention, "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
+    f("cache_attention", c.cache_attention,
+      "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
       one_of({"auto", "sdpa", "matmul", "flash"}));
-    f("cuda_graphs", c.cuda_graphs, "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
+    f("cuda_graphs", c.cuda_graphs,
+      "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

@@ -15,7 +15,9 @@ namespace {
 // Rationale: the reward's 5% margin (a speedup counts only beyond it).
 constexpr double margin = 1.05;
 
-bool measured(double ms) { return std::isfinite(ms) && ms > 0; }
+bool measured(double ms) {
+  return std::isfinite(ms) && ms > 0;
+}
 
 bool eager_of(const baseline_row& r) {
   return r.answered && r.result.status == messages::eval_status::ok && measured(r.result.eager_ms);
@@ -73,18 +75,24 @@ std::string row_text(const std::string& name, const baseline_group& g) {
   for (auto& [k, v] : g.not_measured) nm += (nm.empty() ? "" : " ") + k + "=" + std::to_string(v);
   char buf[320];
   std::snprintf(buf, sizeof buf, "%-6s %6d %7d %8d %8d %10.3f %10.3f %11.3f %9.3fx %6d %6d  %s\n", name.c_str(),
-                g.tasks, g.eager_measured, g.compile_measured, g.compile_failed, g.eager_ms_median,
-                g.eager_ms_geomean, g.compile_ms_median, g.eager_over_compile_geomean, g.compile_faster,
-                g.compile_slower, nm.empty() ? "-" : nm.c_str());
+                g.tasks, g.eager_measured, g.compile_measured, g.compile_failed, g.eager_ms_median, g.eager_ms_geomean,
+                g.compile_ms_median, g.eager_over_compile_geomean, g.compile_faster, g.compile_slower,
+                nm.empty() ? "-" : nm.c_str());
   return buf;
 }
 
 nlohmann::json group_json(const baseline_group& g) {
-  return {{"tasks", g.tasks}, {"eager_measured", g.eager_measured}, {"compile_measured", g.compile_measured},
-          {"compile_failed", g.compile_failed}, {"not_measured", g.not_measured},
-          {"eager_ms_median", g.eager_ms_median}, {"eager_ms_geomean", g.eager_ms_geomean},
-          {"compile_ms_median", g.compile_ms_median}, {"eager_over_compile_geomean", g.eager_over_compile_geomean},
-          {"compile_faster", g.compile_faster}, {"compile_slower", g.compile_slower}};
+  return {{"tasks", g.tasks},
+          {"eager_measured", g.eager_measured},
+          {"compile_measured", g.compile_measured},
+          {"compile_failed", g.compile_failed},
+          {"not_measured", g.not_measured},
+          {"eager_ms_median", g.eager_ms_median},
+          {"eager_ms_geomean", g.eager_ms_geomean},
+          {"compile_ms_median", g.compile_ms_median},
+          {"eager_over_compile_geomean", g.eager_over_compile_geomean},
+          {"compile_faster", g.compile_faster},
+          {"compile_slower", g.compile_slower}};
 }
 
 }  // namespace
@@ -106,12 +114,15 @@ baseline_report make_baseline_report(const std::vector<baseline_row>& rows) {
 }
 
 std::string format_baseline_report(const baseline_report& report, const std::vector<baseline_row>& rows) {
-  std::string out = "baselines measured by the judge on " + (report.device.empty() ? "(no device recorded)" : report.device) +
-                    "\nlevel   tasks   eager  compile  cmp_fail  eager_med   eager_geo compile_med eager/cmp  >5%f  >5%s  not measured\n";
+  std::string out = "baselines measured by the judge on " +
+                    (report.device.empty() ? "(no device recorded)" : report.device) +
+                    "\nlevel   tasks   eager  compile  cmp_fail  eager_med   eager_geo compile_med eager/cmp  >5%f  "
+                    ">5%s  not measured\n";
   for (auto& [lvl, g] : report.by_level) out += row_text("L" + std::to_string(lvl), g);
   out += row_text("all", report.overall);
-  out += "(times in ms: medians and geometric means over the measured tasks; eager/cmp: geometric mean of "
-         "eager over torch.compile; >5%f/>5%s: tasks torch.compile is more than 5% faster/slower on)\n";
+  out +=
+      "(times in ms: medians and geometric means over the measured tasks; eager/cmp: geometric mean of "
+      "eager over torch.compile; >5%f/>5%s: tasks torch.compile is more than 5% faster/slower on)\n";
   bool header = false;
   for (auto& r : rows) {
     if (eager_of(r) && measured(r.result.compile_ms)) continue;
@@ -134,10 +145,13 @@ std::string baseline_report_json(const baseline_report& report, const std::vecto
   j["rows"] = nlohmann::json::array();
   auto num = [](double x) { return measured(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   for (auto& r : rows)
-    j["rows"].push_back({{"task_id", r.task.task_id}, {"level", r.task.level}, {"status", status_of(r)},
+    j["rows"].push_back({{"task_id", r.task.task_id},
+                         {"level", r.task.level},
+                         {"status", status_of(r)},
                          {"eager_ms", eager_of(r) ? num(r.result.eager_ms) : nullptr},
                          {"compile_ms", eager_of(r) ? num(r.result.compile_ms) : nullptr},
-                         {"reason", r.answered ? r.result.reason : ""}, {"slot", r.result.slot},
+                         {"reason", r.answered ? r.result.reason : ""},
+                         {"slot", r.result.slot},
                          {"run_us", r.result.run_us}});
   return j.dump(1);
 }

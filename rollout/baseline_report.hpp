@@ -23,7 +23,7 @@ struct baseline_group {
   int tasks = 0;
   int eager_measured = 0;
   int compile_measured = 0;
-  int compile_failed = 0;                 ///< eager measured, torch.compile failed
+  int compile_failed = 0;                   ///< eager measured, torch.compile failed
   std::map<std::string, int> not_measured;  ///< by status (task_error, infra_error, ...)
   double eager_ms_median = 0, eager_ms_geomean = 0, compile_ms_median = 0;
   double eager_over_compile_geomean = 0;  ///< > 1: torch.compile faster

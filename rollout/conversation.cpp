@@ -6,9 +6,8 @@
 
 namespace caf_agent::rollout {
 
-conversation::conversation(std::string system_text, std::string task_text,
-                           policy::json_array tools, conversation_limits limits,
-                           const policy::tokenizer* tok, policy::chat_format fmt)
+conversation::conversation(std::string system_text, std::string task_text, policy::json_array tools,
+                           conversation_limits limits, const policy::tokenizer* tok, policy::chat_format fmt)
     : fmt_(std::move(fmt)), tools_(std::move(tools)), limits_(limits), tok_(tok) {
   approx_chars_ = static_cast<int64_t>(system_text.size() + task_text.size());
   for (auto& t : tools_) approx_chars_ += static_cast<int64_t>(policy::dump_json(t).size());
@@ -44,8 +43,7 @@ const std::vector<int32_t>& conversation::prompt_tokens() {
   return session_->tokens();
 }
 
-std::vector<action> conversation::on_sampled(const std::vector<int32_t>& tokens,
-                                             const std::vector<float>& logprobs) {
+std::vector<action> conversation::on_sampled(const std::vector<int32_t>& tokens, const std::vector<float>& logprobs) {
   if (!session_) return on_assistant(std::string{});
   const size_t begin = session_->tokens().size();
   if (auto st = session_->append_sampled(tokens); !st) token_error_ = st.error().message;
@@ -61,9 +59,9 @@ std::vector<action> conversation::on_sampled(const std::vector<int32_t>& tokens,
 void conversation::close_tokens() {
   if (session_ && !session_->awaiting_assistant()) {
     if (pending_obs_.empty()) {
-      (void) session_->close();
+      (void)session_->close();
     } else {  // the turn limit cut in after tool calls: keep their observations
-      (void) session_->append_observation(pending_obs_);
+      (void)session_->append_observation(pending_obs_);
       pending_obs_.clear();
     }
     logprobs_.resize(session_->tokens().size(), 0.0f);

@@ -47,9 +47,8 @@ class conversation {
   /// `task_text` the user message; `tools` the tool schemas. With `tok` the
   /// conversation runs in token mode; token_error() says if that failed.
   /// `fmt` is the checkpoint's chat format (policy::checkpoint_chat_format).
-  conversation(std::string system_text, std::string task_text, policy::json_array tools,
-               conversation_limits limits, const policy::tokenizer* tok = nullptr,
-               policy::chat_format fmt = {});
+  conversation(std::string system_text, std::string task_text, policy::json_array tools, conversation_limits limits,
+               const policy::tokenizer* tok = nullptr, policy::chat_format fmt = {});
 
   /// Adds the assistant's turn and returns the actions its tool calls ask for.
   /// No actions means the agent gave its final answer.
@@ -113,7 +112,7 @@ class conversation {
   conversation_limits limits_;
   std::vector<policy::chat_message> messages_;
   std::vector<std::vector<std::string>> call_ids_;  ///< per message: its tool calls' ids
-  std::vector<std::string> answers_to_;              ///< per message: the call a tool message answers
+  std::vector<std::string> answers_to_;             ///< per message: the call a tool message answers
   std::vector<std::string> assistant_texts_;
   int64_t approx_chars_ = 0;
   int32_t malformed_ = 0;

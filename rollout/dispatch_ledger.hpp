@@ -27,8 +27,8 @@ struct ledger_assignment {
 
 /// What a node's loss did to its episodes.
 struct ledger_loss {
-  std::vector<uint64_t> requeued;              ///< never started (or retried): will run again
-  std::vector<ledger_assignment> aborted;      ///< started: record them as aborted
+  std::vector<uint64_t> requeued;          ///< never started (or retried): will run again
+  std::vector<ledger_assignment> aborted;  ///< started: record them as aborted
 };
 
 /// How a record was taken.

@@ -52,10 +52,10 @@ std::string pct(int part, int whole) {
 std::string row(const std::string& name, const eval_group& g) {
   int scored = g.episodes - g.aborted;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-8s %8d %7d %8s %10s %11s %9.3fx %11.3fx %7.1f\n", name.c_str(),
-                g.episodes, g.aborted, pct(g.correct, scored).c_str(),
-                pct(g.faster_eager, scored).c_str(), pct(g.faster_compile, scored).c_str(),
-                g.geomean_speedup_eager, g.geomean_speedup_compile, g.mean_turns);
+  std::snprintf(buf, sizeof buf, "%-8s %8d %7d %8s %10s %11s %9.3fx %11.3fx %7.1f\n", name.c_str(), g.episodes,
+                g.aborted, pct(g.correct, scored).c_str(), pct(g.faster_eager, scored).c_str(),
+                pct(g.faster_compile, scored).c_str(), g.geomean_speedup_eager, g.geomean_speedup_compile,
+                g.mean_turns);
   return buf;
 }
 
@@ -78,14 +78,14 @@ eval_report make_eval_report(const std::vector<messages::trajectory_record>& rec
 }
 
 std::string format_eval_report(const eval_report& report) {
-  std::string out =
-      "level    episodes aborted  correct >eager+5% >compile+5% geo(eager) geo(compile)  turns\n";
+  std::string out = "level    episodes aborted  correct >eager+5% >compile+5% geo(eager) geo(compile)  turns\n";
   for (auto& [lvl, g] : report.by_level) out += row("L" + std::to_string(lvl), g);
   out += row("all", report.overall);
   out += "terminations:";
   for (auto& [t, n] : report.terminations) out += " " + t + "=" + std::to_string(n);
-  out += "\n(rates are over episodes that were not aborted by an infrastructure failure; "
-         "geometric means over correct episodes)\n";
+  out +=
+      "\n(rates are over episodes that were not aborted by an infrastructure failure; "
+      "geometric means over correct episodes)\n";
   return out;
 }
 

@@ -12,11 +12,11 @@ namespace caf_agent::rollout {
 /// Aggregates of one group of episodes (a level, or all).
 struct eval_group {
   int episodes = 0;
-  int aborted = 0;          ///< infrastructure failures: excluded from the rates
-  int correct = 0;          ///< reward >= 1
-  int faster_eager = 0;     ///< reward >= 2
-  int faster_compile = 0;   ///< reward == 3
-  double geomean_speedup_eager = 0;    ///< over correct episodes with timings
+  int aborted = 0;                   ///< infrastructure failures: excluded from the rates
+  int correct = 0;                   ///< reward >= 1
+  int faster_eager = 0;              ///< reward >= 2
+  int faster_compile = 0;            ///< reward == 3
+  double geomean_speedup_eager = 0;  ///< over correct episodes with timings
   double geomean_speedup_compile = 0;
   double mean_turns = 0;
 };

@@ -75,7 +75,8 @@ class openai_policy final : public policy_backend {
     c.tokens = std::move(r.token_ids);
     c.logprobs = std::move(r.logprobs);
     if (c.logprobs.size() != c.tokens.size()) c.logprobs.clear();  // a server that sent only some
-    c.finish_reason = r.finish_reason == "length" ? messages::completion_finish::length : messages::completion_finish::stop;
+    c.finish_reason =
+        r.finish_reason == "length" ? messages::completion_finish::length : messages::completion_finish::stop;
     c.policy_version = r.policy_version;
     c.latency_us = std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0).count();
     return {std::move(c), {}};

@@ -41,7 +41,7 @@ class policy_backend {
   /// version. Returns an error text, empty on success. May block (it runs
   /// where generate() runs).
   virtual std::string publish_weights(const std::string& path, uint64_t version) {
-    (void) path;
+    (void)path;
     version_ = version;
     return {};
   }
@@ -81,17 +81,17 @@ struct replay_tokens {
 /// episode records token-level demonstrations for rejection fine-tuning.
 /// Returns an error message instead of a backend when the file is missing or
 /// malformed (names the line).
-std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
-                                                   std::string& error, replay_tokens tokens = {});
+std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms, std::string& error,
+                                                   replay_tokens tokens = {});
 
 /// Settings of the openai backend.
 struct openai_policy_options {
-  std::string base_url;          ///< http://HOST:PORT/v1
-  std::string api_key;           ///< "" = none
-  std::string model;             ///< sent as the request's model
-  int64_t timeout_ms = 120000;   ///< per attempt
-  int32_t max_retries = 2;       ///< connection errors, 429 and 5xx
-  policy::json_array tools;      ///< the tool schemas sent with every request
+  std::string base_url;         ///< http://HOST:PORT/v1
+  std::string api_key;          ///< "" = none
+  std::string model;            ///< sent as the request's model
+  int64_t timeout_ms = 120000;  ///< per attempt
+  int32_t max_retries = 2;      ///< connection errors, 429 and 5xx
+  policy::json_array tools;     ///< the tool schemas sent with every request
 };
 
 /// A client of any OpenAI-compatible chat server (vLLM, SGLang, the inference

@@ -17,14 +17,14 @@ namespace caf_agent::rollout {
 
 /// One pool as a rollout manager sees it.
 struct pool_view {
-  int32_t healthy = 0;       ///< reported healthy slots
-  int32_t busy = 0;          ///< reported busy slots
-  int32_t queued = 0;        ///< reported queued jobs
-  int32_t free_credits = 0;  ///< reported free queue places
+  int32_t healthy = 0;            ///< reported healthy slots
+  int32_t busy = 0;               ///< reported busy slots
+  int32_t queued = 0;             ///< reported queued jobs
+  int32_t free_credits = 0;       ///< reported free queue places
   int32_t sent_since_report = 0;  ///< this manager's jobs sent after the last report
-  int32_t in_flight = 0;     ///< this manager's jobs there now
-  int64_t assigned = 0;      ///< this manager's jobs sent there so far
-  bool reported = false;     ///< false until the first report: treated as one idle slot
+  int32_t in_flight = 0;          ///< this manager's jobs there now
+  int64_t assigned = 0;           ///< this manager's jobs sent there so far
+  bool reported = false;          ///< false until the first report: treated as one idle slot
 
   /// Idle slots left after the jobs on their way (negative: a wait).
   int32_t idle_estimate() const;

@@ -12,8 +12,7 @@ namespace {
 
 class replay_policy final : public policy_backend {
  public:
-  replay_policy(std::map<std::string, std::vector<std::string>> episodes, double latency_ms,
-                replay_tokens tokens)
+  replay_policy(std::map<std::string, std::vector<std::string>> episodes, double latency_ms, replay_tokens tokens)
       : episodes_(std::move(episodes)), latency_ms_(latency_ms), tokens_(std::move(tokens)) {}
 
   backend_reply generate(const messages::generate_request& req) override {
@@ -28,8 +27,7 @@ class replay_policy final : public policy_backend {
       return r;
     }
     auto turn = static_cast<size_t>(req.turn);
-    r.completion.text = turn < it->second.size() ? it->second[turn]
-                                                 : "Recorded episode ends here.";
+    r.completion.text = turn < it->second.size() ? it->second[turn] : "Recorded episode ends here.";
     if (tokens_.tok) {
       // The recorded text is the demonstration: its tokens are what the model should sample
       // after the generation prompt, ending the turn with the end-of-turn token. No sampler
@@ -53,8 +51,8 @@ class replay_policy final : public policy_backend {
 
 }  // namespace
 
-std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms,
-                                                   std::string& error, replay_tokens tokens) {
+std::unique_ptr<policy_backend> make_replay_policy(const std::string& path, double latency_ms, std::string& error,
+                                                   replay_tokens tokens) {
   if (tokens.tok && tokens.im_end < 0) {
     error = "replay: token mode needs the end-of-turn token's id";
     return nullptr;

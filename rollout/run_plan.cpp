@@ -70,15 +70,15 @@ std::optional<std::string> read_run_plan(const fs::path& dir, run_plan& out) {
     run_plan p;
     p.format_version = j.at("format_version").get<uint32_t>();
     if (p.format_version != run_plan_format_version)
-      return "'" + path.string() + "' has format version " + std::to_string(p.format_version) +
-             ", this build reads " + std::to_string(run_plan_format_version);
+      return "'" + path.string() + "' has format version " + std::to_string(p.format_version) + ", this build reads " +
+             std::to_string(run_plan_format_version);
     p.mode = j.at("mode").get<messages::episode_mode>();  // an unknown name throws, naming the names
     p.max_turns = j.at("max_turns").get<int32_t>();
     p.wall_limit_ms = j.at("wall_limit_ms").get<int64_t>();
     p.tasks_dir = j.at("tasks_dir").get<std::string>();
     for (auto& e : j.at("episodes"))
-      p.episodes.push_back({e.at("episode_id").get<uint64_t>(), e.at("task_id").get<std::string>(),
-                            e.at("seed").get<uint64_t>()});
+      p.episodes.push_back(
+          {e.at("episode_id").get<uint64_t>(), e.at("task_id").get<std::string>(), e.at("seed").get<uint64_t>()});
     out = std::move(p);
   } catch (const std::exception& e) {
     return "'" + path.string() + "' is not a valid plan: " + e.what();

@@ -15,15 +15,21 @@ std::string tool_call(const std::string& name, const std::string& args_json) {
 /// The scripted turn `turn` of an episode.
 std::string scripted_turn(const sim_policy_options& o, int turn, bool malformed) {
   if (turn + 1 >= o.finish_after) return "The kernel is correct and faster; done.";
-  if (malformed) return "Let me try this.\n<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": }\n</tool_call>";
+  if (malformed)
+    return "Let me try this.\n<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": }\n</tool_call>";
   if (turn == 0) return "I will read the task first.\n" + tool_call("Read", "{\"file_path\": \"model.py\"}");
   if (turn % o.profile_every == 0) return tool_call("Bash", "{\"command\": \"profile\"}");
   if (turn % o.verify_every == 0) return tool_call("Bash", "{\"command\": \"verify\"}");
   switch (turn % 4) {
-    case 1: return tool_call("Write", "{\"file_path\": \"kernels/k.cpp\", \"content\": \"// v" + std::to_string(turn) + "\\n\"}");
-    case 2: return tool_call("Bash", "{\"command\": \"./compile\"}");
-    case 3: return tool_call("Grep", "{\"pattern\": \"forward\", \"path\": \".\"}");
-    default: return tool_call("Read", "{\"file_path\": \"kernels/k.cpp\"}");
+    case 1:
+      return tool_call("Write",
+                       "{\"file_path\": \"kernels/k.cpp\", \"content\": \"// v" + std::to_string(turn) + "\\n\"}");
+    case 2:
+      return tool_call("Bash", "{\"command\": \"./compile\"}");
+    case 3:
+      return tool_call("Grep", "{\"pattern\": \"forward\", \"path\": \".\"}");
+    default:
+      return tool_call("Read", "{\"file_path\": \"kernels/k.cpp\"}");
   }
 }
 

@@ -19,11 +19,9 @@ std::vector<messages::task_spec> load_tasks(const std::string& dir, std::string&
   }
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".py" && e.path().filename().string()[0] != '_')
-      files.push_back(e.path());
+    if (e.path().extension() == ".py" && e.path().filename().string()[0] != '_') files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  static const std::regex level_re{R"(^\s*(?:"""|''')?\s*Level\s+(\d+))",
-                                   std::regex::icase};
+  static const std::regex level_re{R"(^\s*(?:"""|''')?\s*Level\s+(\d+))", std::regex::icase};
   for (auto& f : files) {
     std::ifstream in{f};
     std::stringstream text;

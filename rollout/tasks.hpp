@@ -18,7 +18,7 @@ std::vector<messages::task_spec> load_tasks(const std::string& dir, std::string&
 struct task_set {
   std::vector<messages::task_spec> tasks;
   std::vector<std::pair<std::string, std::string>> skipped;  ///< (file, why)
-  bool kernelbench = false;  ///< read as a KernelBench checkout
+  bool kernelbench = false;                                  ///< read as a KernelBench checkout
 };
 
 /// A KernelBench checkout (its `level<N>` folders, in PATH or in PATH/KernelBench): every

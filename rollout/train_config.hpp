@@ -99,8 +99,8 @@ struct train_stage_config {
                                  std::to_string(optimizer_steps()));
     } else if (lr_schedule == "cosine") {
       if (warmup_steps < 0 || warmup_steps > optimizer_steps())
-        e.error("warmup_steps", "must lie in [0, iterations x steps_per_iteration = " +
-                                    std::to_string(optimizer_steps()) + "]");
+        e.error("warmup_steps",
+                "must lie in [0, iterations x steps_per_iteration = " + std::to_string(optimizer_steps()) + "]");
       if (!(min_lr >= 0)) e.error("min_lr", "must be >= 0");
     } else if (lr_schedule != "constant") {
       e.error("lr_schedule", base::check_message(base::one_of({"constant", "phases", "cosine"}), lr_schedule));

@@ -40,18 +40,30 @@ std::string first_difference(const json& a, const json& b, const std::string& pa
 json to_json(const train_state& s) {
   json consumed = json::array();
   for (auto& c : s.consumed)
-    consumed.push_back({{"iteration", c.iteration}, {"stage", c.stage}, {"policy_version", c.policy_version},
-                        {"episode_ids", c.episode_ids}, {"kept", c.kept}, {"dropped", c.dropped}});
+    consumed.push_back({{"iteration", c.iteration},
+                        {"stage", c.stage},
+                        {"policy_version", c.policy_version},
+                        {"episode_ids", c.episode_ids},
+                        {"kept", c.kept},
+                        {"dropped", c.dropped}});
   json stages = json::array();
   for (auto& o : s.stages_done)
-    stages.push_back({{"stage", o.stage}, {"steps", o.steps}, {"outcome", o.outcome},
-                      {"explained_variance", o.explained_variance}});
-  return {{"format_version", s.format_version}, {"settings", s.settings},     {"stage_index", s.stage_index},
-          {"stage_step", s.stage_step},         {"iteration", s.iteration},   {"policy_version", s.policy_version},
-          {"checkpoint", s.checkpoint},         {"next_episode_id", s.next_episode_id},
-          {"store_cursor", s.store_cursor},     {"pending", s.pending},       {"empty_iterations", s.empty_iterations},
+    stages.push_back(
+        {{"stage", o.stage}, {"steps", o.steps}, {"outcome", o.outcome}, {"explained_variance", o.explained_variance}});
+  return {{"format_version", s.format_version},
+          {"settings", s.settings},
+          {"stage_index", s.stage_index},
+          {"stage_step", s.stage_step},
+          {"iteration", s.iteration},
+          {"policy_version", s.policy_version},
+          {"checkpoint", s.checkpoint},
+          {"next_episode_id", s.next_episode_id},
+          {"store_cursor", s.store_cursor},
+          {"pending", s.pending},
+          {"empty_iterations", s.empty_iterations},
           {"stage_data", s.stage_data},
-          {"consumed", consumed},               {"stages_done", stages}};
+          {"consumed", consumed},
+          {"stages_done", stages}};
 }
 
 std::optional<std::string> from_json(const json& j, train_state& out) {
@@ -70,7 +82,8 @@ std::optional<std::string> from_json(const json& j, train_state& out) {
     out.store_cursor = j.at("store_cursor").get<int64_t>();
     out.pending = j.at("pending").get<std::vector<uint64_t>>();
     out.empty_iterations = j.at("empty_iterations").get<int64_t>();
-    out.stage_data = out.format_version >= 2 ? j.at("stage_data").get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
+    out.stage_data =
+        out.format_version >= 2 ? j.at("stage_data").get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
     out.format_version = train_state_format_version;  // written back in this build's format
     out.consumed.clear();
     for (auto& c : j.at("consumed"))

@@ -33,9 +33,9 @@ inline constexpr const char* train_state_file = "train_state.json";
 struct consumed_batch {
   uint64_t iteration = 0;
   std::string stage;
-  uint64_t policy_version = 0;          ///< the version the step produced (unchanged: no step)
-  std::vector<uint64_t> episode_ids;    ///< every episode of the iteration (kept or dropped)
-  int64_t kept = 0;                     ///< of them, training data
+  uint64_t policy_version = 0;             ///< the version the step produced (unchanged: no step)
+  std::vector<uint64_t> episode_ids;       ///< every episode of the iteration (kept or dropped)
+  int64_t kept = 0;                        ///< of them, training data
   std::map<std::string, int64_t> dropped;  ///< why the others were not
 };
 
@@ -50,15 +50,15 @@ struct stage_outcome {
 /// The whole state.
 struct train_state {
   uint32_t format_version = train_state_format_version;
-  nlohmann::json settings;       ///< the run-shaping settings (see settings_mismatch)
-  size_t stage_index = 0;        ///< into the configured stages; == their count: finished
-  int64_t stage_step = 0;        ///< committed steps of the current stage
-  uint64_t iteration = 0;        ///< committed iterations overall
-  uint64_t policy_version = 0;   ///< 0: the base model
-  std::string checkpoint;        ///< the checkpoint of policy_version ("" for 0)
-  uint64_t next_episode_id = 1;  ///< data cursor of fresh episodes
-  int64_t store_cursor = 0;      ///< data cursor of a stage that reads a store (its next record)
-  std::vector<uint64_t> pending; ///< the iteration in progress (planned, not yet consumed)
+  nlohmann::json settings;        ///< the run-shaping settings (see settings_mismatch)
+  size_t stage_index = 0;         ///< into the configured stages; == their count: finished
+  int64_t stage_step = 0;         ///< committed steps of the current stage
+  uint64_t iteration = 0;         ///< committed iterations overall
+  uint64_t policy_version = 0;    ///< 0: the base model
+  std::string checkpoint;         ///< the checkpoint of policy_version ("" for 0)
+  uint64_t next_episode_id = 1;   ///< data cursor of fresh episodes
+  int64_t store_cursor = 0;       ///< data cursor of a stage that reads a store (its next record)
+  std::vector<uint64_t> pending;  ///< the iteration in progress (planned, not yet consumed)
   /// The current stage's own data set, when it has one (train.rft.demonstrations: the episodes
   /// that played the recordings, consumed by the stage's first iteration and trained on by
   /// every later one); cleared when the stage ends.

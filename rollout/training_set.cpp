@@ -10,7 +10,9 @@ namespace {
 /// Infrastructure, not the policy: an episode is "aborted" exactly when something other than
 /// the policy ended it (its final evaluation could not run, a refused task, a lost node, the
 /// policy service failing); its reward is no judgement of the policy.
-bool infrastructure_failure(const messages::trajectory_record& r) { return r.termination == messages::episode_end::aborted; }
+bool infrastructure_failure(const messages::trajectory_record& r) {
+  return r.termination == messages::episode_end::aborted;
+}
 
 /// The call's text without whitespace: two calls that differ only in spacing are one call.
 std::string call_signature(const policy::parsed_tool_call& call) {
@@ -50,8 +52,10 @@ training_selection select_for_training(const std::vector<messages::trajectory_re
   training_selection out;
   for (const auto& r : records) {
     auto why = training_exclusion(r, filter);
-    if (why.empty()) out.kept.push_back(&r);
-    else ++out.dropped[why];
+    if (why.empty())
+      out.kept.push_back(&r);
+    else
+      ++out.dropped[why];
   }
   return out;
 }
@@ -70,8 +74,8 @@ nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_re
     ids.push_back(static_cast<int64_t>(r->episode_id));
     versions.push_back(r->policy_versions);
   }
-  return {{"stage", stage},        {"tokens", tokens},   {"seq_offsets", offsets}, {"loss_mask", mask},
-          {"sampler_logp", logp},  {"rewards", rewards}, {"episode_ids", ids},     {"policy_versions", versions}};
+  return {{"stage", stage},       {"tokens", tokens},   {"seq_offsets", offsets}, {"loss_mask", mask},
+          {"sampler_logp", logp}, {"rewards", rewards}, {"episode_ids", ids},     {"policy_versions", versions}};
 }
 
 }  // namespace caf_agent::rollout

@@ -53,7 +53,6 @@ int32_t max_repeated_tool_call(const messages::trajectory_record& record);
 /// The packed batch of `kept` as the learner reads it (learner_tool's batch file):
 /// {"tokens", "seq_offsets", "loss_mask", "sampler_logp", "rewards", "episode_ids",
 ///  "policy_versions", "stage"}.
-nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_record*>& kept,
-                                 const std::string& stage);
+nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_record*>& kept, const std::string& stage);
 
 }  // namespace caf_agent::rollout

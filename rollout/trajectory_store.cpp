@@ -43,8 +43,7 @@ std::filesystem::path segment_path(const std::filesystem::path& dir, uint32_t n)
 uint32_t segment_number(const std::string& name) {
   constexpr std::string_view prefix = "segment-", suffix = ".msgpack";
   constexpr size_t digits = 6;
-  if (name.size() != prefix.size() + digits + suffix.size() || !name.starts_with(prefix) ||
-      !name.ends_with(suffix))
+  if (name.size() != prefix.size() + digits + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
     return 0;
   uint32_t n = 0;
   for (size_t i = prefix.size(); i < prefix.size() + digits; ++i) {
@@ -74,8 +73,7 @@ void scan_segment(const std::filesystem::path& path, scan_report& report, F&& f)
   while (pos < data.size()) {
     auto bad = [&](const std::string& why) {
       ++report.corrupt_frames;
-      report.problems.push_back(path.filename().string() + " offset " + std::to_string(pos) +
-                                ": " + why);
+      report.problems.push_back(path.filename().string() + " offset " + std::to_string(pos) + ": " + why);
       // Resynchronise on the next magic.
       auto next = data.find(std::string_view{magic, 4}, pos + 1);
       pos = next == std::string::npos ? data.size() : next;
@@ -128,8 +126,7 @@ uint32_t crc32(const void* data, size_t size) {
 }
 
 std::optional<std::string> trajectory_store::open(const std::filesystem::path& dir,
-                                                  std::unique_ptr<trajectory_store>& out,
-                                                  uint64_t segment_bytes) {
+                                                  std::unique_ptr<trajectory_store>& out, uint64_t segment_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return "cannot create trajectory store '" + dir.string() + "': " + ec.message();
@@ -225,16 +222,15 @@ std::string trajectory_store::append(const messages::trajectory_record& rec) {
     } else if (!clean) {
       roll_segment();  // the torn frame stays; it is skipped on reading
     }
-    return "writing trajectory segment '" + segment_path(dir_, segment_).string() + "' failed: " +
-           std::strerror(err);
+    return "writing trajectory segment '" + segment_path(dir_, segment_).string() + "' failed: " + std::strerror(err);
   }
   segment_size_ += frame.size();
   index_.emplace(rec.episode_id, record_location{segment_, offset});
   return {};
 }
 
-std::vector<messages::trajectory_record> trajectory_store::read_all(
-    const std::filesystem::path& dir, scan_report* report) {
+std::vector<messages::trajectory_record> trajectory_store::read_all(const std::filesystem::path& dir,
+                                                                    scan_report* report) {
   std::vector<messages::trajectory_record> out;
   scan_report local;
   for (auto n : list_segments(dir))
@@ -250,20 +246,33 @@ std::optional<std::string> trajectory_store::export_jsonl(const std::filesystem:
   for (auto& r : read_all(dir)) {
     nlohmann::json tools = nlohmann::json::object();
     for (auto& [name, t] : r.tools)
-      tools[name] = {{"calls", t.calls}, {"errors", t.errors}, {"timeouts", t.timeouts},
-                     {"total_ms", t.total_ms}};
-    nlohmann::json j = {
-        {"format_version", r.format_version}, {"episode_id", r.episode_id},
-        {"attempt", r.attempt}, {"task_id", r.task_id}, {"mode", r.mode},
-        {"node_id", r.node_id}, {"tokens", r.tokens}, {"logprobs", r.logprobs},
-        {"loss_mask", r.loss_mask}, {"turn_starts", r.turn_starts},
-        {"turn_texts", r.turn_texts}, {"observations", r.observations}, {"tools", tools},
-        {"malformed_tool_calls", r.malformed_tool_calls}, {"reward", r.reward},
-        {"correct", r.correct}, {"speedup_eager", r.speedup_eager},
-        {"speedup_compile", r.speedup_compile}, {"verdict", r.verdict},
-        {"termination", r.termination}, {"abort_reason", r.abort_reason},
-        {"policy_versions", r.policy_versions}, {"timings_ms", r.timings_ms},
-        {"turns", r.turns}, {"started_at_ms", r.started_at_ms}, {"ended_at_ms", r.ended_at_ms}};
+      tools[name] = {{"calls", t.calls}, {"errors", t.errors}, {"timeouts", t.timeouts}, {"total_ms", t.total_ms}};
+    nlohmann::json j = {{"format_version", r.format_version},
+                        {"episode_id", r.episode_id},
+                        {"attempt", r.attempt},
+                        {"task_id", r.task_id},
+                        {"mode", r.mode},
+                        {"node_id", r.node_id},
+                        {"tokens", r.tokens},
+                        {"logprobs", r.logprobs},
+                        {"loss_mask", r.loss_mask},
+                        {"turn_starts", r.turn_starts},
+                        {"turn_texts", r.turn_texts},
+                        {"observations", r.observations},
+                        {"tools", tools},
+                        {"malformed_tool_calls", r.malformed_tool_calls},
+                        {"reward", r.reward},
+                        {"correct", r.correct},
+                        {"speedup_eager", r.speedup_eager},
+                        {"speedup_compile", r.speedup_compile},
+                        {"verdict", r.verdict},
+                        {"termination", r.termination},
+                        {"abort_reason", r.abort_reason},
+                        {"policy_versions", r.policy_versions},
+                        {"timings_ms", r.timings_ms},
+                        {"turns", r.turns},
+                        {"started_at_ms", r.started_at_ms},
+                        {"ended_at_ms", r.ended_at_ms}};
     os << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   return std::nullopt;

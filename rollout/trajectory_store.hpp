@@ -43,8 +43,7 @@ class trajectory_store {
  public:
   /// Opens (creating if needed) the store in `dir`; scans existing segments.
   /// Returns an error message instead when the directory is unusable.
-  static std::optional<std::string> open(const std::filesystem::path& dir,
-                                         std::unique_ptr<trajectory_store>& out,
+  static std::optional<std::string> open(const std::filesystem::path& dir, std::unique_ptr<trajectory_store>& out,
                                          uint64_t segment_bytes = 64ull << 20);
   ~trajectory_store();
   trajectory_store(const trajectory_store&) = delete;
@@ -73,8 +72,7 @@ class trajectory_store {
                                                            scan_report* report = nullptr);
 
   /// Writes every record as one JSON object per line (tokens and all).
-  static std::optional<std::string> export_jsonl(const std::filesystem::path& dir,
-                                                 const std::filesystem::path& out);
+  static std::optional<std::string> export_jsonl(const std::filesystem::path& dir, const std::filesystem::path& out);
 
  private:
   trajectory_store() = default;
@@ -85,7 +83,7 @@ class trajectory_store {
   uint64_t segment_bytes_ = 0;
   uint32_t segment_ = 0;
   uint64_t segment_size_ = 0;
-  int fd_ = -1;          // the current segment, opened with its first record
+  int fd_ = -1;  // the current segment, opened with its first record
   bool segment_open_ = false;
   std::map<uint64_t, record_location> index_;
   scan_report open_report_;

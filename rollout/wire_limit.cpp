@@ -24,8 +24,8 @@ std::size_t vector_bound(const std::vector<T>& v) {
 std::size_t wire_bytes_bound(const messages::trajectory_record& r) {
   // Rationale: 1 KiB covers the scalars and field names of both formats.
   std::size_t n = 1024;
-  n += r.task_id.size() + messages::name_of(r.mode).size() + r.node_id.size() + r.verdict.size() + messages::name_of(r.termination).size() +
-       r.abort_reason.size() + 6 * per_item;
+  n += r.task_id.size() + messages::name_of(r.mode).size() + r.node_id.size() + r.verdict.size() +
+       messages::name_of(r.termination).size() + r.abort_reason.size() + 6 * per_item;
   n += vector_bound(r.tokens) + vector_bound(r.logprobs) + vector_bound(r.loss_mask) + vector_bound(r.turn_starts) +
        vector_bound(r.policy_versions) + vector_bound(r.turn_overhead_us);
   n += strings_bound(r.turn_texts) + strings_bound(r.observations);
@@ -47,7 +47,8 @@ bool fit_record_to_wire(messages::trajectory_record& r, std::size_t limit) {
   r.observations.clear();
   // Rationale: 4 KiB of the verdict is enough to say what the judge saw.
   if (r.verdict.size() > 4096) r.verdict.resize(4096);
-  const std::string was = r.termination == messages::episode_end::aborted ? " (" + r.abort_reason.substr(0, 1024) + ")" : "";
+  const std::string was =
+      r.termination == messages::episode_end::aborted ? " (" + r.abort_reason.substr(0, 1024) + ")" : "";
   r.abort_reason = "record too large to send: about " + std::to_string(size) + " bytes (" + std::to_string(tokens) +
                    " tokens, " + std::to_string(observations) + " observations) over the limit of " +
                    std::to_string(limit) + " bytes; its tokens, texts and observations were dropped" + was;

@@ -46,8 +46,10 @@ caf::behavior baseline_sender(caf::event_based_actor* self, caf::actor pool, std
     auto done = [=](messages::eval_result r) {
       st->rows[i].result = std::move(r);
       st->rows[i].answered = true;
-      if (++st->answered == st->rows.size()) latch->trigger(0, "baselines done");
-      else (*send_next)();
+      if (++st->answered == st->rows.size())
+        latch->trigger(0, "baselines done");
+      else
+        (*send_next)();
     };
     self->request(pool, caf::infinite, std::move(req))
         .then([=](messages::eval_result& r) { done(std::move(r)); },

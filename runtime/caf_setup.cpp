@@ -26,9 +26,8 @@ void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg) {
     caf_cfg.openssl_cafile = cfg.cluster.tls_ca;
   }
   caf_cfg.add_message_types<caf::id_block::caf_agent>();
-  auto threads = cfg.runtime.scheduler_threads > 0
-                     ? static_cast<size_t>(cfg.runtime.scheduler_threads)
-                     : std::max<size_t>(2, std::thread::hardware_concurrency());
+  auto threads = cfg.runtime.scheduler_threads > 0 ? static_cast<size_t>(cfg.runtime.scheduler_threads)
+                                                   : std::max<size_t>(2, std::thread::hardware_concurrency());
   caf_cfg.set("scheduler.max-threads", threads);
   if (cfg.runtime.scheduler_idle == "sleep") {
     // Rationale: CAF's idle workers first poll (100 attempts) and then nap 50 us at a time (500

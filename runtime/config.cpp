@@ -152,7 +152,8 @@ std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes
   const fs::path p{dir};
   const fs::path actor = fs::is_regular_file(p / "actor" / "config.json", ec) ? p / "actor" : p;
   if (!fs::is_regular_file(actor / "config.json", ec))
-    return "--checkpoint " + dir + ": neither actor/config.json nor config.json is there (give a trainer step's "
+    return "--checkpoint " + dir +
+           ": neither actor/config.json nor config.json is there (give a trainer step's "
            "directory, e.g. runs/local/train/checkpoints/step-00000003, or a model directory)";
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
     if (!fs::is_regular_file(actor / name, ec))
@@ -174,19 +175,23 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
   std::error_code ec;
   auto need = [&](const std::string& key, const fs::path& p, bool dir, const std::string& what) {
     bool ok = dir ? fs::is_directory(p, ec) : fs::is_regular_file(p, ec);
-    if (!ok) errors.push_back(key + ": '" + p.string() + "' " + (fs::exists(p, ec) ? "is not " : "does not exist; need ") + what);
+    if (!ok)
+      errors.push_back(key + ": '" + p.string() + "' " + (fs::exists(p, ec) ? "is not " : "does not exist; need ") +
+                       what);
   };
   bool rollout = role == "rollout" || role == "local";
   bool pool = role == "gpu-pool" || role == "local";
   auto& r = cfg.rollout;
-  if (rollout || (pool && cfg.gpu_pool.backend == "worker")) need("rollout.skills_dir", r.skills_dir, true, "a directory");
+  if (rollout || (pool && cfg.gpu_pool.backend == "worker"))
+    need("rollout.skills_dir", r.skills_dir, true, "a directory");
   bool skills_ok = errors.empty();  // what lives under it is checked only when it exists
   if (rollout && skills_ok)
     need("rollout.skills_dir", fs::path{r.skills_dir} / "workspace" / "SKILL.md", false, "the workspace's SKILL.md");
   if (rollout && !r.skill_file.empty()) need("rollout.skill_file", r.skill_file, false, "a file (the system prompt)");
   if (pool && skills_ok && cfg.gpu_pool.backend == "worker")
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
-  if (drives_run && (role == "coordinator" || role == "local")) need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
+  if (drives_run && (role == "coordinator" || role == "local"))
+    need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
   if (rollout && cfg.policy.backend == "replay") need("policy.replay_path", cfg.policy.replay_path, false, "a file");
   if (rollout && cfg.policy.backend == "libtorch" && !cfg.policy.script.empty())
     need("policy.script", cfg.policy.script, false, "a file of recorded episodes (JSON lines)");
@@ -194,12 +199,15 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     need("train.rft.demonstrations", cfg.train.rft.demonstrations, false, "a file of recorded episodes (JSON lines)");
   if (role == "learner" || (role == "local" && cfg.train.enabled)) {
     auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
-    if (!model.empty()) need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir",
-                             fs::path{model} / "config.json", false, "the checkpoint's config.json");
-    else if (role == "local") errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
+    if (!model.empty())
+      need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir", fs::path{model} / "config.json",
+           false, "the checkpoint's config.json");
+    else if (role == "local")
+      errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
   }
   if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")
-    need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false, "the checkpoint's tokenizer.json");
+    need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false,
+         "the checkpoint's tokenizer.json");
   return errors;
 }
 

@@ -74,7 +74,9 @@ struct cluster_config {
       e.error("coordinator", "must be HOST:PORT, got '" + coordinator + "'");
     const int tls_set = !tls_cert.empty() + !tls_key.empty() + !tls_ca.empty();
     if (tls_set != 0 && tls_set != 3)
-      e.error(tls_cert.empty() ? "tls_cert" : tls_key.empty() ? "tls_key" : "tls_ca",
+      e.error(tls_cert.empty()  ? "tls_cert"
+              : tls_key.empty() ? "tls_key"
+                                : "tls_ca",
               "must be set: TLS needs tls_cert, tls_key and tls_ca together");
   }
 };
@@ -90,8 +92,7 @@ struct process_config {
   template <class F, class Self>
   static void fields(F& f, Self& c) {
     using namespace base;
-    f("scheduler_threads", c.scheduler_threads, "CAF worker threads; 0 = one per core",
-      at_least(0, "must be >= 0"));
+    f("scheduler_threads", c.scheduler_threads, "CAF worker threads; 0 = one per core", at_least(0, "must be >= 0"));
     f("run_dir", c.run_dir, "trajectories, checkpoints, metrics, workspaces (relative to the working directory)",
       not_empty());
     f("log_level", c.log_level, "quiet, info, debug", one_of({"quiet", "info", "debug"}));

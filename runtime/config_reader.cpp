@@ -9,20 +9,26 @@ namespace {
 
 std::string_view type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    default: return "date/time";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    default:
+      return "date/time";
   }
 }
 
 }  // namespace
 
-section_reader::section_reader(const toml::table* table, std::string section,
-                               std::vector<std::string>& errors)
+section_reader::section_reader(const toml::table* table, std::string section, std::vector<std::string>& errors)
     : table_(table), section_(std::move(section)), errors_(errors) {}
 
 std::string section_reader::qualified(std::string_view key) const {
@@ -34,10 +40,9 @@ const toml::node* section_reader::lookup(std::string_view key) {
   return table_ ? table_->get(key) : nullptr;
 }
 
-void section_reader::type_error(std::string_view key, std::string_view want,
-                                const toml::node& got) {
-  errors_.push_back("config key '" + qualified(key) + "' must be " + std::string{want} +
-                    ", got " + std::string{type_name(got)});
+void section_reader::type_error(std::string_view key, std::string_view want, const toml::node& got) {
+  errors_.push_back("config key '" + qualified(key) + "' must be " + std::string{want} + ", got " +
+                    std::string{type_name(got)});
 }
 
 void section_reader::error(std::string_view key, std::string_view message) {
@@ -46,15 +51,19 @@ void section_reader::error(std::string_view key, std::string_view message) {
 
 void section_reader::read(std::string_view key, bool& out) {
   if (auto* n = lookup(key)) {
-    if (auto v = n->value_exact<bool>()) out = *v;
-    else type_error(key, "a boolean", *n);
+    if (auto v = n->value_exact<bool>())
+      out = *v;
+    else
+      type_error(key, "a boolean", *n);
   }
 }
 
 void section_reader::read(std::string_view key, int64_t& out) {
   if (auto* n = lookup(key)) {
-    if (auto v = n->value_exact<int64_t>()) out = *v;
-    else type_error(key, "an integer", *n);
+    if (auto v = n->value_exact<int64_t>())
+      out = *v;
+    else
+      type_error(key, "an integer", *n);
   }
 }
 
@@ -74,22 +83,29 @@ void section_reader::read(std::string_view key, uint64_t& out) {
   auto before = errors_.size();
   read(key, wide);
   if (errors_.size() != before) return;
-  if (wide < 0) error(key, "must not be negative");
-  else out = static_cast<uint64_t>(wide);
+  if (wide < 0)
+    error(key, "must not be negative");
+  else
+    out = static_cast<uint64_t>(wide);
 }
 
 void section_reader::read(std::string_view key, double& out) {
   if (auto* n = lookup(key)) {
-    if (auto v = n->value_exact<double>()) out = *v;
-    else if (auto i = n->value_exact<int64_t>()) out = static_cast<double>(*i);
-    else type_error(key, "a number", *n);
+    if (auto v = n->value_exact<double>())
+      out = *v;
+    else if (auto i = n->value_exact<int64_t>())
+      out = static_cast<double>(*i);
+    else
+      type_error(key, "a number", *n);
   }
 }
 
 void section_reader::read(std::string_view key, std::string& out) {
   if (auto* n = lookup(key)) {
-    if (auto v = n->value_exact<std::string>()) out = *v;
-    else type_error(key, "a string", *n);
+    if (auto v = n->value_exact<std::string>())
+      out = *v;
+    else
+      type_error(key, "a string", *n);
   }
 }
 
@@ -137,8 +153,7 @@ const toml::table* section_reader::subtable(std::string_view key) {
 void section_reader::finish() {
   if (!table_) return;
   for (auto& [k, v] : *table_) {
-    if (!seen_.contains(k.str()))
-      errors_.push_back("unknown config key '" + qualified(k.str()) + "'");
+    if (!seen_.contains(k.str())) errors_.push_back("unknown config key '" + qualified(k.str()) + "'");
   }
 }
 

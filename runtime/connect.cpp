@@ -11,13 +11,12 @@
 #include "actors/coordinator.hpp"
 #include "base/log.hpp"
 #include "runtime/node.hpp"
-#include "runtime/tls.hpp"
 #include "runtime/observe_service.hpp"
+#include "runtime/tls.hpp"
 
 namespace caf_agent::runtime {
 
-bool split_host_port(const std::string& text, std::string& host, uint16_t& port,
-                     std::string& error) {
+bool split_host_port(const std::string& text, std::string& host, uint16_t& port, std::string& error) {
   auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
     error = "coordinator address '" + text + "' is not HOST:PORT";
@@ -25,8 +24,8 @@ bool split_host_port(const std::string& text, std::string& host, uint16_t& port,
   }
   host = text.substr(0, colon);
   auto digits = text.substr(colon + 1);
-  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5 ||
-      std::stoi(digits) <= 0 || std::stoi(digits) > 65535) {
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5 || std::stoi(digits) <= 0 ||
+      std::stoi(digits) > 65535) {
     error = "coordinator address '" + text + "' has an invalid port";
     return false;
   }
@@ -34,14 +33,13 @@ bool split_host_port(const std::string& text, std::string& host, uint16_t& port,
   return true;
 }
 
-publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator,
-                                   const std::string& host, int port, bool tls) {
+publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinator, const std::string& host, int port,
+                                   bool tls) {
   publish_result out;
   auto res = tls ? caf::openssl::publish(coordinator, static_cast<uint16_t>(port), host.c_str(), true)
                  : sys.middleman().publish(coordinator, static_cast<uint16_t>(port), host.c_str(), true);
   if (!res) {
-    out.error = "cannot listen on " + host + ":" + std::to_string(port) + ": " +
-                sys.render(res.error()) +
+    out.error = "cannot listen on " + host + ":" + std::to_string(port) + ": " + sys.render(res.error()) +
                 (port != 0 ? " (is the port in use by another process?)" : "");
     return out;
   }
@@ -50,8 +48,7 @@ publish_result publish_coordinator(caf::actor_system& sys, caf::actor coordinato
   return out;
 }
 
-caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, const std::string& id,
-                             uint16_t& port) {
+caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, const std::string& id, uint16_t& port) {
   if (auto err = plaintext_refusal(cfg.cluster, cfg.cluster.listen_host,
                                    "cluster.listen_host '" + cfg.cluster.listen_host + "'");
       !err.empty()) {
@@ -76,8 +73,8 @@ caf::actor start_coordinator(caf::actor_system& sys, const app_config& cfg, cons
   return coord;
 }
 
-connect_result connect_coordinator(caf::actor_system& sys, const cluster_config& cluster,
-                                   const std::string& address, int64_t timeout_ms, bool exit_on_hang) {
+connect_result connect_coordinator(caf::actor_system& sys, const cluster_config& cluster, const std::string& address,
+                                   int64_t timeout_ms, bool exit_on_hang) {
   connect_result out;
   std::string host;
   uint16_t port = 0;
@@ -94,8 +91,8 @@ connect_result connect_coordinator(caf::actor_system& sys, const cluster_config&
   }}.detach();
   if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
     if (!exit_on_hang) {
-      out.error = "coordinator at " + address + " did not complete the handshake within " +
-                  std::to_string(timeout_ms) + " ms";
+      out.error =
+          "coordinator at " + address + " did not complete the handshake within " + std::to_string(timeout_ms) + " ms";
       return out;
     }
     log_error("caf-agent", "coordinator at " + address + " did not complete the handshake within " +
@@ -109,9 +106,10 @@ connect_result connect_coordinator(caf::actor_system& sys, const cluster_config&
     // A TLS handshake that fails (either side refused the other's certificate) shows only as
     // a dropped connection; say what to check.
     if (tls)
-      out.error += " (TLS: the coordinator refused this node's certificate or this node refused the "
-                   "coordinator's; both must be signed by the cluster CA in cluster.tls_ca, and the "
-                   "coordinator must have TLS on)";
+      out.error +=
+          " (TLS: the coordinator refused this node's certificate or this node refused the "
+          "coordinator's; both must be signed by the cluster CA in cluster.tls_ca, and the "
+          "coordinator must have TLS on)";
     return out;
   }
   out.ok = true;

@@ -37,18 +37,15 @@ std::string format_age(int64_t ms) {
 void print_snapshot(const messages::cluster_snapshot& snap) {
   size_t up = 0;
   for (auto& n : snap.nodes) up += n.state == messages::node_state::up;
-  std::printf("coordinator %s: %zu nodes (%zu up)\n", snap.coordinator_id.c_str(),
-              snap.nodes.size(), up);
-  std::printf("%-40s %-10s %-6s %-16s %7s %5s %4s %9s  %s\n", "NODE", "ROLE", "STATE", "HOST",
-              "PID", "CORES", "GPUS", "LAST SEEN", "ACTORS");
+  std::printf("coordinator %s: %zu nodes (%zu up)\n", snap.coordinator_id.c_str(), snap.nodes.size(), up);
+  std::printf("%-40s %-10s %-6s %-16s %7s %5s %4s %9s  %s\n", "NODE", "ROLE", "STATE", "HOST", "PID", "CORES", "GPUS",
+              "LAST SEEN", "ACTORS");
   for (auto& n : snap.nodes) {
     std::string actors;
-    for (auto& [k, v] : n.info.actor_counts)
-      actors += (actors.empty() ? "" : ",") + k + "=" + std::to_string(v);
-    std::printf("%-40s %-10s %-6s %-16s %7d %5d %4d %9s  %s\n", n.info.node_id.c_str(),
-                n.info.role.c_str(), to_string(n.state).c_str(), n.info.host.c_str(), n.info.pid,
-                n.info.cores, n.info.gpus, format_age(snap.now_ms - n.last_seen_ms).c_str(),
-                actors.c_str());
+    for (auto& [k, v] : n.info.actor_counts) actors += (actors.empty() ? "" : ",") + k + "=" + std::to_string(v);
+    std::printf("%-40s %-10s %-6s %-16s %7d %5d %4d %9s  %s\n", n.info.node_id.c_str(), n.info.role.c_str(),
+                to_string(n.state).c_str(), n.info.host.c_str(), n.info.pid, n.info.cores, n.info.gpus,
+                format_age(snap.now_ms - n.last_seen_ms).c_str(), actors.c_str());
     if (!n.reason.empty() && n.state != messages::node_state::up) std::printf("    reason: %s\n", n.reason.c_str());
     for (const auto& note : n.info.notes) std::printf("    note: %s\n", note.c_str());
   }
@@ -68,8 +65,9 @@ bool fetch_view(caf::actor_system& sys, const caf::actor& coord, int64_t timeout
           },
           [&](caf::error& err) {
             // An older coordinator has no get_view: say so rather than a bare "unexpected message".
-            log_error("caf-agent", "coordinator did not answer the '" + what + "' view: " + sys.render(err) +
-                                       " (a coordinator of another caf-agent version answers only the plain node list)");
+            log_error("caf-agent",
+                      "coordinator did not answer the '" + what + "' view: " + sys.render(err) +
+                          " (a coordinator of another caf-agent version answers only the plain node list)");
           });
   return ok;
 }
@@ -120,8 +118,10 @@ int run_view(caf::actor_system& sys, const caf::actor& coord, const cli_options&
     return 2;
   }
   int code = j.is_object() && j.contains("error") ? 1 : 0;
-  if (opts.json) std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
-  else std::fputs(render_view_text(what, j).c_str(), stdout);
+  if (opts.json)
+    std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+  else
+    std::fputs(render_view_text(what, j).c_str(), stdout);
   std::fflush(stdout);
   return code;
 }

@@ -29,13 +29,13 @@ nlohmann::json training_settings(const app_config& cfg) {
   nlohmann::json stages = nlohmann::json::object();
   for (auto& name : cfg.train.stages) {
     auto& s = cfg.train.stage(name);
-    stages[name] = {{"iterations", s.iterations}, {"max_turns", s.max_turns}, {"min_reward", s.min_reward},
-                    {"max_repeats", s.max_repeats}, {"store", s.store},
-                    {"min_explained_variance", s.min_explained_variance}, {"max_steps", s.max_steps}};
+    stages[name] = {{"iterations", s.iterations}, {"max_turns", s.max_turns},
+                    {"min_reward", s.min_reward}, {"max_repeats", s.max_repeats},
+                    {"store", s.store},           {"min_explained_variance", s.min_explained_variance},
+                    {"max_steps", s.max_steps}};
     // Only when set, so run directories of configs without them stay valid.
     auto& j = stages[name];
-    if (!s.demonstrations.empty())
-      j["demonstrations"] = fs::absolute(s.demonstrations).lexically_normal().string();
+    if (!s.demonstrations.empty()) j["demonstrations"] = fs::absolute(s.demonstrations).lexically_normal().string();
     if (s.steps_per_iteration != 1) j["steps_per_iteration"] = s.steps_per_iteration;
     if (s.batch_sequences != 0) j["batch_sequences"] = s.batch_sequences;
     if (s.actor_lr != 0) j["actor_lr"] = s.actor_lr;
@@ -46,24 +46,25 @@ nlohmann::json training_settings(const app_config& cfg) {
     if (s.temperature >= 0) j["temperature"] = s.temperature;
   }
   nlohmann::json out = {{"train.stages", cfg.train.stages},
-          {"train.episodes_per_iteration", cfg.train.episodes_per_iteration},
-          {"train.stage", stages},
+                        {"train.episodes_per_iteration", cfg.train.episodes_per_iteration},
+                        {"train.stage", stages},
 
-          {"learner.model_dir", fs::absolute(model_of(cfg)).lexically_normal().string()},
-          {"rollout.tasks_dir", fs::absolute(cfg.rollout.tasks_dir).lexically_normal().string()},
-          {"learner.shards", l.shards},
-          {"learner.actor_lr", l.actor_lr},
-          {"learner.critic_lr", l.critic_lr},
-          {"learner.clip_low", l.clip_low},
-          {"learner.clip_high", l.clip_high},
-          {"learner.gamma", l.gamma},
-          {"learner.gae_lambda", l.gae_lambda},
-          {"learner.ppo_epochs", l.ppo_epochs},
-          {"learner.entropy_coef", l.entropy_coef},
-          {"learner.normalize_advantages", l.normalize_advantages},
-          {"learner.compute_dtype", l.compute_dtype}};
+                        {"learner.model_dir", fs::absolute(model_of(cfg)).lexically_normal().string()},
+                        {"rollout.tasks_dir", fs::absolute(cfg.rollout.tasks_dir).lexically_normal().string()},
+                        {"learner.shards", l.shards},
+                        {"learner.actor_lr", l.actor_lr},
+                        {"learner.critic_lr", l.critic_lr},
+                        {"learner.clip_low", l.clip_low},
+                        {"learner.clip_high", l.clip_high},
+                        {"learner.gamma", l.gamma},
+                        {"learner.gae_lambda", l.gae_lambda},
+                        {"learner.ppo_epochs", l.ppo_epochs},
+                        {"learner.entropy_coef", l.entropy_coef},
+                        {"learner.normalize_advantages", l.normalize_advantages},
+                        {"learner.compute_dtype", l.compute_dtype}};
   if (cfg.train.eval.episodes > 0)
-    out["train.eval"] = {{"episodes", cfg.train.eval.episodes}, {"temperature", cfg.train.eval.temperature},
+    out["train.eval"] = {{"episodes", cfg.train.eval.episodes},
+                         {"temperature", cfg.train.eval.temperature},
                          {"max_turns", cfg.train.eval.max_turns}};
   return out;
 }
@@ -86,7 +87,8 @@ std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, co
   out.named["learner_shard"] = shard;
   out.counts["learner_shards"] = 1;
   out.notes.push_back("learner shard " + std::to_string(l.rank) + "/" + std::to_string(l.shards) + " (" + l.backend +
-                      " on " + l.device + ") training " + (o.model_dir.empty() ? "(no model configured)" : o.model_dir));
+                      " on " + l.device + ") training " +
+                      (o.model_dir.empty() ? "(no model configured)" : o.model_dir));
   log_info("learner", out.notes.back());
   auto it = peers.find("coordinator");
   if (it != peers.end())

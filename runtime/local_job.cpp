@@ -8,8 +8,8 @@
 #include <caf/io/all.hpp>
 
 #include "actors/coordinator.hpp"
-#include "base/log.hpp"
 #include "actors/node_agent.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"
@@ -39,10 +39,9 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
   if (!coord) return 2;
-  log_info("local", "coordinator listening on " + cfg.cluster.listen_host + ":" +
-                        std::to_string(port) + " (inspect with: caf-agent --role inspector " +
-                        "--coordinator " + cfg.cluster.listen_host + ":" +
-                        std::to_string(port) + ")");
+  log_info("local", "coordinator listening on " + cfg.cluster.listen_host + ":" + std::to_string(port) +
+                        " (inspect with: caf-agent --role inspector " + "--coordinator " + cfg.cluster.listen_host +
+                        ":" + std::to_string(port) + ")");
   std::map<std::string, caf::actor> peers{{"coordinator", coord}, {"local", coord}};
   std::vector<role_actors> started;
   std::vector<caf::actor> agents;
@@ -65,8 +64,7 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
     log_info("local", std::string{"started "} + role + ": " + describe_counts(started.back().counts));
   }
   if (code == 0) {
-    log_info("local", "all roles started and registered (" + std::to_string(started.size()) +
-                          " roles + coordinator)");
+    log_info("local", "all roles started and registered (" + std::to_string(started.size()) + " roles + coordinator)");
     if (!opts.exit_after_start) code = run_local_main_job(sys, opts, cfg, peers, latch);
   }
   for (auto& a : agents) caf::anon_send(a, atoms::stop::value, std::string{"local job done"});

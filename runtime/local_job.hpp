@@ -24,7 +24,7 @@ int run_local_main_job(caf::actor_system& sys, const cli_options& opts, const ap
 
 /// Drives the configured episodes through the rollout managers that announce
 /// themselves to `coordinator`, stores the records, prints the report.
-int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_config& cfg,
-                 caf::actor coordinator, exit_latch& latch);
+int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_config& cfg, caf::actor coordinator,
+                 exit_latch& latch);
 
 }  // namespace caf_agent::runtime

@@ -55,11 +55,12 @@ void add_options(CLI::App& app, cli_options& o) {
                "with --eval (local role): the judge times every task's reference in eager mode and under "
                "torch.compile on the GPU pool's slots (baseline jobs), no episodes; prints the table per level");
   app.add_option("--episodes", o.episodes, "local role: number of episodes to run");
-  app.add_flag("--exit-after-start", o.exit_after_start,
-               "start every actor, register, report and exit");
-  app.add_flag("--watch", o.watch, "inspector: the live full-screen view, refreshed every second (plain frames when not on a terminal)");
-  app.add_option("view", o.inspect,
-                 "inspector: one view and exit: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus");
+  app.add_flag("--exit-after-start", o.exit_after_start, "start every actor, register, report and exit");
+  app.add_flag("--watch", o.watch,
+               "inspector: the live full-screen view, refreshed every second (plain frames when not on a terminal)");
+  app.add_option(
+      "view", o.inspect,
+      "inspector: one view and exit: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus");
   app.add_flag("--json", o.json, "inspector: print the view as JSON");
   app.add_option("--publish-weights", o.publish_weights,
                  "inspector: publish this checkpoint directory to every policy service, then exit");
@@ -126,10 +127,12 @@ int main(int argc, char** argv) {
     if (opts.role != "local" && opts.role != "rollout" && opts.role != "inference")
       return fail("--checkpoint is for the local, rollout or inference role, not '" + opts.role + "'");
     if (opts.train) return fail("--checkpoint serves a checkpoint; training resumes its own (drop one of them)");
-    if (auto err = use_checkpoint(*opts.checkpoint, opts.eval, opts.episodes.has_value(), cfg); !err.empty()) return fail(err);
+    if (auto err = use_checkpoint(*opts.checkpoint, opts.eval, opts.episodes.has_value(), cfg); !err.empty())
+      return fail(err);
   }
   cfg.learner.rank = opts.shard;
-  bool drives_run = opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume || opts.train));
+  bool drives_run =
+      opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume || opts.train));
   if (auto errors = check_paths(cfg, opts.role, drives_run && !opts.resume); !errors.empty()) {
     for (size_t i = 1; i < errors.size(); ++i) std::fprintf(stderr, "caf-agent: error: %s\n", errors[i].c_str());
     return fail(errors.front());

@@ -3,8 +3,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/run_driver.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/report.hpp"
 #include "rollout/eval_report.hpp"
@@ -13,9 +13,9 @@
 #include "rollout/trajectory_store.hpp"
 #include "runtime/baseline_job.hpp"
 #include "runtime/local_job.hpp"
+#include "runtime/observe_service.hpp"
 #include "runtime/process.hpp"
 #include "runtime/train_job.hpp"
-#include "runtime/observe_service.hpp"
 
 namespace caf_agent::runtime {
 
@@ -35,11 +35,12 @@ std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_dri
   if (!error.empty()) return error;
   for (auto& [file, why] : set.skipped) log_error("driver", "skipped " + file + ": " + why);
   d.tasks = std::move(set.tasks);
-  d.episodes = cfg.rollout.episodes > 0 ? cfg.rollout.episodes
-                                         : static_cast<int>(d.tasks.size()) * cfg.rollout.attempts;
+  d.episodes =
+      cfg.rollout.episodes > 0 ? cfg.rollout.episodes : static_cast<int>(d.tasks.size()) * cfg.rollout.attempts;
   // [rollout] mode is checked to be a name of episode_mode when the config is read.
-  d.mode = opts.eval ? messages::episode_mode::eval
-                     : messages::parse_name<messages::episode_mode>(cfg.rollout.mode).value_or(messages::episode_mode::eval);
+  d.mode = opts.eval
+               ? messages::episode_mode::eval
+               : messages::parse_name<messages::episode_mode>(cfg.rollout.mode).value_or(messages::episode_mode::eval);
   d.max_turns = d.mode == messages::episode_mode::eval ? cfg.rollout.max_turns_eval : cfg.rollout.max_turns_train;
   d.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;
   d.store_dir = store_dir_for(cfg);
@@ -52,8 +53,8 @@ std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_dri
   for (auto& s : d.planned) plan.episodes.push_back({s.episode_id, s.task.task_id, s.seed});
   if (auto err = rollout::write_run_plan(d.store_dir, plan)) return *err;
   log_info("driver", "running " + std::to_string(d.episodes) + " " + to_string(d.mode) + " episodes over " +
-                         std::to_string(d.tasks.size()) + " tasks from " + cfg.rollout.tasks_dir +
-                         " (plan in " + d.store_dir + "/" + rollout::run_plan_file + ")");
+                         std::to_string(d.tasks.size()) + " tasks from " + cfg.rollout.tasks_dir + " (plan in " +
+                         d.store_dir + "/" + rollout::run_plan_file + ")");
   return {};
 }
 
@@ -69,8 +70,8 @@ std::string plan_resumed_run(const std::string& dir, run_driver_options& d) {
   for (auto& e : plan.episodes) {
     auto it = by_id.find(e.task_id);
     if (it == by_id.end())
-      return "--resume: task '" + e.task_id + "' of episode " + std::to_string(e.episode_id) +
-             " is no longer in " + plan.tasks_dir;
+      return "--resume: task '" + e.task_id + "' of episode " + std::to_string(e.episode_id) + " is no longer in " +
+             plan.tasks_dir;
     messages::start_episode s;
     s.episode_id = e.episode_id;
     s.task = it->second;
@@ -84,15 +85,15 @@ std::string plan_resumed_run(const std::string& dir, run_driver_options& d) {
   d.episodes = static_cast<int>(d.planned.size());
   d.mode = plan.mode;
   d.store_dir = dir;
-  log_info("driver", "resuming the run in " + dir + ": " + std::to_string(d.episodes) + " planned " + to_string(d.mode) +
-                         " episodes");
+  log_info("driver", "resuming the run in " + dir + ": " + std::to_string(d.episodes) + " planned " +
+                         to_string(d.mode) + " episodes");
   return {};
 }
 
 }  // namespace
 
-int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_config& cfg,
-                 caf::actor coordinator, exit_latch& latch) {
+int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_config& cfg, caf::actor coordinator,
+                 exit_latch& latch) {
   run_driver_options d;
   auto error = opts.resume ? plan_resumed_run(*opts.resume, d) : plan_new_run(opts, cfg, d);
   if (!error.empty()) {
@@ -126,13 +127,13 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   rollout::scan_report scan;
   auto records = rollout::trajectory_store::read_all(d.store_dir, &scan);
   auto report = rollout::make_eval_report(records, level_of);
-  std::printf("\n%s episodes: %zu records in %s\n%s", to_string(d.mode).c_str(), records.size(),
-              d.store_dir.c_str(), rollout::format_eval_report(report).c_str());
+  std::printf("\n%s episodes: %zu records in %s\n%s", to_string(d.mode).c_str(), records.size(), d.store_dir.c_str(),
+              rollout::format_eval_report(report).c_str());
   std::printf("evaluated on: gpu_pool device %s, %d slot(s)%s\n", cfg.gpu_pool.device.c_str(), cfg.gpu_pool.slots,
               gpu_names().empty() ? "" : (" (" + gpu_names() + ")").c_str());
   if (!summary->evaluations_per_pool.empty()) {
     std::printf("evaluations per GPU pool:\n");
-    for (auto& [pool, n] : summary->evaluations_per_pool) std::printf("  %s: %lld\n", pool.c_str(), (long long) n);
+    for (auto& [pool, n] : summary->evaluations_per_pool) std::printf("  %s: %lld\n", pool.c_str(), (long long)n);
   }
   if (summary->requeued > 0) std::printf("episodes re-queued from lost nodes: %d\n", summary->requeued);
   if (auto err = observe::write_run_report(d.store_dir, fs::path{d.store_dir} / "report.html"); err.empty())
@@ -141,8 +142,8 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
     log_error("driver", "no run report: " + err);
   std::fflush(stdout);
   if (!summary->storage_error.empty()) {
-    log_error("driver", "the run failed: storage: " + summary->storage_error + "; kept " + summary->kept +
-                            " in " + d.store_dir + " (resume with --resume " + d.store_dir + ")");
+    log_error("driver", "the run failed: storage: " + summary->storage_error + "; kept " + summary->kept + " in " +
+                            d.store_dir + " (resume with --resume " + d.store_dir + ")");
     return 4;
   }
   if (latch.reason() != "run finished") {

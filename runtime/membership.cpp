@@ -9,8 +9,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/node_agent.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/process.hpp"
 
@@ -32,9 +32,8 @@ messages::node_info describe_node(const std::string& node_id, const std::string&
   return info;
 }
 
-std::string join_cluster(caf::actor_system& sys, caf::actor coordinator, messages::node_info info,
-                         int64_t timeout_ms, std::function<void(const std::string&)> on_lost,
-                         caf::actor& agent) {
+std::string join_cluster(caf::actor_system& sys, caf::actor coordinator, messages::node_info info, int64_t timeout_ms,
+                         std::function<void(const std::string&)> on_lost, caf::actor& agent) {
   auto joined = std::make_shared<std::promise<std::string>>();
   auto once = std::make_shared<std::once_flag>();
   node_agent_events ev;

@@ -22,9 +22,8 @@ messages::node_info describe_node(const std::string& node_id, const std::string&
 /// Registers `info` through a new node agent (returned in `agent`); blocks until
 /// the coordinator accepts or refuses. Returns "" or the error. `on_lost` (may be
 /// empty) is called if the coordinator is lost after joining.
-std::string join_cluster(caf::actor_system& sys, caf::actor coordinator, messages::node_info info,
-                         int64_t timeout_ms, std::function<void(const std::string&)> on_lost,
-                         caf::actor& agent);
+std::string join_cluster(caf::actor_system& sys, caf::actor coordinator, messages::node_info info, int64_t timeout_ms,
+                         std::function<void(const std::string&)> on_lost, caf::actor& agent);
 
 /// Leaves cleanly: the agent sends leave_cluster and stops; waits for it.
 void leave_cluster(caf::actor_system& sys, caf::actor agent, const std::string& reason);

@@ -3,17 +3,17 @@
 
 #include <atomic>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <mutex>
-#include <iostream>
 #include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "actors/coordinator.hpp"
-#include "base/log.hpp"
 #include "actors/node_agent.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/connect.hpp"
@@ -37,8 +37,7 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
   if (!coord) return 2;
-  log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" +
-                              std::to_string(port) + " as " + id);
+  log_info("coordinator", "listening on " + cfg.cluster.listen_host + ":" + std::to_string(port) + " as " + id);
   if (opts.train) {
     auto code = run_training(sys, cfg, coord, latch, false);
     caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
@@ -60,7 +59,8 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
 connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, bool rejoining,
                                  std::chrono::steady_clock::time_point deadline, exit_latch& latch) {
   for (;;) {
-    auto coord = connect_coordinator(sys, cfg.cluster, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
+    auto coord =
+        connect_coordinator(sys, cfg.cluster, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
     if (coord.ok || !rejoining || std::chrono::steady_clock::now() >= deadline) return coord;
     // Rationale: 200 ms between attempts finds a restarted coordinator within a fraction
     // of a second without flooding a host that is still down.
@@ -132,8 +132,8 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
 int run_node(const cli_options& opts, const app_config& cfg) {
   // First, while this process has one thread: the reaper forks (see sandbox/node_reaper).
   if (auto err = sandbox::start_node_reaper(); !err.empty())
-    log_error("caf-agent", "no reaper for this node's children (" + err +
-                               "); a SIGKILLed node may leave its eval workers running");
+    log_error("caf-agent",
+              "no reaper for this node's children (" + err + "); a SIGKILLed node may leave its eval workers running");
   exit_latch latch;
   install_signal_latch(latch);
   const int code = opts.role == "coordinator" ? run_coordinator(opts, cfg, latch)

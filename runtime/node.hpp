@@ -13,7 +13,6 @@ int run_node(const cli_options& opts, const app_config& cfg);
 int run_inspector(const cli_options& opts, const app_config& cfg);
 
 /// Splits "HOST:PORT"; returns false (and a message) when malformed.
-bool split_host_port(const std::string& text, std::string& host, uint16_t& port,
-                     std::string& error);
+bool split_host_port(const std::string& text, std::string& host, uint16_t& port, std::string& error);
 
 }  // namespace caf_agent::runtime

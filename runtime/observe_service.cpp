@@ -30,8 +30,7 @@ std::string ask_view(caf::actor_system& sys, const caf::actor& coord, const std:
   std::string out;
   caf::scoped_actor self{sys};
   self->request(coord, view_timeout, messages::get_view{what, ""})
-      .receive([&](std::string& text) { out = std::move(text); },
-               [&](caf::error& err) { error = sys.render(err); });
+      .receive([&](std::string& text) { out = std::move(text); }, [&](caf::error& err) { error = sys.render(err); });
   return out;
 }
 
@@ -64,8 +63,10 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
       ioc_.stop();
     });
     if (thread_.joinable()) {
-      if (thread_.get_id() == std::this_thread::get_id()) thread_.detach();
-      else thread_.join();
+      if (thread_.get_id() == std::this_thread::get_id())
+        thread_.detach();
+      else
+        thread_.join();
     }
   }
 
@@ -137,8 +138,8 @@ void start_metrics_endpoint(caf::actor_system& sys, caf::actor coordinator, cons
     log_error("coordinator", "no Prometheus endpoint: " + err);
     return;
   }
-  log_info("coordinator", "Prometheus metrics at http://" + cfg.prometheus_host + ":" + std::to_string(ep->port()) +
-                              "/metrics");
+  log_info("coordinator",
+           "Prometheus metrics at http://" + cfg.prometheus_host + ":" + std::to_string(ep->port()) + "/metrics");
   coordinator->attach_functor([ep] { ep->stop(); });
 }
 

@@ -79,8 +79,7 @@ int count_gpus() {
   std::error_code ec;
   for (auto& e : std::filesystem::directory_iterator("/dev", ec)) {
     auto name = e.path().filename().string();
-    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
-        name.find_first_not_of("0123456789", 6) == std::string::npos)
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 && name.find_first_not_of("0123456789", 6) == std::string::npos)
       ++n;
   }
   return n;

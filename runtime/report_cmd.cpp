@@ -23,8 +23,8 @@ int run_offline_command(int argc, char** argv) {
                                : "caf-agent export: the run's trajectory records as JSON Lines"};
   std::string dir, out;
   app.add_option("RUN_DIR", dir, "the run directory (runs/.../trajectories-*)")->required();
-  auto* out_opt = app.add_option("--out", out, cmd == "report" ? "where to write (default RUN_DIR/report.html)"
-                                                               : "the JSONL file to write");
+  auto* out_opt = app.add_option(
+      "--out", out, cmd == "report" ? "where to write (default RUN_DIR/report.html)" : "the JSONL file to write");
   if (cmd == "export") out_opt->required();
   try {
     app.parse(argc - 1, argv + 1);

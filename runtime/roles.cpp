@@ -14,10 +14,10 @@
 #include <caf/all.hpp>
 
 #include "actors/gpu_pool.hpp"
-#include "base/log.hpp"
 #include "actors/policy_server.hpp"
 #include "actors/rollout_manager.hpp"
 #include "actors/tool_executor.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "policy/text/chat_template.hpp"
 #include "policy/text/json.hpp"
@@ -58,7 +58,8 @@ std::optional<policy::json_array> prompt_tool_schemas(const rollout_config& r, s
   std::string names;
   for (auto& t : all) names += (names.empty() ? "" : ", ") + t["function"]["name"].get<std::string>();
   for (auto& name : r.prompt_tools) {
-    auto it = std::find_if(all.begin(), all.end(), [&](const nlohmann::json& t) { return t["function"]["name"] == name; });
+    auto it =
+        std::find_if(all.begin(), all.end(), [&](const nlohmann::json& t) { return t["function"]["name"] == name; });
     if (it == all.end()) {
       error = "rollout.prompt_tools: '" + name + "' is not a tool (" + names + ")";
       return std::nullopt;
@@ -97,12 +98,13 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     if (g.backend == "sim")
       backends.push_back(gpu_pool::make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
     else
-      backends.push_back(gpu_pool::make_worker_slot(
-          worker(i, g.cpu_threads_per_slot, "eval-worker-" + std::to_string(i) + ".log")));
+      backends.push_back(
+          gpu_pool::make_worker_slot(worker(i, g.cpu_threads_per_slot, "eval-worker-" + std::to_string(i) + ".log")));
   }
   std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
   for (int i = 0; g.backend != "sim" && i < g.builders(); ++i)
-    builders.push_back(gpu_pool::make_worker_builder(worker(i % g.slots, 1, "eval-builder-" + std::to_string(i) + ".log")));
+    builders.push_back(
+        gpu_pool::make_worker_builder(worker(i % g.slots, 1, "eval-builder-" + std::to_string(i) + ".log")));
   if (g.backend != "sim" && !fs::exists(g.worker_python))
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
   std::error_code ec;
@@ -159,7 +161,7 @@ struct policy_endpoint {
   bool render_messages = false;                        ///< chat backends take messages_json
   std::string description;
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
-  std::shared_ptr<policy::engine_service> engine;      ///< libtorch: shared with the HTTP server
+  std::shared_ptr<policy::engine_service> engine;  ///< libtorch: shared with the HTTP server
 #endif
 };
 
@@ -318,8 +320,8 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.env.tools = tools;
   m.env.system_text = system_prompt(r);
   m.env.tool_schemas = std::move(*schemas);
-  m.env.context_limit_tokens = pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit)
-                                                     : r.context_limit_tokens;
+  m.env.context_limit_tokens =
+      pol.context_limit > 0 ? std::min<int64_t>(r.context_limit_tokens, pol.context_limit) : r.context_limit_tokens;
   m.env.tokenizer = pol.tokenizer;
   m.env.chat_format = pol.chat_format;
   m.env.render_messages = pol.render_messages;
@@ -367,8 +369,8 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
     if (pol.engine) {  // serve the same engine over OpenAI-compatible HTTP
       auto tok = policy::tokenizer::from_file((fs::path{cfg.policy.model_dir} / "tokenizer.json").string());
       if (!tok) return "policy.model_dir: " + tok.error().message;
-      auto name = cfg.policy.model_name.empty() ? fs::path{cfg.policy.model_dir}.filename().string()
-                                                : cfg.policy.model_name;
+      auto name =
+          cfg.policy.model_name.empty() ? fs::path{cfg.policy.model_dir}.filename().string() : cfg.policy.model_name;
       auto chat = serving::engine_chat_service::create(pol.engine, std::move(tok.value()), name);
       if (!chat) return "inference: " + chat.error().message;
       std::shared_ptr<serving::chat_service> service = std::move(chat.value());

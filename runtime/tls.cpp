@@ -47,8 +47,9 @@ bool tls_enabled(const cluster_config& c) {
 std::string check_tls_files(const cluster_config& c) {
   ERR_clear_error();
   file_ptr ca_file, cert_file, key_file;
-  for (auto [key, path, file] : {std::tuple{"tls_ca", &c.tls_ca, &ca_file}, std::tuple{"tls_cert", &c.tls_cert, &cert_file},
-                                 std::tuple{"tls_key", &c.tls_key, &key_file}})
+  for (auto [key, path, file] :
+       {std::tuple{"tls_ca", &c.tls_ca, &ca_file}, std::tuple{"tls_cert", &c.tls_cert, &cert_file},
+        std::tuple{"tls_key", &c.tls_key, &key_file}})
     if (auto err = readable(key, *path, *file); !err.empty()) return err;
   std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store{X509_STORE_new(), X509_STORE_free};
   int cas = 0;
@@ -59,17 +60,16 @@ std::string check_tls_files(const cluster_config& c) {
   }
   ERR_clear_error();  // the loop ends on "no start line"
   if (cas == 0) return "cluster.tls_ca: '" + c.tls_ca + "' holds no PEM certificate";
-  std::unique_ptr<X509, decltype(&X509_free)> cert{PEM_read_X509(cert_file.get(), nullptr, nullptr, nullptr), X509_free};
+  std::unique_ptr<X509, decltype(&X509_free)> cert{PEM_read_X509(cert_file.get(), nullptr, nullptr, nullptr),
+                                                   X509_free};
   if (!cert) return "cluster.tls_cert: '" + c.tls_cert + "' holds no PEM certificate (" + ssl_error() + ")";
-  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> chain{sk_X509_new_null(), [](STACK_OF(X509)* s) {
-                                                                      sk_X509_pop_free(s, X509_free);
-                                                                    }};
+  std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> chain{
+      sk_X509_new_null(), [](STACK_OF(X509) * s) { sk_X509_pop_free(s, X509_free); }};
   while (X509* extra = PEM_read_X509(cert_file.get(), nullptr, nullptr, nullptr)) sk_X509_push(chain.get(), extra);
   ERR_clear_error();
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey{PEM_read_PrivateKey(key_file.get(), nullptr, nullptr, nullptr),
-                                                           EVP_PKEY_free};
-  if (!pkey)
-    return "cluster.tls_key: '" + c.tls_key + "' holds no unencrypted PEM private key (" + ssl_error() + ")";
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey{
+      PEM_read_PrivateKey(key_file.get(), nullptr, nullptr, nullptr), EVP_PKEY_free};
+  if (!pkey) return "cluster.tls_key: '" + c.tls_key + "' holds no unencrypted PEM private key (" + ssl_error() + ")";
   if (X509_check_private_key(cert.get(), pkey.get()) != 1)
     return "cluster.tls_key: '" + c.tls_key + "' is not the key of cluster.tls_cert '" + c.tls_cert + "'";
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx{X509_STORE_CTX_new(), X509_STORE_CTX_free};
@@ -92,8 +92,9 @@ bool is_loopback_host(const std::string& host) {
 
 std::string plaintext_refusal(const cluster_config& c, const std::string& host, const std::string& what) {
   if (tls_enabled(c) || is_loopback_host(host)) return {};
-  return what + " is not a loopback address and TLS is off: between machines nodes must authenticate "
-                "each other (set [cluster] tls_cert, tls_key and tls_ca; deploy/make-certs.sh makes them)";
+  return what +
+         " is not a loopback address and TLS is off: between machines nodes must authenticate "
+         "each other (set [cluster] tls_cert, tls_key and tls_ca; deploy/make-certs.sh makes them)";
 }
 
 }  // namespace caf_agent::runtime

@@ -5,8 +5,8 @@
 
 #include <caf/all.hpp>
 
-#include "base/log.hpp"
 #include "actors/trainer.hpp"
+#include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/tasks.hpp"
 #include "runtime/learner_role.hpp"

@@ -11,7 +11,7 @@ namespace caf_agent::sandbox {
 
 /// One running or finished background command.
 class background_shell {
-public:
+ public:
   background_shell(std::unique_ptr<process_tree> tree, std::size_t buffer_bytes)
       : tree_(std::move(tree)), buf_(buffer_bytes), reader_([this, buffer_bytes] { read_loop(buffer_bytes); }) {}
   ~background_shell() { kill(); }
@@ -45,7 +45,7 @@ public:
     return done_ && drained_;
   }
 
-private:
+ private:
   void read_loop(std::size_t buffer_bytes) {
     using clock = std::chrono::steady_clock;
     std::optional<clock::time_point> exited_at;
@@ -79,10 +79,14 @@ private:
 
 background_shells::background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap,
                                      std::size_t regex_max_program_bytes)
-    : max_live_(max_live), buffer_bytes_(buffer_bytes), output_cap_(output_cap),
+    : max_live_(max_live),
+      buffer_bytes_(buffer_bytes),
+      output_cap_(output_cap),
       regex_max_program_bytes_(regex_max_program_bytes) {}
 
-background_shells::~background_shells() { kill_all(); }
+background_shells::~background_shells() {
+  kill_all();
+}
 
 std::size_t background_shells::live() const {
   std::size_t n = 0;
@@ -94,15 +98,19 @@ tool_outcome background_shells::start(const spawn_spec& spec, const std::string&
   for (auto it = shells_.begin(); it != shells_.end();)
     it = it->second->finished_and_read() ? shells_.erase(it) : std::next(it);
   if (live() >= max_live_)
-    return error_outcome(fmt::format("too many background shells ({} running, limit {}); stop one with "
-                                     "KillBash or wait for it to finish", live(), max_live_));
+    return error_outcome(
+        fmt::format("too many background shells ({} running, limit {}); stop one with "
+                    "KillBash or wait for it to finish",
+                    live(), max_live_));
   std::string err;
   auto tree = process_tree::start(spec, err);
   if (!tree) return {tool_status::internal, "Error: cannot start background shell: " + err, -1};
   const std::string id = fmt::format("bash_{}", next_id_++);
   shells_.emplace(id, std::make_unique<background_shell>(std::move(tree), buffer_bytes_));
-  return ok_outcome(fmt::format("Command running in background with ID: {}\nUse BashOutput with "
-                                "bash_id=\"{}\" to read its output and KillBash to stop it.", id, id));
+  return ok_outcome(
+      fmt::format("Command running in background with ID: {}\nUse BashOutput with "
+                  "bash_id=\"{}\" to read its output and KillBash to stop it.",
+                  id, id));
 }
 
 tool_outcome background_shells::output(const nlohmann::json& args) {

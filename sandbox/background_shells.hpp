@@ -16,7 +16,7 @@ class background_shell;
 
 /// The background shells of one episode (bounded by `max_background_shells`).
 class background_shells {
-public:
+ public:
   /// Shells keep at most `buffer_bytes` of unread output each and at most `max_live` run at once;
   /// BashOutput filters compile within `regex_max_program_bytes` (see line_regex).
   background_shells(std::size_t max_live, std::size_t buffer_bytes, std::size_t output_cap,
@@ -33,7 +33,7 @@ public:
   /// Number of shells still running.
   std::size_t live() const;
 
-private:
+ private:
   std::size_t max_live_;
   std::size_t buffer_bytes_;
   std::size_t output_cap_;

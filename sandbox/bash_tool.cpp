@@ -14,12 +14,18 @@ namespace {
 /// Why a process died of `sig`, in words the agent can act on.
 std::string signal_reason(int sig) {
   switch (sig) {
-    case SIGKILL: return "killed (SIGKILL: memory, process or time limit, or killed by a command)";
-    case SIGXCPU: return "killed: CPU time limit exceeded (SIGXCPU)";
-    case SIGXFSZ: return "killed: file size limit exceeded (SIGXFSZ)";
-    case SIGSEGV: return "crashed: segmentation fault (SIGSEGV)";
-    case SIGABRT: return "aborted (SIGABRT)";
-    default: return fmt::format("terminated by signal {}", sig);
+    case SIGKILL:
+      return "killed (SIGKILL: memory, process or time limit, or killed by a command)";
+    case SIGXCPU:
+      return "killed: CPU time limit exceeded (SIGXCPU)";
+    case SIGXFSZ:
+      return "killed: file size limit exceeded (SIGXFSZ)";
+    case SIGSEGV:
+      return "crashed: segmentation fault (SIGSEGV)";
+    case SIGABRT:
+      return "aborted (SIGABRT)";
+    default:
+      return fmt::format("terminated by signal {}", sig);
   }
 }
 
@@ -55,9 +61,11 @@ tool_outcome bash_tool(const sandbox_config& cfg, const std::string& host_worksp
   (void)a.opt_str("description");
   const bool background = a.opt_bool("run_in_background").value_or(false);
   if (!a.error().empty()) return a.error_outcome();
-  if (command.find('\0') != std::string::npos) return error_outcome("invalid arguments for Bash: 'command' contains a NUL byte");
+  if (command.find('\0') != std::string::npos)
+    return error_outcome("invalid arguments for Bash: 'command' contains a NUL byte");
   // Rationale: 100 kB is far more than any hand-written command; a longer one is data.
-  if (command.size() > 100000) return error_outcome("invalid arguments for Bash: 'command' is longer than 100000 bytes");
+  if (command.size() > 100000)
+    return error_outcome("invalid arguments for Bash: 'command' is longer than 100000 bytes");
   auto spec = sandboxed_bash(cfg, host_workspace, command, who.uid);
   spec.cgroup_procs_fds = who.cgroup_procs_fds;
   if (background) return shells.start(spec, command);

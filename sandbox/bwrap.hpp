@@ -12,8 +12,8 @@ namespace caf_agent::sandbox {
 
 /// Builds the spawn spec for `bash -c command` in the episode's sandbox.
 /// `host_workspace` is the real host path; `uid` the host uid to run as (-1: keep ours).
-spawn_spec sandboxed_bash(const sandbox_config& cfg, const std::string& host_workspace,
-                          const std::string& command, int uid);
+spawn_spec sandboxed_bash(const sandbox_config& cfg, const std::string& host_workspace, const std::string& command,
+                          int uid);
 
 /// The bwrap arguments before `--` (namespaces, mounts, identity); exposed for tests.
 std::vector<std::string> bwrap_args(const sandbox_config& cfg, const std::string& host_workspace);

@@ -33,10 +33,8 @@ std::string check_binds(const sandbox_config& c) {
   for (const auto& b : c.extra_ro_binds) {
     if (b.source.empty() || b.source[0] != '/')
       return fmt::format("extra_ro_binds source '{}' must be absolute", b.source);
-    if (!b.dest.empty() && b.dest[0] != '/')
-      return fmt::format("extra_ro_binds dest '{}' must be absolute", b.dest);
-    if (!std::filesystem::exists(b.source))
-      return fmt::format("extra_ro_binds source '{}' does not exist", b.source);
+    if (!b.dest.empty() && b.dest[0] != '/') return fmt::format("extra_ro_binds dest '{}' must be absolute", b.dest);
+    if (!std::filesystem::exists(b.source)) return fmt::format("extra_ro_binds source '{}' does not exist", b.source);
   }
   return {};
 }

@@ -31,7 +31,8 @@ struct resource_limits {
   // Rationale: cicc/g++ and a CPU torch import fit in a few GiB; 8 GiB stops a memory hog long before the host swaps.
   std::uint64_t address_space_bytes = 8ULL << 30;
   /// RLIMIT_NPROC, processes and threads of the episode's uid.
-  // Rationale: counted per uid (one uid per episode): enough for make -j and torch threads, small enough that a fork bomb stalls quickly.
+  // Rationale: counted per uid (one uid per episode): enough for make -j and torch threads, small enough that a fork
+  // bomb stalls quickly.
   std::uint64_t max_processes = 256;
   /// RLIMIT_FSIZE, largest file a process may write, bytes.
   // Rationale: object files and logs stay far below; stops `yes > f` from filling the disk.
@@ -55,8 +56,8 @@ struct sandbox_config {
   std::vector<std::string> protected_paths;
   /// System paths bound read-only if they exist on the host.
   std::vector<std::string> system_ro_binds = {
-      "/usr", "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf",
-      "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl/certs"};
+      "/usr",           "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+      "/etc/localtime", "/etc/ssl/certs"};
   /// Extra read-only binds, e.g. the repository's `.venv` and `skills/`.
   std::vector<bind_mount> extra_ro_binds;
   /// Resource limits of every process started in the sandbox.

@@ -46,8 +46,7 @@ std::string read_binds(const json& v, sandbox_config& c) {
   if (!v.is_array()) return "must be an array of {source, dest}";
   c.extra_ro_binds.clear();
   for (const auto& b : v) {
-    if (!b.is_object() || !b.contains("source") || !b["source"].is_string())
-      return "entries need a string 'source'";
+    if (!b.is_object() || !b.contains("source") || !b["source"].is_string()) return "entries need a string 'source'";
     bind_mount m{b["source"].get<std::string>(), ""};
     if (b.contains("dest")) {
       if (!b["dest"].is_string()) return "entry 'dest' must be a string";
@@ -61,7 +60,8 @@ std::string read_binds(const json& v, sandbox_config& c) {
 const std::map<std::string, setter>& setters() {
   static const std::map<std::string, setter> table = {
       {"isolation", field(&sandbox_config::isolation)},
-      {"workspace", [](const json& v, sandbox_config& c) -> std::string {
+      {"workspace",
+       [](const json& v, sandbox_config& c) -> std::string {
          if (!v.is_string()) return "must be a string";
          c.workspace = v.get<std::string>();
          return {};

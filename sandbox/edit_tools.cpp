@@ -12,9 +12,12 @@ namespace {
 std::string snippet(const std::string& text, std::size_t pos, std::size_t new_len, std::size_t max_chars) {
   // Rationale: 4 lines of context either side, as coding agents show after an edit.
   constexpr std::size_t kContext = 4;
-  const std::size_t line = static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<long>(std::min(pos, text.size())), '\n')) + 1;
-  const std::size_t span = static_cast<std::size_t>(std::count(text.begin() + static_cast<long>(std::min(pos, text.size())),
-                                                               text.begin() + static_cast<long>(std::min(pos + new_len, text.size())), '\n'));
+  const std::size_t line = static_cast<std::size_t>(std::count(
+                               text.begin(), text.begin() + static_cast<long>(std::min(pos, text.size())), '\n')) +
+                           1;
+  const std::size_t span = static_cast<std::size_t>(
+      std::count(text.begin() + static_cast<long>(std::min(pos, text.size())),
+                 text.begin() + static_cast<long>(std::min(pos + new_len, text.size())), '\n'));
   const std::size_t first = line > kContext ? line - kContext : 1;
   std::size_t emitted = 0;
   // Rationale: a snippet of at most 40 lines / 4 kB; the agent can Read for more.
@@ -75,7 +78,8 @@ tool_outcome file_tools::multi_edit(const nlohmann::json& args) {
   a.reject_unknown({"file_path", "edits"});
   const auto path = a.str("file_path");
   const auto& list = a.array("edits");
-  if (a.error().empty() && list.empty()) return error_outcome("invalid arguments for MultiEdit: 'edits' must not be empty");
+  if (a.error().empty() && list.empty())
+    return error_outcome("invalid arguments for MultiEdit: 'edits' must not be empty");
   if (!a.error().empty()) return a.error_outcome();
   std::vector<text_edit> edits(list.size());
   for (std::size_t i = 0; i < list.size(); ++i)
@@ -83,7 +87,8 @@ tool_outcome file_tools::multi_edit(const nlohmann::json& args) {
       return error_outcome("invalid arguments for MultiEdit: " + err);
   auto target = resolve_write_target(ws_, path, owner_, edits.front().old_string.empty());
   if (!target.error.empty()) return error_outcome(target.error);
-  if (!target.exists && !edits.front().old_string.empty()) return error_outcome(fmt::format("file does not exist: {}", path));
+  if (!target.exists && !edits.front().old_string.empty())
+    return error_outcome(fmt::format("file does not exist: {}", path));
   if (auto err = check_fresh(target, path); !err.empty()) return error_outcome(err);
   std::string text;
   if (target.exists) {
@@ -96,8 +101,7 @@ tool_outcome file_tools::multi_edit(const nlohmann::json& args) {
     if (auto err = apply_edit(text, edits[i], pos, cfg_.limits.file_size_bytes); !err.empty())
       return error_outcome(fmt::format("edit {} of {} failed, no edits were applied: {}", i + 1, edits.size(), err));
   }
-  return commit(target, text, path,
-                fmt::format("Applied {} edits to {}.", edits.size(), ws_.visible(target.real_rel)));
+  return commit(target, text, path, fmt::format("Applied {} edits to {}.", edits.size(), ws_.visible(target.real_rel)));
 }
 
 }  // namespace caf_agent::sandbox

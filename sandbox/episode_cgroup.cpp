@@ -2,28 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 namespace caf_agent::sandbox {
 namespace {
 
 /// One mounted hierarchy and the node's own group in it.
 struct hierarchy {
-  std::string version;            ///< "v1" or "v2".
+  std::string version;  ///< "v1" or "v2".
   std::set<std::string> controllers;
-  std::string own_dir;            ///< Absolute directory of the node's group.
+  std::string own_dir;  ///< Absolute directory of the node's group.
 };
 
 std::string read_text(const std::string& path) {
@@ -48,7 +48,8 @@ std::string write_control(const std::string& path, const std::string& value) {
   const ssize_t n = ::write(fd, value.data(), value.size());
   const int err = errno;
   ::close(fd);
-  if (n != static_cast<ssize_t>(value.size())) return fmt::format("cannot write '{}' to {}: {}", value, path, std::strerror(err));
+  if (n != static_cast<ssize_t>(value.size()))
+    return fmt::format("cannot write '{}' to {}: {}", value, path, std::strerror(err));
   return {};
 }
 
@@ -133,7 +134,8 @@ placement choose_placement() {
     covered.insert(h.controllers.begin(), h.controllers.end());
   }
   if (covered.count("memory") && covered.count("pids")) return p;
-  return {"none", {}, "no cgroup v2 group with memory and pids delegated, and no cgroup v1 memory and pids hierarchies"};
+  return {
+      "none", {}, "no cgroup v2 group with memory and pids delegated, and no cgroup v1 memory and pids hierarchies"};
 }
 
 std::string trim(std::string s) {
@@ -187,16 +189,21 @@ std::unique_ptr<episode_cgroup> episode_cgroup::create(const std::string& name, 
     const bool v2 = place.mode == "v2";
     if (h.controllers.count("memory")) {
       g->memory_dir_ = dir;
-      if (limits.memory_bytes) settings.push_back({v2 ? "memory.max" : "memory.limit_in_bytes", std::to_string(limits.memory_bytes)});
+      if (limits.memory_bytes)
+        settings.push_back({v2 ? "memory.max" : "memory.limit_in_bytes", std::to_string(limits.memory_bytes)});
       // Rationale: without swap limits a v2 group could page out past its budget.
       if (v2 && limits.memory_bytes) settings.push_back({"memory.swap.max", "0"});
     }
-    if (h.controllers.count("pids") && limits.max_pids) settings.push_back({"pids.max", std::to_string(limits.max_pids)});
+    if (h.controllers.count("pids") && limits.max_pids)
+      settings.push_back({"pids.max", std::to_string(limits.max_pids)});
     if (h.controllers.count("cpu") && limits.cpus > 0) {
       // Rationale: a 100 ms CFS period, the kernel's default.
       const auto quota = static_cast<long long>(limits.cpus * 100000.0);
-      if (v2) settings.push_back({"cpu.max", fmt::format("{} 100000", quota)});
-      else settings.push_back({"cpu.cfs_period_us", "100000"}), settings.push_back({"cpu.cfs_quota_us", std::to_string(quota)});
+      if (v2)
+        settings.push_back({"cpu.max", fmt::format("{} 100000", quota)});
+      else
+        settings.push_back({"cpu.cfs_period_us", "100000"}),
+            settings.push_back({"cpu.cfs_quota_us", std::to_string(quota)});
     }
     for (const auto& [file, value] : settings) {
       if (auto err = write_control(dir + "/" + file, value); !err.empty()) {

@@ -47,7 +47,7 @@ const cgroup_support& probe_cgroups();
 /// A created cgroup (one directory per hierarchy); removed on destruction after its processes
 /// are killed.
 class episode_cgroup {
-public:
+ public:
   /// Creates `name` under the node's groups with `limits`; null and `error` on failure.
   static std::unique_ptr<episode_cgroup> create(const std::string& name, const cgroup_limits& limits,
                                                 std::string& error);
@@ -69,7 +69,7 @@ public:
   /// The directories, one per hierarchy.
   const std::vector<std::string>& dirs() const { return dirs_; }
 
-private:
+ private:
   friend const cgroup_support& probe_cgroups();
   episode_cgroup() = default;
   std::string mode_;

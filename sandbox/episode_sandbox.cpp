@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -20,9 +23,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace caf_agent::sandbox {
 
@@ -33,20 +33,20 @@ struct episode_sandbox::state {
   std::unique_ptr<file_tools> files;
   std::unique_ptr<background_shells> shells;
   std::unique_ptr<episode_cgroup> cgroup;
-  std::string cgroup_note;     ///< Why there is no cgroup, when there is none.
+  std::string cgroup_note;  ///< Why there is no cgroup, when there is none.
   bool workspace_mounted = false;
   std::string workspace_note;  ///< Why the workspace has no size cap, when it has none.
   todo_list todos;
   tool_metrics metrics;
   bool closed = false;
   int uid() const { return lease ? static_cast<int>(lease->uid()) : -1; }
-  spawn_identity identity() const {
-    return {uid(), cgroup ? cgroup->procs_fds() : std::vector<int>{}};
-  }
+  spawn_identity identity() const { return {uid(), cgroup ? cgroup->procs_fds() : std::vector<int>{}}; }
   /// Unmounts the workspace's tmpfs (also when create() fails after mounting it).
   void unmount_workspace() {
-    if (workspace_mounted && ws) (void)::umount2(ws->host_root().c_str(), MNT_DETACH);
-    else if (workspace_mounted) (void)::umount2(cfg.workspace.c_str(), MNT_DETACH);
+    if (workspace_mounted && ws)
+      (void)::umount2(ws->host_root().c_str(), MNT_DETACH);
+    else if (workspace_mounted)
+      (void)::umount2(cfg.workspace.c_str(), MNT_DETACH);
     workspace_mounted = false;
   }
   ~state() { unmount_workspace(); }
@@ -57,10 +57,12 @@ namespace {
 /// Every ancestor of the workspace must be searchable by others, or the sandbox uid cannot reach it.
 std::string check_traversable(const std::filesystem::path& ws) {
   for (auto p = ws.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0)
-      return fmt::format("workspace parent '{}' (mode {:o}) is not searchable by the sandbox uid; create "
-                         "workspaces under a directory with mode 0711 or 0755", p.string(), st.st_mode & 07777);
+      return fmt::format(
+          "workspace parent '{}' (mode {:o}) is not searchable by the sandbox uid; create "
+          "workspaces under a directory with mode 0711 or 0755",
+          p.string(), st.st_mode & 07777);
   }
   return {};
 }
@@ -89,7 +91,8 @@ std::string cap_workspace(const std::string& host, std::uint64_t bytes) {
   namespace fs = std::filesystem;
   static std::atomic<unsigned> counter{0};
   const std::string staging = fmt::format("{}.fill-{}-{}", host, ::getpid(), counter++);
-  if (::rename(host.c_str(), staging.c_str()) != 0) return fmt::format("cannot stage the workspace: {}", std::strerror(errno));
+  if (::rename(host.c_str(), staging.c_str()) != 0)
+    return fmt::format("cannot stage the workspace: {}", std::strerror(errno));
   auto restore = [&](std::string why) {
     std::error_code ec;
     fs::remove(host, ec);
@@ -124,7 +127,8 @@ create_result episode_sandbox::create(sandbox_config cfg) {
     std::string err;
     s->cgroup = episode_cgroup::create(fmt::format("caf-agent-{}-{}", ::getpid(), serial++), c.episode_limits, err);
     if (!s->cgroup) {
-      if (c.cgroup == "required") return {nullptr, "sandbox: no cgroup for the episode (cgroup = \"required\"): " + err};
+      if (c.cgroup == "required")
+        return {nullptr, "sandbox: no cgroup for the episode (cgroup = \"required\"): " + err};
       s->cgroup_note = err;
     }
   } else {
@@ -154,22 +158,24 @@ create_result episode_sandbox::create(sandbox_config cfg) {
     if (auto err = probe_bwrap(c, host, s->uid()); !err.empty()) return {nullptr, err};
   const file_owner owner{s->uid(), s->uid()};
   s->files = std::make_unique<file_tools>(*s->ws, s->cfg, owner);
-  s->shells = std::make_unique<background_shells>(c.max_background_shells, c.background_buffer_bytes, c.output_cap_bytes,
-                                                  c.regex_max_program_bytes);
+  s->shells = std::make_unique<background_shells>(c.max_background_shells, c.background_buffer_bytes,
+                                                  c.output_cap_bytes, c.regex_max_program_bytes);
   return {std::unique_ptr<episode_sandbox>(new episode_sandbox(std::move(s))), ""};
 }
 
 episode_sandbox::episode_sandbox(std::unique_ptr<state> s) : s_(std::move(s)) {}
 
-episode_sandbox::~episode_sandbox() { close(); }
+episode_sandbox::~episode_sandbox() {
+  close();
+}
 
 void episode_sandbox::close() {
   if (s_->closed) return;
   s_->closed = true;
   s_->shells->kill_all();
   if (s_->cgroup) s_->cgroup->kill_all();  // every process of the episode, whatever its uid
-  s_->lease.reset();  // kills every remaining process of the episode uid
-  s_->cgroup.reset();  // removes the (now empty) group
+  s_->lease.reset();                       // kills every remaining process of the episode uid
+  s_->cgroup.reset();                      // removes the (now empty) group
   s_->unmount_workspace();
   if (!s_->cfg.keep_workspace) {
     base::remove_tree(s_->ws->host_root());
@@ -186,7 +192,10 @@ tool_result episode_sandbox::execute(const tool_call& call) {
     } else {
       auto& st = *s_;
       static const std::map<std::string, std::function<tool_outcome(state&, const nlohmann::json&)>> table = {
-          {"Bash", [](state& x, const nlohmann::json& a) { return bash_tool(x.cfg, x.ws->host_root(), x.identity(), *x.shells, a); }},
+          {"Bash",
+           [](state& x, const nlohmann::json& a) {
+             return bash_tool(x.cfg, x.ws->host_root(), x.identity(), *x.shells, a);
+           }},
           {"BashOutput", [](state& x, const nlohmann::json& a) { return x.shells->output(a); }},
           {"KillBash", [](state& x, const nlohmann::json& a) { return x.shells->kill(a); }},
           {"Read", [](state& x, const nlohmann::json& a) { return x.files->read(a); }},
@@ -201,30 +210,42 @@ tool_result episode_sandbox::execute(const tool_call& call) {
       if (it != table.end()) metric_name = call.name;
       out = it == table.end()
                 ? error_outcome(fmt::format("unknown tool '{}'; available tools: Bash, BashOutput, KillBash, Read, "
-                                            "Write, Edit, MultiEdit, Glob, Grep, TodoWrite", call.name))
+                                            "Write, Edit, MultiEdit, Glob, Grep, TodoWrite",
+                                            call.name))
                 : it->second(st, call.arguments);
     }
   } catch (const std::exception& e) {
     out = {tool_status::internal, fmt::format("Error: internal failure in {}: {}", call.name, e.what()), -1};
   }
   tool_result r{call.id, std::move(out.output), out.status,
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), out.exit_code};
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                out.exit_code};
   s_->metrics.record(metric_name, r.status, r.elapsed_ms);
   return r;
 }
 
-const tool_metrics& episode_sandbox::metrics() const { return s_->metrics; }
-const nlohmann::json& episode_sandbox::todos() const { return s_->todos.items(); }
-int episode_sandbox::host_uid() const { return s_->uid(); }
-const sandbox_config& episode_sandbox::config() const { return s_->cfg; }
+const tool_metrics& episode_sandbox::metrics() const {
+  return s_->metrics;
+}
+const nlohmann::json& episode_sandbox::todos() const {
+  return s_->todos.items();
+}
+int episode_sandbox::host_uid() const {
+  return s_->uid();
+}
+const sandbox_config& episode_sandbox::config() const {
+  return s_->cfg;
+}
 
 nlohmann::json episode_sandbox::containment() const {
   nlohmann::json j;
   j["cgroup"] = s_->cgroup ? s_->cgroup->mode() : "none: " + s_->cgroup_note;
   j["memory_peak_bytes"] = s_->cgroup ? s_->cgroup->memory_peak_bytes() : 0;
   j["memory_limit_hits"] = s_->cgroup ? s_->cgroup->memory_limit_hits() : 0;
-  if (s_->workspace_mounted) j["workspace_cap"] = s_->cfg.workspace_bytes;
-  else j["workspace_cap"] = "none: " + s_->workspace_note;
+  if (s_->workspace_mounted)
+    j["workspace_cap"] = s_->cfg.workspace_bytes;
+  else
+    j["workspace_cap"] = "none: " + s_->workspace_note;
   return j;
 }
 

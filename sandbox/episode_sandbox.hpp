@@ -27,7 +27,7 @@ struct create_result {
 
 /// One episode's sandbox.
 class episode_sandbox {
-public:
+ public:
   /// Validates `cfg`, takes a host uid (when root), prepares the workspace and checks that
   /// bubblewrap works. Never falls back to running unsandboxed.
   static create_result create(sandbox_config cfg);
@@ -55,7 +55,7 @@ public:
   /// bytes or "none: why", "memory_peak_bytes", "memory_limit_hits"}.
   nlohmann::json containment() const;
 
-private:
+ private:
   struct state;
   explicit episode_sandbox(std::unique_ptr<state> s);
   std::unique_ptr<state> s_;

@@ -1,11 +1,11 @@
 #include "sandbox/fd_hygiene.hpp"
 
-#include <cerrno>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <cerrno>
 
 namespace caf_agent::sandbox {
 

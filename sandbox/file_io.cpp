@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace caf_agent::sandbox {
 namespace {
@@ -22,8 +22,10 @@ std::string join(const std::string& dir, const std::string& name) {
 }
 
 std::string protected_message(std::string_view agent_path) {
-  return fmt::format("'{}' is a protected infrastructure file and cannot be modified; "
-                     "write your own files instead (e.g. model_new.py)", agent_path);
+  return fmt::format(
+      "'{}' is a protected infrastructure file and cannot be modified; "
+      "write your own files instead (e.g. model_new.py)",
+      agent_path);
 }
 
 /// Opens the directory `rel`, creating missing components when `create`.
@@ -50,8 +52,7 @@ int open_dir(const workspace_paths& ws, const std::string& rel, const file_owner
 
 }  // namespace
 
-file_contents read_workspace_file(const workspace_paths& ws, std::string_view agent_path,
-                                  std::size_t max_bytes) {
+file_contents read_workspace_file(const workspace_paths& ws, std::string_view agent_path, std::size_t max_bytes) {
   file_contents out;
   auto fail = [&out](std::string e) {
     out.error = std::move(e);
@@ -61,15 +62,16 @@ file_contents read_workspace_file(const workspace_paths& ws, std::string_view ag
   if (!rel.ok()) return fail(rel.error);
   unique_fd fd(ws.open_beneath(rel.rel, O_RDONLY | O_NONBLOCK | O_NOCTTY));
   if (!fd) return fail(workspace_paths::describe_errno(-fd.get(), agent_path));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail(workspace_paths::describe_errno(errno, agent_path));
   if (S_ISDIR(st.st_mode))
     return fail(fmt::format("'{}' is a directory; use Glob or `ls` in Bash to list it", agent_path));
   if (!S_ISREG(st.st_mode)) return fail(fmt::format("'{}' is not a regular file", agent_path));
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
-    return fail(fmt::format("'{}' is {} bytes, more than the {} byte limit of this tool; use "
-                                   "Grep, or head/sed -n in Bash, to look at parts of it",
-                                   agent_path, st.st_size, max_bytes));
+    return fail(
+        fmt::format("'{}' is {} bytes, more than the {} byte limit of this tool; use "
+                    "Grep, or head/sed -n in Bash, to look at parts of it",
+                    agent_path, st.st_size, max_bytes));
   auto real = ws.real_relative(fd.get());
   if (!real.ok()) return fail(real.error);
   out.real_rel = real.rel;
@@ -87,8 +89,8 @@ file_contents read_workspace_file(const workspace_paths& ws, std::string_view ag
   return out;
 }
 
-write_target resolve_write_target(const workspace_paths& ws, std::string_view agent_path,
-                                  const file_owner& owner, bool create_parents) {
+write_target resolve_write_target(const workspace_paths& ws, std::string_view agent_path, const file_owner& owner,
+                                  bool create_parents) {
   write_target t;
   auto fail = [&t](std::string e) {
     t.error = std::move(e);
@@ -109,7 +111,7 @@ write_target resolve_write_target(const workspace_paths& ws, std::string_view ag
     if (!real_parent.ok()) return fail(real_parent.error);
     t.real_rel = join(real_parent.rel, t.name);
     if (ws.is_protected(t.real_rel)) return fail(protected_message(agent_path));
-    struct stat st{};
+    struct stat st {};
     if (::fstatat(t.parent.get(), t.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno != ENOENT) return fail(workspace_paths::describe_errno(errno, agent_path));
       return t;  // new file
@@ -160,7 +162,7 @@ std::string atomic_write(write_target& target, std::string_view content, const f
     ::unlinkat(pfd, tmp.c_str(), 0);
     return fmt::format("cannot replace file: {}", std::strerror(err));
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) == 0) target.mtime_ns = mtime_of(st);
   target.exists = true;
   return {};

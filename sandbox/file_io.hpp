@@ -4,10 +4,10 @@
 
 #include "sandbox/workspace_paths.hpp"
 
+#include <sys/types.h>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 
 namespace caf_agent::sandbox {
 
@@ -32,8 +32,7 @@ struct file_contents {
 };
 
 /// Reads a regular file named by the agent, refusing non-regular files and files over `max_bytes`.
-file_contents read_workspace_file(const workspace_paths& ws, std::string_view agent_path,
-                                  std::size_t max_bytes);
+file_contents read_workspace_file(const workspace_paths& ws, std::string_view agent_path, std::size_t max_bytes);
 
 /// Where a write will land: the parent directory and final name after symlinks.
 struct write_target {
@@ -55,8 +54,8 @@ struct write_target {
 
 /// Resolves `agent_path` for writing: confined to the workspace, symlinks followed only
 /// inside it, protected paths refused; creates missing parents when `create_parents`.
-write_target resolve_write_target(const workspace_paths& ws, std::string_view agent_path,
-                                  const file_owner& owner, bool create_parents);
+write_target resolve_write_target(const workspace_paths& ws, std::string_view agent_path, const file_owner& owner,
+                                  bool create_parents);
 
 /// Replaces the target's content atomically (temp file + rename); returns an error or "".
 /// On success `target.mtime_ns` holds the new modification time.

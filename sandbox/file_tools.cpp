@@ -45,13 +45,12 @@ std::string number_lines(std::string_view text, std::size_t first_line, std::siz
 }
 
 std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos, std::size_t max_bytes) {
-  if (e.old_string == e.new_string)
-    return "no changes to make: old_string and new_string are exactly the same";
+  if (e.old_string == e.new_string) return "no changes to make: old_string and new_string are exactly the same";
   if (e.old_string.empty()) {
     if (!text.empty()) return "old_string is empty but the file is not; give the exact text to replace";
     if (e.new_string.size() > max_bytes)
-      return fmt::format("the result would be {} bytes, over the file size limit of {} bytes",
-                         e.new_string.size(), max_bytes);
+      return fmt::format("the result would be {} bytes, over the file size limit of {} bytes", e.new_string.size(),
+                         max_bytes);
     text = e.new_string;
     first_pos = 0;
     return {};
@@ -61,20 +60,25 @@ std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first
        p = text.find(e.old_string, p + e.old_string.size()))
     ++count;
   if (count == 0)
-    return fmt::format("old_string was not found in the file (it must match exactly, including "
-                       "whitespace and indentation):\n{}", e.old_string);
+    return fmt::format(
+        "old_string was not found in the file (it must match exactly, including "
+        "whitespace and indentation):\n{}",
+        e.old_string);
   if (count > 1 && !e.replace_all)
-    return fmt::format("found {} matches of old_string, but replace_all is false; set replace_all "
-                       "to true to replace every occurrence, or add surrounding context to make "
-                       "the match unique:\n{}", count, e.old_string);
+    return fmt::format(
+        "found {} matches of old_string, but replace_all is false; set replace_all "
+        "to true to replace every occurrence, or add surrounding context to make "
+        "the match unique:\n{}",
+        count, e.old_string);
   // Compared by division, so count * new_string.size() cannot overflow into a small number.
   const std::size_t removed = count * e.old_string.size();
   const std::size_t kept = text.size() - removed;
   if (e.new_string.size() != 0 && count > (max_bytes - std::min(kept, max_bytes)) / e.new_string.size())
-    return fmt::format("the result would exceed the file size limit of {} bytes ({} replacements of {} bytes); "
-                       "nothing was changed", max_bytes, count, e.new_string.size());
-  if (kept > max_bytes)
-    return fmt::format("the result would exceed the file size limit of {} bytes", max_bytes);
+    return fmt::format(
+        "the result would exceed the file size limit of {} bytes ({} replacements of {} bytes); "
+        "nothing was changed",
+        max_bytes, count, e.new_string.size());
+  if (kept > max_bytes) return fmt::format("the result would exceed the file size limit of {} bytes", max_bytes);
   first_pos = text.find(e.old_string);
   std::string out;
   out.reserve(text.size() + count * e.new_string.size());
@@ -103,8 +107,10 @@ tool_outcome file_tools::read(const nlohmann::json& args) {
   if (!file.error.empty()) return error_outcome(file.error);
   seen_mtime_ns_[file.real_rel] = file.mtime_ns;
   if (looks_binary(file.data))
-    return ok_outcome(fmt::format("'{}' is a binary file ({} bytes); not shown. Use xxd or od in "
-                                  "Bash to inspect it.", path, file.data.size()));
+    return ok_outcome(
+        fmt::format("'{}' is a binary file ({} bytes); not shown. Use xxd or od in "
+                    "Bash to inspect it.",
+                    path, file.data.size()));
   if (file.data.empty()) return ok_outcome(fmt::format("(the file '{}' exists but is empty)", path));
   const std::size_t total = count_lines(file.data);
   if (static_cast<std::size_t>(offset) > total)
@@ -122,19 +128,20 @@ std::string file_tools::check_fresh(const write_target& target, std::string_view
   if (!cfg_.require_read_before_edit || !target.exists) return {};
   auto it = seen_mtime_ns_.find(target.real_rel);
   if (it == seen_mtime_ns_.end())
-    return fmt::format("'{}' has not been read yet in this episode; Read it first before changing it",
-                       agent_path);
+    return fmt::format("'{}' has not been read yet in this episode; Read it first before changing it", agent_path);
   if (it->second != target.mtime_ns)
-    return fmt::format("'{}' was modified since it was last read (by a command or another tool); "
-                       "Read it again before changing it", agent_path);
+    return fmt::format(
+        "'{}' was modified since it was last read (by a command or another tool); "
+        "Read it again before changing it",
+        agent_path);
   return {};
 }
 
-tool_outcome file_tools::commit(write_target& target, const std::string& content,
-                                std::string_view agent_path, std::string success) {
+tool_outcome file_tools::commit(write_target& target, const std::string& content, std::string_view agent_path,
+                                std::string success) {
   if (content.size() > cfg_.limits.file_size_bytes)
-    return error_outcome(fmt::format("content of {} bytes exceeds the file size limit of {} bytes",
-                                     content.size(), cfg_.limits.file_size_bytes));
+    return error_outcome(fmt::format("content of {} bytes exceeds the file size limit of {} bytes", content.size(),
+                                     cfg_.limits.file_size_bytes));
   if (auto err = atomic_write(target, content, owner_); !err.empty())
     return error_outcome(fmt::format("cannot write '{}': {}", agent_path, err));
   seen_mtime_ns_[target.real_rel] = target.mtime_ns;
@@ -151,9 +158,11 @@ tool_outcome file_tools::write(const nlohmann::json& args) {
   if (!target.error.empty()) return error_outcome(target.error);
   if (auto err = check_fresh(target, path); !err.empty()) return error_outcome(err);
   const bool existed = target.exists;
-  return commit(target, content, path,
-                existed ? fmt::format("The file {} has been overwritten ({} bytes).", ws_.visible(target.real_rel), content.size())
-                        : fmt::format("File created successfully at: {} ({} bytes)", ws_.visible(target.real_rel), content.size()));
+  return commit(
+      target, content, path,
+      existed
+          ? fmt::format("The file {} has been overwritten ({} bytes).", ws_.visible(target.real_rel), content.size())
+          : fmt::format("File created successfully at: {} ({} bytes)", ws_.visible(target.real_rel), content.size()));
 }
 
 }  // namespace caf_agent::sandbox

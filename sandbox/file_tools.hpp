@@ -15,7 +15,7 @@ namespace caf_agent::sandbox {
 
 /// Read/Write/Edit/MultiEdit of one episode; remembers which files the agent has read.
 class file_tools {
-public:
+ public:
   /// Tools over `ws`, configured by `cfg`; files they create get `owner`.
   file_tools(const workspace_paths& ws, const sandbox_config& cfg, file_owner owner);
   /// Read: numbered lines (`cat -n` style) from `offset` (1-based), at most `limit` lines.
@@ -27,7 +27,7 @@ public:
   /// MultiEdit: applies a list of edits in order, all or none.
   tool_outcome multi_edit(const nlohmann::json& args);
 
-private:
+ private:
   /// Error text when the read-before-edit rule forbids changing `target`, else "".
   std::string check_fresh(const write_target& target, std::string_view agent_path) const;
   /// Writes `content` to `target` and records it as seen.
@@ -55,8 +55,7 @@ struct text_edit {
 /// computed before it is built: an edit whose result would exceed `max_bytes` is refused
 /// without allocating it (a replace_all of a 1-byte string by a 100 kB one would otherwise
 /// grow the host process by gigabytes before the write-size check).
-std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos,
-                       std::size_t max_bytes);
+std::string apply_edit(std::string& text, const text_edit& e, std::size_t& first_pos, std::size_t max_bytes);
 
 /// Formats lines of `text` from 1-based `first_line` as `cat -n` output: at most `max_lines`
 /// lines and about `max_bytes` bytes, lines cut at `max_line_chars`. `emitted` gets the count.

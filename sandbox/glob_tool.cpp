@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 namespace caf_agent::sandbox {
 
@@ -38,7 +38,8 @@ tool_outcome glob_tool(const workspace_paths& ws, const sandbox_config& cfg, con
         return;
       }
   });
-  if (hits.empty()) return ok_outcome(complete ? "No files found" : "No files found (search stopped early: too many files)");
+  if (hits.empty())
+    return ok_outcome(complete ? "No files found" : "No files found (search stopped early: too many files)");
   std::sort(hits.begin(), hits.end(), [](const walk_entry& x, const walk_entry& y) {
     return x.mtime_ns != y.mtime_ns ? x.mtime_ns > y.mtime_ns : x.rel < y.rel;
   });

@@ -7,21 +7,30 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <fcntl.h>
-#include <map>
 #include <sys/stat.h>
+#include <algorithm>
+#include <map>
 
 namespace caf_agent::sandbox {
 namespace {
 
 const std::map<std::string, std::vector<std::string>>& type_globs() {
   static const std::map<std::string, std::vector<std::string>> t = {
-      {"py", {"*.py", "*.pyi"}}, {"cpp", {"*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.h"}},
-      {"c", {"*.c", "*.h"}},      {"cuda", {"*.cu", "*.cuh"}}, {"cu", {"*.cu", "*.cuh"}},
-      {"md", {"*.md"}},           {"json", {"*.json"}},        {"sh", {"*.sh"}},
-      {"txt", {"*.txt"}},         {"toml", {"*.toml"}},        {"yaml", {"*.yaml", "*.yml"}},
-      {"js", {"*.js"}},           {"ts", {"*.ts", "*.tsx"}},   {"rust", {"*.rs"}}};
+      {"py", {"*.py", "*.pyi"}},
+      {"cpp", {"*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.h"}},
+      {"c", {"*.c", "*.h"}},
+      {"cuda", {"*.cu", "*.cuh"}},
+      {"cu", {"*.cu", "*.cuh"}},
+      {"md", {"*.md"}},
+      {"json", {"*.json"}},
+      {"sh", {"*.sh"}},
+      {"txt", {"*.txt"}},
+      {"toml", {"*.toml"}},
+      {"yaml", {"*.yaml", "*.yml"}},
+      {"js", {"*.js"}},
+      {"ts", {"*.ts", "*.tsx"}},
+      {"rust", {"*.rs"}}};
   return t;
 }
 
@@ -33,8 +42,8 @@ struct grep_options {
 };
 
 /// Appends the content-mode lines of one file; returns the number of matching lines.
-std::size_t grep_content(const std::string& shown, std::string_view text, const line_regex& re,
-                         const grep_options& o, std::string& out) {
+std::size_t grep_content(const std::string& shown, std::string_view text, const line_regex& re, const grep_options& o,
+                         std::string& out) {
   std::vector<std::string_view> lines;
   for (std::size_t pos = 0; pos < text.size();) {
     std::size_t end = text.find('\n', pos);
@@ -89,11 +98,12 @@ std::string collect_files(const workspace_paths& ws, const std::string& path, co
   if (!fd) return workspace_paths::describe_errno(-fd.get(), path);
   auto real = ws.real_relative(fd.get());
   if (!real.ok()) return real.error;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return workspace_paths::describe_errno(errno, path);
   single = !S_ISDIR(st.st_mode);
   if (single) {
-    files.push_back({real.rel, static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
+    files.push_back(
+        {real.rel, static_cast<std::uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
     return {};
   }
   const std::size_t strip = real.rel == "." ? 0 : real.rel.size() + 1;
@@ -129,7 +139,9 @@ tool_outcome grep_tool(const workspace_paths& ws, const sandbox_config& cfg, con
   const auto globs = filter_globs(a);
   if (auto err = parse_options(a, o); !err.empty()) return error_outcome("invalid arguments for Grep: " + err);
   if (globs.size() == 1 && globs[0] == "\x01unknown")
-    return error_outcome("invalid arguments for Grep: unknown 'type' (known: py, cpp, c, cuda, md, json, sh, txt, toml, yaml, js, ts, rust)");
+    return error_outcome(
+        "invalid arguments for Grep: unknown 'type' (known: py, cpp, c, cuda, md, json, sh, txt, toml, yaml, js, ts, "
+        "rust)");
   std::string regex_error;
   const auto re = line_regex::compile(pattern, icase, cfg.regex_max_program_bytes, regex_error);
   if (!re) return error_outcome(regex_error);
@@ -151,9 +163,12 @@ tool_outcome grep_tool(const workspace_paths& ws, const sandbox_config& cfg, con
     const std::size_t n = grep_content(shown, file.data, *re, o, chunk);
     if (n == 0) continue;
     total_matches += n;
-    if (o.mode == "content") out += chunk;
-    else if (o.mode == "count") out += fmt::format("{}:{}\n", shown, n);
-    else out += shown + "\n";
+    if (o.mode == "content")
+      out += chunk;
+    else if (o.mode == "count")
+      out += fmt::format("{}:{}\n", shown, n);
+    else
+      out += shown + "\n";
     ++entries;
   }
   if (o.mode == "content" && o.head_limit) {

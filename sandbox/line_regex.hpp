@@ -20,19 +20,19 @@ namespace caf_agent::sandbox {
 
 /// A compiled pattern; immutable after `compile`, safe to share between threads.
 class line_regex {
-public:
+ public:
   /// Compiles `pattern` (RE2 syntax: ERE plus \d \w \s \b and Perl classes; no backreferences
   /// or lookaround). `max_program_bytes` bounds the compiled program's memory.
   /// Returns null and sets `error` (naming the pattern) when it does not compile.
-  static std::unique_ptr<line_regex> compile(std::string_view pattern, bool ignore_case,
-                                             std::size_t max_program_bytes, std::string& error);
+  static std::unique_ptr<line_regex> compile(std::string_view pattern, bool ignore_case, std::size_t max_program_bytes,
+                                             std::string& error);
   ~line_regex();
   line_regex(const line_regex&) = delete;
   line_regex& operator=(const line_regex&) = delete;
   /// True when the pattern matches anywhere in `line`.
   bool search(std::string_view line) const;
 
-private:
+ private:
   explicit line_regex(std::unique_ptr<re2::RE2> re);
   std::unique_ptr<re2::RE2> re_;
 };

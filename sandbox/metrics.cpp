@@ -60,10 +60,17 @@ nlohmann::json tool_metrics::to_json() const {
   std::lock_guard<std::mutex> lock(m_);
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, c] : by_tool_) {
-    j[name] = {{"calls", c.calls},           {"errors", c.errors},     {"timeouts", c.timeouts},
-               {"killed", c.killed},         {"internal", c.internal}, {"mean_ms", c.calls ? c.total_ms / static_cast<double>(c.calls) : 0.0},
-               {"max_ms", c.max_ms},         {"p50_ms", c.quantile_ms(0.5)}, {"p90_ms", c.quantile_ms(0.9)},
-               {"p99_ms", c.quantile_ms(0.99)}, {"buckets", c.buckets}};
+    j[name] = {{"calls", c.calls},
+               {"errors", c.errors},
+               {"timeouts", c.timeouts},
+               {"killed", c.killed},
+               {"internal", c.internal},
+               {"mean_ms", c.calls ? c.total_ms / static_cast<double>(c.calls) : 0.0},
+               {"max_ms", c.max_ms},
+               {"p50_ms", c.quantile_ms(0.5)},
+               {"p90_ms", c.quantile_ms(0.9)},
+               {"p99_ms", c.quantile_ms(0.99)},
+               {"buckets", c.buckets}};
   }
   return j;
 }

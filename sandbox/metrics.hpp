@@ -16,8 +16,8 @@ namespace caf_agent::sandbox {
 struct tool_counters {
   /// Upper bounds (ms) of the latency buckets; the last bucket is open-ended.
   /// Rationale: log-spaced from 0.1 ms (in-process tools) to 10 min (the max Bash timeout).
-  static constexpr std::array<double, 16> kBoundsMs = {0.1, 0.3, 1, 3, 10, 20, 50, 100, 300,
-                                                        1000, 3000, 10000, 30000, 60000, 120000, 600000};
+  static constexpr std::array<double, 16> kBoundsMs = {0.1, 0.3,  1,    3,     10,    20,    50,     100,
+                                                       300, 1000, 3000, 10000, 30000, 60000, 120000, 600000};
   /// Calls made.
   std::uint64_t calls = 0;
   /// Calls that ended in `error`.
@@ -40,7 +40,7 @@ struct tool_counters {
 
 /// Metrics of all tools of one executor (or many: it is thread-safe).
 class tool_metrics {
-public:
+ public:
   /// Records one finished call.
   void record(const std::string& tool, tool_status status, double elapsed_ms);
   /// A copy of one tool's counters (zeros if never called).
@@ -50,7 +50,7 @@ public:
   /// {"Bash": {"calls":..,"errors":..,"timeouts":..,"p50_ms":..,...}, ...}
   nlohmann::json to_json() const;
 
-private:
+ private:
   mutable std::mutex m_;
   std::map<std::string, tool_counters> by_tool_;
 };

@@ -4,11 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
-#include <cerrno>
-#include <climits>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -16,6 +11,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
 
 namespace caf_agent::sandbox {
 namespace {
@@ -135,14 +135,17 @@ void reap_all(reaper_tables& t) {
   // 2 s of the node's death; a killed process leaves its cgroup within a few ms.
   for (int round = 0; round < 200 && (t.group_count > 0 || t.cgroup_count > 0); ++round) {
     for (int i = 0; i < t.group_count;) {
-      if (::kill(-t.groups[i], SIGKILL) != 0 && errno == ESRCH) t.groups[i] = t.groups[--t.group_count];
-      else ++i;
+      if (::kill(-t.groups[i], SIGKILL) != 0 && errno == ESRCH)
+        t.groups[i] = t.groups[--t.group_count];
+      else
+        ++i;
     }
     for (int i = 0; i < t.cgroup_count;) {
       const int alive = kill_cgroup_members(t.cgroups[i]);
       if (alive == 0 && (::rmdir(t.cgroups[i]) == 0 || errno == ENOENT || errno == ENOTDIR))
         std::memcpy(t.cgroups[i], t.cgroups[--t.cgroup_count], max_path);
-      else ++i;
+      else
+        ++i;
     }
     const timespec pause{0, 5 * 1000 * 1000};
     ::nanosleep(&pause, nullptr);
@@ -227,12 +230,22 @@ void stop_node_reaper() {
   }
 }
 
-bool node_reaper_running() { return reaper_fd.load() >= 0; }
+bool node_reaper_running() {
+  return reaper_fd.load() >= 0;
+}
 
-void reaper_watch_group(pid_t pgid) { send_line('g', std::to_string(pgid)); }
-void reaper_forget_group(pid_t pgid) { send_line('G', std::to_string(pgid)); }
-void reaper_watch_cgroup(const std::string& dir) { send_line('c', dir); }
-void reaper_forget_cgroup(const std::string& dir) { send_line('C', dir); }
+void reaper_watch_group(pid_t pgid) {
+  send_line('g', std::to_string(pgid));
+}
+void reaper_forget_group(pid_t pgid) {
+  send_line('G', std::to_string(pgid));
+}
+void reaper_watch_cgroup(const std::string& dir) {
+  send_line('c', dir);
+}
+void reaper_forget_cgroup(const std::string& dir) {
+  send_line('C', dir);
+}
 
 void die_with_parent(pid_t parent) noexcept {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -270,6 +283,8 @@ void node_child_guard::started(pid_t pid) {
   reaper_watch_group(pid);
 }
 
-bool node_child_guard::has_cgroup() const { return cgroup_ != nullptr; }
+bool node_child_guard::has_cgroup() const {
+  return cgroup_ != nullptr;
+}
 
 }  // namespace caf_agent::sandbox

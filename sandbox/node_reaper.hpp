@@ -11,9 +11,9 @@
 /// descendant whatever it does to its session or process group; process groups are the
 /// fallback where the host gives us no cgroup.
 
+#include <sys/types.h>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 
 #include "sandbox/episode_cgroup.hpp"
 
@@ -51,7 +51,7 @@ void die_with_parent(pid_t parent) noexcept;
 /// descendants; each is registered with the reaper. Destroying it kills what is left of the
 /// child's descendants (a compiler that outlived a killed worker).
 class node_child_guard {
-public:
+ public:
   /// Before fork: makes the cgroup `name` where cgroups are available.
   explicit node_child_guard(const std::string& name);
   ~node_child_guard();
@@ -65,7 +65,7 @@ public:
   /// Whether the child's descendants are held by a cgroup (else only its process group).
   bool has_cgroup() const;
 
-private:
+ private:
   pid_t parent_ = 0;
   pid_t pgid_ = 0;
   std::unique_ptr<episode_cgroup> cgroup_;

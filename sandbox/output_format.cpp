@@ -42,7 +42,9 @@ std::string truncation_marker(std::uint64_t omitted) {
 
 namespace {
 
-bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+bool continuation_byte(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
 
 }  // namespace
 
@@ -54,7 +56,11 @@ std::string join_truncated(std::string_view head, std::string_view tail, std::ui
   while (back < keep && back < 4 && continuation_byte(head[keep - 1 - back])) ++back;
   if (back < keep) {
     const auto lead = static_cast<unsigned char>(head[keep - 1 - back]);
-    const std::size_t len = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
+    const std::size_t len = lead < 0x80           ? 1
+                            : (lead >> 5) == 0x6  ? 2
+                            : (lead >> 4) == 0xE  ? 3
+                            : (lead >> 3) == 0x1E ? 4
+                                                  : 1;
     if (len > back + 1) keep -= back + 1;
   }
   std::size_t skip = 0;
@@ -116,8 +122,10 @@ std::string sanitize_utf8(std::string_view data) {
 
 std::string to_observation(std::string data, std::size_t cap, std::uint64_t total_bytes) {
   if (looks_binary(data))
-    return fmt::format("[binary output: {} bytes, not shown; redirect it to a file and inspect "
-                       "it with xxd or od]", total_bytes > 0 ? total_bytes : data.size());
+    return fmt::format(
+        "[binary output: {} bytes, not shown; redirect it to a file and inspect "
+        "it with xxd or od]",
+        total_bytes > 0 ? total_bytes : data.size());
   // Rationale: 256 bytes of slack so text already cut by a capped_buffer (cap + marker) is
   // not cut a second time.
   if (data.size() > cap + 256) data = truncate_middle(data, cap);

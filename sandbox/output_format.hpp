@@ -12,7 +12,7 @@ namespace caf_agent::sandbox {
 /// Keeps the first and last `cap/2` bytes of a stream and counts what lies between.
 /// Rationale: compiler errors sit at the start, test summaries at the end; both matter.
 class capped_buffer {
-public:
+ public:
   /// Creates a buffer that holds at most `cap` bytes.
   explicit capped_buffer(std::size_t cap);
   /// Appends bytes, dropping the middle of the stream once full.
@@ -26,7 +26,7 @@ public:
   /// True when nothing is buffered.
   bool empty() const { return head_.empty() && tail_.empty(); }
 
-private:
+ private:
   std::size_t cap_;
   std::string head_;
   std::string tail_;  // ring storage in order; trimmed from the front

@@ -16,17 +16,17 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
-#include <mutex>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <mutex>
 
 namespace bp = boost::process;
 
@@ -58,9 +58,9 @@ void child_setup(const spawn_spec& s, pid_t parent) {
   if (::setpgid(0, 0) != 0) child_fail("setpgid");
   die_with_parent(parent);  // and bwrap's --die-with-parent takes its pid namespace along
   const std::pair<int, std::uint64_t> limits[] = {
-      {RLIMIT_CPU, s.limits.cpu_seconds},         {RLIMIT_AS, s.limits.address_space_bytes},
-      {RLIMIT_NPROC, s.limits.max_processes},     {RLIMIT_FSIZE, s.limits.file_size_bytes},
-      {RLIMIT_NOFILE, s.limits.open_files},       {RLIMIT_CORE, 0}};
+      {RLIMIT_CPU, s.limits.cpu_seconds},     {RLIMIT_AS, s.limits.address_space_bytes},
+      {RLIMIT_NPROC, s.limits.max_processes}, {RLIMIT_FSIZE, s.limits.file_size_bytes},
+      {RLIMIT_NOFILE, s.limits.open_files},   {RLIMIT_CORE, 0}};
   for (const auto& [res, value] : limits) {
     const rlimit rl{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
     if (::setrlimit(res, &rl) != 0) child_fail("setrlimit");
@@ -122,9 +122,10 @@ std::unique_ptr<process_tree> process_tree::start(const spawn_spec& spec, std::s
   const pid_t parent = ::getpid();
   {
     std::lock_guard<std::mutex> lock(spawn_mutex());
-    p->child = bp::child(bp::exe = spec.argv[0], bp::args = args, env, bp::start_dir = spec.cwd,
-                         bp::std_in < bp::null, (bp::std_out & bp::std_err) > out,
-                         bp::extend::on_exec_setup = [&spec, parent](auto&) { child_setup(spec, parent); }, ec);
+    p->child = bp::child(
+        bp::exe = spec.argv[0], bp::args = args, env, bp::start_dir = spec.cwd,
+        bp::std_in<bp::null, (bp::std_out & bp::std_err)> out,
+        bp::extend::on_exec_setup = [&spec, parent](auto&) { child_setup(spec, parent); }, ec);
   }
   if (ec) return error = fmt::format("cannot start '{}': {}", spec.argv[0], ec.message()), nullptr;
   // A SIGKILLed node runs no destructor: its reaper kills the group instead.
@@ -134,7 +135,9 @@ std::unique_ptr<process_tree> process_tree::start(const spawn_spec& spec, std::s
   return std::unique_ptr<process_tree>(new process_tree(std::move(p)));
 }
 
-int process_tree::pid() const { return impl_->child.id(); }
+int process_tree::pid() const {
+  return impl_->child.id();
+}
 
 bool process_tree::pump(capped_buffer& out, std::chrono::steady_clock::time_point until) {
   char buf[65536];
@@ -159,7 +162,9 @@ bool process_tree::running() {
   return info.si_pid == 0;
 }
 
-void process_tree::kill_tree() { impl_->kill_and_reap(); }
+void process_tree::kill_tree() {
+  impl_->kill_and_reap();
+}
 
 void process_tree::signal_group() {
   if (!impl_->reaped && impl_->child.valid()) ::kill(-impl_->child.id(), SIGKILL);

@@ -44,7 +44,7 @@ struct spawn_identity {
 
 /// A started process group; killed on destruction.
 class process_tree {
-public:
+ public:
   /// Starts `spec`; on failure returns null and sets `error`.
   static std::unique_ptr<process_tree> start(const spawn_spec& spec, std::string& error);
   ~process_tree();
@@ -67,7 +67,7 @@ public:
   /// Signal that ended the child, 0 if it exited normally or still runs.
   int term_signal() const { return term_signal_; }
 
-private:
+ private:
   struct impl;
   explicit process_tree(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;

@@ -4,14 +4,14 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 namespace caf_agent::sandbox {
 namespace {
@@ -25,18 +25,20 @@ int open_component(int dir_fd, const std::string& name, int extra_flags) {
 }
 
 class collector {
-public:
+ public:
   collector(const submission_limits& limits, submission& out) : limits_(limits), out_(out) {}
 
   /// Reads the open regular file `fd` as `rel`; false (with out_.error) when refused.
   bool add_file(int fd, const std::string& rel) {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0) return fail(fmt::format("cannot stat {}: {}", rel, std::strerror(errno)));
     if (!S_ISREG(st.st_mode))
       return fail(fmt::format("{} is not a regular file; the submission may hold only regular files", rel));
     if (st.st_nlink > 1)
-      return fail(fmt::format("{} has {} hard links; links are refused in a submission (copy the file "
-                              "instead)", rel, st.st_nlink));
+      return fail(
+          fmt::format("{} has {} hard links; links are refused in a submission (copy the file "
+                      "instead)",
+                      rel, st.st_nlink));
     if (static_cast<std::uint64_t>(st.st_size) > limits_.max_file_bytes)
       return fail(fmt::format("{} is larger than {} bytes", rel, limits_.max_file_bytes));
     std::string data;
@@ -76,7 +78,7 @@ public:
         ok = fail(fmt::format("kernels/ holds more than {} entries", limits_.max_entries));
         break;
       }
-      struct stat st{};
+      struct stat st {};
       if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // removed meanwhile
       if (S_ISLNK(st.st_mode)) {
         ok = fail(link_refused(child));
@@ -112,7 +114,7 @@ public:
     return fmt::format("cannot open {}: {}", rel, std::strerror(err));
   }
 
-private:
+ private:
   const submission_limits& limits_;
   submission& out_;
   std::uint64_t total_ = 0;
@@ -155,7 +157,7 @@ submission collect_submission(const std::string& host_dir, const submission_limi
     c.add_dir(kernels_fd, "kernels", 0);
   } else if (-kernels_fd != ENOENT) {
     // ENOTDIR: a symlink (refused) or a plain file named kernels (no kernels; ignored).
-    struct stat st{};
+    struct stat st {};
     const bool link = ::fstatat(root.get(), "kernels", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
     if (link || -kernels_fd != ENOTDIR) c.fail(collector::open_error(link ? ELOOP : -kernels_fd, "kernels"));
   }

@@ -42,12 +42,17 @@ tool_outcome todo_list::write(const nlohmann::json& args) {
   if (todos.size() > kMaxTodos) return error_outcome(fmt::format("at most {} todos are allowed", kMaxTodos));
   std::set<std::string> ids;
   for (std::size_t i = 0; i < todos.size(); ++i)
-    if (auto err = check_item(todos[i], i, ids); !err.empty()) return error_outcome("invalid arguments for TodoWrite: " + err);
+    if (auto err = check_item(todos[i], i, ids); !err.empty())
+      return error_outcome("invalid arguments for TodoWrite: " + err);
   items_ = todos;
   std::string out = "Todos have been modified successfully. Current list:\n";
   for (const auto& t : items_) {
     const auto s = t["status"].get<std::string>();
-    out += fmt::format("[{}] {}\n", s == "completed" ? "x" : s == "in_progress" ? "~" : " ", t["content"].get<std::string>());
+    out += fmt::format("[{}] {}\n",
+                       s == "completed"     ? "x"
+                       : s == "in_progress" ? "~"
+                                            : " ",
+                       t["content"].get<std::string>());
   }
   return ok_outcome(out);
 }

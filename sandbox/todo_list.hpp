@@ -13,14 +13,14 @@ inline constexpr std::size_t kMaxTodoChars = 2000;
 
 /// The todo list of one episode.
 class todo_list {
-public:
+ public:
   /// TodoWrite: validates `todos` (content, status pending|in_progress|completed, unique id)
   /// and replaces the list; on error the old list stays.
   tool_outcome write(const nlohmann::json& args);
   /// The current list as a JSON array.
   const nlohmann::json& items() const { return items_; }
 
-private:
+ private:
   nlohmann::json items_ = nlohmann::json::array();
 };
 

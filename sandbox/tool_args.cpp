@@ -14,8 +14,7 @@ std::string type_name(const nlohmann::json& v) {
 }  // namespace
 
 tool_args::tool_args(const nlohmann::json& args, std::string tool) : args_(args), tool_(std::move(tool)) {
-  if (!args_.is_object())
-    fail(fmt::format("arguments must be a JSON object, got {}", args_.type_name()));
+  if (!args_.is_object()) fail(fmt::format("arguments must be a JSON object, got {}", args_.type_name()));
 }
 
 void tool_args::fail(std::string msg) {
@@ -56,7 +55,8 @@ std::optional<std::string> tool_args::opt_str(const char* name) {
 std::optional<std::int64_t> tool_args::opt_int(const char* name, std::int64_t lo, std::int64_t hi) {
   const auto* v = find(name);
   if (v == nullptr) return std::nullopt;
-  const bool integral_float = v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<std::int64_t>(v->get<double>()));
+  const bool integral_float =
+      v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<std::int64_t>(v->get<double>()));
   if (!v->is_number_integer() && !integral_float) {
     fail(fmt::format("argument '{}' must be an integer, got {}", name, type_name(*v)));
     return std::nullopt;

@@ -23,7 +23,9 @@ struct tool_outcome {
 };
 
 /// A successful outcome with `text`.
-inline tool_outcome ok_outcome(std::string text) { return {tool_status::ok, std::move(text), 0}; }
+inline tool_outcome ok_outcome(std::string text) {
+  return {tool_status::ok, std::move(text), 0};
+}
 /// An agent-visible error with `text`.
 inline tool_outcome error_outcome(std::string text) {
   return {tool_status::error, "Error: " + std::move(text), 1};
@@ -31,7 +33,7 @@ inline tool_outcome error_outcome(std::string text) {
 
 /// Reads arguments of one call; the first problem is kept in `error()`.
 class tool_args {
-public:
+ public:
   /// Wraps `args` of tool `tool`.
   tool_args(const nlohmann::json& args, std::string tool);
   /// A required string argument.
@@ -53,7 +55,7 @@ public:
   /// The error as an outcome.
   tool_outcome error_outcome() const;
 
-private:
+ private:
   const nlohmann::json* find(const char* name);
   void fail(std::string msg);
 

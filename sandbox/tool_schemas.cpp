@@ -12,13 +12,21 @@ json fn(const char* name, const char* description, json properties, json require
            {{"name", name},
             {"description", description},
             {"parameters",
-             {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+             {{"type", "object"},
+              {"properties", std::move(properties)},
+              {"required", std::move(required)},
               {"additionalProperties", false}}}}}};
 }
 
-json str(const char* d) { return {{"type", "string"}, {"description", d}}; }
-json integer(const char* d) { return {{"type", "integer"}, {"description", d}}; }
-json boolean(const char* d) { return {{"type", "boolean"}, {"description", d}}; }
+json str(const char* d) {
+  return {{"type", "string"}, {"description", d}};
+}
+json integer(const char* d) {
+  return {{"type", "integer"}, {"description", d}};
+}
+json boolean(const char* d) {
+  return {{"type", "boolean"}, {"description", d}};
+}
 
 json edit_item() {
   return {{"type", "object"},
@@ -33,13 +41,15 @@ json edit_item() {
 
 nlohmann::json episode_sandbox::tool_schemas() {
   json tools = json::array();
-  tools.push_back(fn("Bash", "Run a bash command in the sandboxed workspace (no network). Returns stdout+stderr; "
-                     "non-zero exit codes are reported. Use run_in_background for servers and long jobs.",
-                     {{"command", str("The command to run")},
-                      {"timeout", {{"type", "number"}, {"description", "Timeout in milliseconds (default 120000, max 600000)"}}},
-                      {"description", str("Short description of what the command does")},
-                      {"run_in_background", boolean("Start in the background and return a shell id")}},
-                     {"command"}));
+  tools.push_back(
+      fn("Bash",
+         "Run a bash command in the sandboxed workspace (no network). Returns stdout+stderr; "
+         "non-zero exit codes are reported. Use run_in_background for servers and long jobs.",
+         {{"command", str("The command to run")},
+          {"timeout", {{"type", "number"}, {"description", "Timeout in milliseconds (default 120000, max 600000)"}}},
+          {"description", str("Short description of what the command does")},
+          {"run_in_background", boolean("Start in the background and return a shell id")}},
+         {"command"}));
   tools.push_back(fn("BashOutput", "Read new output of a background shell since the last read, and its status.",
                      {{"bash_id", str("Id returned by Bash with run_in_background")},
                       {"filter", str("Optional regex; only matching lines are returned")}},
@@ -51,21 +61,23 @@ nlohmann::json episode_sandbox::tool_schemas() {
                       {"offset", integer("1-based line to start at")},
                       {"limit", integer("Number of lines to read (default 2000)")}},
                      {"file_path"}));
-  tools.push_back(fn("Write", "Create or overwrite a file. An existing file must be Read first.",
-                     {{"file_path", str("Absolute path, or relative to the workspace")},
-                      {"content", str("Full new content")}},
-                     {"file_path", "content"}));
-  tools.push_back(fn("Edit", "Replace an exact, unique string in a file (or every occurrence with replace_all). "
+  tools.push_back(
+      fn("Write", "Create or overwrite a file. An existing file must be Read first.",
+         {{"file_path", str("Absolute path, or relative to the workspace")}, {"content", str("Full new content")}},
+         {"file_path", "content"}));
+  tools.push_back(fn("Edit",
+                     "Replace an exact, unique string in a file (or every occurrence with replace_all). "
                      "The file must be Read first.",
                      {{"file_path", str("Path of the file")},
                       {"old_string", str("Exact text to replace (must be unique unless replace_all)")},
                       {"new_string", str("Replacement text")},
                       {"replace_all", boolean("Replace all occurrences (default false)")}},
                      {"file_path", "old_string", "new_string"}));
-  tools.push_back(fn("MultiEdit", "Apply several edits to one file in order; either all succeed or none is applied.",
-                     {{"file_path", str("Path of the file")},
-                      {"edits", {{"type", "array"}, {"items", edit_item()}, {"description", "Edits applied in order"}}}},
-                     {"file_path", "edits"}));
+  tools.push_back(
+      fn("MultiEdit", "Apply several edits to one file in order; either all succeed or none is applied.",
+         {{"file_path", str("Path of the file")},
+          {"edits", {{"type", "array"}, {"items", edit_item()}, {"description", "Edits applied in order"}}}},
+         {"file_path", "edits"}));
   tools.push_back(fn("Glob", "Find files by glob pattern (e.g. **/*.cu), newest first.",
                      {{"pattern", str("Glob pattern")}, {"path", str("Directory to search (default: workspace)")}},
                      {"pattern"}));
@@ -74,8 +86,10 @@ nlohmann::json episode_sandbox::tool_schemas() {
                       {"path", str("File or directory to search (default: workspace)")},
                       {"glob", str("Only files matching this glob, e.g. *.py or *.{cu,cpp}")},
                       {"type", str("File type: py, cpp, c, cuda, md, json, sh, txt, toml, yaml, js, ts, rust")},
-                      {"output_mode", {{"type", "string"}, {"enum", {"content", "files_with_matches", "count"}},
-                                       {"description", "Default files_with_matches"}}},
+                      {"output_mode",
+                       {{"type", "string"},
+                        {"enum", {"content", "files_with_matches", "count"}},
+                        {"description", "Default files_with_matches"}}},
                       {"-i", boolean("Case insensitive")},
                       {"-n", boolean("Show line numbers (content mode)")},
                       {"-A", integer("Lines of context after each match")},

@@ -20,7 +20,7 @@ int kill_all_of_uid(unsigned uid);
 
 /// An exclusively held uid from the pool; released (after killing its processes) on destruction.
 class uid_lease {
-public:
+ public:
   /// Takes a free uid (an flock on `<uid_lock_dir>/<uid>.lock` marks it in use across
   /// processes). Returns null and sets `error` when none is free.
   static std::unique_ptr<uid_lease> acquire(const sandbox_config& cfg, std::string& error);
@@ -30,7 +30,7 @@ public:
   /// The leased host uid (also used as gid).
   unsigned uid() const { return uid_; }
 
-private:
+ private:
   uid_lease(unsigned uid, int lock_fd) : uid_(uid), lock_fd_(lock_fd) {}
   unsigned uid_;
   int lock_fd_;

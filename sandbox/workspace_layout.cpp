@@ -9,9 +9,8 @@ namespace caf_agent::sandbox {
 
 namespace fs = std::filesystem;
 
-fs::path make_workspace(const std::string& root, const std::string& template_dir,
-                        const std::string& harness_dir, uint64_t episode,
-                        const std::string& model_py, std::string& error) {
+fs::path make_workspace(const std::string& root, const std::string& template_dir, const std::string& harness_dir,
+                        uint64_t episode, const std::string& model_py, std::string& error) {
   std::error_code ec;
   auto dir = fs::absolute(fs::path{root} / ("ep-" + std::to_string(episode)), ec);
   ec = base::remove_tree(dir.string());
@@ -25,8 +24,7 @@ fs::path make_workspace(const std::string& root, const std::string& template_dir
   if (!ec) fs::create_directories(dir / ".harness" / "caf_agent_eval", ec);
   if (!ec) fs::copy(harness_dir, dir / ".harness" / "caf_agent_eval", fs::copy_options::recursive, ec);
   if (!ec) fs::create_directories(dir / "workspace" / "include", ec);
-  if (!ec) fs::copy(fs::path{template_dir} / "include", dir / "workspace" / "include",
-                    fs::copy_options::recursive, ec);
+  if (!ec) fs::copy(fs::path{template_dir} / "include", dir / "workspace" / "include", fs::copy_options::recursive, ec);
   if (ec) {
     error = "cannot lay out workspace from '" + template_dir + "': " + ec.message();
     return dir;
@@ -37,8 +35,7 @@ fs::path make_workspace(const std::string& root, const std::string& template_dir
 }
 
 std::vector<std::string> protected_workspace_paths() {
-  return {"model.py", "SKILL.md", "compile", "verify", "profile", "include", ".harness",
-          "workspace", ".flavour"};
+  return {"model.py", "SKILL.md", "compile", "verify", "profile", "include", ".harness", "workspace", ".flavour"};
 }
 
 }  // namespace caf_agent::sandbox

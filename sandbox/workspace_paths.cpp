@@ -2,14 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <climits>
-#include <cstring>
 #include <fcntl.h>
-#include <filesystem>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
 
 namespace caf_agent::sandbox {
 
@@ -82,8 +82,7 @@ path_result workspace_paths::real_relative(int fd) const {
 
 bool workspace_paths::is_protected(const std::string& rel) const {
   for (const auto& p : protected_)
-    if (rel == p || (rel.size() > p.size() && rel.compare(0, p.size(), p) == 0 && rel[p.size()] == '/'))
-      return true;
+    if (rel == p || (rel.size() > p.size() && rel.compare(0, p.size(), p) == 0 && rel[p.size()] == '/')) return true;
   return false;
 }
 
@@ -95,16 +94,22 @@ std::string workspace_paths::visible(const std::string& rel) const {
 std::string workspace_paths::describe_errno(int err, std::string_view agent_path) {
   switch (err) {
     case EXDEV:
-      return fmt::format("path '{}' resolves outside the workspace (symlink or '..' escape); refused",
-                         agent_path);
-    case ENOENT: return fmt::format("file does not exist: {}", agent_path);
-    case ENOTDIR: return fmt::format("a component of '{}' is not a directory", agent_path);
-    case EISDIR: return fmt::format("'{}' is a directory, not a file", agent_path);
+      return fmt::format("path '{}' resolves outside the workspace (symlink or '..' escape); refused", agent_path);
+    case ENOENT:
+      return fmt::format("file does not exist: {}", agent_path);
+    case ENOTDIR:
+      return fmt::format("a component of '{}' is not a directory", agent_path);
+    case EISDIR:
+      return fmt::format("'{}' is a directory, not a file", agent_path);
     case EACCES:
-    case EPERM: return fmt::format("permission denied: {}", agent_path);
-    case ELOOP: return fmt::format("too many levels of symlinks: {}", agent_path);
-    case ENAMETOOLONG: return fmt::format("path too long: {}", agent_path);
-    default: return fmt::format("cannot open '{}': {}", agent_path, std::strerror(err));
+    case EPERM:
+      return fmt::format("permission denied: {}", agent_path);
+    case ELOOP:
+      return fmt::format("too many levels of symlinks: {}", agent_path);
+    case ENAMETOOLONG:
+      return fmt::format("path too long: {}", agent_path);
+    default:
+      return fmt::format("cannot open '{}': {}", agent_path, std::strerror(err));
   }
 }
 

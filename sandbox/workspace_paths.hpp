@@ -24,7 +24,7 @@ struct path_result {
 
 /// An owned file descriptor (closed on destruction).
 class unique_fd {
-public:
+ public:
   /// Takes ownership of `fd` (-1 means none).
   explicit unique_fd(int fd = -1) : fd_(fd) {}
   ~unique_fd();
@@ -35,21 +35,24 @@ public:
   /// The raw descriptor.
   int get() const { return fd_; }
   /// Gives up ownership.
-  int release() { int f = fd_; fd_ = -1; return f; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
   /// True when a descriptor is held.
   explicit operator bool() const { return fd_ >= 0; }
 
-private:
+ private:
   int fd_;
 };
 
 /// The workspace as seen by the file tools.
 class workspace_paths {
-public:
+ public:
   /// Opens `host_dir`; `visible_root` is the absolute path the agent sees for it.
   /// On failure `error()` is non-empty.
-  workspace_paths(const std::string& host_dir, std::string visible_root,
-                  std::vector<std::string> protected_paths);
+  workspace_paths(const std::string& host_dir, std::string visible_root, std::vector<std::string> protected_paths);
   /// Empty when the workspace opened fine.
   const std::string& error() const { return error_; }
   /// Turns an agent path (relative, or absolute under the visible root) into a relative one.
@@ -71,7 +74,7 @@ public:
   /// Message for an errno from `open_beneath`, naming the agent's path.
   static std::string describe_errno(int err, std::string_view agent_path);
 
-private:
+ private:
   unique_fd root_;
   std::string host_root_;
   std::string visible_root_;

@@ -30,7 +30,7 @@ bool walk_files(const workspace_paths& ws, const std::string& start_rel, std::si
         ::closedir(dir);
         return false;
       }
-      struct stat st{};
+      struct stat st {};
       if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const std::string rel = dir_rel == "." ? name : dir_rel + "/" + name;
       if (S_ISDIR(st.st_mode)) {

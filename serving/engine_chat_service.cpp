@@ -47,8 +47,9 @@ serving_error submit_error(const std::string& message) {
 }
 
 // The sampled tokens as a response: text, tool calls, finish reason, logprobs, usage.
-chat_response make_response(const policy::tokenizer& tok, const std::string& model, const std::vector<std::string>& stop,
-                            std::vector<int32_t> prompt, const policy::generation_result& g) {
+chat_response make_response(const policy::tokenizer& tok, const std::string& model,
+                            const std::vector<std::string>& stop, std::vector<int32_t> prompt,
+                            const policy::generation_result& g) {
   chat_response out;
   out.model = model;
   out.token_ids = g.tokens;
@@ -66,10 +67,10 @@ chat_response make_response(const policy::tokenizer& tok, const std::string& mod
     text.resize(cut);
   }
   const bool truncated =
-    g.reason == policy::finish_reason::max_new_tokens || g.reason == policy::finish_reason::context_limit;
+      g.reason == policy::finish_reason::max_new_tokens || g.reason == policy::finish_reason::context_limit;
   auto turn = policy::parse_assistant_turn(text);
-  const bool calls_ok = !turn.calls.empty() && std::all_of(turn.calls.begin(), turn.calls.end(),
-                                                           [](const auto& c) { return c.ok; });
+  const bool calls_ok =
+      !turn.calls.empty() && std::all_of(turn.calls.begin(), turn.calls.end(), [](const auto& c) { return c.ok; });
   if (calls_ok) {
     out.content = std::move(turn.content);
     for (auto& c : turn.calls) out.tool_calls.push_back(policy::tool_call{std::move(c.name), std::move(c.arguments)});
@@ -96,13 +97,13 @@ result<std::unique_ptr<engine_chat_service>> engine_chat_service::create(std::sh
   const auto end = tokenizer.token_to_id(im_end);
   if (!end) return make_serving_error(errc::internal, "engine_chat_service: the tokenizer has no <|im_end|> token");
   if (tokenizer.id_limit() > static_cast<size_t>(engine->vocab_size()))
-    return make_serving_error(errc::internal, "engine_chat_service: the tokenizer has ids up to " +
-                                                std::to_string(tokenizer.id_limit() - 1) + " but the model's vocabulary is " +
-                                                std::to_string(engine->vocab_size()));
+    return make_serving_error(
+        errc::internal, "engine_chat_service: the tokenizer has ids up to " + std::to_string(tokenizer.id_limit() - 1) +
+                            " but the model's vocabulary is " + std::to_string(engine->vocab_size()));
   std::vector<int32_t> stop_ids{*end};
   if (auto eot = tokenizer.token_to_id(end_of_text)) stop_ids.push_back(*eot);
   return std::unique_ptr<engine_chat_service>(
-    new engine_chat_service(std::move(engine), std::move(tokenizer), std::move(model_name), std::move(stop_ids)));
+      new engine_chat_service(std::move(engine), std::move(tokenizer), std::move(model_name), std::move(stop_ids)));
 }
 
 engine_chat_service::engine_chat_service(std::shared_ptr<policy::engine_service> engine, policy::tokenizer tokenizer,
@@ -122,8 +123,9 @@ void engine_chat_service::complete(chat_request request, chat_handler done) {
   const auto context = static_cast<size_t>(engine_->max_context());
   if (prompt.size() >= context) {
     done(make_serving_error(errc::bad_request,
-                            "messages: the prompt is " + std::to_string(prompt.size()) + " tokens but the model's context is " +
-                              std::to_string(context) + " tokens (prompt plus generated); shorten the conversation",
+                            "messages: the prompt is " + std::to_string(prompt.size()) +
+                                " tokens but the model's context is " + std::to_string(context) +
+                                " tokens (prompt plus generated); shorten the conversation",
                             "messages"));
     return;
   }
@@ -136,16 +138,16 @@ void engine_chat_service::complete(chat_request request, chat_handler done) {
   if (!request.stop.empty()) gen.stop_check = make_stop_check(tokenizer_, request.stop);
   // The callback holds copies, not `this`: the engine may be shared and outlive this service.
   auto submitted = engine_->submit(
-    std::move(gen), [tok = tokenizer_, model = model_name_, stop = std::move(request.stop), prompt = std::move(prompt),
-                     done](policy::generation_result r, std::string error) {
-      if (!error.empty())
-        return done(error.find("stopped") != std::string::npos
-                      ? make_serving_error(errc::unavailable, error)
-                      : make_serving_error(errc::internal, "generation failed: " + error));
-      if (r.reason == policy::finish_reason::aborted)
-        return done(make_serving_error(errc::unavailable, "generation was aborted"));
-      done(make_response(tok, model, stop, prompt, r));
-    });
+      std::move(gen), [tok = tokenizer_, model = model_name_, stop = std::move(request.stop),
+                       prompt = std::move(prompt), done](policy::generation_result r, std::string error) {
+        if (!error.empty())
+          return done(error.find("stopped") != std::string::npos
+                          ? make_serving_error(errc::unavailable, error)
+                          : make_serving_error(errc::internal, "generation failed: " + error));
+        if (r.reason == policy::finish_reason::aborted)
+          return done(make_serving_error(errc::unavailable, "generation was aborted"));
+        done(make_response(tok, model, stop, prompt, r));
+      });
   if (!submitted) done(submit_error(submitted.error().message));
 }
 

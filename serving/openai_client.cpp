@@ -48,16 +48,16 @@ serving_error transport_error(const beast::error_code& ec, std::string_view stag
   if (stage == "connect") return make_serving_error(errc::unavailable, "cannot connect: " + ec.message());
   if (ec == http::error::end_of_stream || ec == http::error::partial_message || ec == net::error::eof ||
       ec == net::error::connection_reset || ec == net::error::broken_pipe)
-    return make_serving_error(errc::unavailable,
-                              "the server closed the connection before the response was complete (" + ec.message() + ")");
+    return make_serving_error(
+        errc::unavailable, "the server closed the connection before the response was complete (" + ec.message() + ")");
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category())  // HTTP parse errors
     return make_serving_error(errc::protocol, "malformed HTTP response: " + ec.message());
   return make_serving_error(errc::unavailable, std::string(stage) + " failed: " + ec.message());
 }
 
 // One request on a fresh connection, bounded by the connect and request timeouts.
-result<attempt_result> attempt(const http_url& url, const client_options& o, http::verb verb,
-                               const std::string& target, const std::string& body) {
+result<attempt_result> attempt(const http_url& url, const client_options& o, http::verb verb, const std::string& target,
+                               const std::string& body) {
   net::io_context ioc;
   tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
@@ -95,25 +95,27 @@ result<attempt_result> attempt(const http_url& url, const client_options& o, htt
     deadline.cancel();
   };
   arm(o.connect_timeout_ms);
-  resolver.async_resolve(url.host, std::to_string(url.port), [&](beast::error_code ec, tcp::resolver::results_type eps) {
-    if (ec) return finish(ec, "resolve");
-    stream.async_connect(eps, [&](beast::error_code ec, const tcp::endpoint&) {
-      if (ec) return finish(ec, "connect");
-      connected = true;
-      arm(o.request_timeout_ms);
-      http::async_write(stream, req, [&](beast::error_code ec, size_t) {
-        if (ec) return finish(ec, "send");
-        http::async_read(stream, buffer, parser, [&](beast::error_code ec, size_t) { finish(ec, "receive"); });
+  resolver.async_resolve(
+      url.host, std::to_string(url.port), [&](beast::error_code ec, tcp::resolver::results_type eps) {
+        if (ec) return finish(ec, "resolve");
+        stream.async_connect(eps, [&](beast::error_code ec, const tcp::endpoint&) {
+          if (ec) return finish(ec, "connect");
+          connected = true;
+          arm(o.request_timeout_ms);
+          http::async_write(stream, req, [&](beast::error_code ec, size_t) {
+            if (ec) return finish(ec, "send");
+            http::async_read(stream, buffer, parser, [&](beast::error_code ec, size_t) { finish(ec, "receive"); });
+          });
+        });
       });
-    });
-  });
   ioc.run();
 
   if (timed_out)
-    return make_serving_error(errc::timeout, connected ? "timed out after " + std::to_string(o.request_timeout_ms) +
-                                                           " ms waiting for the response (request_timeout_ms)"
-                                                       : "connect timed out after " + std::to_string(o.connect_timeout_ms) +
-                                                           " ms (connect_timeout_ms)");
+    return make_serving_error(errc::timeout, connected
+                                                 ? "timed out after " + std::to_string(o.request_timeout_ms) +
+                                                       " ms waiting for the response (request_timeout_ms)"
+                                                 : "connect timed out after " + std::to_string(o.connect_timeout_ms) +
+                                                       " ms (connect_timeout_ms)");
   if (failure) return transport_error(failure, stage);
   auto& res = parser.get();
   const auto retry_after = res[http::field::retry_after];
@@ -202,8 +204,8 @@ openai_client::openai_client(client_options options, http_url url)
 result<openai_client::http_answer> openai_client::call(const std::string& method, const std::string& path,
                                                        const std::string& body) const {
   const bool v6 = url_.host.find(':') != std::string::npos;
-  const std::string what = method + " http://" + (v6 ? "[" + url_.host + "]" : url_.host) + ":" +
-                           std::to_string(url_.port) + path;
+  const std::string what =
+      method + " http://" + (v6 ? "[" + url_.host + "]" : url_.host) + ":" + std::to_string(url_.port) + path;
   const auto verb = method == "POST" ? http::verb::post : http::verb::get;
   for (int32_t retry = 0;; ++retry) {
     auto r = attempt(url_, options_, verb, path.empty() ? "/" : path, body);
@@ -245,15 +247,16 @@ result<chat_response> openai_client::chat(const chat_request& request) const {
 status openai_client::reload(const std::string& model_path, uint64_t version) const {
   std::string root = url_.path;
   if (root.size() >= 3 && root.compare(root.size() - 3, 3, "/v1") == 0) root.resize(root.size() - 3);
-  json_object body{{"model_path", model_path},
-                   {"version", static_cast<int64_t>(version & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))}};
+  json_object body{
+      {"model_path", model_path},
+      {"version", static_cast<int64_t>(version & static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))}};
   auto answer = call("POST", root + "/update_weights_from_disk", policy::dump_json(body));
   if (!answer) return answer.error();
   auto parsed = policy::parse_json(answer->body);
   const json_value* ok = parsed ? parsed->find("success") : nullptr;
   if (ok && ok->is_bool() && !ok->as_bool())
-    return make_serving_error(errc::bad_request, "reload of " + model_path + " refused: " +
-                                                   error_message_from_body(answer->body));
+    return make_serving_error(errc::bad_request,
+                              "reload of " + model_path + " refused: " + error_message_from_body(answer->body));
   return {};
 }
 

@@ -51,9 +51,9 @@ struct client_options {
 
 /// The parts of an http:// URL.
 struct http_url {
-  std::string host;   ///< Host name or address (without IPv6 brackets).
-  uint16_t port = 80; ///< Port.
-  std::string path;   ///< Path without a trailing slash ("/v1", or "" for the root).
+  std::string host;    ///< Host name or address (without IPv6 brackets).
+  uint16_t port = 80;  ///< Port.
+  std::string path;    ///< Path without a trailing slash ("/v1", or "" for the root).
 };
 
 /// Parses "http://host[:port][/path]"; errors say what is wrong.

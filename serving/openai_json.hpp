@@ -24,14 +24,13 @@ result<chat_request> chat_request_from_json(const policy::json_value& body);
 /// ids are generated ("call_<message>_<k>") and tool messages without tool_call_id get the
 /// preceding assistant's ids in order. `extra` members are appended (OpenAI's extra_body,
 /// e.g. {"return_token_ids": true} for vLLM).
-policy::json_value chat_request_to_json(const chat_request& request,
-                                        const policy::json_object& extra = {});
+policy::json_value chat_request_to_json(const chat_request& request, const policy::json_object& extra = {});
 
 /// Fields of a response that the chat_service does not decide.
 struct response_meta {
-  std::string id;                ///< "chatcmpl-..."
-  int64_t created = 0;           ///< Unix seconds.
-  bool include_logprobs = false; ///< The request asked for logprobs.
+  std::string id;                 ///< "chatcmpl-..."
+  int64_t created = 0;            ///< Unix seconds.
+  bool include_logprobs = false;  ///< The request asked for logprobs.
 };
 
 /// Writes a response in OpenAI's format plus the extension fields choices[0].token_ids,

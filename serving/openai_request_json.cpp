@@ -21,7 +21,9 @@ serving_error bad(const std::string& field, const std::string& what) {
   return make_serving_error(errc::bad_request, field + ": " + what, field);
 }
 
-std::string got(const json_value& v) { return std::string(", got ") + json_kind_name(v.kind()); }
+std::string got(const json_value& v) {
+  return std::string(", got ") + json_kind_name(v.kind());
+}
 
 // The member, or nullptr when absent or null (OpenAI clients send null for "not set").
 const json_value* member(const json_value& obj, std::string_view key) {
@@ -154,7 +156,7 @@ status read_int(const json_value& body, const char* key, int64_t lo, int64_t hi,
   if (!v->is_integer()) return bad(key, "expected an integer" + got(*v));
   if (v->as_integer() < lo || v->as_integer() > hi)
     return bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                      std::to_string(v->as_integer()));
+                        std::to_string(v->as_integer()));
   out = v->as_integer();
   return {};
 }
@@ -221,19 +223,20 @@ status read_sampling(const json_value& body, chat_request& req) {
 
 json_value call_json(const policy::tool_call& call, const std::string& id) {
   const std::string args = call.arguments.is_string() ? call.arguments.as_string() : policy::dump_json(call.arguments);
-  return json_object{{"id", id},
-                     {"type", "function"},
-                     {"function", json_object{{"name", call.name}, {"arguments", args}}}};
+  return json_object{
+      {"id", id}, {"type", "function"}, {"function", json_object{{"name", call.name}, {"arguments", args}}}};
 }
 
 }  // namespace
 
-json_value float_json(float v) { return json_value(static_cast<double>(v)); }
+json_value float_json(float v) {
+  return json_value(static_cast<double>(v));
+}
 
 result<chat_request> chat_request_from_json(const json_value& body) {
   if (!body.is_object())
-    return make_serving_error(errc::bad_request,
-                              std::string("the request body must be a JSON object, got ") + json_kind_name(body.kind()));
+    return make_serving_error(
+        errc::bad_request, std::string("the request body must be a JSON object, got ") + json_kind_name(body.kind()));
   chat_request req;
   if (const auto* m = member(body, "model")) {
     if (!m->is_string()) return bad("model", "expected a string" + got(*m));
@@ -269,8 +272,8 @@ json_value chat_request_to_json(const chat_request& request, const json_object& 
       next_open = 0;
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
         std::string id = k < m.tool_call_ids.size() && !m.tool_call_ids[k].empty()
-                           ? m.tool_call_ids[k]
-                           : "call_" + std::to_string(i) + "_" + std::to_string(k);
+                             ? m.tool_call_ids[k]
+                             : "call_" + std::to_string(i) + "_" + std::to_string(k);
         calls.push_back(call_json(m.tool_calls[k], id));
         open_ids.push_back(std::move(id));
       }
@@ -299,12 +302,15 @@ json_value chat_request_to_json(const chat_request& request, const json_object& 
     body.emplace_back("stop", std::move(stop));
   }
   if (request.seed)
-    body.emplace_back("seed", static_cast<int64_t>(*request.seed & static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+    body.emplace_back("seed",
+                      static_cast<int64_t>(*request.seed & static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
   if (request.logprobs) body.emplace_back("logprobs", true);
   for (const auto& [k, v] : extra) {
     auto it = std::find_if(body.begin(), body.end(), [&](const auto& m) { return m.first == k; });
-    if (it != body.end()) it->second = v;
-    else body.emplace_back(k, v);
+    if (it != body.end())
+      it->second = v;
+    else
+      body.emplace_back(k, v);
   }
   return body;
 }

@@ -25,7 +25,9 @@ json_value ids_json(const std::vector<int32_t>& ids) {
   return a;
 }
 
-json_value logprob_json(float v) { return std::isfinite(v) ? float_json(v) : json_value(floor_logprob); }
+json_value logprob_json(float v) {
+  return std::isfinite(v) ? float_json(v) : json_value(floor_logprob);
+}
 
 json_value logprobs_json(const chat_response& r) {
   json_array content;
@@ -45,17 +47,17 @@ json_value logprobs_json(const chat_response& r) {
 json_value message_json(const chat_response& r) {
   json_object msg{{"role", "assistant"}};
   // OpenAI sends null content beside tool calls when the model wrote no prose.
-  msg.emplace_back("content", r.content.empty() && !r.tool_calls.empty() ? json_value()
-                                                                         : json_value(policy::utf8_lossy(r.content)));
+  msg.emplace_back(
+      "content", r.content.empty() && !r.tool_calls.empty() ? json_value() : json_value(policy::utf8_lossy(r.content)));
   if (!r.tool_calls.empty()) {
     json_array calls;
     for (size_t k = 0; k < r.tool_calls.size(); ++k) {
       const auto& c = r.tool_calls[k];
       const std::string args = c.arguments.is_string() ? c.arguments.as_string() : policy::dump_json(c.arguments);
-      calls.push_back(json_object{{"id", k < r.tool_call_ids.size() ? r.tool_call_ids[k] : std::string()},
-                                  {"type", "function"},
-                                  {"function", json_object{{"name", policy::utf8_lossy(c.name)},
-                                                           {"arguments", policy::utf8_lossy(args)}}}});
+      calls.push_back(json_object{
+          {"id", k < r.tool_call_ids.size() ? r.tool_call_ids[k] : std::string()},
+          {"type", "function"},
+          {"function", json_object{{"name", policy::utf8_lossy(c.name)}, {"arguments", policy::utf8_lossy(args)}}}});
     }
     msg.emplace_back("tool_calls", std::move(calls));
   }
@@ -124,7 +126,8 @@ status read_logprobs(const json_value& lp, chat_response& out) {
     std::string text;
     if (const auto* bytes = member(e, "bytes"); bytes && bytes->is_array()) {
       for (const auto& b : bytes->as_array())
-        if (b.is_integer() && b.as_integer() >= 0 && b.as_integer() < 256) text.push_back(static_cast<char>(b.as_integer()));
+        if (b.is_integer() && b.as_integer() >= 0 && b.as_integer() < 256)
+          text.push_back(static_cast<char>(b.as_integer()));
     } else if (const auto* token = member(e, "token"); token && token->is_string()) {
       text = token->as_string();
     }
@@ -226,10 +229,10 @@ result<chat_response> chat_response_from_json(const json_value& body) {
 
 json_value error_to_json(const serving_error& error) {
   const char* type = error.code == errc::bad_request || error.code == errc::too_large ? "invalid_request_error"
-                     : error.code == errc::unauthorized                                ? "authentication_error"
-                     : error.code == errc::not_found                                   ? "not_found_error"
-                     : error.code == errc::busy || error.code == errc::unavailable     ? "service_unavailable_error"
-                                                                                        : "server_error";
+                     : error.code == errc::unauthorized                               ? "authentication_error"
+                     : error.code == errc::not_found                                  ? "not_found_error"
+                     : error.code == errc::busy || error.code == errc::unavailable    ? "service_unavailable_error"
+                                                                                      : "server_error";
   return json_object{{"error", json_object{{"message", policy::utf8_lossy(error.message)},
                                            {"type", type},
                                            {"param", error.param.empty() ? json_value() : json_value(error.param)},

@@ -21,16 +21,16 @@ struct route {
   std::string_view method;
 };
 
-constexpr route routes[] = {{"/v1/chat/completions", "POST"},
-                            {"/v1/models", "GET"},
-                            {"/health", "GET"},
-                            {"/update_weights_from_disk", "POST"}};
+constexpr route routes[] = {
+    {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}, {"/update_weights_from_disk", "POST"}};
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-http_reply json_reply(int status, const json_value& body) { return {status, policy::dump_json(body), {}}; }
+http_reply json_reply(int status, const json_value& body) {
+  return {status, policy::dump_json(body), {}};
+}
 
 std::string path_of(const std::string& target) {
   std::string path = target.substr(0, target.find('?'));
@@ -63,13 +63,15 @@ void openai_routes::handle(const http_request& request, reply_handler reply, io_
     if (r.path == path) found = &r;
   if (!found) {
     std::string known;
-    for (const auto& r : routes) known += (known.empty() ? "" : ", ") + std::string(r.method) + " " + std::string(r.path);
+    for (const auto& r : routes)
+      known += (known.empty() ? "" : ", ") + std::string(r.method) + " " + std::string(r.path);
     reply(error_reply(make_serving_error(errc::not_found, "unknown path '" + path + "' (endpoints: " + known + ")")));
     return;
   }
   if (request.method != found->method) {
-    auto r = error_reply(make_serving_error(errc::method_not_allowed, "method " + request.method + " is not allowed on " +
-                                                                        path + "; use " + std::string(found->method)));
+    auto r =
+        error_reply(make_serving_error(errc::method_not_allowed, "method " + request.method + " is not allowed on " +
+                                                                     path + "; use " + std::string(found->method)));
     r.allow = std::string(found->method);
     reply(std::move(r));
     return;
@@ -77,8 +79,8 @@ void openai_routes::handle(const http_request& request, reply_handler reply, io_
   // Rationale: load balancers probe /health without credentials.
   if (!api_key_.empty() && path != "/health" && request.authorization != "Bearer " + api_key_) {
     reply(error_reply(make_serving_error(errc::unauthorized, request.authorization.empty()
-                                                               ? "missing Authorization: Bearer <api key>"
-                                                               : "invalid API key")));
+                                                                 ? "missing Authorization: Bearer <api key>"
+                                                                 : "invalid API key")));
     return;
   }
   try {
@@ -95,7 +97,8 @@ void openai_routes::handle(const http_request& request, reply_handler reply, io_
 void openai_routes::chat(const std::string& body, reply_handler reply, io_runner on_io) {
   auto parsed = policy::parse_json(body);
   if (!parsed) {
-    reply(error_reply(make_serving_error(errc::bad_request, "the request body is not valid JSON: " + parsed.error().message)));
+    reply(error_reply(
+        make_serving_error(errc::bad_request, "the request body is not valid JSON: " + parsed.error().message)));
     return;
   }
   auto request = chat_request_from_json(parsed.value());
@@ -136,11 +139,12 @@ void openai_routes::update_weights(const std::string& body, reply_handler reply)
   if (!loaded) return fail(http_status_of(loaded.error().code), loaded.error().message);
   reply(json_reply(200, json_object{{"success", true},
                                     {"message", "loaded " + path->as_string() + " as version " +
-                                                  std::to_string(version->as_integer())}}));
+                                                    std::to_string(version->as_integer())}}));
 }
 
 http_reply openai_routes::models() const {
-  json_object model{{"id", service_.model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "caf-agent"}};
+  json_object model{
+      {"id", service_.model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "caf-agent"}};
   return json_reply(200, json_object{{"object", "list"}, {"data", json_array{std::move(model)}}});
 }
 

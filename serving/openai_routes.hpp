@@ -22,9 +22,9 @@ struct http_request {
 
 /// An answer: status, JSON body, and the Allow header for 405.
 struct http_reply {
-  int status = 200;     ///< HTTP status code.
-  std::string body;     ///< JSON text.
-  std::string allow;    ///< Allowed method (405 only).
+  int status = 200;   ///< HTTP status code.
+  std::string body;   ///< JSON text.
+  std::string allow;  ///< Allowed method (405 only).
 };
 
 /// Receives the reply; called exactly once, possibly on the service's thread.

@@ -70,17 +70,16 @@ using server_core = openai_server::core;
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(std::shared_ptr<server_core> core, tcp::socket socket)
-      : core_(std::move(core)), stream_(std::move(socket)) {
+  session(std::shared_ptr<server_core> core, tcp::socket socket) : core_(std::move(core)), stream_(std::move(socket)) {
     ++core_->connections;
   }
   ~session() { --core_->connections; }
 
   void start(bool over_limit) {
     if (over_limit) {
-      send(openai_routes::error_reply(make_serving_error(
-               errc::busy, "too many connections (max_connections " +
-                               std::to_string(core_->options.max_connections) + "); retry later")),
+      send(openai_routes::error_reply(
+               make_serving_error(errc::busy, "too many connections (max_connections " +
+                                                  std::to_string(core_->options.max_connections) + "); retry later")),
            false);
       return;
     }
@@ -160,15 +159,17 @@ class session : public std::enable_shared_from_this<session> {
     http_request request{std::string(req.method_string()), std::string(req.target()),
                          std::string(req[http::field::authorization]), std::move(req.body())};
     auto self = shared_from_this();
-    auto on_io = [self](std::function<void()> task) { self->core_->post(self->stream_.get_executor(), std::move(task)); };
+    auto on_io = [self](std::function<void()> task) {
+      self->core_->post(self->stream_.get_executor(), std::move(task));
+    };
     core_->routes.handle(
-      request,
-      [self, keep_alive](http_reply reply) {
-        self->core_->post(self->stream_.get_executor(), [self, keep_alive, reply = std::move(reply)]() mutable {
-          self->send(std::move(reply), keep_alive);
-        });
-      },
-      on_io);
+        request,
+        [self, keep_alive](http_reply reply) {
+          self->core_->post(self->stream_.get_executor(), [self, keep_alive, reply = std::move(reply)]() mutable {
+            self->send(std::move(reply), keep_alive);
+          });
+        },
+        on_io);
   }
 
   void send(http_reply reply, bool keep_alive) {
@@ -276,7 +277,9 @@ result<std::unique_ptr<openai_server>> openai_server::start(chat_service& servic
   auto c = std::make_shared<core>(service, options);
   beast::error_code ec;
   const auto address = net::ip::make_address(options.host, ec);
-  if (ec) return make_serving_error(errc::bad_request, "server_options.host: '" + options.host + "' is not an IP address", "host");
+  if (ec)
+    return make_serving_error(errc::bad_request, "server_options.host: '" + options.host + "' is not an IP address",
+                              "host");
   const tcp::endpoint endpoint(address, options.port);
   const std::string where = options.host + ":" + std::to_string(options.port);
   c->acceptor.open(endpoint.protocol(), ec);
@@ -293,7 +296,9 @@ result<std::unique_ptr<openai_server>> openai_server::start(chat_service& servic
 
 openai_server::openai_server(std::shared_ptr<core> core) : core_(std::move(core)) {}
 
-openai_server::~openai_server() { stop(); }
+openai_server::~openai_server() {
+  stop();
+}
 
 void openai_server::stop() {
   if (threads_.empty()) return;
@@ -318,7 +323,9 @@ void openai_server::stop() {
   threads_.clear();
 }
 
-uint16_t openai_server::port() const { return core_->port; }
+uint16_t openai_server::port() const {
+  return core_->port;
+}
 
 std::string openai_server::base_url() const {
   const std::string& host = core_->options.host;

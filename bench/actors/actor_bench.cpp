@@ -73,8 +73,7 @@ int main(int argc, char** argv) {
   run(sys, total / 10, 1);  // warm-up
   for (int64_t window : {1, 16, 256}) {
     double rt = run(sys, total, window);
-    std::printf("window=%-4lld round_trips/s=%12.0f messages/s=%12.0f\n",
-                static_cast<long long>(window), rt, 2 * rt);
+    std::printf("window=%-4lld round_trips/s=%12.0f messages/s=%12.0f\n", static_cast<long long>(window), rt, 2 * rt);
   }
   return 0;
 }

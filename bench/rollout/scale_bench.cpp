@@ -20,13 +20,13 @@
 #include <caf/all.hpp>
 
 #include "actors/gpu_pool.hpp"
-#include "base/remove_tree.hpp"
 #include "actors/policy_server.hpp"
 #include "actors/rollout_manager.hpp"
 #include "actors/run_driver.hpp"
 #include "actors/tool_executor.hpp"
-#include "messages/type_ids.hpp"
 #include "base/log.hpp"
+#include "base/remove_tree.hpp"
+#include "messages/type_ids.hpp"
 #include "rollout/trajectory_store.hpp"
 
 using namespace caf_agent;
@@ -126,14 +126,13 @@ int main(int argc, char** argv) {
   auto pct = [&](double q) {
     return overhead.empty() ? 0.0 : overhead[static_cast<size_t>(q * (overhead.size() - 1))] / 1000.0;
   };
-  std::printf("episodes=%d records=%zu turns=%zu slots=%d wall_s=%.1f\n", episodes, records.size(),
-              total_turns, slots, wall);
-  std::printf("eval_jobs=%.0f slot_utilization_while_saturated=%.4f (work waiting for %.1f s of %.1f s)\n",
-              jobs, sat_slot > 0 ? sat_busy / sat_slot : 0.0, sat_slot / slots / 1e6, wall);
+  std::printf("episodes=%d records=%zu turns=%zu slots=%d wall_s=%.1f\n", episodes, records.size(), total_turns, slots,
+              wall);
+  std::printf("eval_jobs=%.0f slot_utilization_while_saturated=%.4f (work waiting for %.1f s of %.1f s)\n", jobs,
+              sat_slot > 0 ? sat_busy / sat_slot : 0.0, sat_slot / slots / 1e6, wall);
   std::printf("slot_side_busy_fraction_of_wall=%.4f (sum of job run times / (slots x wall))\n",
               run_us / (slots * wall * 1e6));
-  std::printf("turn_overhead_ms p50=%.3f p90=%.3f p99=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99),
-              pct(1.0));
+  std::printf("turn_overhead_ms p50=%.3f p90=%.3f p99=%.3f max=%.3f\n", pct(0.5), pct(0.9), pct(0.99), pct(1.0));
   std::printf("peak_rss_mb=%ld\n", peak_rss_mb());
   caf_agent::base::remove_tree(std::filesystem::path(store_dir).string());
   self->send_exit(driver, caf::exit_reason::user_shutdown);

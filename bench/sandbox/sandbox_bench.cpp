@@ -5,12 +5,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sys/stat.h>
 #include <vector>
 
 namespace sb = caf_agent::sandbox;
@@ -32,10 +32,12 @@ stats summarize(std::vector<double> v) {
 std::filesystem::path make_workspace(const std::filesystem::path& root, const char* name) {
   const auto ws = root / name;
   std::filesystem::create_directories(ws / "kernels");
-  std::ofstream(ws / "model.py") << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n";
+  std::ofstream(ws / "model.py")
+      << "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n";
   for (int i = 0; i < 20; ++i) {
     std::ofstream f(ws / "kernels" / fmt::format("k{}.cu", i));
-    for (int l = 0; l < 50; ++l) f << fmt::format("__global__ void k{}_{}(float* x) {{ x[threadIdx.x] *= {}; }}\n", i, l, l);
+    for (int l = 0; l < 50; ++l)
+      f << fmt::format("__global__ void k{}_{}(float* x) {{ x[threadIdx.x] *= {}; }}\n", i, l, l);
   }
   return ws;
 }
@@ -105,18 +107,24 @@ int main(int argc, char** argv) {
   row("Bash `true`, bwrap sandbox (cgroup + workspace cap, as deployed)", summarize(with_cg), "p50 <= 20 ms");
   row("Bash `true`, bwrap sandbox, cgroup, no workspace cap (interleaved)", summarize(cg_only), "A/B");
   row("Bash `true`, bwrap sandbox, no cgroup, no cap (interleaved)", summarize(without_cg), "A/B");
-  row("Bash `true`, isolation=none (rlimits, uid, no namespaces)", summarize(time_calls(*none, bash_calls, "Bash", {{"command", "true"}})), "breakdown");
+  row("Bash `true`, isolation=none (rlimits, uid, no namespaces)",
+      summarize(time_calls(*none, bash_calls, "Bash", {{"command", "true"}})), "breakdown");
   row("Read model.py", summarize(time_calls(*bw, file_calls, "Read", {{"file_path", "model.py"}})), "p50 < 1 ms");
   row("Edit kernels/k3.cu (toggle)", summarize([&] {
         std::vector<double> ms;
         for (int i = 0; i < file_calls; ++i) {
           const bool even = i % 2 == 0;
-          auto v = time_calls(*bw, 1, "Edit", {{"file_path", "kernels/k3.cu"}, {"old_string", even ? "*= 7;" : "*= 77;"}, {"new_string", even ? "*= 77;" : "*= 7;"}});
+          auto v = time_calls(*bw, 1, "Edit",
+                              {{"file_path", "kernels/k3.cu"},
+                               {"old_string", even ? "*= 7;" : "*= 77;"},
+                               {"new_string", even ? "*= 77;" : "*= 7;"}});
           ms.push_back(v.front());
         }
         return ms;
-      }()), "p50 < 1 ms");
-  row("Grep `threadIdx` (20 files, 1000 lines)", summarize(time_calls(*bw, file_calls, "Grep", {{"pattern", "threadIdx"}})), "p50 < 1 ms");
+      }()),
+      "p50 < 1 ms");
+  row("Grep `threadIdx` (20 files, 1000 lines)",
+      summarize(time_calls(*bw, file_calls, "Grep", {{"pattern", "threadIdx"}})), "p50 < 1 ms");
   row("Glob `**/*.cu`", summarize(time_calls(*bw, file_calls, "Glob", {{"pattern", "**/*.cu"}})), "-");
   fmt::print("\nmetrics JSON (bwrap sandbox): {}\n", bw->metrics().to_json()["Bash"].dump());
   fmt::print("containment (bwrap sandbox): {}\n", bw->containment().dump());

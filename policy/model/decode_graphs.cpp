@@ -70,10 +70,11 @@ struct decode_graphs::state {
   }
 };
 
-bool decode_graphs::supported(torch::Device device) { return device.is_cuda(); }
+bool decode_graphs::supported(torch::Device device) {
+  return device.is_cuda();
+}
 
-decode_graphs::decode_graphs(const decoder& model, kv_cache& cache)
-    : state_(std::make_unique<state>()) {
+decode_graphs::decode_graphs(const decoder& model, kv_cache& cache) : state_(std::make_unique<state>()) {
   state_->model = &model;
   state_->cache = &cache;
 }
@@ -96,14 +97,20 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   return g.logits_bv.narrow(0, 0, b);
 }
 
-int64_t decode_graphs::captures() const { return static_cast<int64_t>(state_->graphs.size()); }
-double decode_graphs::capture_seconds() const { return state_->capture_seconds; }
+int64_t decode_graphs::captures() const {
+  return static_cast<int64_t>(state_->graphs.size());
+}
+double decode_graphs::capture_seconds() const {
+  return state_->capture_seconds;
+}
 
 #else  // Built without CUDA: the engine never constructs decode_graphs.
 
 struct decode_graphs::state {};
 
-bool decode_graphs::supported(torch::Device) { return false; }
+bool decode_graphs::supported(torch::Device) {
+  return false;
+}
 
 decode_graphs::decode_graphs(const decoder&, kv_cache&) {
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
@@ -113,8 +120,12 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vect
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
 }
 
-int64_t decode_graphs::captures() const { return 0; }
-double decode_graphs::capture_seconds() const { return 0; }
+int64_t decode_graphs::captures() const {
+  return 0;
+}
+double decode_graphs::capture_seconds() const {
+  return 0;
+}
 
 #endif
 

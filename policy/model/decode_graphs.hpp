@@ -38,8 +38,7 @@ class decode_graphs {
 
   /// Same contract as decoder::decode with host inputs: token and position per slot 0..b-1,
   /// `keys` = max position + 1. Returns fp32 logits [b, v] (a view valid until the next call).
-  torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
-                       int64_t keys);
+  torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions, int64_t keys);
   /// Graphs captured so far and the host seconds their captures took.
   int64_t captures() const;
   double capture_seconds() const;

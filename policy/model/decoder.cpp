@@ -8,8 +8,8 @@
 #include <c10/util/Exception.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace caf_agent::policy {
@@ -67,20 +67,19 @@ std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const mode
   return out;
 }
 
-kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t capacity,
-                            torch::Device device, torch::ScalarType dtype) {
+kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
+                            torch::ScalarType dtype) {
   kv_cache cache;
   auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    cache.k_nkce.push_back(
-        torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
+    cache.k_nkce.push_back(torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
     cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
   }
   return cache;
 }
 
-result<decoder> decoder::load(const std::string& model_dir, torch::Device device,
-                              torch::ScalarType dtype, value_head_mode heads) {
+result<decoder> decoder::load(const std::string& model_dir, torch::Device device, torch::ScalarType dtype,
+                              value_head_mode heads) {
   auto config = load_model_config(model_dir);
   if (!config) return config.error();
   auto tensors = read_checkpoint_tensors(model_dir);
@@ -88,9 +87,8 @@ result<decoder> decoder::load(const std::string& model_dir, torch::Device device
   return from_tensors(config.value(), tensors.value(), device, dtype, heads);
 }
 
-result<decoder> decoder::from_tensors(const model_config& config, const tensor_map& tensors,
-                                      torch::Device device, torch::ScalarType dtype,
-                                      value_head_mode heads) {
+result<decoder> decoder::from_tensors(const model_config& config, const tensor_map& tensors, torch::Device device,
+                                      torch::ScalarType dtype, value_head_mode heads) {
   if (auto valid = config.validate(); !valid) return valid.error();
   auto expected = expected_parameter_shapes(config);
   const bool has_head = tensors.count("value_head.weight") && tensors.count("value_head.bias");
@@ -101,11 +99,11 @@ result<decoder> decoder::from_tensors(const model_config& config, const tensor_m
     expected["value_head.bias"] = {1};
   }
   for (const auto& [name, tensor] : tensors) {
-    const bool known = expected.count(name) || ignorable_name(name) ||
-                       name.starts_with("value_head.") ||
+    const bool known = expected.count(name) || ignorable_name(name) || name.starts_with("value_head.") ||
                        (name == "lm_head.weight" && config.tie_word_embeddings);
-    if (!known) return fail("unexpected tensor '" + name + "' for a " + family_name(config.family) +
-                            " checkpoint with " + std::to_string(config.num_hidden_layers) + " layers");
+    if (!known)
+      return fail("unexpected tensor '" + name + "' for a " + family_name(config.family) + " checkpoint with " +
+                  std::to_string(config.num_hidden_layers) + " layers");
   }
   decoder out;
   out.config_ = config;
@@ -116,8 +114,8 @@ result<decoder> decoder::from_tensors(const model_config& config, const tensor_m
       auto it = tensors.find(name);
       if (it == tensors.end()) return fail("checkpoint is missing tensor '" + name + "'");
       if (it->second.sizes() != c10::IntArrayRef(shape))
-        return fail("tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
-                    ", config.json implies " + shape_text(shape));
+        return fail("tensor '" + name + "' has shape " + shape_text(it->second.sizes()) + ", config.json implies " +
+                    shape_text(shape));
       out.params_[name] = it->second.to(device, dtype).contiguous();
     }
     if (heads == value_head_mode::init_if_missing && !has_head) {
@@ -125,8 +123,7 @@ result<decoder> decoder::from_tensors(const model_config& config, const tensor_m
       out.params_["value_head.weight"] = torch::zeros({1, config.hidden_size}, options);
       out.params_["value_head.bias"] = torch::zeros({1}, options);
     }
-    out.rope_ = rope_table::make(config.rope, config.head_dim, config.max_position_embeddings,
-                                 device, dtype);
+    out.rope_ = rope_table::make(config.rope, config.head_dim, config.max_position_embeddings, device, dtype);
   } catch (const c10::Error& e) {
     return fail(std::string("cannot place the model on ") + device.str() + ": " + e.what_without_backtrace());
   }
@@ -140,14 +137,12 @@ void decoder::bind_layers() {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const std::string a = p + "self_attn.", m = p + "mlp.";
     layers_.push_back(layer_refs{
-        params_.at(p + "input_layernorm.weight"), params_.at(a + "q_proj.weight"),
-        optional_param(a + "q_proj.bias"), params_.at(a + "k_proj.weight"),
-        optional_param(a + "k_proj.bias"), params_.at(a + "v_proj.weight"),
-        optional_param(a + "v_proj.bias"), params_.at(a + "o_proj.weight"),
-        optional_param(a + "o_proj.bias"), optional_param(a + "q_norm.weight"),
-        optional_param(a + "k_norm.weight"), params_.at(p + "post_attention_layernorm.weight"),
-        params_.at(m + "gate_proj.weight"), optional_param(m + "gate_proj.bias"),
-        params_.at(m + "up_proj.weight"), optional_param(m + "up_proj.bias"),
+        params_.at(p + "input_layernorm.weight"), params_.at(a + "q_proj.weight"), optional_param(a + "q_proj.bias"),
+        params_.at(a + "k_proj.weight"), optional_param(a + "k_proj.bias"), params_.at(a + "v_proj.weight"),
+        optional_param(a + "v_proj.bias"), params_.at(a + "o_proj.weight"), optional_param(a + "o_proj.bias"),
+        optional_param(a + "q_norm.weight"), optional_param(a + "k_norm.weight"),
+        params_.at(p + "post_attention_layernorm.weight"), params_.at(m + "gate_proj.weight"),
+        optional_param(m + "gate_proj.bias"), params_.at(m + "up_proj.weight"), optional_param(m + "up_proj.bias"),
         params_.at(m + "down_proj.weight"), optional_param(m + "down_proj.bias")});
     if (!fused_.empty()) {
       auto& w = layers_.back();
@@ -272,8 +267,8 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     auto q_bkge = q_bhte.reshape({b, k, g, e});
     if (cache_attention_ == cache_attention::flash) {
       // One cache sequence per (row, KV head), one query of g heads each.
-      out_bhte = flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs)
-                     .view({b, h, 1, e});
+      out_bhte =
+          flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
     } else if (cache_attention_ == cache_attention::matmul) {
       // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
       auto q_xge = q_bkge.reshape({b * k, g, e});
@@ -281,15 +276,16 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
       auto v_xse = v_nkce.narrow(2, 0, s).reshape({b * k, s, e});
       // fp32 scores from bf16/fp16 operands: cuBLAS's fp32 output on CUDA; elsewhere upcast.
       auto scores_xgs = q_xge.scalar_type() == torch::kFloat32 ? at::bmm(q_xge, k_xse.transpose(1, 2))
-                        : q_xge.is_cuda() ? at::bmm(q_xge, k_xse.transpose(1, 2), torch::kFloat32)
-                                          : at::bmm(q_xge.to(torch::kFloat32), k_xse.transpose(1, 2).to(torch::kFloat32));
+                        : q_xge.is_cuda()
+                            ? at::bmm(q_xge, k_xse.transpose(1, 2), torch::kFloat32)
+                            : at::bmm(q_xge.to(torch::kFloat32), k_xse.transpose(1, 2).to(torch::kFloat32));
       auto scores_bkgs = scores_xgs.view({b, k, g, s}).mul_(1.0 / std::sqrt(static_cast<double>(e)));
       scores_bkgs.masked_fill_(use.mask_b11s.logical_not(), -std::numeric_limits<float>::infinity());
       auto probs_xgs = torch::softmax(scores_bkgs, -1).to(v_xse.scalar_type()).view({b * k, g, s});
       out_bhte = at::bmm(probs_xgs, v_xse).view({b, h, 1, e});
     } else {
-      auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s),
-                                                       v_nkce.narrow(2, 0, s), use.mask_b11s);
+      auto out_bkge =
+          at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s), v_nkce.narrow(2, 0, s), use.mask_b11s);
       out_bhte = out_bkge.reshape({b, h, 1, e});
     }
   } else if (use.cache != nullptr) {
@@ -306,8 +302,8 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     }
     out_bhte = parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
   } else {
-    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true,
-                                                std::nullopt, /*enable_gqa=*/h != k);
+    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true, std::nullopt,
+                                                /*enable_gqa=*/h != k);
   }
   return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
 }
@@ -364,8 +360,7 @@ const torch::Tensor& decoder::lm_head_weight() const {
   return config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
 }
 
-torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_1td,
-                                    const torch::Tensor& positions_1t,
+torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_1td, const torch::Tensor& positions_1t,
                                     const std::vector<int64_t>& seq_offsets) const {
   const double eps = config_.rms_norm_eps;
   const int64_t t = x_1td.size(1), e = config_.head_dim;
@@ -411,37 +406,34 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   if (!identity) out_1hte = torch::empty_like(out_1hte).index_copy(2, order_t, out_1hte);
   auto attn_1td = torch::linear(out_1hte.transpose(1, 2).reshape({1, t, h * e}), w.o_w, w.o_b);
   auto x2_1td = x_1td + attn_1td;
-  return x2_1td + swiglu(rms_norm(x2_1td, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w, w.up_b,
-                         w.down_w, w.down_b);
+  return x2_1td + swiglu(rms_norm(x2_1td, w.post_norm_d, eps), w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
 }
 
-torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
-                                  const cache_use& use) const {
+torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const {
   const double eps = config_.rms_norm_eps;
   const auto angles = rope_angles::gather(positions_bt, rope_);  // the same for every layer
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     const auto& w = layers_[static_cast<size_t>(i)];
     x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), angles, use);
     auto normed_btd = rms_norm(x_btd, w.post_norm_d, eps);
-    x_btd = x_btd + (w.gate_up_w.defined()
-                         ? swiglu_fused(normed_btd, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b)
-                         : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b));
+    x_btd =
+        x_btd + (w.gate_up_w.defined() ? swiglu_fused(normed_btd, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b)
+                                       : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b));
   }
   return rms_norm(x_btd, params_.at("model.norm.weight"), eps);
 }
 
 torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd) const {
-  const auto& weight_vd = config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight")
-                                                      : params_.at("lm_head.weight");
+  const auto& weight_vd =
+      config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
   return torch::linear(hidden_btd, weight_vd).to(torch::kFloat32);
 }
 
 torch::Tensor decoder::hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
-  auto positions = positions_bt.defined()
-                       ? positions_bt
-                       : torch::arange(tokens_bt.size(1), tokens_bt.options().dtype(torch::kInt64))
-                             .unsqueeze(0)
-                             .expand_as(tokens_bt);
+  auto positions = positions_bt.defined() ? positions_bt
+                                          : torch::arange(tokens_bt.size(1), tokens_bt.options().dtype(torch::kInt64))
+                                                .unsqueeze(0)
+                                                .expand_as(tokens_bt);
   auto x_btd = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_bt);
   return run_layers(x_btd, positions, cache_use{});
 }
@@ -465,8 +457,7 @@ torch::Tensor decoder::values(const torch::Tensor& tokens_bt, const torch::Tenso
       .to(torch::kFloat32);
 }
 
-torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache,
-                               int64_t start) const {
+torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache, int64_t start) const {
   return prefill(tokens_t, {prefill_part{slot, start, tokens_t.size(0)}}, cache)[0];
 }
 
@@ -482,17 +473,17 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   auto opts = tokens_t.options().dtype(torch::kInt32);
   for (const auto& part : parts) {
     TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= cache.capacity(),
-                "prefill: positions ", part.start, "..", part.start + part.length - 1,
-                " exceed the cache capacity of ", cache.capacity(), " tokens");
+                "prefill: positions ", part.start, "..", part.start + part.length - 1, " exceed the cache capacity of ",
+                cache.capacity(), " tokens");
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
     if (cache_attention_ == cache_attention::flash) {
       // One cache sequence per KV head of the slot, each of `length` queries over start + length keys.
       auto heads = torch::arange(k + 1, opts);
-      use.part_seqs.push_back(flash_seqs{heads * static_cast<int32_t>(part.length),
-                                         (heads + static_cast<int32_t>(part.slot * k)) *
-                                             static_cast<int32_t>(cache.capacity()),
-                                         torch::full({k}, part.start + part.length, opts), part.start + part.length});
+      use.part_seqs.push_back(
+          flash_seqs{heads * static_cast<int32_t>(part.length),
+                     (heads + static_cast<int32_t>(part.slot * k)) * static_cast<int32_t>(cache.capacity()),
+                     torch::full({k}, part.start + part.length, opts), part.start + part.length});
     }
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
@@ -504,8 +495,8 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   return lm_head(hidden_1td[0].index_select(0, last_t));
 }
 
-torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
-                              int64_t keys_s, kv_cache& cache) const {
+torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
+                              kv_cache& cache) const {
   const int64_t b = tokens_b.size(0);
   cache_use use;
   use.cache = &cache;
@@ -538,8 +529,8 @@ status decoder::assign(const tensor_map& tensors) {
     auto it = tensors.find(name);
     if (it == tensors.end()) return fail("new weights lack tensor '" + name + "'");
     if (it->second.sizes() != tensor.sizes())
-      return fail("new tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
-                  ", the model has " + shape_text(tensor.sizes()));
+      return fail("new tensor '" + name + "' has shape " + shape_text(it->second.sizes()) + ", the model has " +
+                  shape_text(tensor.sizes()));
   }
   try {
     at::NoGradGuard no_grad;

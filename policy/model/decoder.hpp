@@ -24,8 +24,8 @@ namespace caf_agent::policy {
 
 /// What to do about the critic's value head (value_head.weight [1, d], value_head.bias [1]).
 enum class value_head_mode {
-  none,  ///< Policy only; value_head.* tensors in the checkpoint are ignored.
-  required,  ///< The checkpoint must contain the value head.
+  none,             ///< Policy only; value_head.* tensors in the checkpoint are ignored.
+  required,         ///< The checkpoint must contain the value head.
   init_if_missing,  ///< Load it when present, else start from zeros (critic from a policy).
 };
 
@@ -35,8 +35,8 @@ struct kv_cache {
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
 
   /// Allocates zeroed buffers for `slots` sequences of up to `capacity` tokens.
-  static kv_cache allocate(const model_config& config, int64_t slots, int64_t capacity,
-                           torch::Device device, torch::ScalarType dtype);
+  static kv_cache allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
+                           torch::ScalarType dtype);
   /// The number of slots.
   int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
   /// The capacity in tokens per slot.
@@ -66,14 +66,13 @@ class decoder {
   decoder() = default;
   /// Loads `<model_dir>/config.json` and its safetensors into `device` / `dtype`
   /// (kFloat32 or kBFloat16; kHalf also works).
-  static result<decoder> load(const std::string& model_dir, torch::Device device,
-                              torch::ScalarType dtype, value_head_mode heads = value_head_mode::none);
+  static result<decoder> load(const std::string& model_dir, torch::Device device, torch::ScalarType dtype,
+                              value_head_mode heads = value_head_mode::none);
 
   /// Builds a decoder from a parsed config and tensors named as in the checkpoint; checks every
   /// expected name and shape.
-  static result<decoder> from_tensors(const model_config& config, const tensor_map& tensors,
-                                      torch::Device device, torch::ScalarType dtype,
-                                      value_head_mode heads = value_head_mode::none);
+  static result<decoder> from_tensors(const model_config& config, const tensor_map& tensors, torch::Device device,
+                                      torch::ScalarType dtype, value_head_mode heads = value_head_mode::none);
 
   /// Writes config.json and the parameters (plus value head if present) to `model_dir`.
   status save(const std::string& model_dir, int64_t max_shard_bytes = 0) const;
@@ -110,8 +109,8 @@ class decoder {
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
   /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
-  torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b,
-                       int64_t keys_s, kv_cache& cache) const;
+  torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
+                       kv_cache& cache) const;
 
   /// The tensors of one decoder block, handles sharing storage with named_parameters().
   struct layer_refs {
@@ -183,14 +182,14 @@ class decoder {
   };
   /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
-    kv_cache* cache = nullptr;  ///< Null for a plain causal pass.
-    bool decode = false;  ///< A decode step (else, with a cache, a prefill of `parts`).
-    std::vector<prefill_part> parts;  ///< Prefill: the sequences, their tokens end to end.
+    kv_cache* cache = nullptr;          ///< Null for a plain causal pass.
+    bool decode = false;                ///< A decode step (else, with a cache, a prefill of `parts`).
+    std::vector<prefill_part> parts;    ///< Prefill: the sequences, their tokens end to end.
     std::vector<flash_seqs> part_seqs;  ///< Prefill, flash, per part with start > 0.
-    torch::Tensor positions_b;  ///< Decode: where each slot's new key goes.
-    int64_t keys = 0;  ///< Decode: attended cache length (max position + 1).
-    torch::Tensor mask_b11s;  ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
-    flash_seqs decode_seqs;  ///< Decode, flash.
+    torch::Tensor positions_b;          ///< Decode: where each slot's new key goes.
+    int64_t keys = 0;                   ///< Decode: attended cache length (max position + 1).
+    torch::Tensor mask_b11s;            ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
+    flash_seqs decode_seqs;             ///< Decode, flash.
   };
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
@@ -206,10 +205,9 @@ class decoder {
                                   const flash_seqs* seqs) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
   /// `fused`: use the fused weights where fuse_projections() made them.
-  std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
-                                           const rope_angles& angles, bool fused) const;
-  torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt,
-                           const cache_use& use) const;
+  std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd, const rope_angles& angles,
+                                           bool fused) const;
+  torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const;
   torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
   torch::Tensor optional_param(const std::string& name) const;
 

@@ -7,8 +7,8 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -22,11 +22,16 @@ namespace caf_agent::policy {
 
 const char* finish_reason_name(finish_reason reason) {
   switch (reason) {
-    case finish_reason::stop_token: return "stop_token";
-    case finish_reason::stop_string: return "stop_string";
-    case finish_reason::max_new_tokens: return "max_new_tokens";
-    case finish_reason::context_limit: return "context_limit";
-    case finish_reason::aborted: return "aborted";
+    case finish_reason::stop_token:
+      return "stop_token";
+    case finish_reason::stop_string:
+      return "stop_string";
+    case finish_reason::max_new_tokens:
+      return "max_new_tokens";
+    case finish_reason::context_limit:
+      return "context_limit";
+    case finish_reason::aborted:
+      return "aborted";
   }
   return "unknown";
 }
@@ -59,7 +64,7 @@ struct sequence {
   generation_request request;
   std::mt19937_64 rng;
   int64_t slot = -1;
-  int64_t cached = 0;  // tokens whose keys are in the cache
+  int64_t cached = 0;       // tokens whose keys are in the cache
   bool prefilling = false;  // holds a slot, prompt keys not all computed yet (chunked prefill)
   generation_result out;
 };
@@ -72,8 +77,8 @@ struct kept_prefix {
 
 // Where an admitted request goes and which of its prompt's keys it finds cached.
 struct slot_choice {
-  int64_t slot = -1;  // -1: no slot can take it now
-  int64_t reuse = 0;  // prompt tokens whose keys will be in the slot before prefill
+  int64_t slot = -1;       // -1: no slot can take it now
+  int64_t reuse = 0;       // prompt tokens whose keys will be in the slot before prefill
   int64_t copy_from = -1;  // slot whose first `reuse` keys are copied in, or -1
 };
 
@@ -100,8 +105,8 @@ result<cache_attention> choose_cache_attention(const engine_options& options, to
     why_not = "addresses the cache with int32 offsets (max_batch x KV heads x max_context < 2^31)";
   if (why_not.empty()) return cache_attention::flash;
   if (options.cache_attention == "auto") return cache_attention::sdpa;
-  return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " +
-              options.dtype + ")");
+  return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " + options.dtype +
+              ")");
 }
 
 }  // namespace
@@ -115,8 +120,8 @@ struct generation_engine::impl {
   std::deque<sequence> waiting;
   std::vector<std::optional<sequence>> slots;
   std::vector<std::optional<kept_prefix>> kept;  // per slot, only where no sequence runs
-  std::deque<int64_t> prefilling;  // slots whose prompts are partly prefilled, in admission order
-  uint64_t clock = 0;  // orders kept prefixes by last use
+  std::deque<int64_t> prefilling;                // slots whose prompts are partly prefilled, in admission order
+  uint64_t clock = 0;                            // orders kept prefixes by last use
   engine_stats stats;
   uint64_t next_id = 1;
   std::atomic<uint64_t> version{0};
@@ -133,8 +138,7 @@ struct generation_engine::impl {
   void claim_slot(const slot_choice& choice);
   slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
   void keep_prefix(const sequence& seq);
-  std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv,
-                                                    const std::vector<sequence*>& rows);
+  std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
   bool finished(sequence& seq) const;
 };
 
@@ -154,16 +158,15 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     state->model = std::move(model.value());
     state->model.fuse_projections();  // one GEMM for q/k/v and one for gate/up per block
     const auto& config = state->model.config();
-    state->context = options.max_context > 0 ? options.max_context
-                                             : std::min<int64_t>(config.max_position_embeddings, 4096);
+    state->context =
+        options.max_context > 0 ? options.max_context : std::min<int64_t>(config.max_position_embeddings, 4096);
     if (state->context > config.max_position_embeddings)
       return fail("engine: max_context " + std::to_string(state->context) + " exceeds the model's " +
                   "max_position_embeddings " + std::to_string(config.max_position_embeddings));
     auto mode = choose_cache_attention(options, device, config, state->context);
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
-    state->cache = kv_cache::allocate(config, options.max_batch, state->context, device,
-                                      parse_dtype(options.dtype));
+    state->cache = kv_cache::allocate(config, options.max_batch, state->context, device, parse_dtype(options.dtype));
     if (options.cuda_graphs && decode_graphs::supported(device))
       state->graphs = std::make_unique<decode_graphs>(state->model, state->cache);
   } catch (const c10::Error& e) {
@@ -179,9 +182,8 @@ status generation_engine::check(const generation_request& request) const {
   const int64_t vocab = s.model.config().vocab_size;
   if (request.prompt.empty()) return fail("request: the prompt is empty");
   if (static_cast<int64_t>(request.prompt.size()) >= s.context)
-    return fail("request: prompt of " + std::to_string(request.prompt.size()) +
-                " tokens does not fit the context of " + std::to_string(s.context) +
-                " tokens (it needs room for at least one new token)");
+    return fail("request: prompt of " + std::to_string(request.prompt.size()) + " tokens does not fit the context of " +
+                std::to_string(s.context) + " tokens (it needs room for at least one new token)");
   for (int32_t token : request.prompt)
     if (token < 0 || token >= vocab)
       return fail("request: prompt token id " + std::to_string(token) + " is outside the vocabulary [0, " +
@@ -325,10 +327,12 @@ void generation_engine::impl::claim_slot(const slot_choice& choice) {
   kept_here.reset();
   if (choice.copy_from >= 0) {
     for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
-      cache.k_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
-          cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
-      cache.v_nkce[layer][choice.slot].narrow(1, 0, choice.reuse).copy_(
-          cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+      cache.k_nkce[layer][choice.slot]
+          .narrow(1, 0, choice.reuse)
+          .copy_(cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
+      cache.v_nkce[layer][choice.slot]
+          .narrow(1, 0, choice.reuse)
+          .copy_(cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
     }
     kept[static_cast<size_t>(choice.copy_from)]->last_used = ++clock;
     stats.copied_tokens += static_cast<uint64_t>(choice.reuse);
@@ -399,15 +403,15 @@ bool generation_engine::impl::finished(sequence& seq) const {
   else if (static_cast<int32_t>(seq.out.tokens.size()) >= r.max_new_tokens ||
            (!r.forced_tokens.empty() && seq.out.tokens.size() >= r.forced_tokens.size()))
     seq.out.reason = finish_reason::max_new_tokens;  // a forced reply ends with its last token
-  else if (seq.cached + 1 >= context)  // prompt + generated tokens fill the context
+  else if (seq.cached + 1 >= context)                // prompt + generated tokens fill the context
     seq.out.reason = finish_reason::context_limit;
   else
     return false;
   return true;
 }
 
-std::vector<generation_result> generation_engine::impl::sample_and_advance(
-    const torch::Tensor& logits_rv, const std::vector<sequence*>& rows) {
+std::vector<generation_result> generation_engine::impl::sample_and_advance(const torch::Tensor& logits_rv,
+                                                                           const std::vector<sequence*>& rows) {
   std::vector<sampling_params> params;
   std::vector<double> uniforms;
   std::vector<int64_t> forced;  // teacher forcing: the request's next forced token, else -1
@@ -531,11 +535,20 @@ engine_stats generation_engine::stats() const {
   return out;
 }
 size_t generation_engine::kept_prefixes() const {
-  return static_cast<size_t>(std::count_if(impl_->kept.begin(), impl_->kept.end(), [](const auto& k) { return k.has_value(); }));
+  return static_cast<size_t>(
+      std::count_if(impl_->kept.begin(), impl_->kept.end(), [](const auto& k) { return k.has_value(); }));
 }
-size_t generation_engine::running() const { return impl_->running(); }
-size_t generation_engine::waiting() const { return impl_->waiting.size(); }
-int32_t generation_engine::max_context() const { return static_cast<int32_t>(impl_->context); }
-int32_t generation_engine::vocab_size() const { return static_cast<int32_t>(impl_->model.config().vocab_size); }
+size_t generation_engine::running() const {
+  return impl_->running();
+}
+size_t generation_engine::waiting() const {
+  return impl_->waiting.size();
+}
+int32_t generation_engine::max_context() const {
+  return static_cast<int32_t>(impl_->context);
+}
+int32_t generation_engine::vocab_size() const {
+  return static_cast<int32_t>(impl_->model.config().vocab_size);
+}
 
 }  // namespace caf_agent::policy

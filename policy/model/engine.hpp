@@ -19,10 +19,10 @@ namespace caf_agent::policy {
 
 /// Options of generation_engine::open.
 struct engine_options {
-  std::string model_dir;  ///< Hugging Face checkpoint directory (config.json + safetensors).
-  std::string device = "cpu";  ///< "cpu", "cuda" or "cuda:N".
+  std::string model_dir;          ///< Hugging Face checkpoint directory (config.json + safetensors).
+  std::string device = "cpu";     ///< "cpu", "cuda" or "cuda:N".
   std::string dtype = "float32";  ///< "float32", "bfloat16" or "float16".
-  int32_t max_batch = 8;  ///< Sequences decoded together (KV-cache slots).
+  int32_t max_batch = 8;          ///< Sequences decoded together (KV-cache slots).
   /// Tokens per sequence, prompt plus generated; 0 means min(max_position_embeddings, 4096).
   /// Rationale: 4096 bounds the preallocated cache (slots x context x layers) by default.
   int32_t max_context = 0;
@@ -53,18 +53,18 @@ struct engine_options {
 /// What the engine did since open(): the work of prefills and decode steps, and the prefix
 /// cache's hits, copies and evictions. Keys computed = prefilled_tokens + decoded_tokens.
 struct engine_stats {
-  uint64_t admissions = 0;  ///< Requests that entered a slot.
-  uint64_t prefilled_tokens = 0;  ///< Prompt tokens run through prefill (their keys computed).
-  uint64_t reused_tokens = 0;  ///< Prompt tokens whose keys came from the prefix cache.
-  uint64_t copied_tokens = 0;  ///< Of those, keys copied from another slot's kept prefix.
-  uint64_t decoded_tokens = 0;  ///< Tokens run through decode steps (one key each).
-  uint64_t decode_steps = 0;  ///< Steps that ran a decode pass.
-  uint64_t attended_keys = 0;  ///< Keys read by decode rows, summed (the KV traffic of decoding).
-  uint64_t prefix_hits = 0;  ///< Admissions that reused at least one cached key.
-  uint64_t evictions = 0;  ///< Kept prefixes given up (wholly or in part) to make room.
-  uint64_t invalidations = 0;  ///< Kept prefixes dropped because new weights were applied.
-  uint64_t graph_replays = 0;  ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
-  uint64_t graph_captures = 0;  ///< CUDA graphs captured for decode steps (one per new bucket).
+  uint64_t admissions = 0;           ///< Requests that entered a slot.
+  uint64_t prefilled_tokens = 0;     ///< Prompt tokens run through prefill (their keys computed).
+  uint64_t reused_tokens = 0;        ///< Prompt tokens whose keys came from the prefix cache.
+  uint64_t copied_tokens = 0;        ///< Of those, keys copied from another slot's kept prefix.
+  uint64_t decoded_tokens = 0;       ///< Tokens run through decode steps (one key each).
+  uint64_t decode_steps = 0;         ///< Steps that ran a decode pass.
+  uint64_t attended_keys = 0;        ///< Keys read by decode rows, summed (the KV traffic of decoding).
+  uint64_t prefix_hits = 0;          ///< Admissions that reused at least one cached key.
+  uint64_t evictions = 0;            ///< Kept prefixes given up (wholly or in part) to make room.
+  uint64_t invalidations = 0;        ///< Kept prefixes dropped because new weights were applied.
+  uint64_t graph_replays = 0;        ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
+  uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
   double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
 };
 

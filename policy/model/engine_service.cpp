@@ -18,8 +18,8 @@ struct engine_service::impl {
   mutable std::mutex mtx;
   std::condition_variable wake;
   std::deque<std::pair<generation_request, service_callback>> queue;  // guarded by mtx
-  bool stopping = false;                                               // guarded by mtx
-  service_stats counters;                                              // guarded by mtx
+  bool stopping = false;                                              // guarded by mtx
+  service_stats counters;                                             // guarded by mtx
   std::thread thread;
 
   // Engine-thread state.
@@ -89,8 +89,8 @@ void engine_service::impl::run() {
       in_engine.emplace(id.value(), std::move(done));
     }
     if (engine->idle()) continue;
-    const auto rows = static_cast<uint64_t>(std::min<size_t>(engine->running() + engine->waiting(),
-                                                             static_cast<size_t>(max_batch)));
+    const auto rows =
+        static_cast<uint64_t>(std::min<size_t>(engine->running() + engine->waiting(), static_cast<size_t>(max_batch)));
     auto finished = engine->step();
     {
       std::lock_guard lock(mtx);
@@ -163,10 +163,18 @@ status engine_service::load_weights(const std::string& model_dir, uint64_t versi
   return impl_->engine->load_weights(model_dir, version);
 }
 
-uint64_t engine_service::policy_version() const { return impl_->engine->policy_version(); }
-int32_t engine_service::max_context() const { return impl_->engine->max_context(); }
-int32_t engine_service::vocab_size() const { return impl_->engine->vocab_size(); }
-int32_t engine_service::max_batch() const { return impl_->max_batch; }
+uint64_t engine_service::policy_version() const {
+  return impl_->engine->policy_version();
+}
+int32_t engine_service::max_context() const {
+  return impl_->engine->max_context();
+}
+int32_t engine_service::vocab_size() const {
+  return impl_->engine->vocab_size();
+}
+int32_t engine_service::max_batch() const {
+  return impl_->max_batch;
+}
 
 service_stats engine_service::stats() const {
   std::lock_guard lock(impl_->mtx);

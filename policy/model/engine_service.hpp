@@ -24,14 +24,14 @@ struct service_options {
 
 /// Counters of an engine_service (read at any time).
 struct service_stats {
-  uint64_t submitted = 0;        ///< Requests accepted by submit().
-  uint64_t completed = 0;        ///< Callbacks called with a result.
-  uint64_t failed = 0;           ///< Callbacks called with an error.
-  uint64_t rejected = 0;         ///< submit() calls refused (busy, bad request, stopped).
-  uint64_t steps = 0;            ///< Engine steps run.
-  uint64_t generated_tokens = 0; ///< Tokens in completed results.
-  uint64_t batch_rows_total = 0; ///< Sum over steps of the sequences running in that step.
-  int64_t outstanding = 0;       ///< Requests accepted and not yet answered.
+  uint64_t submitted = 0;         ///< Requests accepted by submit().
+  uint64_t completed = 0;         ///< Callbacks called with a result.
+  uint64_t failed = 0;            ///< Callbacks called with an error.
+  uint64_t rejected = 0;          ///< submit() calls refused (busy, bad request, stopped).
+  uint64_t steps = 0;             ///< Engine steps run.
+  uint64_t generated_tokens = 0;  ///< Tokens in completed results.
+  uint64_t batch_rows_total = 0;  ///< Sum over steps of the sequences running in that step.
+  int64_t outstanding = 0;        ///< Requests accepted and not yet answered.
 };
 
 /// Called once per accepted request, on the service's thread: the result, or an error text

@@ -27,12 +27,12 @@ using stop_predicate = std::function<bool(const std::vector<int32_t>& generated)
 
 /// One sequence to generate.
 struct generation_request {
-  std::vector<int32_t> prompt;  ///< Token ids; non-empty, shorter than the engine's context.
-  int32_t max_new_tokens = 256;  ///< Upper bound on generated tokens (>= 1).
-  sampling_params sampling;  ///< Temperature, top-p, top-k.
+  std::vector<int32_t> prompt;          ///< Token ids; non-empty, shorter than the engine's context.
+  int32_t max_new_tokens = 256;         ///< Upper bound on generated tokens (>= 1).
+  sampling_params sampling;             ///< Temperature, top-p, top-k.
   std::vector<int32_t> stop_token_ids;  ///< Generation ends after emitting one of these.
-  uint64_t seed = 0;  ///< Seeds this request's own RNG: same seed, same tokens.
-  stop_predicate stop_check;  ///< Optional stop-string hook (see stop_predicate).
+  uint64_t seed = 0;                    ///< Seeds this request's own RNG: same seed, same tokens.
+  stop_predicate stop_check;            ///< Optional stop-string hook (see stop_predicate).
   /// Teacher forcing: when non-empty, generated token i is forced_tokens[i] instead of a drawn
   /// one; the engine still runs its prefill and decode passes and reports the model's own
   /// log pi(forced token) (see generation_result::logprobs). The sequence ends after the last
@@ -44,16 +44,16 @@ struct generation_request {
 
 /// Why a sequence ended.
 enum class finish_reason {
-  stop_token,  ///< Emitted a stop token id (it is the last token of the result).
-  stop_string,  ///< stop_check returned true.
+  stop_token,      ///< Emitted a stop token id (it is the last token of the result).
+  stop_string,     ///< stop_check returned true.
   max_new_tokens,  ///< Generated max_new_tokens tokens.
-  context_limit,  ///< Prompt plus generated tokens filled the engine's context.
-  aborted,  ///< cancel() was called.
+  context_limit,   ///< Prompt plus generated tokens filled the engine's context.
+  aborted,         ///< cancel() was called.
 };
 
 /// A finished sequence.
 struct generation_result {
-  uint64_t id = 0;  ///< The id submit() returned.
+  uint64_t id = 0;              ///< The id submit() returned.
   std::vector<int32_t> tokens;  ///< Generated tokens (prompt excluded).
   /// log pi(token) per generated token under softmax(logits / temperature) over the full
   /// vocabulary (before top-k / top-p filtering; temperature 0 counts as 1). This is what

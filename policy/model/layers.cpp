@@ -18,8 +18,7 @@ torch::Tensor rms_norm(const torch::Tensor& x_xd, const torch::Tensor& weight_d,
 }
 
 torch::Tensor rope_inv_freq(const rope_config& rope, int64_t head_dim) {
-  auto exponent_r =
-      torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(head_dim);
+  auto exponent_r = torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(head_dim);
   auto inv_freq_r = 1.0 / torch::pow(rope.theta, exponent_r);
   if (rope.type == "linear") return inv_freq_r / rope.factor;
   if (rope.type != "llama3") return inv_freq_r;
@@ -30,15 +29,14 @@ torch::Tensor rope_inv_freq(const rope_config& rope, int64_t head_dim) {
   const double high_freq_wavelen = old_ctx / rope.high_freq_factor;
   auto wavelen_r = 2.0 * std::numbers::pi / inv_freq_r;
   auto scaled_r = torch::where(wavelen_r > low_freq_wavelen, inv_freq_r / rope.factor, inv_freq_r);
-  auto smooth_r = (old_ctx / wavelen_r - rope.low_freq_factor) /
-                  (rope.high_freq_factor - rope.low_freq_factor);
+  auto smooth_r = (old_ctx / wavelen_r - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
   auto smoothed_r = (1.0 - smooth_r) * scaled_r / rope.factor + smooth_r * scaled_r;
   auto medium_r = (wavelen_r >= high_freq_wavelen).logical_and(wavelen_r <= low_freq_wavelen);
   return torch::where(medium_r, smoothed_r, scaled_r);
 }
 
-rope_table rope_table::make(const rope_config& rope, int64_t head_dim, int64_t max_positions,
-                            torch::Device device, torch::ScalarType dtype) {
+rope_table rope_table::make(const rope_config& rope, int64_t head_dim, int64_t max_positions, torch::Device device,
+                            torch::ScalarType dtype) {
   auto inv_freq_r = rope_inv_freq(rope, head_dim);
   auto positions_p = torch::arange(max_positions, torch::kInt64).to(torch::kFloat32);
   auto freqs_pr = torch::outer(positions_p, inv_freq_r);
@@ -78,14 +76,12 @@ torch::Tensor apply_rope_bthe(const torch::Tensor& x_bthe, const rope_angles& an
   return rotate(x_bthe, angles.cos_b1te.transpose(1, 2), angles.sin_b1te.transpose(1, 2));
 }
 
-torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt,
-                         const rope_table& table) {
+torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt, const rope_table& table) {
   return apply_rope(x_bhte, rope_angles::gather(positions_bt, table));
 }
 
-torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,
-                     const torch::Tensor& gate_bias_f, const torch::Tensor& up_fd,
-                     const torch::Tensor& up_bias_f, const torch::Tensor& down_df,
+torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd, const torch::Tensor& gate_bias_f,
+                     const torch::Tensor& up_fd, const torch::Tensor& up_bias_f, const torch::Tensor& down_df,
                      const torch::Tensor& down_bias_d) {
   auto gate_btf = torch::silu(torch::linear(x_btd, gate_fd, gate_bias_f));
   auto up_btf = torch::linear(x_btd, up_fd, up_bias_f);
@@ -96,8 +92,7 @@ torch::Tensor swiglu_fused(const torch::Tensor& x_btd, const torch::Tensor& gate
                            const torch::Tensor& down_df, const torch::Tensor& down_bias_d) {
   auto gate_up_btw = torch::linear(x_btd, gate_up_wd, gate_up_b);
   const int64_t f = gate_up_btw.size(-1) / 2;
-  return torch::linear(torch::silu(gate_up_btw.narrow(-1, 0, f)) * gate_up_btw.narrow(-1, f, f), down_df,
-                       down_bias_d);
+  return torch::linear(torch::silu(gate_up_btw.narrow(-1, 0, f)) * gate_up_btw.narrow(-1, f, f), down_df, down_bias_d);
 }
 
 }  // namespace caf_agent::policy

@@ -26,8 +26,8 @@ struct rope_table {
   torch::Tensor sin_pe;  ///< sin(position * inv_freq), duplicated halves.
 
   /// Builds the table on `device` in `dtype` (the model's compute dtype).
-  static rope_table make(const rope_config& rope, int64_t head_dim, int64_t max_positions,
-                         torch::Device device, torch::ScalarType dtype);
+  static rope_table make(const rope_config& rope, int64_t head_dim, int64_t max_positions, torch::Device device,
+                         torch::ScalarType dtype);
 };
 
 /// The rows of a rope_table for the positions of one pass, shared by every layer (gathered once
@@ -41,8 +41,7 @@ struct rope_angles {
 };
 
 /// Rotates `x_bhte` (heads second) by the angles of `positions_bt`: x*cos + rotate_half(x)*sin.
-torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt,
-                         const rope_table& table);
+torch::Tensor apply_rope(const torch::Tensor& x_bhte, const torch::Tensor& positions_bt, const rope_table& table);
 /// The same with gathered angles. Bit-identical to transformers' rotate_half form: the roll moves
 /// the halves and the sign sits in the sin table (negation is exact).
 torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles);
@@ -51,9 +50,8 @@ torch::Tensor apply_rope(const torch::Tensor& x_bhte, const rope_angles& angles)
 torch::Tensor apply_rope_bthe(const torch::Tensor& x_bthe, const rope_angles& angles);
 
 /// SwiGLU MLP: down(silu(gate(x)) * up(x)); biases may be undefined tensors.
-torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd,
-                     const torch::Tensor& gate_bias_f, const torch::Tensor& up_fd,
-                     const torch::Tensor& up_bias_f, const torch::Tensor& down_df,
+torch::Tensor swiglu(const torch::Tensor& x_btd, const torch::Tensor& gate_fd, const torch::Tensor& gate_bias_f,
+                     const torch::Tensor& up_fd, const torch::Tensor& up_bias_f, const torch::Tensor& down_df,
                      const torch::Tensor& down_bias_d);
 /// The same with gate and up as one weight [2f, d] (gate rows first) and bias [2f] (or undefined):
 /// one GEMM for both.

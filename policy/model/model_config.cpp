@@ -74,7 +74,8 @@ void parse_rope(field_reader& top, const json_value& root, rope_config& rope) {
   if (!v5) params = root.find("rope_scaling");
   rope.theta = top.real("rope_theta", 10000.0);
   if (params == nullptr || params->is_null()) return;
-  if (!params->is_object()) return top.reject(v5 ? "rope_parameters must be an object" : "rope_scaling must be an object or null");
+  if (!params->is_object())
+    return top.reject(v5 ? "rope_parameters must be an object" : "rope_scaling must be an object or null");
   field_reader r(*params, v5 ? "rope_parameters" : "rope_scaling");
   if (v5) rope.theta = r.real("rope_theta", rope.theta);
   rope.type = r.text("rope_type", r.text("type", "default"));
@@ -107,9 +108,12 @@ void reject_unsupported_attention(field_reader& r, const json_value& root) {
 
 const char* family_name(model_family family) {
   switch (family) {
-    case model_family::llama: return "llama";
-    case model_family::qwen2: return "qwen2";
-    case model_family::qwen3: return "qwen3";
+    case model_family::llama:
+      return "llama";
+    case model_family::qwen2:
+      return "qwen2";
+    case model_family::qwen3:
+      return "qwen3";
   }
   return "unknown";
 }
@@ -122,10 +126,14 @@ result<model_config> parse_model_config(const std::string& json_text, const std:
   field_reader r(root, source);
   model_config c;
   const std::string type = r.text("model_type");
-  if (type == "llama") c.family = model_family::llama;
-  else if (type == "qwen2") c.family = model_family::qwen2;
-  else if (type == "qwen3") c.family = model_family::qwen3;
-  else if (r.error().empty()) r.reject("model_type '" + type + "' is not supported (llama, qwen2, qwen3)");
+  if (type == "llama")
+    c.family = model_family::llama;
+  else if (type == "qwen2")
+    c.family = model_family::qwen2;
+  else if (type == "qwen3")
+    c.family = model_family::qwen3;
+  else if (r.error().empty())
+    r.reject("model_type '" + type + "' is not supported (llama, qwen2, qwen3)");
   const std::string act = r.text("hidden_act", "silu");
   if (act != "silu") r.reject("hidden_act '" + act + "' is not supported (silu)");
   c.vocab_size = r.integer("vocab_size");
@@ -153,8 +161,7 @@ result<model_config> parse_model_config(const std::string& json_text, const std:
 
 status model_config::validate() const {
   if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_hidden_layers <= 0 ||
-      num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0 ||
-      max_position_embeddings <= 0)
+      num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0 || max_position_embeddings <= 0)
     return fail("sizes (vocab, hidden, intermediate, layers, heads, head_dim, max positions) must be positive");
   if (num_attention_heads % num_key_value_heads != 0)
     return fail("num_attention_heads must be a multiple of num_key_value_heads");
@@ -185,14 +192,20 @@ std::string model_config_to_json(const model_config& c) {
     rope.emplace_back("high_freq_factor", c.rope.high_freq_factor);
     rope.emplace_back("original_max_position_embeddings", c.rope.original_max_position_embeddings);
   }
-  json_object o{{"model_type", family_name(c.family)}, {"hidden_act", "silu"},
-                {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
-                {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+  json_object o{{"model_type", family_name(c.family)},
+                {"hidden_act", "silu"},
+                {"vocab_size", c.vocab_size},
+                {"hidden_size", c.hidden_size},
+                {"intermediate_size", c.intermediate_size},
+                {"num_hidden_layers", c.num_hidden_layers},
                 {"num_attention_heads", c.num_attention_heads},
-                {"num_key_value_heads", c.num_key_value_heads}, {"head_dim", c.head_dim},
+                {"num_key_value_heads", c.num_key_value_heads},
+                {"head_dim", c.head_dim},
                 {"max_position_embeddings", c.max_position_embeddings},
-                {"rms_norm_eps", c.rms_norm_eps}, {"tie_word_embeddings", c.tie_word_embeddings},
-                {"rope_theta", c.rope.theta}, {"rope_parameters", json_value(std::move(rope))}};
+                {"rms_norm_eps", c.rms_norm_eps},
+                {"tie_word_embeddings", c.tie_word_embeddings},
+                {"rope_theta", c.rope.theta},
+                {"rope_parameters", json_value(std::move(rope))}};
   if (c.family == model_family::llama) {
     o.emplace_back("attention_bias", c.attention_bias);
     o.emplace_back("mlp_bias", c.mlp_bias);

@@ -17,32 +17,32 @@ enum class model_family { llama, qwen2, qwen3 };
 struct rope_config {
   /// "default" (none), "linear" or "llama3"; anything else is rejected when parsing.
   std::string type = "default";
-  double theta = 10000.0;  ///< Base of the inverse frequencies (rope_theta).
-  double factor = 1.0;  ///< linear and llama3: how much the context was stretched.
-  double low_freq_factor = 1.0;  ///< llama3 only.
-  double high_freq_factor = 4.0;  ///< llama3 only.
+  double theta = 10000.0;                           ///< Base of the inverse frequencies (rope_theta).
+  double factor = 1.0;                              ///< linear and llama3: how much the context was stretched.
+  double low_freq_factor = 1.0;                     ///< llama3 only.
+  double high_freq_factor = 4.0;                    ///< llama3 only.
   int64_t original_max_position_embeddings = 8192;  ///< llama3 only.
 };
 
 /// Shapes and options of one decoder checkpoint.
 struct model_config {
   model_family family = model_family::qwen2;  ///< From model_type.
-  int64_t vocab_size = 0;  ///< Rows of the embedding and the LM head.
-  int64_t hidden_size = 0;  ///< Model width.
-  int64_t intermediate_size = 0;  ///< SwiGLU inner width.
-  int64_t num_hidden_layers = 0;  ///< Decoder blocks.
-  int64_t num_attention_heads = 0;  ///< Query heads.
-  int64_t num_key_value_heads = 0;  ///< Key/value heads (grouped-query attention).
-  int64_t head_dim = 0;  ///< From config when present, else hidden_size / heads.
-  int64_t max_position_embeddings = 0;  ///< The longest context the model was built for.
-  double rms_norm_eps = 1e-6;  ///< Epsilon of every RMSNorm.
-  bool tie_word_embeddings = false;  ///< LM head shares the embedding matrix.
-  bool attention_bias = false;  ///< q/k/v projections carry a bias (always true for Qwen2).
-  bool attention_output_bias = false;  ///< o_proj carries a bias (Llama attention_bias).
-  bool mlp_bias = false;  ///< Llama mlp_bias.
-  bool qk_norm = false;  ///< Qwen3: RMSNorm over head_dim on q and k before RoPE.
-  rope_config rope;  ///< Position encoding.
-  std::string source_json;  ///< The config.json text it was parsed from (saved back verbatim).
+  int64_t vocab_size = 0;                     ///< Rows of the embedding and the LM head.
+  int64_t hidden_size = 0;                    ///< Model width.
+  int64_t intermediate_size = 0;              ///< SwiGLU inner width.
+  int64_t num_hidden_layers = 0;              ///< Decoder blocks.
+  int64_t num_attention_heads = 0;            ///< Query heads.
+  int64_t num_key_value_heads = 0;            ///< Key/value heads (grouped-query attention).
+  int64_t head_dim = 0;                       ///< From config when present, else hidden_size / heads.
+  int64_t max_position_embeddings = 0;        ///< The longest context the model was built for.
+  double rms_norm_eps = 1e-6;                 ///< Epsilon of every RMSNorm.
+  bool tie_word_embeddings = false;           ///< LM head shares the embedding matrix.
+  bool attention_bias = false;                ///< q/k/v projections carry a bias (always true for Qwen2).
+  bool attention_output_bias = false;         ///< o_proj carries a bias (Llama attention_bias).
+  bool mlp_bias = false;                      ///< Llama mlp_bias.
+  bool qk_norm = false;                       ///< Qwen3: RMSNorm over head_dim on q and k before RoPE.
+  rope_config rope;                           ///< Position encoding.
+  std::string source_json;                    ///< The config.json text it was parsed from (saved back verbatim).
 
   /// Checks the invariants the decoder relies on (divisibility, positive sizes).
   status validate() const;

@@ -36,8 +36,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -168,9 +168,9 @@ void print_stats(const engine_stats& s) {
   std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
             << ",\"copied\":" << s.copied_tokens << ",\"decoded\":" << s.decoded_tokens
             << ",\"evictions\":" << s.evictions << ",\"decode_steps\":" << s.decode_steps
-            << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays << ",\"graph_captures\":" << s.graph_captures
-            << ",\"graph_capture_seconds\":" << s.graph_capture_seconds << ",\"prefix_hit_rate\":"
-            << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
+            << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays
+            << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
+            << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
 }
 
 // `fields`: more "key":value pairs to lead the object with, each followed by a comma.
@@ -260,8 +260,9 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
     << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_events_per_step\":" << device_events / n
     << ",\"kernels\":[";
   for (size_t i = 0; i < kernels.size(); ++i)
-    f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first) << ",\"calls_per_step\":"
-      << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n << "}";
+    f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first)
+      << ",\"calls_per_step\":" << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n
+      << "}";
   f << "]}\n";
   if (!f) return fail("cannot write " + path);
   std::cerr << "profile: " << ran << " steps, " << wall_us / n << " us wall, " << device_us / n << " us device busy, "
@@ -314,8 +315,8 @@ int run_agent_bench(const args& a) {
   {  // Warm-up outside the timing (allocator, kernels, graphs of the small buckets): one prompt as
     // long as the first ones, so the timed prefill passes find their memory allocated.
     generation_request warm;
-    warm.prompt = random_tokens(gen, std::min(system + (from_turn - 1) * (reply + obs), engine.max_context() - 8),
-                                vocab);
+    warm.prompt =
+        random_tokens(gen, std::min(system + (from_turn - 1) * (reply + obs), engine.max_context() - 8), vocab);
     warm.max_new_tokens = 4;
     (void)engine.submit(warm);
     if (auto w = engine.run_until_idle(); !w) throw std::runtime_error(w.error().message);
@@ -343,8 +344,9 @@ int run_agent_bench(const args& a) {
       if (print_turns)
         print_result(r, "\"episode\":" + std::to_string(e) + ",\"turn\":" + std::to_string(ep.turn) + ",");
       if (++finished_turn[static_cast<size_t>(ep.turn)] == episodes)
-        std::cerr << "{\"turn\":" << ep.turn << ",\"seconds\":"
-                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << "}\n";
+        std::cerr << "{\"turn\":" << ep.turn
+                  << ",\"seconds\":" << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                  << "}\n";
       if (ep.turn >= turns) continue;
       if (max_new == reply) {
         ep.history.insert(ep.history.end(), r.tokens.begin(), r.tokens.end());
@@ -408,8 +410,8 @@ int run_generate(const std::string& command, const args& a) {
         return 1;
       }
       const auto now = engine.value()->stats();
-      if (prefill_s == 0 && now.prefilled_tokens + now.reused_tokens - before.prefilled_tokens - before.reused_tokens >=
-                                prompt_tokens) {
+      if (prefill_s == 0 &&
+          now.prefilled_tokens + now.reused_tokens - before.prefilled_tokens - before.reused_tokens >= prompt_tokens) {
         synchronize(options);
         prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
@@ -440,8 +442,8 @@ int run_generate(const std::string& command, const args& a) {
         std::cerr << done.error().message << "\n";
         return 1;
       }
-    if (auto profiled = profile_steps(*engine.value(), options, std::stoi(get(a, "profile-steps", "20")),
-                                      get(a, "profile"));
+    if (auto profiled =
+            profile_steps(*engine.value(), options, std::stoi(get(a, "profile-steps", "20")), get(a, "profile"));
         !profiled) {
       std::cerr << profiled.error().message << "\n";
       return 1;

@@ -10,6 +10,8 @@
 namespace caf_agent::policy {
 
 /// Shorthand for a failure of the model side; retrying never helps (bad file or request).
-inline text_error fail(std::string message) { return text_error{std::move(message)}; }
+inline text_error fail(std::string message) {
+  return text_error{std::move(message)};
+}
 
 }  // namespace caf_agent::policy

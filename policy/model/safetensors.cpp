@@ -23,10 +23,14 @@ constexpr uint64_t max_header_bytes = 100ull << 20;
 
 const char* dtype_name(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return "F32";
-    case torch::kBFloat16: return "BF16";
-    case torch::kFloat16: return "F16";
-    default: return nullptr;
+    case torch::kFloat32:
+      return "F32";
+    case torch::kBFloat16:
+      return "BF16";
+    case torch::kFloat16:
+      return "F16";
+    default:
+      return nullptr;
   }
 }
 
@@ -49,8 +53,8 @@ result<entry> parse_entry(const std::string& name, const json_value& v, uint64_t
   const json_value* dtype = v.find("dtype");
   const json_value* shape = v.find("shape");
   const json_value* offsets = v.find("data_offsets");
-  if (!dtype || !dtype->is_string() || !shape || !shape->is_array() || !offsets ||
-      !offsets->is_array() || offsets->as_array().size() != 2)
+  if (!dtype || !dtype->is_string() || !shape || !shape->is_array() || !offsets || !offsets->is_array() ||
+      offsets->as_array().size() != 2)
     return fail("tensor '" + name + "' needs dtype, shape and data_offsets [begin, end]");
   auto type = dtype_of(dtype->as_string());
   if (!type) return fail("tensor '" + name + "' has unsupported dtype " + dtype->as_string() + " (F32, BF16, F16)");
@@ -91,8 +95,7 @@ result<tensor_map> read_safetensors(const std::string& path) {
   if (header_bytes > max_header_bytes || header_bytes > file_bytes - 8)
     return fail(path + ": header length " + std::to_string(header_bytes) + " exceeds the file (corrupt or truncated)");
   std::string header(header_bytes, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes)))
-    return fail(path + ": cannot read header");
+  if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes))) return fail(path + ": cannot read header");
   auto parsed = parse_json(header);
   if (!parsed) return fail(path + ": corrupt header: " + parsed.error().message);
   if (!parsed.value().is_object()) return fail(path + ": header is not a JSON object");
@@ -172,8 +175,7 @@ result<tensor_map> read_checkpoint_tensors(const std::string& model_dir) {
   return out;
 }
 
-status write_checkpoint_tensors(const std::string& model_dir, const tensor_map& tensors,
-                                int64_t max_shard_bytes) {
+status write_checkpoint_tensors(const std::string& model_dir, const tensor_map& tensors, int64_t max_shard_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(model_dir, ec);

@@ -31,7 +31,6 @@ result<tensor_map> read_checkpoint_tensors(const std::string& model_dir);
 
 /// Writes `tensors` into `model_dir` as model.safetensors, or, when their total size exceeds
 /// `max_shard_bytes` (> 0), as model-0000i-of-0000n.safetensors plus the index file.
-status write_checkpoint_tensors(const std::string& model_dir, const tensor_map& tensors,
-                                      int64_t max_shard_bytes = 0);
+status write_checkpoint_tensors(const std::string& model_dir, const tensor_map& tensors, int64_t max_shard_bytes = 0);
 
 }  // namespace caf_agent::policy

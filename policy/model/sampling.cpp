@@ -23,8 +23,7 @@ torch::Tensor to_device(const std::vector<T>& host, torch::ScalarType dtype, tor
 torch::Tensor draw(const torch::Tensor& weights_bv, const torch::Tensor& uniform_b) {
   auto cdf_bv = weights_bv.cumsum(-1);
   auto target_b1 = (uniform_b * cdf_bv.select(1, -1)).unsqueeze(1);
-  return torch::searchsorted(cdf_bv, target_b1, /*out_int32=*/false, /*right=*/true)
-      .clamp_max(weights_bv.size(1) - 1);
+  return torch::searchsorted(cdf_bv, target_b1, /*out_int32=*/false, /*right=*/true).clamp_max(weights_bv.size(1) - 1);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace caf_agent::policy {
 
 /// Sampled tokens and their logprobs, still on the device.
 struct sampled_tokens {
-  torch::Tensor tokens_b;  ///< int64 token ids.
+  torch::Tensor tokens_b;    ///< int64 token ids.
   torch::Tensor logprobs_b;  ///< fp32 log softmax(logits / temperature) at the token.
 };
 

@@ -1,7 +1,7 @@
 #include "policy/text/bpe_model.hpp"
 
-#include <mutex>
 #include <functional>
+#include <mutex>
 #include <queue>
 #include <tuple>
 
@@ -35,7 +35,7 @@ status check_option(const json_value& model, std::string_view key) {
                     " (only null is supported for byte-level BPE)");
 }
 
-} // namespace
+}  // namespace
 
 result<std::shared_ptr<bpe_model>> bpe_model::from_json(const json_value& model) {
   const auto* type = model.find("type");
@@ -97,8 +97,8 @@ status bpe_model::load_merges(const json_value& merges) {
         return make_error(where + ": expected \"left right\", got '" + s + "'");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
-    } else if (item.is_array() && item.as_array().size() == 2 &&
-               item.as_array()[0].is_string() && item.as_array()[1].is_string()) {
+    } else if (item.is_array() && item.as_array().size() == 2 && item.as_array()[0].is_string() &&
+               item.as_array()[1].is_string()) {
       a = item.as_array()[0].as_string();
       b = item.as_array()[1].as_string();
     } else {
@@ -203,4 +203,4 @@ void bpe_model::merge_word(std::string_view bytes, std::vector<token_id>& out) c
   for (int i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -22,7 +22,7 @@ using token_id = int32_t;
 /// Vocabulary plus merges; encodes one pre-token's bytes at a time.
 /// Thread-safe: the word cache is guarded by a mutex.
 class bpe_model {
-public:
+ public:
   /// Builds the model from tokenizer.json's "model" object. Errors name the
   /// field, e.g. "model.merges[12]: 'ab' is not in the vocabulary".
   static result<std::shared_ptr<bpe_model>> from_json(const json_value& model);
@@ -45,7 +45,7 @@ public:
   /// Defined out of line (the cache type is private).
   ~bpe_model();
 
-private:
+ private:
   status load_vocab(const json_value& vocab);
   status load_merges(const json_value& merges);
   void merge_word(std::string_view bytes, std::vector<token_id>& out) const;
@@ -63,4 +63,4 @@ private:
   std::unique_ptr<word_cache> cache_;
 };
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -46,4 +46,4 @@ std::string byte_level_alphabet::decode(std::string_view token) const {
   return out;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -14,7 +14,7 @@ namespace caf_agent::policy {
 
 /// The byte <-> code point table of the byte-level alphabet.
 class byte_level_alphabet {
-public:
+ public:
   /// The shared, immutable table.
   static const byte_level_alphabet& get();
 
@@ -31,11 +31,11 @@ public:
   /// if any character is outside the alphabet, the string's own UTF-8 bytes.
   std::string decode(std::string_view token) const;
 
-private:
+ private:
   byte_level_alphabet();
   std::array<char32_t, 256> to_char_{};
   std::array<std::string, 256> to_utf8_{};
   std::array<int16_t, 324> to_byte_{};  // indexed by code point < 324
 };
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

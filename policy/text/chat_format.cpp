@@ -6,10 +6,14 @@ namespace caf_agent::policy {
 
 const char* chat_family_name(chat_family f) {
   switch (f) {
-    case chat_family::chatml_tools: return "chatml-tools";
-    case chat_family::qwen2_5: return "qwen2.5";
-    case chat_family::qwen3: return "qwen3";
-    case chat_family::llama3_1: return "llama3.1";
+    case chat_family::chatml_tools:
+      return "chatml-tools";
+    case chat_family::qwen2_5:
+      return "qwen2.5";
+    case chat_family::qwen3:
+      return "qwen3";
+    case chat_family::llama3_1:
+      return "llama3.1";
   }
   return "unknown";
 }
@@ -40,8 +44,7 @@ std::string_view tools_postamble() {
          "{\"name\": <function-name>, \"arguments\": <arguments-json-object>}\n</tool_call>";
 }
 
-std::string render_system_header(const chat_format& fmt, std::string_view system,
-                                  const json_array& tools) {
+std::string render_system_header(const chat_format& fmt, std::string_view system, const json_array& tools) {
   std::string out = fmt.im_start + "system\n";
   out += system;
   if (!tools.empty()) {
@@ -95,8 +98,8 @@ std::string generation_prompt(const chat_format& fmt) {
   return out;
 }
 
-std::string render_chat(const chat_format& fmt, std::span<const chat_message> msgs,
-                        const json_array& tools, bool add_generation_prompt) {
+std::string render_chat(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                        bool add_generation_prompt) {
   auto text = render_chat_checked(fmt, msgs, tools, add_generation_prompt);
   return text ? std::move(*text) : std::string();
 }
@@ -104,14 +107,17 @@ std::string render_chat(const chat_format& fmt, std::span<const chat_message> ms
 result<std::string> render_chat_checked(const chat_format& fmt, std::span<const chat_message> msgs,
                                         const json_array& tools, bool add_generation_prompt) {
   switch (fmt.family) {
-    case chat_family::qwen2_5: return render_qwen25(fmt, msgs, tools, add_generation_prompt);
-    case chat_family::qwen3: return render_qwen3(fmt, msgs, tools, add_generation_prompt);
-    case chat_family::llama3_1: return render_llama31(fmt, msgs, tools, add_generation_prompt);
-    case chat_family::chatml_tools: break;
+    case chat_family::qwen2_5:
+      return render_qwen25(fmt, msgs, tools, add_generation_prompt);
+    case chat_family::qwen3:
+      return render_qwen3(fmt, msgs, tools, add_generation_prompt);
+    case chat_family::llama3_1:
+      return render_llama31(fmt, msgs, tools, add_generation_prompt);
+    case chat_family::chatml_tools:
+      break;
   }
   bool has_system = !msgs.empty() && msgs.front().role == "system";
-  std::string out =
-    render_system_header(fmt, has_system ? msgs.front().content : fmt.default_system, tools);
+  std::string out = render_system_header(fmt, has_system ? msgs.front().content : fmt.default_system, tools);
   out += render_turns(fmt, has_system ? msgs.subspan(1) : msgs);
   if (add_generation_prompt) out += generation_prompt(fmt);
   return out;
@@ -122,13 +128,15 @@ result<std::string> render_observation(const chat_format& fmt, std::span<const c
     if (m.role == "assistant") return make_error("observations may not contain assistant messages");
   switch (fmt.family) {
     case chat_family::qwen2_5:
-    case chat_family::qwen3: return "\n" + render_qwen_turns(fmt, msgs) + generation_prompt(fmt);
+    case chat_family::qwen3:
+      return "\n" + render_qwen_turns(fmt, msgs) + generation_prompt(fmt);
     case chat_family::llama3_1: {
       auto turns = render_llama31_turns(msgs);
       if (!turns) return turns.error();
       return *turns + generation_prompt(fmt);
     }
-    case chat_family::chatml_tools: break;
+    case chat_family::chatml_tools:
+      break;
   }
   return "\n" + render_turns(fmt, msgs) + generation_prompt(fmt);
 }
@@ -140,11 +148,14 @@ std::string closing_text(const chat_format& fmt) {
 std::string render_assistant_body(const chat_format& fmt, const chat_message& msg) {
   switch (fmt.family) {
     case chat_family::qwen2_5:
-    case chat_family::qwen3: return qwen_assistant_body(fmt, msg);
-    case chat_family::llama3_1: return llama31_assistant_body(msg);
-    case chat_family::chatml_tools: break;
+    case chat_family::qwen3:
+      return qwen_assistant_body(fmt, msg);
+    case chat_family::llama3_1:
+      return llama31_assistant_body(msg);
+    case chat_family::chatml_tools:
+      break;
   }
   return render_assistant_body(msg);
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -84,8 +84,7 @@ std::string_view tools_preamble();
 std::string_view tools_postamble();
 
 /// "<|im_start|>system\n...<|im_end|>\n", with the tool block when tools exist.
-std::string render_system_header(const chat_format& fmt, std::string_view system,
-                                 const json_array& tools);
+std::string render_system_header(const chat_format& fmt, std::string_view system, const json_array& tools);
 
 /// One tool call: "<tool_call>\n{"name": "...", "arguments": ...}\n</tool_call>".
 std::string render_tool_call(const tool_call& call);
@@ -104,8 +103,8 @@ std::string generation_prompt(const chat_format& fmt);
 /// The whole conversation: header (from a leading system message or the
 /// default), turns, and optionally the generation prompt. Empty when the
 /// template refuses the conversation (render_chat_checked says why).
-std::string render_chat(const chat_format& fmt, std::span<const chat_message> msgs,
-                        const json_array& tools, bool add_generation_prompt);
+std::string render_chat(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                        bool add_generation_prompt);
 
 /// render_chat for any family: exactly what apply_chat_template renders with
 /// the family's template, tools empty meaning tools=None. Errors where the
@@ -128,4 +127,4 @@ std::string closing_text(const chat_format& fmt);
 /// thinking block; Llama 3.1: the one tool call as JSON, or the trimmed text).
 std::string render_assistant_body(const chat_format& fmt, const chat_message& msg);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -26,8 +26,8 @@ json_value ids_json(std::span<const token_id> ids) {
 // Feeds the conversation through a chat_session: everything up to the first
 // assistant message is the prompt; each assistant body, tokenized, plays the
 // sampled tokens; the messages between assistants are observations.
-result<json_value> render_incremental(const tokenizer& tok, std::span<const chat_message> msgs,
-                                      const json_array& tools, const chat_format& fmt) {
+result<json_value> render_incremental(const tokenizer& tok, std::span<const chat_message> msgs, const json_array& tools,
+                                      const chat_format& fmt) {
   size_t first = 0;
   while (first < msgs.size() && msgs[first].role != "assistant") ++first;
   auto session = chat_session::start(tok, msgs.subspan(0, first), tools, fmt);
@@ -56,7 +56,7 @@ result<json_value> render_incremental(const tokenizer& tok, std::span<const chat
                                 {"turns", json_value(std::move(turns))}});
 }
 
-} // namespace
+}  // namespace
 
 result<std::vector<chat_message>> messages_from_json(const json_value& messages) {
   if (!messages.is_array()) return make_error("messages: expected an array");
@@ -80,8 +80,7 @@ result<std::vector<chat_message>> messages_from_json(const json_value& messages)
   return out;
 }
 
-result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation,
-                                            chat_format fmt) {
+result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation, chat_format fmt) {
   const auto* msgs_json = conversation.find("messages");
   if (!msgs_json) return make_error("conversation: missing \"messages\"");
   auto msgs = messages_from_json(*msgs_json);
@@ -104,4 +103,4 @@ result<json_value> render_conversation_json(const tokenizer& tok, const json_val
                                 {"incremental", std::move(incremental_json)}});
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -20,7 +20,6 @@ result<std::vector<chat_message>> messages_from_json(const json_value& messages)
 /// in for sampled tokens ("incremental": {"ids", "loss_mask", "turns"}, or
 /// {"error"} when the session refuses the conversation). An error when the
 /// template refuses the conversation.
-result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation,
-                                            chat_format fmt = {});
+result<json_value> render_conversation_json(const tokenizer& tok, const json_value& conversation, chat_format fmt = {});
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

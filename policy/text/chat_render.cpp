@@ -7,12 +7,12 @@ namespace caf_agent::policy {
 namespace {
 
 constexpr std::string_view qwen_tools_intro =
-  "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-  "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 constexpr std::string_view qwen_tools_outro =
-  "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-  "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-  "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
 std::string tools_block(const json_array& tools) {
   std::string out(qwen_tools_intro);
@@ -43,12 +43,16 @@ void qwen_tool_message(std::string& out, std::span<const chat_message> msgs, siz
 
 std::string strip_chars(std::string_view s, bool left, bool right, char c) {
   size_t b = 0, e = s.size();
-  if (left) while (b < e && s[b] == c) ++b;
-  if (right) while (e > b && s[e - 1] == c) --e;
+  if (left)
+    while (b < e && s[b] == c) ++b;
+  if (right)
+    while (e > b && s[e - 1] == c) --e;
   return std::string(s.substr(b, e - b));
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -59,8 +63,7 @@ void qwen25_loop(std::string& out, std::span<const chat_message> msgs, bool whol
   for (size_t i = 0; i < msgs.size(); ++i) {
     const auto& m = msgs[i];
     bool first = whole && i == 0;
-    if (m.role == "user" || (m.role == "system" && !first) ||
-        (m.role == "assistant" && m.tool_calls.empty())) {
+    if (m.role == "user" || (m.role == "system" && !first) || (m.role == "assistant" && m.tool_calls.empty())) {
       out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     } else if (m.role == "assistant") {
       out += "<|im_start|>assistant";
@@ -92,13 +95,13 @@ void qwen3_loop(std::string& out, std::span<const chat_message> msgs, bool whole
         // content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
         std::string head = strip_chars(std::string_view(m.content).substr(0, close), false, true, '\n');
         size_t open = head.rfind("<think>");
-        std::string_view tail = open == std::string::npos ? std::string_view(head)
-                                                          : std::string_view(head).substr(open + 7);
+        std::string_view tail =
+            open == std::string::npos ? std::string_view(head) : std::string_view(head).substr(open + 7);
         reasoning = strip_chars(tail, true, false, '\n');
       }
       if (i > last_query && (last || !reasoning.empty()))
-        out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, true, true, '\n') +
-               "\n</think>\n\n" + strip_chars(content, true, false, '\n');
+        out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, true, true, '\n') + "\n</think>\n\n" +
+               strip_chars(content, true, false, '\n');
       else
         out += "<|im_start|>assistant\n" + content;
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
@@ -112,10 +115,10 @@ void qwen3_loop(std::string& out, std::span<const chat_message> msgs, bool whole
   }
 }
 
-} // namespace
+}  // namespace
 
-result<std::string> render_qwen25(const chat_format& fmt, std::span<const chat_message> msgs,
-                                  const json_array& tools, bool add_generation_prompt) {
+result<std::string> render_qwen25(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                  bool add_generation_prompt) {
   if (msgs.empty()) return make_error("qwen2.5 chat template: messages[0] of an empty conversation");
   bool system_first = msgs[0].role == "system";
   const std::string& system = system_first ? msgs[0].content : fmt.default_system;
@@ -129,8 +132,8 @@ result<std::string> render_qwen25(const chat_format& fmt, std::span<const chat_m
   return out;
 }
 
-result<std::string> render_qwen3(const chat_format& fmt, std::span<const chat_message> msgs,
-                                 const json_array& tools, bool add_generation_prompt) {
+result<std::string> render_qwen3(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                 bool add_generation_prompt) {
   if (msgs.empty()) return make_error("qwen3 chat template: messages[0] of an empty conversation");
   bool system_first = msgs[0].role == "system";
   std::string out;
@@ -176,4 +179,4 @@ std::string qwen_assistant_body(const chat_format& fmt, const chat_message& msg)
   return out;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -15,14 +15,14 @@
 namespace caf_agent::policy {
 
 /// The Qwen2.5 instruct template.
-result<std::string> render_qwen25(const chat_format& fmt, std::span<const chat_message> msgs,
-                                  const json_array& tools, bool add_generation_prompt);
+result<std::string> render_qwen25(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                  bool add_generation_prompt);
 /// The Qwen3 template.
-result<std::string> render_qwen3(const chat_format& fmt, std::span<const chat_message> msgs,
-                                 const json_array& tools, bool add_generation_prompt);
+result<std::string> render_qwen3(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                 bool add_generation_prompt);
 /// The Llama 3.1 template (tools in the first user message, no builtin tools).
-result<std::string> render_llama31(const chat_format& fmt, std::span<const chat_message> msgs,
-                                   const json_array& tools, bool add_generation_prompt);
+result<std::string> render_llama31(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                   bool add_generation_prompt);
 
 /// The message loop of a Qwen template over messages without assistants.
 std::string render_qwen_turns(const chat_format& fmt, std::span<const chat_message> msgs);
@@ -38,4 +38,4 @@ std::string llama31_assistant_body(const chat_message& msg);
 /// what Jinja's `trim` filter does.
 std::string python_strip(std::string_view s);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

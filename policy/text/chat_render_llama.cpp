@@ -11,9 +11,8 @@ namespace {
 
 // str.isspace(): White_Space plus the ASCII separators U+001C..U+001F.
 bool python_space(char32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
-         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::string header(std::string_view role) {
@@ -25,7 +24,7 @@ std::string tool_call_json(const tool_call& call) {
   return "{\"name\": \"" + call.name + "\", \"parameters\": " + dump_json(call.arguments) + "}";
 }
 
-} // namespace
+}  // namespace
 
 std::string python_strip(std::string_view s) {
   size_t b = 0;
@@ -65,8 +64,8 @@ result<std::string> render_llama31_turns(std::span<const chat_message> msgs) {
   return out;
 }
 
-result<std::string> render_llama31(const chat_format& fmt, std::span<const chat_message> msgs,
-                                   const json_array& tools, bool add_generation_prompt) {
+result<std::string> render_llama31(const chat_format& fmt, std::span<const chat_message> msgs, const json_array& tools,
+                                   bool add_generation_prompt) {
   if (msgs.empty()) return make_error("llama3.1 chat template: messages[0] of an empty conversation");
   std::string out = fmt.bos_token;
   std::string system_message;
@@ -80,15 +79,17 @@ result<std::string> render_llama31(const chat_format& fmt, std::span<const chat_
   out += system_message + "<|eot_id|>";
   if (!tools.empty()) {
     if (msgs.empty())
-      return make_error("llama3.1 chat template: Cannot put tools in the first user message when "
-                        "there's no first user message!");
+      return make_error(
+          "llama3.1 chat template: Cannot put tools in the first user message when "
+          "there's no first user message!");
     std::string first_user = python_strip(msgs[0].content);
     msgs = msgs.subspan(1);
     out += header("user");
-    out += "Given the following functions, please respond with a JSON for a function call "
-           "with its proper arguments that best answers the given prompt.\n\n"
-           "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument "
-           "name and its value}.Do not use variables.\n\n";
+    out +=
+        "Given the following functions, please respond with a JSON for a function call "
+        "with its proper arguments that best answers the given prompt.\n\n"
+        "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument "
+        "name and its value}.Do not use variables.\n\n";
     json_dump_options indented;
     indented.item_separator = ",";
     indented.indent = 4;
@@ -107,4 +108,4 @@ std::string llama31_assistant_body(const chat_message& msg) {
   return python_strip(msg.content);
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

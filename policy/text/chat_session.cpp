@@ -4,27 +4,29 @@ namespace caf_agent::policy {
 
 const char* turn_kind_name(turn_kind k) {
   switch (k) {
-    case turn_kind::prompt: return "prompt";
-    case turn_kind::assistant: return "assistant";
-    case turn_kind::observation: return "observation";
-    case turn_kind::closing: return "closing";
+    case turn_kind::prompt:
+      return "prompt";
+    case turn_kind::assistant:
+      return "assistant";
+    case turn_kind::observation:
+      return "observation";
+    case turn_kind::closing:
+      return "closing";
   }
   return "unknown";
 }
 
 chat_session::chat_session(tokenizer tok, chat_format fmt, token_id im_end)
-  : tok_(std::move(tok)), fmt_(std::move(fmt)), im_end_id_(im_end) {}
+    : tok_(std::move(tok)), fmt_(std::move(fmt)), im_end_id_(im_end) {}
 
-result<chat_session> chat_session::start(tokenizer tok, std::span<const chat_message> prompt,
-                                         const json_array& tools, chat_format fmt) {
+result<chat_session> chat_session::start(tokenizer tok, std::span<const chat_message> prompt, const json_array& tools,
+                                         chat_format fmt) {
   auto im_start = tok.token_to_id(fmt.im_start);
   auto im_end = tok.token_to_id(fmt.im_end);
   if (!im_start || !im_end)
-    return make_error("chat_session: the tokenizer has no '" + (im_start ? fmt.im_end : fmt.im_start) +
-                      "' token");
+    return make_error("chat_session: the tokenizer has no '" + (im_start ? fmt.im_end : fmt.im_start) + "' token");
   for (const auto& m : prompt)
-    if (m.role == "assistant")
-      return make_error("chat_session: the prompt may not contain assistant messages");
+    if (m.role == "assistant") return make_error("chat_session: the prompt may not contain assistant messages");
   auto text = render_chat_checked(fmt, prompt, tools, /*add_generation_prompt=*/true);
   if (!text) return make_error("chat_session: " + text.error().message);
   chat_session s(std::move(tok), std::move(fmt), *im_end);
@@ -55,8 +57,7 @@ status chat_session::append_sampled(std::span<const token_id> sampled) {
 }
 
 status chat_session::append_observation(std::span<const chat_message> msgs) {
-  if (closed_ || awaiting_assistant_)
-    return make_error("chat_session: an observation must follow an assistant turn");
+  if (closed_ || awaiting_assistant_) return make_error("chat_session: an observation must follow an assistant turn");
   auto text = render_observation(fmt_, msgs);
   if (!text) return make_error("chat_session: " + text.error().message);
   push(turn_kind::observation, tok_.encode(*text), 0);
@@ -66,11 +67,10 @@ status chat_session::append_observation(std::span<const chat_message> msgs) {
 
 status chat_session::close() {
   if (closed_) return make_error("chat_session: already closed");
-  if (awaiting_assistant_)
-    return make_error("chat_session: close() must follow an assistant turn");
+  if (awaiting_assistant_) return make_error("chat_session: close() must follow an assistant turn");
   push(turn_kind::closing, tok_.encode(closing_text(fmt_)), 0);
   closed_ = true;
   return {};
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

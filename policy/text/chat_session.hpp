@@ -50,13 +50,13 @@ struct turn_span {
 
 /// The token ids of one episode, grown turn by turn.
 class chat_session {
-public:
+ public:
   /// Renders the system header (with tools), the prompt messages (a leading
   /// system message replaces the default system text) and the generation
   /// prompt. Fails if the tokenizer lacks <|im_start|> or <|im_end|>, or a
   /// prompt message is an assistant message.
-  static result<chat_session> start(tokenizer tok, std::span<const chat_message> prompt,
-                                    const json_array& tools, chat_format fmt = {});
+  static result<chat_session> start(tokenizer tok, std::span<const chat_message> prompt, const json_array& tools,
+                                    chat_format fmt = {});
 
   /// Appends sampled tokens verbatim (mask 1). If they do not end with
   /// <|im_end|> (length cut), an <|im_end|> is added with mask 0.
@@ -81,7 +81,7 @@ public:
   /// The id of <|im_end|> (the policy's stop token).
   token_id im_end_id() const { return im_end_id_; }
 
-private:
+ private:
   chat_session(tokenizer tok, chat_format fmt, token_id im_end);
   void push(turn_kind kind, std::span<const token_id> ids, uint8_t mask);
 
@@ -95,4 +95,4 @@ private:
   bool closed_ = false;
 };
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -20,12 +20,12 @@ struct known_template {
 // tests/policy/text/test_chat_templates.py recomputes both from the stored
 // templates, so an edit to either side fails the test.
 constexpr known_template known_templates[] = {
-  {0xe642ce246d7f2e3dULL, 2506, chat_family::qwen2_5, "Qwen2.5 instruct"},
-  {0x2bfdb7aa9754484eULL, 4116, chat_family::qwen3, "Qwen3"},
-  // The later revision (content read only when a string); same rendering of string contents.
-  {0x959a4551391a6549ULL, 4168, chat_family::qwen3, "Qwen3 (content-is-string revision)"},
-  {0xcc0368e1ffb6b958ULL, 4613, chat_family::llama3_1, "Llama 3.1 instruct"},
-  {0xb501a298f84568f6ULL, 2206, chat_family::chatml_tools, "caf-agent ChatML with tools"},
+    {0xe642ce246d7f2e3dULL, 2506, chat_family::qwen2_5, "Qwen2.5 instruct"},
+    {0x2bfdb7aa9754484eULL, 4116, chat_family::qwen3, "Qwen3"},
+    // The later revision (content read only when a string); same rendering of string contents.
+    {0x959a4551391a6549ULL, 4168, chat_family::qwen3, "Qwen3 (content-is-string revision)"},
+    {0xcc0368e1ffb6b958ULL, 4613, chat_family::llama3_1, "Llama 3.1 instruct"},
+    {0xb501a298f84568f6ULL, 2206, chat_family::chatml_tools, "caf-agent ChatML with tools"},
 };
 
 std::string_view normalized(std::string_view text) {
@@ -47,7 +47,7 @@ result<std::string> read_text(const std::filesystem::path& path) {
   return buf.str();
 }
 
-} // namespace
+}  // namespace
 
 uint64_t chat_template_fingerprint(std::string_view template_text) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -72,8 +72,10 @@ result<chat_format> chat_format_for_template(std::string_view template_text, std
   std::string known;
   for (const auto& k : known_templates) known += std::string(known.empty() ? "" : ", ") + k.name;
   return make_error("chat template of " + std::string(source) + " (fingerprint " + hex64(fp) + ", " +
-                    std::to_string(len) + " bytes) is not one this renderer reproduces exactly; "
-                    "known templates: " + known + ". Refusing rather than rendering an approximation.");
+                    std::to_string(len) +
+                    " bytes) is not one this renderer reproduces exactly; "
+                    "known templates: " +
+                    known + ". Refusing rather than rendering an approximation.");
 }
 
 result<chat_format> load_chat_format(const std::string& model_dir) {
@@ -90,8 +92,10 @@ result<chat_format> load_chat_format(const std::string& model_dir) {
   }
   std::string bos;
   if (const auto* b = config.find("bos_token")) {
-    if (b->is_string()) bos = b->as_string();
-    else if (const auto* c = b->find("content"); c && c->is_string()) bos = c->as_string();
+    if (b->is_string())
+      bos = b->as_string();
+    else if (const auto* c = b->find("content"); c && c->is_string())
+      bos = c->as_string();
   }
   fs::path jinja_path = dir / "chat_template.jinja";
   if (fs::exists(jinja_path)) {
@@ -100,10 +104,13 @@ result<chat_format> load_chat_format(const std::string& model_dir) {
     return chat_format_for_template(*text, jinja_path.string(), bos);
   }
   const auto* t = config.find("chat_template");
-  if (!t) return make_error(model_dir + ": no chat template (neither chat_template.jinja nor "
-                            "\"chat_template\" in tokenizer_config.json)");
+  if (!t)
+    return make_error(model_dir +
+                      ": no chat template (neither chat_template.jinja nor "
+                      "\"chat_template\" in tokenizer_config.json)");
   if (!t->is_string())
-    return make_error(config_path.string() + ": \"chat_template\" is a list of named templates; "
+    return make_error(config_path.string() +
+                      ": \"chat_template\" is a list of named templates; "
                       "only a single template string is supported");
   return chat_format_for_template(t->as_string(), config_path.string() + " chat_template", bos);
 }
@@ -123,4 +130,4 @@ result<chat_format> checkpoint_chat_format(const std::string& model_dir) {
   return load_chat_format(model_dir);
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

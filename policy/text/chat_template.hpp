@@ -41,4 +41,4 @@ result<chat_format> load_chat_format(const std::string& model_dir);
 /// before it wrote a template, bare test directories).
 result<chat_format> checkpoint_chat_format(const std::string& model_dir);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -25,14 +25,22 @@ const json_value* json_value::find(std::string_view key) const {
 
 const char* json_kind_name(json_kind k) {
   switch (k) {
-    case json_kind::null: return "null";
-    case json_kind::boolean: return "boolean";
-    case json_kind::integer: return "integer";
-    case json_kind::real: return "number";
-    case json_kind::string: return "string";
-    case json_kind::big_integer: return "integer";
-    case json_kind::array: return "array";
-    case json_kind::object: return "object";
+    case json_kind::null:
+      return "null";
+    case json_kind::boolean:
+      return "boolean";
+    case json_kind::integer:
+      return "integer";
+    case json_kind::real:
+      return "number";
+    case json_kind::string:
+      return "string";
+    case json_kind::big_integer:
+      return "integer";
+    case json_kind::array:
+      return "array";
+    case json_kind::object:
+      return "object";
   }
   return "unknown";
 }
@@ -41,25 +49,23 @@ namespace {
 
 // Recursive-descent parser; the first error wins and stops the parse.
 class parser {
-public:
-  parser(std::string_view text, size_t pos, const json_parse_options& opts)
-    : text_(text), pos_(pos), opts_(opts) {}
+ public:
+  parser(std::string_view text, size_t pos, const json_parse_options& opts) : text_(text), pos_(pos), opts_(opts) {}
 
   bool parse_value(json_value& out, int depth);
   void skip_ws() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r' || text_[pos_] == '\t'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
       ++pos_;
   }
   bool fail(std::string what) {
-    if (error_.empty())
-      error_ = "invalid JSON at offset " + std::to_string(pos_) + ": " + what;
+    if (error_.empty()) error_ = "invalid JSON at offset " + std::to_string(pos_) + ": " + what;
     return false;
   }
   size_t pos() const { return pos_; }
   const std::string& error() const { return error_; }
 
-private:
+ private:
   bool parse_literal(std::string_view word, json_value v, json_value& out);
   bool parse_number(json_value& out);
   bool parse_string(std::string& out);
@@ -91,27 +97,30 @@ bool parser::parse_value(json_value& out, int depth) {
   skip_ws();
   if (pos_ >= text_.size()) return fail("expected a value, got end of input");
   switch (text_[pos_]) {
-    case '{': return parse_object(out, depth);
-    case '[': return parse_array(out, depth);
+    case '{':
+      return parse_object(out, depth);
+    case '[':
+      return parse_array(out, depth);
     case '"': {
       std::string s;
       if (!parse_string(s)) return false;
       out = json_value(std::move(s));
       return true;
     }
-    case 't': return parse_literal("true", json_value(true), out);
-    case 'f': return parse_literal("false", json_value(false), out);
-    case 'n': return parse_literal("null", json_value(), out);
+    case 't':
+      return parse_literal("true", json_value(true), out);
+    case 'f':
+      return parse_literal("false", json_value(false), out);
+    case 'n':
+      return parse_literal("null", json_value(), out);
     default:
-      if (text_[pos_] == '-' || (text_[pos_] >= '0' && text_[pos_] <= '9'))
-        return parse_number(out);
+      if (text_[pos_] == '-' || (text_[pos_] >= '0' && text_[pos_] <= '9')) return parse_number(out);
       return fail("expected a value, got " + describe_here());
   }
 }
 
 bool parser::parse_literal(std::string_view word, json_value v, json_value& out) {
-  if (text_.substr(pos_, word.size()) != word)
-    return fail("expected '" + std::string(word) + "'");
+  if (text_.substr(pos_, word.size()) != word) return fail("expected '" + std::string(word) + "'");
   pos_ += word.size();
   out = std::move(v);
   return true;
@@ -176,10 +185,14 @@ bool parser::parse_hex4(char32_t& out) {
   for (int i = 0; i < 4; ++i) {
     char c = text_[pos_ + i];
     out <<= 4;
-    if (c >= '0' && c <= '9') out |= c - '0';
-    else if (c >= 'a' && c <= 'f') out |= c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') out |= c - 'A' + 10;
-    else return fail("invalid hex digit in \\u escape");
+    if (c >= '0' && c <= '9')
+      out |= c - '0';
+    else if (c >= 'a' && c <= 'f')
+      out |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      out |= c - 'A' + 10;
+    else
+      return fail("invalid hex digit in \\u escape");
   }
   pos_ += 4;
   return true;
@@ -189,16 +202,35 @@ bool parser::parse_hex4(char32_t& out) {
 bool parser::parse_escape(std::string& out) {
   char c = text_[pos_++];
   switch (c) {
-    case '"': out.push_back('"'); return true;
-    case '\\': out.push_back('\\'); return true;
-    case '/': out.push_back('/'); return true;
-    case 'b': out.push_back('\b'); return true;
-    case 'f': out.push_back('\f'); return true;
-    case 'n': out.push_back('\n'); return true;
-    case 'r': out.push_back('\r'); return true;
-    case 't': out.push_back('\t'); return true;
-    case 'u': break;
-    default: --pos_; return fail("invalid escape " + describe_here());
+    case '"':
+      out.push_back('"');
+      return true;
+    case '\\':
+      out.push_back('\\');
+      return true;
+    case '/':
+      out.push_back('/');
+      return true;
+    case 'b':
+      out.push_back('\b');
+      return true;
+    case 'f':
+      out.push_back('\f');
+      return true;
+    case 'n':
+      out.push_back('\n');
+      return true;
+    case 'r':
+      out.push_back('\r');
+      return true;
+    case 't':
+      out.push_back('\t');
+      return true;
+    case 'u':
+      break;
+    default:
+      --pos_;
+      return fail("invalid escape " + describe_here());
   }
   char32_t cp = 0;
   if (!parse_hex4(cp)) return false;
@@ -303,8 +335,14 @@ bool parser::parse_object(json_value& out, int depth) {
 // Python's float repr: shortest round-trip digits; scientific when the decimal
 // exponent is < -4 or >= 16, with a sign and at least two exponent digits.
 void append_real(std::string& out, double v) {
-  if (std::isnan(v)) { out += "NaN"; return; }
-  if (std::isinf(v)) { out += v < 0 ? "-Infinity" : "Infinity"; return; }
+  if (std::isnan(v)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v < 0 ? "-Infinity" : "Infinity";
+    return;
+  }
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   std::string_view sci(buf, end - buf);
@@ -341,15 +379,30 @@ void newline_indent(std::string& out, const json_dump_options& opts, int depth) 
 
 void dump_into(std::string& out, const json_value& v, const json_dump_options& opts, int depth) {
   switch (v.kind()) {
-    case json_kind::null: out += "null"; return;
-    case json_kind::boolean: out += v.as_bool() ? "true" : "false"; return;
-    case json_kind::integer: out += std::to_string(v.as_integer()); return;
-    case json_kind::big_integer: out += v.as_big_integer(); return;
-    case json_kind::real: append_real(out, v.as_double()); return;
-    case json_kind::string: append_json_string(out, v.as_string()); return;
+    case json_kind::null:
+      out += "null";
+      return;
+    case json_kind::boolean:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case json_kind::integer:
+      out += std::to_string(v.as_integer());
+      return;
+    case json_kind::big_integer:
+      out += v.as_big_integer();
+      return;
+    case json_kind::real:
+      append_real(out, v.as_double());
+      return;
+    case json_kind::string:
+      append_json_string(out, v.as_string());
+      return;
     case json_kind::array: {
       const auto& items = v.as_array();
-      if (items.empty()) { out += "[]"; return; }
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
       out.push_back('[');
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += opts.item_separator;
@@ -362,7 +415,10 @@ void dump_into(std::string& out, const json_value& v, const json_dump_options& o
     }
     case json_kind::object: {
       const auto& members = v.as_object();
-      if (members.empty()) { out += "{}"; return; }
+      if (members.empty()) {
+        out += "{}";
+        return;
+      }
       out.push_back('{');
       for (size_t i = 0; i < members.size(); ++i) {
         if (i > 0) out += opts.item_separator;
@@ -378,10 +434,9 @@ void dump_into(std::string& out, const json_value& v, const json_dump_options& o
   }
 }
 
-} // namespace
+}  // namespace
 
-result<json_prefix> parse_json_prefix(std::string_view text, size_t offset,
-                                      const json_parse_options& opts) {
+result<json_prefix> parse_json_prefix(std::string_view text, size_t offset, const json_parse_options& opts) {
   parser p(text, offset, opts);
   json_value v;
   if (!p.parse_value(v, 0)) return make_error(p.error());
@@ -404,13 +459,27 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -430,4 +499,4 @@ std::string dump_json(const json_value& v, const json_dump_options& opts) {
   return out;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -38,7 +38,7 @@ enum class json_kind { null, boolean, integer, real, string, array, object, big_
 
 /// One JSON value: null, bool, number (integer or real), string, array, object.
 class json_value {
-public:
+ public:
   /// Null.
   json_value() = default;
   /// Null.
@@ -70,8 +70,7 @@ public:
   bool is_bool() const noexcept { return kind() == json_kind::boolean; }
   /// True for an integer or real number.
   bool is_number() const noexcept {
-    return kind() == json_kind::integer || kind() == json_kind::real ||
-           kind() == json_kind::big_integer;
+    return kind() == json_kind::integer || kind() == json_kind::real || kind() == json_kind::big_integer;
   }
   /// True for an integer beyond int64 (see as_big_integer).
   bool is_big_integer() const noexcept { return kind() == json_kind::big_integer; }
@@ -107,14 +106,10 @@ public:
   const json_value* find(std::string_view key) const;
 
   /// Structural equality (objects compare in order).
-  friend bool operator==(const json_value& a, const json_value& b) {
-    return a.data_ == b.data_;
-  }
+  friend bool operator==(const json_value& a, const json_value& b) { return a.data_ == b.data_; }
 
-private:
-  std::variant<std::nullptr_t, bool, int64_t, double, std::string, json_array,
-               json_object, json_big_integer>
-    data_;
+ private:
+  std::variant<std::nullptr_t, bool, int64_t, double, std::string, json_array, json_object, json_big_integer> data_;
 };
 
 /// Name of a kind for error messages ("object", "string", ...).
@@ -142,13 +137,11 @@ struct json_prefix {
 
 /// Parses a complete JSON text; trailing non-whitespace is an error. Errors
 /// read "invalid JSON at offset N: <what>".
-result<json_value> parse_json(std::string_view text,
-                              const json_parse_options& opts = {});
+result<json_value> parse_json(std::string_view text, const json_parse_options& opts = {});
 
 /// Parses one JSON value starting at `offset` (after skipping whitespace) and
 /// reports where it ended; text after the value is not looked at.
-result<json_prefix> parse_json_prefix(std::string_view text, size_t offset,
-                                      const json_parse_options& opts = {});
+result<json_prefix> parse_json_prefix(std::string_view text, size_t offset, const json_parse_options& opts = {});
 
 /// Options for dump_json.
 struct json_dump_options {
@@ -170,4 +163,4 @@ std::string dump_json(const json_value& v, const json_dump_options& opts = {});
 /// Appends the JSON string literal for s (quotes included) to out.
 void append_json_string(std::string& out, std::string_view s);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

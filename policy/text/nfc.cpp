@@ -38,9 +38,8 @@ void canonical_order(std::u32string& s) {
     }
     size_t j = i;
     while (j < s.size() && combining_class(s[j]) != 0) ++j;
-    std::stable_sort(s.begin() + i, s.begin() + j, [](char32_t a, char32_t b) {
-      return combining_class(a) < combining_class(b);
-    });
+    std::stable_sort(s.begin() + i, s.begin() + j,
+                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
     i = j;
   }
 }
@@ -82,11 +81,10 @@ void normalize_valid_run(std::string& out, std::string_view run) {
   for (char32_t c : compose(decomposed)) append_utf8(out, c);
 }
 
-} // namespace
+}  // namespace
 
 std::string nfc_normalize(std::string_view text) {
-  if (std::all_of(text.begin(), text.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
     return std::string(text);
   std::string out;
   out.reserve(text.size());
@@ -105,4 +103,4 @@ std::string nfc_normalize(std::string_view text) {
   return out;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -75,8 +75,8 @@ result<std::string> cmd_decode_batch(const tokenizer& tok, const std::vector<std
     texts.emplace_back(tok.decode(ids, false));
     skipped.emplace_back(tok.decode(ids, true));
   }
-  return dump_json(json_object{{"texts", json_value(std::move(texts))},
-                               {"texts_skip_special", json_value(std::move(skipped))}});
+  return dump_json(
+      json_object{{"texts", json_value(std::move(texts))}, {"texts_skip_special", json_value(std::move(skipped))}});
 }
 
 result<std::string> cmd_bench(const tokenizer& tok, const std::vector<std::string>& args) {
@@ -101,7 +101,7 @@ result<std::string> cmd_bench(const tokenizer& tok, const std::vector<std::strin
                                {"roundtrip_equal", back == *text}});
 }
 
-} // namespace
+}  // namespace
 
 result<std::string> run_text_command(const std::vector<std::string>& args) {
   const std::string& cmd = args.empty() ? std::string() : args[0];
@@ -115,8 +115,8 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
     if (args.size() < 2) return make_error("identify-template TEMPLATE_FILE_OR_MODEL_DIR");
     auto fmt = std::filesystem::is_directory(args[1]) ? checkpoint_chat_format(args[1]) : format_from_file(args[1], "");
     if (!fmt) return fmt.error();
-    return dump_json(json_object{{"family", chat_family_name(fmt->family)}, {"name", fmt->name},
-                                 {"bos_token", fmt->bos_token}});
+    return dump_json(
+        json_object{{"family", chat_family_name(fmt->family)}, {"name", fmt->name}, {"bos_token", fmt->bos_token}});
   }
   if (args.size() < 3) return make_error("'" + cmd + "' needs TOKENIZER_JSON and an input file");
   auto tok = tokenizer::from_file(args[1]);
@@ -142,4 +142,4 @@ result<std::string> run_text_command(const std::vector<std::string>& args) {
   return make_error("unknown command '" + cmd + "'");
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -13,4 +13,4 @@ namespace caf_agent::policy {
 /// returns the JSON text it prints.
 result<std::string> run_text_command(const std::vector<std::string>& args);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -26,7 +26,7 @@ int usage() {
   return 2;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

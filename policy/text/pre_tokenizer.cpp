@@ -9,12 +9,11 @@ namespace caf_agent::policy {
 
 namespace {
 
-constexpr std::string_view gpt2_regex =
-  R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view gpt2_regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view qwen2_regex =
-  R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view llama3_regex =
-  R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Per code point: the class bits the matcher asks about.
 enum : uint8_t { k_letter = 1, k_number = 2, k_space = 4, k_newline = 8 };
@@ -33,9 +32,12 @@ void decode_symbols(std::string_view text, symbols& s) {
     auto c = decode_utf8(text, pos);
     uint8_t cls = 0;
     if (c.valid) {
-      if (is_letter(c.cp)) cls |= k_letter;
-      else if (is_number(c.cp)) cls |= k_number;
-      else if (is_whitespace(c.cp)) cls |= k_space;
+      if (is_letter(c.cp))
+        cls |= k_letter;
+      else if (is_number(c.cp))
+        cls |= k_number;
+      else if (is_whitespace(c.cp))
+        cls |= k_space;
       if (c.cp == '\r' || c.cp == '\n') cls |= k_newline;
     }
     s.cp.push_back(c.valid ? c.cp : 0xFFFD);
@@ -48,7 +50,7 @@ void decode_symbols(std::string_view text, symbols& s) {
 
 // Each matcher returns the end index of its match at i, or i for no match.
 class matcher {
-public:
+ public:
   matcher(const symbols& s, const split_pattern& p) : s_(s), p_(p), n_(s.cp.size()) {}
 
   size_t match(size_t i) const {
@@ -62,12 +64,10 @@ public:
     return i + 1;  // unreachable for these patterns; keeps progress
   }
 
-private:
+ private:
   bool is(size_t i, uint8_t cls) const { return i < n_ && (s_.cls[i] & cls); }
   bool is_char(size_t i, char32_t c) const { return i < n_ && s_.cp[i] == c; }
-  bool other(size_t i) const {
-    return i < n_ && !(s_.cls[i] & (k_letter | k_number | k_space));
-  }
+  bool other(size_t i) const { return i < n_ && !(s_.cls[i] & (k_letter | k_number | k_space)); }
   size_t run(size_t i, uint8_t cls) const {
     while (is(i, cls)) ++i;
     return i;
@@ -86,15 +86,12 @@ private:
     char32_t a = fold(i + 1);
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
     char32_t b = fold(i + 2);
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
-      return i + 3;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
     return i;
   }
 
   size_t letters(size_t i) const {
-    bool prefix = p_.any_letter_prefix
-                    ? (i < n_ && !(s_.cls[i] & (k_letter | k_number | k_newline)))
-                    : is_char(i, ' ');
+    bool prefix = p_.any_letter_prefix ? (i < n_ && !(s_.cls[i] & (k_letter | k_number | k_newline))) : is_char(i, ' ');
     if (prefix && is(i + 1, k_letter)) return run(i + 1, k_letter);
     return run(i, k_letter);
   }
@@ -139,7 +136,7 @@ private:
   size_t n_;
 };
 
-} // namespace
+}  // namespace
 
 split_pattern gpt2_split_pattern() noexcept {
   return split_pattern{};
@@ -163,8 +160,7 @@ result<split_pattern> recognize_split_regex(std::string_view regex) {
                     "' (supported: the GPT-2, Qwen2 and Llama-3 patterns)");
 }
 
-void split_pretokens(std::string_view text, const split_pattern& pattern,
-                     std::vector<byte_span>& out) {
+void split_pretokens(std::string_view text, const split_pattern& pattern, std::vector<byte_span>& out) {
   thread_local symbols s;
   decode_symbols(text, s);
   matcher m(s, pattern);
@@ -176,4 +172,4 @@ void split_pretokens(std::string_view text, const split_pattern& pattern,
   }
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -39,7 +39,6 @@ using byte_span = std::pair<size_t, size_t>;
 /// Splits text into pre-tokens as `Split(pattern, behavior=Isolated)` does.
 /// Invalid UTF-8 bytes count as symbols that are neither letter, number nor
 /// whitespace.
-void split_pretokens(std::string_view text, const split_pattern& pattern,
-                     std::vector<byte_span>& out);
+void split_pretokens(std::string_view text, const split_pattern& pattern, std::vector<byte_span>& out);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

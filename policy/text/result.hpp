@@ -19,7 +19,7 @@ struct text_error {
 /// policy:: uses E = text_error; serving/ uses its own error with a code.
 template <class T, class E>
 class basic_result {
-public:
+ public:
   /// Wraps a value.
   basic_result(T value) : data_(std::move(value)) {}
   /// Wraps an error.
@@ -48,14 +48,14 @@ public:
   /// The error; only valid when !ok().
   const E& error() const { return std::get<1>(data_); }
 
-private:
+ private:
   std::variant<T, E> data_;
 };
 
 /// A result without a value: success or an error of type E.
 template <class E>
 class basic_status {
-public:
+ public:
   /// Success.
   basic_status() = default;
   /// Failure.
@@ -67,7 +67,7 @@ public:
   /// The error; only meaningful when !ok().
   const E& error() const { return err_; }
 
-private:
+ private:
   E err_;
   bool ok_ = true;
 };
@@ -84,4 +84,4 @@ inline text_error make_error(std::string message) {
   return text_error{std::move(message)};
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

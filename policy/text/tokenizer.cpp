@@ -61,8 +61,7 @@ struct raw_match {
 // Leftmost-longest match among the added tokens of one kind (raw or
 // normalized) at or after `from` (what `tokenizers`' Aho-Corasick automaton
 // with MatchKind::LeftmostLongest finds).
-std::optional<raw_match> leftmost_longest(const tokenizer_state& st, int kind, std::string_view text,
-                                          size_t from) {
+std::optional<raw_match> leftmost_longest(const tokenizer_state& st, int kind, std::string_view text, size_t from) {
   const auto& table = st.added_by_first_byte[kind];
   for (size_t pos = from; pos < text.size(); ++pos)
     for (size_t idx : table[static_cast<uint8_t>(text[pos])])
@@ -96,8 +95,8 @@ void encode_piece(const tokenizer_state& st, std::string_view piece, std::vector
 // character; lstrip / rstrip absorb Unicode White_Space, lstrip never
 // reaching back into the previous match.
 template <class OnText>
-void split_added(const tokenizer_state& st, int kind, std::string_view text,
-                 std::vector<token_id>& out, OnText&& on_text) {
+void split_added(const tokenizer_state& st, int kind, std::string_view text, std::vector<token_id>& out,
+                 OnText&& on_text) {
   size_t start_offset = 0;
   size_t search = 0;
   while (auto m = leftmost_longest(st, kind, text, search)) {
@@ -128,7 +127,7 @@ void encode_normalized(const tokenizer_state& st, std::string_view text, std::ve
   split_added(st, 1, text, out, [&](std::string_view piece) { encode_piece(st, piece, out); });
 }
 
-} // namespace
+}  // namespace
 
 tokenizer::tokenizer(std::shared_ptr<const tokenizer_state> state) : state_(std::move(state)) {}
 
@@ -207,4 +206,4 @@ const std::vector<added_token>& tokenizer::added_tokens() const {
   return state_->added;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -42,7 +42,7 @@ struct tokenizer_state;
 
 /// An immutable, thread-safe tokenizer; copies share one state.
 class tokenizer {
-public:
+ public:
   /// Parses the text of a tokenizer.json file.
   static result<tokenizer> from_json_text(std::string_view json_text);
   /// Reads and parses a tokenizer.json file.
@@ -74,8 +74,8 @@ public:
   /// Use from_json_text or from_file.
   explicit tokenizer(std::shared_ptr<const tokenizer_state> state);
 
-private:
+ private:
   std::shared_ptr<const tokenizer_state> state_;
 };
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

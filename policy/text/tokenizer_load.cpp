@@ -30,8 +30,7 @@ status load_normalizer(const json_value* n, tokenizer_state& st) {
     if (!list || !list->is_array()) return make_error("tokenizer.json: normalizer.normalizers: missing");
     for (size_t i = 0; i < list->as_array().size(); ++i) {
       const auto& item = list->as_array()[i];
-      if (type_of(item) != "NFC")
-        return unsupported("normalizer.normalizers[" + std::to_string(i) + "].type", item);
+      if (type_of(item) != "NFC") return unsupported("normalizer.normalizers[" + std::to_string(i) + "].type", item);
       st.nfc = true;
     }
     return {};
@@ -52,8 +51,7 @@ status load_split(const json_value& s, const std::string& field, tokenizer_state
   const auto* behavior = s.find("behavior");
   if (!behavior || !behavior->is_string() || behavior->as_string() != "Isolated")
     return make_error("tokenizer.json: " + field + ".behavior: only \"Isolated\" is supported");
-  if (flag(s, "invert", false))
-    return make_error("tokenizer.json: " + field + ".invert: only false is supported");
+  if (flag(s, "invert", false)) return make_error("tokenizer.json: " + field + ".invert: only false is supported");
   auto p = recognize_split_regex(regex->as_string());
   if (!p) return make_error("tokenizer.json: " + field + ".pattern.Regex: " + p.error().message);
   st.split = *p;
@@ -152,10 +150,15 @@ status load_added_tokens(const json_value* list, tokenizer_state& st) {
     const auto* id = t.find("id");
     const auto* content = t.find("content");
     if (!id || !id->is_integer() || !content || !content->is_string() || content->as_string().empty())
-      return make_error("tokenizer.json: added_tokens[" + std::to_string(i) + "]: needs an integer id and non-empty content");
-    added_token a{static_cast<token_id>(id->as_integer()), content->as_string(),
-                  flag(t, "single_word", false), flag(t, "lstrip", false),
-                  flag(t, "rstrip", false), flag(t, "normalized", false), flag(t, "special", false)};
+      return make_error("tokenizer.json: added_tokens[" + std::to_string(i) +
+                        "]: needs an integer id and non-empty content");
+    added_token a{static_cast<token_id>(id->as_integer()),
+                  content->as_string(),
+                  flag(t, "single_word", false),
+                  flag(t, "lstrip", false),
+                  flag(t, "rstrip", false),
+                  flag(t, "normalized", false),
+                  flag(t, "special", false)};
     st.added_by_content[a.content] = st.added.size();
     st.added_by_id[a.id] = st.added.size();
     st.added.push_back(std::move(a));
@@ -166,9 +169,8 @@ status load_added_tokens(const json_value* list, tokenizer_state& st) {
   }
   for (auto& table : st.added_by_first_byte)
     for (auto& bucket : table)
-      std::stable_sort(bucket.begin(), bucket.end(), [&](size_t x, size_t y) {
-        return st.added[x].content.size() > st.added[y].content.size();
-      });
+      std::stable_sort(bucket.begin(), bucket.end(),
+                       [&](size_t x, size_t y) { return st.added[x].content.size() > st.added[y].content.size(); });
   return {};
 }
 
@@ -190,7 +192,7 @@ void build_id_tables(tokenizer_state& st) {
   }
 }
 
-} // namespace
+}  // namespace
 
 result<std::shared_ptr<tokenizer_state>> load_tokenizer_state(const json_value& root) {
   if (!root.is_object()) return make_error("tokenizer.json: the top level is not an object");
@@ -209,4 +211,4 @@ result<std::shared_ptr<tokenizer_state>> load_tokenizer_state(const json_value& 
   return st;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

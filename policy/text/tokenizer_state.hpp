@@ -53,4 +53,4 @@ struct tokenizer_state {
 /// Parses tokenizer.json into a state (tokenizer_load.cpp).
 result<std::shared_ptr<tokenizer_state>> load_tokenizer_state(const json_value& root);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -53,12 +53,10 @@ bool fail(parsed_tool_call& call, std::string why) {
 
 // Fills name and arguments from the parsed object.
 bool read_call_object(const json_value& obj, parsed_tool_call& call) {
-  if (!obj.is_object())
-    return fail(call, std::string("expected a JSON object, got ") + json_kind_name(obj.kind()));
+  if (!obj.is_object()) return fail(call, std::string("expected a JSON object, got ") + json_kind_name(obj.kind()));
   const auto* name = obj.find("name");
   if (!name) return fail(call, "missing \"name\"");
-  if (!name->is_string() || name->as_string().empty())
-    return fail(call, "\"name\" must be a non-empty string");
+  if (!name->is_string() || name->as_string().empty()) return fail(call, "\"name\" must be a non-empty string");
   call.name = name->as_string();
   const auto* args = obj.find("arguments");
   if (!args) args = obj.find("parameters");
@@ -102,8 +100,8 @@ size_t parse_block(std::string_view text, size_t body, parsed_tool_call& call) {
     if (after < text.size() && text.substr(after, close_tag.size()) != close_tag &&
         text.substr(after, open_tag.size()) != open_tag) {
       end = block_end(text, after);
-      fail(call, "unexpected text after the JSON object at offset " +
-                   std::to_string(after - start) + ": '" + trim(text.substr(after, std::min<size_t>(20, end - after))) + "'");
+      fail(call, "unexpected text after the JSON object at offset " + std::to_string(after - start) + ": '" +
+                     trim(text.substr(after, std::min<size_t>(20, end - after))) + "'");
     } else {
       read_call_object(parsed->value, call);
     }
@@ -112,7 +110,7 @@ size_t parse_block(std::string_view text, size_t body, parsed_tool_call& call) {
   return text.substr(end, close_tag.size()) == close_tag ? end + close_tag.size() : end;
 }
 
-} // namespace
+}  // namespace
 
 assistant_turn parse_assistant_turn(std::string_view text) {
   assistant_turn turn;
@@ -153,7 +151,7 @@ assistant_turn parse_assistant_turn(const chat_format& fmt, std::string_view tex
     fail(call, parsed.error().message);
   } else if (size_t after = skip_space(body, parsed->end); after < body.size()) {
     fail(call, "unexpected text after the JSON object at offset " + std::to_string(after) + ": '" +
-                 trim(std::string_view(body).substr(after, 20)) + "'");
+                   trim(std::string_view(body).substr(after, 20)) + "'");
   } else {
     read_call_object(parsed->value, call);
   }
@@ -177,9 +175,8 @@ json_value assistant_turn_to_json(const assistant_turn& turn) {
     }
     calls.push_back(json_value(std::move(o)));
   }
-  return json_object{{"content", turn.content},
-                     {"final_answer", turn.is_final_answer()},
-                     {"calls", json_value(std::move(calls))}};
+  return json_object{
+      {"content", turn.content}, {"final_answer", turn.is_final_answer()}, {"calls", json_value(std::move(calls))}};
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -59,4 +59,4 @@ std::string tool_call_error_text(const parsed_tool_call& call);
 /// The turn as JSON (for policy_text_tool and logs).
 json_value assistant_turn_to_json(const assistant_turn& turn);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

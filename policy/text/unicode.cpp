@@ -30,8 +30,8 @@ struct composition_entry {
 
 template <class Range, size_t N>
 const Range* find_range(const Range (&table)[N], char32_t cp) noexcept {
-  auto it = std::upper_bound(std::begin(table), std::end(table), cp,
-                             [](char32_t c, const Range& r) { return c < r.lo; });
+  auto it =
+      std::upper_bound(std::begin(table), std::end(table), cp, [](char32_t c, const Range& r) { return c < r.lo; });
   if (it == std::begin(table)) return nullptr;
   --it;
   return cp <= it->hi ? &*it : nullptr;
@@ -42,7 +42,7 @@ constexpr char32_t s_base = 0xAC00, l_base = 0x1100, v_base = 0x1161, t_base = 0
 constexpr char32_t l_count = 19, v_count = 21, t_count = 28;
 constexpr char32_t n_count = v_count * t_count, s_count = l_count * n_count;
 
-} // namespace
+}  // namespace
 
 bool is_letter(char32_t cp) noexcept {
   if (cp < 0x80) return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
@@ -60,8 +60,8 @@ bool is_word_char(char32_t cp) noexcept {
 
 bool is_whitespace(char32_t cp) noexcept {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 uint8_t combining_class(char32_t cp) noexcept {
@@ -72,9 +72,8 @@ uint8_t combining_class(char32_t cp) noexcept {
 
 std::u32string_view canonical_decomposition(char32_t cp) noexcept {
   if (cp < 0xC0) return {};
-  auto it = std::lower_bound(
-    std::begin(decomposition_index), std::end(decomposition_index), cp,
-    [](const decomposition_entry& e, char32_t c) { return e.cp < c; });
+  auto it = std::lower_bound(std::begin(decomposition_index), std::end(decomposition_index), cp,
+                             [](const decomposition_entry& e, char32_t c) { return e.cp < c; });
   if (it == std::end(decomposition_index) || it->cp != cp) return {};
   return {decomposition_data + it->offset, it->len};
 }
@@ -82,14 +81,11 @@ std::u32string_view canonical_decomposition(char32_t cp) noexcept {
 char32_t compose_pair(char32_t a, char32_t b) noexcept {
   if (a >= l_base && a < l_base + l_count && b >= v_base && b < v_base + v_count)
     return s_base + ((a - l_base) * v_count + (b - v_base)) * t_count;
-  if (a >= s_base && a < s_base + s_count && (a - s_base) % t_count == 0 && b > t_base &&
-      b < t_base + t_count)
+  if (a >= s_base && a < s_base + s_count && (a - s_base) % t_count == 0 && b > t_base && b < t_base + t_count)
     return a + (b - t_base);
-  auto it = std::lower_bound(std::begin(composition_pairs), std::end(composition_pairs),
-                             composition_entry{a, b, 0},
+  auto it = std::lower_bound(std::begin(composition_pairs), std::end(composition_pairs), composition_entry{a, b, 0},
                              [](const composition_entry& x, const composition_entry& y) {
-                               return x.first != y.first ? x.first < y.first
-                                                         : x.second < y.second;
+                               return x.first != y.first ? x.first < y.first : x.second < y.second;
                              });
   if (it == std::end(composition_pairs) || it->first != a || it->second != b) return 0;
   return it->composite;
@@ -99,4 +95,4 @@ std::string_view unicode_tables_version() noexcept {
   return unicode_version;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

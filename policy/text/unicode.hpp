@@ -39,4 +39,4 @@ std::string_view unicode_tables_version() noexcept;
 /// as starters that block composition across them.
 std::string nfc_normalize(std::string_view text);
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

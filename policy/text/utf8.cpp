@@ -24,7 +24,7 @@ lead_info classify_lead(uint8_t b) noexcept {
   return {0, 0, 0};
 }
 
-} // namespace
+}  // namespace
 
 utf8_char decode_utf8(std::string_view s, size_t pos) noexcept {
   auto b0 = static_cast<uint8_t>(s[pos]);
@@ -87,4 +87,4 @@ bool is_valid_utf8(std::string_view bytes) noexcept {
   return true;
 }
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -32,4 +32,4 @@ std::string utf8_lossy(std::string_view bytes);
 /// True when bytes are entirely well-formed UTF-8.
 bool is_valid_utf8(std::string_view bytes) noexcept;
 
-} // namespace caf_agent::policy
+}  // namespace caf_agent::policy

@@ -11,15 +11,16 @@
 #include <map>
 #include <string>
 
-#include "rollout/trajectory_store.hpp"
 #include "rollout/training_set.hpp"
+#include "rollout/trajectory_store.hpp"
 
 namespace {
 
 int usage(const std::string& why) {
-  std::cerr << "trajectory_tool: " << why << "\n"
-            << "usage: trajectory_tool export --store DIR --out FILE\n"
-            << "       trajectory_tool batch --store DIR --stage ppo|rft|vp [--max-repeats N] [--min-reward R] --out FILE\n";
+  std::cerr
+      << "trajectory_tool: " << why << "\n"
+      << "usage: trajectory_tool export --store DIR --out FILE\n"
+      << "       trajectory_tool batch --store DIR --stage ppo|rft|vp [--max-repeats N] [--min-reward R] --out FILE\n";
   return 2;
 }
 

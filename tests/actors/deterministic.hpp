@@ -30,10 +30,11 @@
 namespace caf_agent::testing {
 
 /// A field that is a string or a named enum, as text (the tests compare names).
-inline std::string name_of_field(const std::string& s) { return s; }
+inline std::string name_of_field(const std::string& s) {
+  return s;
+}
 template <class E>
-  requires std::is_enum_v<E>
-std::string name_of_field(E e) {
+requires std::is_enum_v<E> std::string name_of_field(E e) {
   return to_string(e);
 }
 
@@ -43,8 +44,10 @@ class deterministic : public ::testing::Test {
   /// Rationale: a test that delivers this many messages without going idle is looping.
   static constexpr size_t max_events = 100000;
 
-  deterministic() : sys_(configure(cfg_)), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())),
-                    self(sys_, true) {
+  deterministic()
+      : sys_(configure(cfg_)),
+        sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())),
+        self(sys_, true) {
     // Actors a test leaves alive (fakes holding each other) must not block the teardown.
     sys_.await_actors_before_shutdown(false);
   }
@@ -119,8 +122,7 @@ class deterministic : public ::testing::Test {
     }
     if (from && e->sender != caf::actor_cast<caf::strong_actor_ptr>(from))
       ADD_FAILURE() << "message " << e->content().stringify() << " for " << to.id() << " came from "
-                    << (e->sender ? std::to_string(e->sender->id()) : std::string{"nobody"}) << ", not "
-                    << from.id();
+                    << (e->sender ? std::to_string(e->sender->id()) : std::string{"nobody"}) << ", not " << from.id();
     out = copy<Ts...>(e->content(), std::index_sequence_for<Ts...>{});
     sched_.run_once();
     return out;

@@ -111,8 +111,9 @@ struct pool_fixture {
     req.mode = parse_name<eval_mode>(mode).value();
     req.files = std::move(files);
     eval_result out;
-    self->request(pool, 30s, req).receive([&](eval_result& r) { out = std::move(r); },
-                                          [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
+    self->request(pool, 30s, req)
+        .receive([&](eval_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   }
 
@@ -187,11 +188,13 @@ TEST(gpu_pool_build_stage, many_jobs_through_two_builders_and_one_slot_each_get_
   std::set<uint64_t> seen;
   int correct = 0, failed_builds = 0;
   for (int i = 0; i < n; ++i)
-    self->receive([&](eval_result& r) {
-      EXPECT_TRUE(seen.insert(r.job_id).second) << "two results for job " << r.job_id;
-      correct += r.correct;
-      failed_builds += r.reason.rfind("compile error", 0) == 0;
-    }, caf::after(30s) >> [&] { ADD_FAILURE() << "a job got no result"; });
+    self->receive(
+        [&](eval_result& r) {
+          EXPECT_TRUE(seen.insert(r.job_id).second) << "two results for job " << r.job_id;
+          correct += r.correct;
+          failed_builds += r.reason.rfind("compile error", 0) == 0;
+        },
+        caf::after(30s) >> [&] { ADD_FAILURE() << "a job got no result"; });
   EXPECT_EQ(seen.size(), static_cast<size_t>(n));
   EXPECT_EQ(correct, n - n / 3);
   EXPECT_EQ(failed_builds, n / 3);
@@ -233,8 +236,9 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   caf::scoped_actor self{sys};
   auto ask = [&](const eval_request& r) {
     eval_result out;
-    self->request(pool, 600s, r).receive([&](eval_result& x) { out = std::move(x); },
-                                         [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
+    self->request(pool, 600s, r)
+        .receive([&](eval_result& x) { out = std::move(x); },
+                 [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   };
   auto r = ask(req);
@@ -278,8 +282,9 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   caf::scoped_actor self{sys};
   auto ask = [&](const eval_request& r) {
     eval_result out;
-    self->request(pool, 600s, r).receive([&](eval_result& x) { out = std::move(x); },
-                                         [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
+    self->request(pool, 600s, r)
+        .receive([&](eval_result& x) { out = std::move(x); },
+                 [&](caf::error& e) { out.status = eval_status::infra_error, out.reason = "error: " + to_string(e); });
     return out;
   };
   const std::string nonce = "q" + std::to_string(::getpid());

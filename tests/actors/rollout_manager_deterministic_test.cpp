@@ -69,7 +69,9 @@ caf::behavior fake_tools(caf::event_based_actor*, std::shared_ptr<std::vector<ui
   return {
       [=](atoms::open, uint64_t, task_spec&) { return std::string{}; },
       [=](atoms::lookup, uint64_t) { return caf::make_message(std::string{}, std::map<std::string, std::string>{}); },
-      [=](tool_request& r) { return tool_response{r.call_id, "ok", tool_status::ok, 0, 1.0}; },
+      [=](tool_request& r) {
+        return tool_response{r.call_id, "ok", tool_status::ok, 0, 1.0};
+      },
       [=](atoms::close, uint64_t id) {
         closed->push_back(id);
         return true;
@@ -149,8 +151,9 @@ struct manager_test : caf_agent::testing::deterministic {
   std::map<std::string, double> stats(const caf::actor& manager) {
     auto out = std::make_shared<std::map<std::string, double>>();
     sys().spawn([=](caf::event_based_actor* probe) {
-      probe->request(manager, caf::infinite, atoms::stats::value)
-          .then([=](std::map<std::string, double>& m) { *out = std::move(m); });
+      probe->request(manager, caf::infinite, atoms::stats::value).then([=](std::map<std::string, double>& m) {
+        *out = std::move(m);
+      });
     });
     run();
     return *out;
@@ -294,7 +297,9 @@ void lost_pool_moves_the_job(manager_test& t, bool by_node_lost) {
   EXPECT_EQ(s.count("evals@ga"), 0u);
 }
 
-TEST_F(manager_test, a_lost_pool_node_hands_its_evaluation_to_another_pool) { lost_pool_moves_the_job(*this, true); }
+TEST_F(manager_test, a_lost_pool_node_hands_its_evaluation_to_another_pool) {
+  lost_pool_moves_the_job(*this, true);
+}
 
 TEST_F(manager_test, a_pool_actor_that_exits_hands_its_evaluation_to_another_pool) {
   lost_pool_moves_the_job(*this, false);

@@ -72,9 +72,8 @@ struct driver_test : caf_agent::testing::deterministic {
   std::shared_ptr<std::optional<run_summary>> summary = std::make_shared<std::optional<run_summary>>();
 
   driver_test() {
-    dir = std::filesystem::temp_directory_path() /
-          ("caf_agent_driver_det_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir = std::filesystem::temp_directory_path() / ("caf_agent_driver_det_" + std::to_string(::getpid()) + "_" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir);
   }
   ~driver_test() override { std::filesystem::remove_all(dir); }

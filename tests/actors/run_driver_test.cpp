@@ -31,8 +31,7 @@ struct fake_state {
   static inline const char* name = "fake_rollout_manager";
 };
 
-caf::behavior fake_manager(caf::stateful_actor<fake_state>* self, std::string node, int32_t limit,
-                           bool notify_start) {
+caf::behavior fake_manager(caf::stateful_actor<fake_state>* self, std::string node, int32_t limit, bool notify_start) {
   self->state.node = node;
   self->state.limit = limit;
   self->state.notify_start = notify_start;
@@ -77,9 +76,8 @@ struct driver_fixture : ::testing::Test {
   void SetUp() override {
     cfg.add_message_types<caf::id_block::caf_agent>();
     sys = std::make_unique<caf::actor_system>(cfg);
-    dir = std::filesystem::temp_directory_path() /
-          ("caf_agent_driver_test_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir = std::filesystem::temp_directory_path() / ("caf_agent_driver_test_" + std::to_string(::getpid()) + "_" +
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir);
   }
   void TearDown() override { std::filesystem::remove_all(dir); }

@@ -18,8 +18,8 @@ using msgs::eval_status;
 
 namespace {
 
-gp::verdict make_verdict(bool correct, std::vector<std::string> flags, double candidate = 0,
-                         double eager = 0, double compile = 0) {
+gp::verdict make_verdict(bool correct, std::vector<std::string> flags, double candidate = 0, double eager = 0,
+                         double compile = 0) {
   gp::verdict v;
   v.correct = correct;
   v.reason = correct ? "all 5 checks passed" : "check 2: mismatch";
@@ -49,7 +49,9 @@ gp::job_outcome out(gp::outcome what, eval_mode mode, std::string detail = "") {
   return {what, mode, {}, std::move(detail)};
 }
 
-gp::job_outcome verdict_out(eval_mode mode, gp::verdict v) { return {gp::outcome::verdict, mode, std::move(v), ""}; }
+gp::job_outcome verdict_out(eval_mode mode, gp::verdict v) {
+  return {gp::outcome::verdict, mode, std::move(v), ""};
+}
 
 const double nan = std::numeric_limits<double>::quiet_NaN();
 
@@ -66,24 +68,23 @@ const std::vector<row>& table() {
        eval_status::ok, true, 1, fault::none, false, false, "not more than 5%"},
       {"final, correct but a NaN time", verdict_out(eval_mode::final, make_verdict(true, {}, nan, 1.0, 1.0)),
        eval_status::ok, true, -1, fault::policy, false, false, "invalid candidate time"},
-      {"final, mismatch", verdict_out(eval_mode::final, make_verdict(false, {"mismatch"})),
-       eval_status::ok, false, -1, fault::policy, false, false, "check 2"},
-      {"verify, correct: no reward", verdict_out(eval_mode::verify, make_verdict(true, {})),
-       eval_status::ok, true, 0, fault::none, false, false, "all 5 checks"},
+      {"final, mismatch", verdict_out(eval_mode::final, make_verdict(false, {"mismatch"})), eval_status::ok, false, -1,
+       fault::policy, false, false, "check 2"},
+      {"verify, correct: no reward", verdict_out(eval_mode::verify, make_verdict(true, {})), eval_status::ok, true, 0,
+       fault::none, false, false, "all 5 checks"},
       {"profile, mismatch: no reward", verdict_out(eval_mode::profile, make_verdict(false, {"mismatch"})),
        eval_status::ok, false, 0, fault::policy, false, false, "check 2"},
       // The submission crashed or hung the worker's child: the worker says so in a verdict.
-      {"final, the submission segfaulted the child",
-       verdict_out(eval_mode::final, make_verdict(false, {"crashed"})), eval_status::ok, false, -1, fault::policy,
-       false, false, "check 2"},
+      {"final, the submission segfaulted the child", verdict_out(eval_mode::final, make_verdict(false, {"crashed"})),
+       eval_status::ok, false, -1, fault::policy, false, false, "check 2"},
       {"final, the child hung (the worker's own deadline)",
        verdict_out(eval_mode::final, make_verdict(false, {"timeout"})), eval_status::ok, false, -1, fault::policy,
        false, false, ""},
       {"final, a forbidden system call", verdict_out(eval_mode::final, make_verdict(false, {"forbidden_syscall"})),
        eval_status::ok, false, -1, fault::policy, false, false, ""},
       // The judge refused the task: nobody's fault, no reward, not the slot's failure.
-      {"final, task error", verdict_out(eval_mode::final, make_verdict(false, {"task_error"})),
-       eval_status::task_error, false, 0, fault::none, false, false, ""},
+      {"final, task error", verdict_out(eval_mode::final, make_verdict(false, {"task_error"})), eval_status::task_error,
+       false, 0, fault::none, false, false, ""},
       // The worker process itself.
       {"final, the worker outlived the pool's deadline", out(outcome::worker_timeout, eval_mode::final, "no response"),
        eval_status::ok, false, -1, fault::policy, false, false, "timed out"},
@@ -93,20 +94,20 @@ const std::vector<row>& table() {
        eval_status::infra_error, false, 0, fault::infrastructure, true, true, "signal 9"},
       {"final, the worker did not start", out(outcome::worker_unavailable, eval_mode::final, "spawn failed"),
        eval_status::infra_error, false, 0, fault::infrastructure, true, true, "spawn failed"},
-      {"final, the judge failed", out(outcome::judge_error, eval_mode::final, "CUDA error"),
-       eval_status::infra_error, false, 0, fault::infrastructure, true, true, "judge failure: CUDA error"},
+      {"final, the judge failed", out(outcome::judge_error, eval_mode::final, "CUDA error"), eval_status::infra_error,
+       false, 0, fault::infrastructure, true, true, "judge failure: CUDA error"},
       // The build stage.
       {"final, compile error", out(outcome::build_failed, eval_mode::final, "x.cpp:3: error: expected ';'"),
        eval_status::ok, false, -1, fault::policy, false, false, "compile error: x.cpp:3"},
-      {"verify, compile error", out(outcome::build_failed, eval_mode::verify, "error"),
-       eval_status::ok, false, 0, fault::policy, false, false, "compile error"},
+      {"verify, compile error", out(outcome::build_failed, eval_mode::verify, "error"), eval_status::ok, false, 0,
+       fault::policy, false, false, "compile error"},
       {"final, the builder failed: its slot builds it", out(outcome::builder_failed, eval_mode::final, "died"),
        eval_status::infra_error, false, 0, fault::infrastructure, true, false, "died"},
       // The episode and the pool.
       {"final, files could not be collected", out(outcome::submission_unreadable, eval_mode::final, "a symlink"),
        eval_status::ok, false, -1, fault::policy, false, false, "submission rejected: a symlink"},
-      {"final, every slot quarantined", out(outcome::no_healthy_slot, eval_mode::final),
-       eval_status::infra_error, false, 0, fault::infrastructure, false, false, "quarantined"},
+      {"final, every slot quarantined", out(outcome::no_healthy_slot, eval_mode::final), eval_status::infra_error,
+       false, 0, fault::infrastructure, false, false, "quarantined"},
       {"final, refused (a second evaluation)", out(outcome::refused, eval_mode::final, "already outstanding"),
        eval_status::rejected, false, 0, fault::infrastructure, false, false, "already outstanding"},
       {"final, a pool failed under the job: another pool takes it",
@@ -115,8 +116,8 @@ const std::vector<row>& table() {
       {"final, the pool is unreachable", out(outcome::unreachable, eval_mode::final, "GPU pool unavailable"),
        eval_status::infra_error, false, 0, fault::infrastructure, false, false, "GPU pool unavailable"},
       {"final, the slot's actor died under the job: another slot takes it",
-       out(outcome::slot_lost, eval_mode::final, "eval slot0 died: runtime_error"), eval_status::infra_error, false,
-       0, fault::infrastructure, true, false, "eval slot failure: eval slot0 died"},
+       out(outcome::slot_lost, eval_mode::final, "eval slot0 died: runtime_error"), eval_status::infra_error, false, 0,
+       fault::infrastructure, true, false, "eval slot failure: eval slot0 died"},
   };
   return rows;
 }

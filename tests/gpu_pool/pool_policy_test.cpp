@@ -64,8 +64,8 @@ TEST(pool_policy, a_full_queue_parks_jobs_in_order_and_closes_admission) {
 TEST(pool_policy, a_retry_runs_once_more_ahead_of_parked_jobs_then_ends) {
   pool_policy p{1, 1, 10};
   p.submit(job(1));
-  p.submit(job(2));  // queued
-  p.submit(job(3));  // parked
+  p.submit(job(2));                    // queued
+  p.submit(job(3));                    // parked
   auto s = p.finished(0, true, true);  // job 1: the worker died under it
   EXPECT_EQ(s.retried, std::vector<uint64_t>{1});
   EXPECT_TRUE(s.ended.empty());

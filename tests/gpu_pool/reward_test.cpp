@@ -36,8 +36,8 @@ TEST(reward, shared_boundary_table_matches_python_mirror) {
   const auto doc = nlohmann::json::parse(in);
   ASSERT_GE(doc.at("cases").size(), 10u);
   for (const auto& c : doc.at("cases")) {
-    gp::reward_input in_{c.at("correct").get<bool>(), parse_time(c.at("t")),
-                         parse_time(c.at("eager")), parse_time(c.at("compile"))};
+    gp::reward_input in_{c.at("correct").get<bool>(), parse_time(c.at("t")), parse_time(c.at("eager")),
+                         parse_time(c.at("compile"))};
     EXPECT_EQ(gp::robust_reward(in_).reward, c.at("reward").get<int>()) << c.at("name");
   }
 }

@@ -49,7 +49,7 @@ TEST(scheduler, bounded_queue_is_back_pressure) {
   auto a = s.next();  // moves one job onto the slot: a credit returns
   EXPECT_EQ(s.credits(), 1u);
   EXPECT_EQ(s.submit(job(3, 3)), admit_result::queued);
-  (void) a;
+  (void)a;
 }
 
 TEST(scheduler, one_outstanding_job_per_episode) {

@@ -24,7 +24,8 @@ namespace {
 
 std::string model_new(const std::string& body) {
   return "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
-         "    def forward(self, x):\n        " + body + "\n";
+         "    def forward(self, x):\n        " +
+         body + "\n";
 }
 
 std::optional<gp::worker_config> config(bool test_hooks) {
@@ -96,8 +97,7 @@ TEST(worker_process, real_worker_judges_tiny_cpu_task) {
   auto fallback = w.evaluate(request("return (x * 1.0).t().contiguous()"), 300s);
   ASSERT_TRUE(fallback.response);
   EXPECT_FALSE(fallback.response->result.correct);
-  EXPECT_NE(fallback.response->result.reason.find("aten::mul"), std::string::npos)
-      << fallback.response->result.reason;
+  EXPECT_NE(fallback.response->result.reason.find("aten::mul"), std::string::npos) << fallback.response->result.reason;
 
   auto wrong = w.evaluate(request("return x.t().contiguous().view(-1)"), 300s);  // flat
   ASSERT_TRUE(wrong.response);
@@ -173,8 +173,7 @@ TEST(worker_process, worker_killed_while_idle_is_reported_and_replaced) {
 TEST(worker_process, builder_compiles_for_a_judging_worker) {
   auto c = config(false);
   if (!c) GTEST_SKIP() << "no Python venv (set CAF_AGENT_PYTHON)";
-  auto root = std::filesystem::temp_directory_path() /
-              ("caf_build_stage_" + std::to_string(::getpid()));
+  auto root = std::filesystem::temp_directory_path() / ("caf_build_stage_" + std::to_string(::getpid()));
   c->env["CAF_EVAL_BUILD_ROOT"] = root.string();
   c->env["CAF_EVAL_PCH"] = "0";  // one small unit: the precompiled header would cost more
   auto b = *c;

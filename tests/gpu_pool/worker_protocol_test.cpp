@@ -70,10 +70,14 @@ TEST(worker_protocol, response_round_trips_with_timings) {
 
 TEST(worker_protocol, infra_error_and_python_style_nulls) {
   // The Python worker sends nil for speedups in verify mode and extra keys (reward).
-  nlohmann::json j = {{"job_id", "x"}, {"status", "ok"},
-                      {"verdict", {{"correct", false}, {"reason", "torch fallback"},
-                                   {"speedup_eager", nullptr}, {"timings", nlohmann::json::object()},
-                                   {"reward", -1}}}};
+  nlohmann::json j = {{"job_id", "x"},
+                      {"status", "ok"},
+                      {"verdict",
+                       {{"correct", false},
+                        {"reason", "torch fallback"},
+                        {"speedup_eager", nullptr},
+                        {"timings", nlohmann::json::object()},
+                        {"reward", -1}}}};
   auto bytes = nlohmann::json::to_msgpack(j);
   std::string err;
   auto r = gp::decode_response(std::string(bytes.begin(), bytes.end()), &err);

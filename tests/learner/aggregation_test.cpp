@@ -11,8 +11,12 @@
 namespace caf_agent::learner {
 namespace {
 
-torch::Tensor f32(std::vector<float> v) { return torch::tensor(v, torch::kFloat32); }
-torch::Tensor i64(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64); }
+torch::Tensor f32(std::vector<float> v) {
+  return torch::tensor(v, torch::kFloat32);
+}
+torch::Tensor i64(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kInt64);
+}
 
 TEST(Aggregation, SeqMeanTokenMeanWeighsTrajectoriesEqually) {
   // traj 0: tokens 0..2, sampled token 1 (value 2); traj 1: tokens 3..6, sampled 3, 5, 6 (1, 1, 1);
@@ -37,7 +41,8 @@ TEST(Aggregation, GlobalDenominatorMakesMicroBatchesAddUp) {
   // The two trajectories above as two micro-batches, each divided by the global count 2:
   // 2/1 / 2 + (3/3) / 2 = 1.5 = the whole batch's loss.
   auto a = masked_aggregate(f32({0, 2, 0}), i64({0, 1, 0}), i64({0, 3}), {aggregation_mode::seq_mean_token_mean, 2});
-  auto b = masked_aggregate(f32({1, 0, 1, 1}), i64({1, 0, 1, 1}), i64({0, 4}), {aggregation_mode::seq_mean_token_mean, 2});
+  auto b =
+      masked_aggregate(f32({1, 0, 1, 1}), i64({1, 0, 1, 1}), i64({0, 4}), {aggregation_mode::seq_mean_token_mean, 2});
   ASSERT_TRUE(a && b);
   EXPECT_NEAR(a->item<double>() + b->item<double>(), 1.5, 1e-6);
   // token mean with the global 4 tokens: 2/4 + 3/4 = 1.25
@@ -59,12 +64,12 @@ TEST(Aggregation, EmptyTrajectoryIsLeftOutAndAllMaskedIsAnError) {
 }
 
 TEST(Aggregation, OffsetsAreChecked) {
-  EXPECT_FALSE(check_offsets(i64({1, 3}), 3, "t"));   // must start at 0
+  EXPECT_FALSE(check_offsets(i64({1, 3}), 3, "t"));        // must start at 0
   EXPECT_FALSE(check_offsets(i64({0, 2, 1, 3}), 3, "t"));  // decreasing
-  auto end = check_offsets(i64({0, 2}), 3, "t");  // ends short of the tokens
+  auto end = check_offsets(i64({0, 2}), 3, "t");           // ends short of the tokens
   ASSERT_FALSE(end);
   EXPECT_NE(end.error().message.find("3 tokens"), std::string::npos);
-  EXPECT_FALSE(check_offsets(f32({0, 3}), 3, "t"));  // not int64
+  EXPECT_FALSE(check_offsets(f32({0, 3}), 3, "t"));    // not int64
   EXPECT_TRUE(check_offsets(i64({0, 0, 3}), 3, "t"));  // an empty trajectory is a valid layout
   EXPECT_TRUE(torch::equal(segment_ids(i64({0, 2, 2, 5}), torch::kCPU), i64({0, 0, 2, 2, 2})));
 }

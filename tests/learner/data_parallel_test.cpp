@@ -47,8 +47,7 @@ std::vector<torch::Tensor> gradients_of(int64_t k) {
   const double s = static_cast<double>(k + 1);
   return {torch::arange(100, torch::kFloat32) * s + 0.25,
           torch::sin(torch::arange(35, torch::kFloat32).reshape({7, 5}) * s).t(),
-          torch::cos(torch::arange(3, torch::kFloat64) * s),
-          torch::full({1}, static_cast<float>(k * k))};
+          torch::cos(torch::arange(3, torch::kFloat64) * s), torch::full({1}, static_cast<float>(k * k))};
 }
 
 process_group_options options_for(int64_t rank, int64_t world, uint16_t port, std::chrono::milliseconds timeout) {
@@ -155,7 +154,9 @@ int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
   // Sharded: this rank's micro-batches of the packing plan.
   auto plan = pack_microbatches(lengths, {12, world});
   if (!plan) return std::cerr << plan.error().message << "\n", 4;
-  struct packed { torch::Tensor x_td, old_t, adv_t, mask_t, offsets_n1; };
+  struct packed {
+    torch::Tensor x_td, old_t, adv_t, mask_t, offsets_n1;
+  };
   std::vector<packed> mine;
   double local_count = 0;
   for (const auto& mb : plan->shards[rank]) {
@@ -166,8 +167,8 @@ int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
       off.push_back(off.back() + lengths[s]);
     }
     const auto ix = torch::tensor(idx);
-    packed p{x_td.index_select(0, ix), old_t.index_select(0, ix), adv_t.index_select(0, ix),
-             mask_t.index_select(0, ix), torch::tensor(off)};
+    packed p{x_td.index_select(0, ix), old_t.index_select(0, ix), adv_t.index_select(0, ix), mask_t.index_select(0, ix),
+             torch::tensor(off)};
     local_count += aggregation_count(p.mask_t, p.offsets_n1, o.agg.mode);
     mine.push_back(std::move(p));
   }
@@ -216,7 +217,8 @@ int shard_trainer(int64_t rank, int64_t world, uint16_t port) {
   batch.tokens_t = torch::randint(0, 11, {t}, torch::kInt64);
   batch.seq_offsets_n1 = torch::tensor(offsets, torch::kInt64);
   batch.loss_mask_t = (torch::rand({t}) < 0.6).to(torch::kFloat32);
-  for (auto o : offsets) if (o < t) batch.loss_mask_t[o] = 0;  // each sequence starts with a prompt token
+  for (auto o : offsets)
+    if (o < t) batch.loss_mask_t[o] = 0;  // each sequence starts with a prompt token
   batch.sampler_logp_t = -torch::rand({t}) * 2;
   batch.rewards_n = torch::randn({static_cast<int64_t>(lengths.size())});
   trainer_options o;
@@ -342,7 +344,9 @@ bool wait_shards(std::vector<shard>& shards, std::chrono::seconds deadline, int 
   return done;
 }
 
-bool exited_zero(const shard& s) { return WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0; }
+bool exited_zero(const shard& s) {
+  return WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0;
+}
 
 // Removes the shards' logs once a test passed (a failing test keeps them for a look).
 void remove_logs(const std::vector<shard>& shards) {
@@ -368,7 +372,8 @@ TEST(DataParallel, ShardsEqualOneProcessOnTheCombinedBatch) {
   if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
   auto shards = start_shards("equivalence", 2);
   ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
-  for (int64_t r = 0; r < 2; ++r) EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
+  for (int64_t r = 0; r < 2; ++r)
+    EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
   remove_logs(shards);
 }
 
@@ -376,7 +381,8 @@ TEST(DataParallel, TrainerShardsEqualOneProcessOnTheWholeBatch) {
   if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
   auto shards = start_shards("trainer", 2);
   ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
-  for (int64_t r = 0; r < 2; ++r) EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
+  for (int64_t r = 0; r < 2; ++r)
+    EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
   remove_logs(shards);
 }
 

@@ -13,8 +13,12 @@
 namespace caf_agent::learner {
 namespace {
 
-torch::Tensor f32(std::vector<float> v) { return torch::tensor(v, torch::kFloat32); }
-torch::Tensor i64(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64); }
+torch::Tensor f32(std::vector<float> v) {
+  return torch::tensor(v, torch::kFloat32);
+}
+torch::Tensor i64(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kInt64);
+}
 
 void expect_near(const torch::Tensor& x_t, const std::vector<double>& want, double tol = 1e-6) {
   ASSERT_EQ(x_t.numel(), static_cast<int64_t>(want.size()));
@@ -88,7 +92,7 @@ TEST(Gae, BadInputIsAnError) {
   EXPECT_TRUE(gae(f32({1, std::numeric_limits<float>::quiet_NaN()}), 1.0, i64({1, 0})));
   EXPECT_FALSE(gae(f32({1}), std::nan(""), i64({1})));
   EXPECT_FALSE(gae_packed(f32({1, 2}), f32({1, 1, 1}), i64({1, 1}), i64({0, 1, 2})));  // rewards count
-  EXPECT_FALSE(gae(f32({1}), 1.0, i64({1}), {1.5, 0.95}));  // gamma > 1
+  EXPECT_FALSE(gae(f32({1}), 1.0, i64({1}), {1.5, 0.95}));                             // gamma > 1
 }
 
 }  // namespace

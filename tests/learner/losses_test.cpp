@@ -12,8 +12,12 @@
 namespace caf_agent::learner {
 namespace {
 
-torch::Tensor f32(std::vector<float> v) { return torch::tensor(v, torch::kFloat32); }
-torch::Tensor i64(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64); }
+torch::Tensor f32(std::vector<float> v) {
+  return torch::tensor(v, torch::kFloat32);
+}
+torch::Tensor i64(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kInt64);
+}
 
 // logp with grad such that exp(logp - old) is `ratios` (old = -1 everywhere).
 torch::Tensor logp_for_ratios(const std::vector<double>& ratios) {

@@ -11,8 +11,12 @@
 namespace caf_agent::learner {
 namespace {
 
-torch::Tensor f32(std::vector<float> v) { return torch::tensor(v, torch::kFloat32); }
-torch::Tensor i64(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64); }
+torch::Tensor f32(std::vector<float> v) {
+  return torch::tensor(v, torch::kFloat32);
+}
+torch::Tensor i64(std::vector<int64_t> v) {
+  return torch::tensor(v, torch::kInt64);
+}
 
 TEST(Mismatch, StatisticsOverMaskedTokens) {
   // delta = trainer - sampler on the masked tokens 0, 1, 3: -0.1, 0.2, 0 (token 2 is masked out

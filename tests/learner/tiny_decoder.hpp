@@ -38,12 +38,11 @@ inline policy::decoder tiny_decoder(const policy::model_config& c, uint64_t seed
   torch::manual_seed(seed);
   policy::tensor_map tensors;
   for (const auto& [key, shape] : policy::expected_parameter_shapes(c))
-    tensors[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape)
-                                                          : scale * torch::randn(shape);
+    tensors[key] = key.find("norm") != std::string::npos ? 1 + 0.1 * torch::randn(shape) : scale * torch::randn(shape);
   tensors["value_head.weight"] = scale * torch::randn({1, c.hidden_size});
   tensors["value_head.bias"] = torch::zeros({1});
-  auto model = policy::decoder::from_tensors(c, tensors, torch::kCPU, torch::kFloat32,
-                                             policy::value_head_mode::required);
+  auto model =
+      policy::decoder::from_tensors(c, tensors, torch::kCPU, torch::kFloat32, policy::value_head_mode::required);
   if (!model) throw std::runtime_error(model.error().message);
   for (const auto& [name, p] : model.value().named_parameters()) p.requires_grad_(true);
   return model.value();

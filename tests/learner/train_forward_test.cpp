@@ -84,7 +84,7 @@ TEST_P(packed_forward, equals_each_sequence_alone_with_gradients) {
     EXPECT_LT(max_diff(p.entropy_t.narrow(0, begin, len), alone.value().entropy_t), tol);
     EXPECT_LT(max_diff(p.values_t.narrow(0, begin, len), alone.value().values_t), tol);
     EXPECT_EQ(p.logp_t[begin].item<double>(), 0.0);  // no predecessor
-    if (len > 1) {  // the decoder's own (unpacked, batched) path agrees too
+    if (len > 1) {                                   // the decoder's own (unpacked, batched) path agrees too
       torch::NoGradGuard no_grad;
       auto ref = model.token_logprobs(tok.unsqueeze(0))[0];
       EXPECT_LT(max_diff(p.logp_t.narrow(0, begin + 1, len - 1), ref), tol);

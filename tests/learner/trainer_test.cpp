@@ -44,12 +44,15 @@ trainer_options toy_options() {
   return o;
 }
 
-double mean_reward(const rollout_batch& b) { return b.rewards_n.mean().item<double>(); }
+double mean_reward(const rollout_batch& b) {
+  return b.rewards_n.mean().item<double>();
+}
 
 TEST(trainer, ppo_with_gae_and_critic_learns_the_toy_environment) {
   toy_env env({.turns = 3, .observations = 4});
   auto config = tiny_config(env.vocab_size(), 2);
-  auto made = trainer::create(tiny_decoder(config, 11, init_scale), tiny_decoder(config, 11, init_scale), toy_options());
+  auto made =
+      trainer::create(tiny_decoder(config, 11, init_scale), tiny_decoder(config, 11, init_scale), toy_options());
   ASSERT_TRUE(made) << made.error().message;
   auto& t = made.value();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
@@ -104,7 +107,8 @@ TEST(trainer, rft_lowers_the_nll_of_filtered_trajectories) {
 TEST(trainer, value_pretraining_raises_explained_variance_on_held_out_trajectories) {
   toy_env env({.turns = 2, .observations = 4});
   auto config = tiny_config(env.vocab_size(), 2);
-  auto made = trainer::create(tiny_decoder(config, 13, init_scale), tiny_decoder(config, 13, init_scale), toy_options());
+  auto made =
+      trainer::create(tiny_decoder(config, 13, init_scale), tiny_decoder(config, 13, init_scale), toy_options());
   ASSERT_TRUE(made);
   auto& t = made.value();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);

@@ -11,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
-#include <nlohmann/json.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
-#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "messages/type_ids.hpp"
 
@@ -119,13 +119,9 @@ void check_msgpack(const char* name) {
 #define CHECK_CAF(name) check_caf<msgs::name>(*sys, #name);
 #define CHECK_MSGPACK(name) check_msgpack<msgs::name>(#name);
 
-TEST_F(roundtrip, every_registered_type_through_caf) {
-  CAF_AGENT_MESSAGE_TYPES(CHECK_CAF)
-}
+TEST_F(roundtrip, every_registered_type_through_caf){CAF_AGENT_MESSAGE_TYPES(CHECK_CAF)}
 
-TEST_F(roundtrip, every_registered_type_through_msgpack) {
-  CAF_AGENT_MESSAGE_TYPES(CHECK_MSGPACK)
-}
+TEST_F(roundtrip, every_registered_type_through_msgpack){CAF_AGENT_MESSAGE_TYPES(CHECK_MSGPACK)}
 
 TEST_F(roundtrip, type_ids_are_distinct_and_named) {
   std::vector<caf::type_id_t> ids;

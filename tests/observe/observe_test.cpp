@@ -11,8 +11,8 @@ using namespace caf_agent::observe;
 
 TEST(Histogram, QuantilesFallInTheRightBucket) {
   histogram h;
-  for (int i = 0; i < 90; ++i) h.add(1500);     // (1000, 2000]
-  for (int i = 0; i < 10; ++i) h.add(300000);   // (200000, 500000]
+  for (int i = 0; i < 90; ++i) h.add(1500);    // (1000, 2000]
+  for (int i = 0; i < 10; ++i) h.add(300000);  // (200000, 500000]
   EXPECT_GT(h.quantile(0.5), 1000);
   EXPECT_LE(h.quantile(0.5), 2000);
   EXPECT_GT(h.quantile(0.99), 200000);
@@ -25,7 +25,9 @@ TEST(Histogram, QuantilesFallInTheRightBucket) {
 
 namespace {
 
-std::string name_of(const void*) { return "tick"; }
+std::string name_of(const void*) {
+  return "tick";
+}
 
 }  // namespace
 

@@ -9,7 +9,8 @@ using namespace caf_agent;
 
 TEST(conversation_format, prompt_tokens_follow_the_checkpoint_format) {
   auto tok = policy::testing::tiny_tokenizer();
-  policy::json_array tools{policy::json_object{{"type", "function"}, {"function", policy::json_object{{"name", "bash"}}}}};
+  policy::json_array tools{
+      policy::json_object{{"type", "function"}, {"function", policy::json_object{{"name", "bash"}}}}};
   rollout::conversation conv("skill", "task", tools, {131072, 16384}, &tok,
                              policy::chat_format_of_family(policy::chat_family::qwen2_5));
   ASSERT_TRUE(conv.token_error().empty()) << conv.token_error();

@@ -16,7 +16,9 @@ using namespace caf_agent;
 using namespace caf_agent::rollout;
 
 namespace {
-conversation make() { return conversation{"skill", "task", {}, {131072, 64}}; }
+conversation make() {
+  return conversation{"skill", "task", {}, {131072, 64}};
+}
 }  // namespace
 
 TEST(conversation, verify_and_profile_become_evaluations) {
@@ -65,10 +67,11 @@ TEST(conversation, observations_are_truncated_with_a_marker) {
 
 TEST(conversation, truncation_never_splits_utf8) {
   std::string text;
-  for (int i = 0; i < 100; ++i) text += "\xe2\x9c\x93";  // 3-byte characters
+  for (int i = 0; i < 100; ++i) text += "\xe2\x9c\x93";      // 3-byte characters
   auto cut = caf_agent::sandbox::truncate_middle(text, 50);  // what add_observation uses
   for (size_t i = 0; i + 1 < cut.size(); ++i)
-    if ((static_cast<unsigned char>(cut[i]) & 0xC0) == 0xC0) EXPECT_EQ(static_cast<unsigned char>(cut[i + 1]) & 0xC0, 0x80);
+    if ((static_cast<unsigned char>(cut[i]) & 0xC0) == 0xC0)
+      EXPECT_EQ(static_cast<unsigned char>(cut[i + 1]) & 0xC0, 0x80);
 }
 
 TEST(conversation, context_limit_is_tracked) {
@@ -80,12 +83,21 @@ TEST(conversation, context_limit_is_tracked) {
 
 TEST(eval_report, rates_exclude_aborted_and_geomeans_use_correct) {
   std::vector<messages::trajectory_record> recs(4);
-  recs[0].task_id = "a"; recs[0].reward = 3; recs[0].termination = caf_agent::messages::episode_end::finished;
-  recs[0].speedup_eager = 2; recs[0].speedup_compile = 1.5;
-  recs[1].task_id = "a"; recs[1].reward = 1; recs[1].termination = caf_agent::messages::episode_end::turn_limit;
-  recs[1].speedup_eager = 0.5; recs[1].speedup_compile = 0.5;
-  recs[2].task_id = "b"; recs[2].reward = -1; recs[2].termination = caf_agent::messages::episode_end::finished;
-  recs[3].task_id = "b"; recs[3].termination = caf_agent::messages::episode_end::aborted;
+  recs[0].task_id = "a";
+  recs[0].reward = 3;
+  recs[0].termination = caf_agent::messages::episode_end::finished;
+  recs[0].speedup_eager = 2;
+  recs[0].speedup_compile = 1.5;
+  recs[1].task_id = "a";
+  recs[1].reward = 1;
+  recs[1].termination = caf_agent::messages::episode_end::turn_limit;
+  recs[1].speedup_eager = 0.5;
+  recs[1].speedup_compile = 0.5;
+  recs[2].task_id = "b";
+  recs[2].reward = -1;
+  recs[2].termination = caf_agent::messages::episode_end::finished;
+  recs[3].task_id = "b";
+  recs[3].termination = caf_agent::messages::episode_end::aborted;
   auto rep = make_eval_report(recs, {{"a", 1}, {"b", 2}});
   EXPECT_EQ(rep.overall.episodes, 4);
   EXPECT_EQ(rep.overall.aborted, 1);
@@ -146,8 +158,10 @@ namespace {
 
 std::optional<policy::tokenizer> tiny_tokenizer() {
   std::string dir;
-  if (const char* m = std::getenv("CAF_AGENT_TINY_MODEL")) dir = m;
-  else if (const char* s = std::getenv("CAF_AGENT_SOURCE_DIR")) dir = std::string(s) + "/models/tiny-qwen2";
+  if (const char* m = std::getenv("CAF_AGENT_TINY_MODEL"))
+    dir = m;
+  else if (const char* s = std::getenv("CAF_AGENT_SOURCE_DIR"))
+    dir = std::string(s) + "/models/tiny-qwen2";
   auto tok = policy::tokenizer::from_file(dir + "/tokenizer.json");
   if (!tok) return std::nullopt;
   return std::move(tok.value());
@@ -164,8 +178,9 @@ TEST(conversation_tokens, sampled_tokens_are_kept_verbatim_and_observations_join
   const auto prompt = c.prompt_tokens();
   EXPECT_EQ(static_cast<int64_t>(prompt.size()), c.context_tokens());
   const int32_t im_end = *tok->token_to_id("<|im_end|>");
-  auto text = "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\"}}\n</tool_call>\n"
-              "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"b\"}}\n</tool_call>";
+  auto text =
+      "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"a\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"b\"}}\n</tool_call>";
   auto sampled = tok->encode(text);
   sampled.push_back(im_end);
   std::vector<float> lp(sampled.size(), -0.5f);
@@ -216,7 +231,8 @@ TEST(conversation_tokens, a_turn_cut_by_the_length_limit_gets_an_unmasked_end_an
 TEST(policy_backends, replay_in_token_mode_gives_the_recorded_turn_as_tokens_the_conversation_keeps) {
   auto tok = tiny_tokenizer();
   if (!tok) GTEST_SKIP() << "no small model tokenizer (./x setup creates models/tiny-qwen2)";
-  const std::string turn = "Task t.\n<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"model.py\"}}\n</tool_call>";
+  const std::string turn =
+      "Task t.\n<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"model.py\"}}\n</tool_call>";
   auto path = std::filesystem::temp_directory_path() / "caf_agent_replay_tokens.jsonl";
   std::ofstream{path} << nlohmann::json({{"task_id", "t"}, {"turns", {turn, "Done."}}}).dump() << "\n";
   std::string error;
@@ -238,7 +254,7 @@ TEST(policy_backends, replay_in_token_mode_gives_the_recorded_turn_as_tokens_the
   ASSERT_EQ(actions.size(), 1u);
   EXPECT_EQ(c.assistant_texts().back(), turn);  // decodes back to the recording
   c.add_observation(actions[0].call_id, "the model");
-  (void) c.prompt_tokens();
+  (void)c.prompt_tokens();
   req.turn = 1;
   auto last = p->generate(req).completion;
   EXPECT_TRUE(c.on_sampled(last.tokens, last.logprobs).empty());

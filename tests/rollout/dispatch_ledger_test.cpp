@@ -23,8 +23,7 @@ TEST(DispatchLedger, FillsEachNodeToItsLimitAndNoFurther) {
   // A capacity report can only change the limit, never the count.
   l.node_up("a", 3);
   EXPECT_TRUE(l.assign().empty());
-  EXPECT_EQ(l.record("a", sent[0].node == "a" ? sent[0].episode_id : sent[1].episode_id),
-            record_outcome::stored);
+  EXPECT_EQ(l.record("a", sent[0].node == "a" ? sent[0].episode_id : sent[1].episode_id), record_outcome::stored);
   EXPECT_EQ(l.assign().size(), 1u);
   EXPECT_EQ(l.queued(), 11u);
 }
@@ -109,8 +108,8 @@ namespace {
 struct sim_node {
   std::string id;
   int32_t limit = 1;
-  bool alive = true;   // false: killed (or frozen); its inbox never arrives
-  bool frozen = false; // comes back later and still sends what it had
+  bool alive = true;    // false: killed (or frozen); its inbox never arrives
+  bool frozen = false;  // comes back later and still sends what it had
   std::deque<uint64_t> inbox, waiting;
   std::set<uint64_t> running;
   struct note {
@@ -173,8 +172,7 @@ interleaving_result run_interleaving(uint64_t seed, bool retry_aborted, int epis
       n.outbox.pop_front();
       if (note.kind == sim_node::note::capacity && l.has_node(n.id)) l.node_up(n.id, n.limit);
       if (note.kind == sim_node::note::started) l.started(n.id, note.id);
-      if (note.kind == sim_node::note::record && l.record(n.id, note.id) == record_outcome::stored)
-        ++res.ends[note.id];
+      if (note.kind == sim_node::note::record && l.record(n.id, note.id) == record_outcome::stored) ++res.ends[note.id];
     } else if (ev < 93 && n.lost_pending) {  // the coordinator's notice arrives
       n.lost_pending = false;
       for (auto& a : l.node_lost(n.id).aborted) ++res.ends[a.episode_id];

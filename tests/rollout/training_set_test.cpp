@@ -45,17 +45,17 @@ TEST(training_set, infrastructure_failures_never_enter_a_batch) {
 
 TEST(training_set, rft_keeps_only_clean_successes) {
   std::vector<trajectory_record> recs;
-  recs.push_back(episode(1, 3));                        // kept
-  recs.push_back(episode(2, -1));                       // failed
-  recs.push_back(episode(3, 2));                        // hit the turn limit
+  recs.push_back(episode(1, 3));   // kept
+  recs.push_back(episode(2, -1));  // failed
+  recs.push_back(episode(3, 2));   // hit the turn limit
   recs.back().termination = caf_agent::messages::episode_end::turn_limit;
-  recs.push_back(episode(4, 1));                        // malformed call
+  recs.push_back(episode(4, 1));  // malformed call
   recs.back().malformed_tool_calls = 1;
-  recs.push_back(episode(5, 3));                        // the same call 4 times
+  recs.push_back(episode(5, 3));  // the same call 4 times
   recs.back().turn_texts = {call("verify"), call("verify"), call("ls"), call("verify"), call("verify")};
-  recs.push_back(episode(6, 2));                        // 3 repeats: allowed
+  recs.push_back(episode(6, 2));  // 3 repeats: allowed
   recs.back().turn_texts = {call("verify"), call("verify"), call(" verify")};
-  recs.push_back(episode(7, 3, 0));                     // nothing sampled
+  recs.push_back(episode(7, 3, 0));  // nothing sampled
   const auto sel = select_for_training(recs, {.stage = "rft", .max_repeats = 3});
   ASSERT_EQ(sel.kept.size(), 2U);
   EXPECT_EQ(sel.kept[0]->episode_id, 1U);

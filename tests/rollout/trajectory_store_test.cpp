@@ -2,10 +2,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include <csignal>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <gtest/gtest.h>
 
@@ -216,8 +216,10 @@ TEST(trajectory_store, write_failure_keeps_what_was_written_before) {
       auto r = rec(i);
       r.tokens.assign(1000, 7);
       msg = store->append(r);
-      if (msg.empty()) ++n;
-      else msg = std::to_string(n) + " " + msg;
+      if (msg.empty())
+        ++n;
+      else
+        msg = std::to_string(n) + " " + msg;
     }
     if (::write(fds[1], msg.data(), msg.size()) < 0) ::_exit(4);
     ::_exit(msg.empty() ? 2 : 0);

@@ -199,13 +199,14 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
   EXPECT_TRUE(check_paths(r.config, "coordinator", false).empty());  // not driving a run
   EXPECT_TRUE(check_paths(r.config, "learner", false).empty());
   // The repository's own paths are fine.
-  auto good = parse_config("[rollout]\nskills_dir = \"" + source_dir() + "/skills\"\ntasks_dir = \"" +
-                               source_dir() + "/skills/tasks\"\n[policy]\nreplay_path = \"" + source_dir() +
+  auto good = parse_config("[rollout]\nskills_dir = \"" + source_dir() + "/skills\"\ntasks_dir = \"" + source_dir() +
+                               "/skills/tasks\"\n[policy]\nreplay_path = \"" + source_dir() +
                                "/skills/replay/default.jsonl\"\n[gpu_pool]\nbackend = \"sim\"\n",
                            "t.toml");
   ASSERT_TRUE(good.ok());
   for (auto role : {"rollout", "gpu-pool", "coordinator", "local"})
-    EXPECT_TRUE(check_paths(good.config, role, true).empty()) << role << ": " << check_paths(good.config, role, true)[0];
+    EXPECT_TRUE(check_paths(good.config, role, true).empty())
+        << role << ": " << check_paths(good.config, role, true)[0];
 }
 
 TEST(config, scheduler_idle_is_spin_or_sleep) {
@@ -217,20 +218,23 @@ TEST(config, scheduler_idle_is_spin_or_sleep) {
 }
 
 TEST(config, skill_file_and_prompt_tools) {
-  auto r = parse_config("[rollout]\nskill_file = \"no/such/SKILL.md\"\nprompt_tools = [\"Read\", \"Bash\"]\n", "t.toml");
+  auto r =
+      parse_config("[rollout]\nskill_file = \"no/such/SKILL.md\"\nprompt_tools = [\"Read\", \"Bash\"]\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
   EXPECT_EQ(r.config.rollout.prompt_tools, (std::vector<std::string>{"Read", "Bash"}));
   auto errors = check_paths(r.config, "rollout", false);
-  EXPECT_TRUE(std::any_of(errors.begin(), errors.end(),
-                          [](auto& e) { return e.find("rollout.skill_file: 'no/such/SKILL.md'") != std::string::npos; }));
+  EXPECT_TRUE(std::any_of(errors.begin(), errors.end(), [](auto& e) {
+    return e.find("rollout.skill_file: 'no/such/SKILL.md'") != std::string::npos;
+  }));
   EXPECT_TRUE(parse_config("", "t.toml").config.rollout.skill_file.empty());  // default: the workspace's SKILL.md
   EXPECT_TRUE(has_error(parse_config("[rollout]\nprompt_tools = \"Read\"\n", "t.toml"), "prompt_tools"));
 }
 
 TEST(config, train_and_learner_sections_are_strict) {
-  auto r = parse_config("[train]\nstages = [\"rft\", \"agentic_ppo\"]\n[train.rft]\nmin_reward = 2\n"
-                        "[train.value_pretrain]\nmin_explained_variance = 0.5\n",
-                        "t.toml");
+  auto r = parse_config(
+      "[train]\nstages = [\"rft\", \"agentic_ppo\"]\n[train.rft]\nmin_reward = 2\n"
+      "[train.value_pretrain]\nmin_explained_variance = 0.5\n",
+      "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
   EXPECT_EQ(r.config.train.stages.size(), 2U);
   EXPECT_EQ(r.config.train.rft.min_reward, 2);
@@ -296,5 +300,6 @@ TEST(config, policy_cuda_graphs_is_a_boolean_defaulting_to_true) {
   auto off = parse_config("[policy]\ncuda_graphs = false\n", "t.toml");
   ASSERT_TRUE(off.ok()) << off.errors.front();
   EXPECT_FALSE(off.config.policy.cuda_graphs);
-  EXPECT_TRUE(has_error(parse_config("[policy]\ncuda_graphs = 3\n", "t.toml"), "'policy.cuda_graphs' must be a boolean"));
+  EXPECT_TRUE(
+      has_error(parse_config("[policy]\ncuda_graphs = 3\n", "t.toml"), "'policy.cuda_graphs' must be a boolean"));
 }

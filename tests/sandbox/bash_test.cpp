@@ -31,7 +31,8 @@ TEST_F(bash_test, files_persist_between_calls_and_tmp_is_private) {
   EXPECT_EQ(bash("ls /tmp").output, "(no output)");  // fresh tmpfs per command
   // A file created by the shell can be edited by the file tools (same owner model).
   run("Read", {{"file_path", "note.txt"}});
-  EXPECT_EQ(run("Edit", {{"file_path", "note.txt"}, {"old_string", "hi"}, {"new_string", "ho"}}).status, tool_status::ok);
+  EXPECT_EQ(run("Edit", {{"file_path", "note.txt"}, {"old_string", "hi"}, {"new_string", "ho"}}).status,
+            tool_status::ok);
   EXPECT_EQ(bash("cat note.txt").output, "ho\n");
 }
 
@@ -61,7 +62,8 @@ TEST_F(bash_test, output_is_truncated_with_a_marker) {
 }
 
 TEST_F(bash_test, background_shell_output_filter_and_kill) {
-  auto start = run("Bash", {{"command", "for i in 1 2 3; do echo tick $i; echo tock; done; sleep 1000"}, {"run_in_background", true}});
+  auto start = run("Bash", {{"command", "for i in 1 2 3; do echo tick $i; echo tock; done; sleep 1000"},
+                            {"run_in_background", true}});
   ASSERT_EQ(start.status, tool_status::ok) << start.output;
   ASSERT_NE(start.output.find("bash_1"), std::string::npos);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -96,7 +98,7 @@ TEST(bash_python_test, venv_python_runs_inside_when_available) {
   const auto venv = std::filesystem::path(src) / ".venv";
   const auto real_python = std::filesystem::canonical(venv / "bin/python");
   const auto home = real_python.parent_path().parent_path();
-  struct stat st{};
+  struct stat st {};
   for (auto p = home; p != p.root_path(); p = p.parent_path())
     if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0)
       GTEST_SKIP() << "the venv's interpreter lives under " << p << " which the sandbox uid cannot traverse";
@@ -107,7 +109,8 @@ TEST(bash_python_test, venv_python_runs_inside_when_available) {
   c.extra_ro_binds = {{venv.string(), ""}, {home.string(), ""}};
   auto r = episode_sandbox::create(c);
   ASSERT_TRUE(r.sandbox) << r.error;
-  auto out = r.sandbox->execute({"1", "Bash", {{"command", venv.string() + "/bin/python -c 'import sys; print(sys.version_info[0])'"}}});
+  auto out = r.sandbox->execute(
+      {"1", "Bash", {{"command", venv.string() + "/bin/python -c 'import sys; print(sys.version_info[0])'"}}});
   EXPECT_EQ(out.output, "3\n");
   r.sandbox.reset();
   std::filesystem::remove_all(root);

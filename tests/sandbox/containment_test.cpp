@@ -28,7 +28,7 @@ std::set<std::string> lines_of(const std::string& text) {
 }
 
 class containment_test : public sandbox_fixture {
-protected:
+ protected:
   void customize(sandbox_config& c) override {
     c.shm_bytes = 4ULL << 20;
     c.tmpfs_bytes = 4ULL << 20;
@@ -48,7 +48,8 @@ TEST_F(containment_test, the_shell_inherits_no_host_descriptor) {
   ::close(leaked_file);
   ::close(leaked_dir);
   const auto fds = lines_of(r.output);
-  for (const auto& fd : fds) EXPECT_TRUE(fd == "0" || fd == "1" || fd == "2" || fd == "255") << "inherited fd " << fd << " in: " << r.output;
+  for (const auto& fd : fds)
+    EXPECT_TRUE(fd == "0" || fd == "1" || fd == "2" || fd == "255") << "inherited fd " << fd << " in: " << r.output;
   EXPECT_TRUE(fds.count("1")) << r.output;
   EXPECT_EQ(slurp(root_ / "store.seg"), "");
 }
@@ -68,10 +69,11 @@ TEST_F(containment_test, background_shells_inherit_no_host_descriptor) {
 }
 
 TEST_F(containment_test, ram_backed_mounts_are_read_only_or_capped) {
-  auto r = bash("for d in / /etc /dev; do touch $d/x 2>&1 | grep -c 'Read-only' ; done; "
-                "head -c 8000000 /dev/zero > /dev/shm/big; echo shm=$(stat -c %s /dev/shm/big); "
-                "head -c 8000000 /dev/zero > /tmp/big; echo tmp=$(stat -c %s /tmp/big); "
-                "echo ok > /dev/null && echo devnull-ok");
+  auto r = bash(
+      "for d in / /etc /dev; do touch $d/x 2>&1 | grep -c 'Read-only' ; done; "
+      "head -c 8000000 /dev/zero > /dev/shm/big; echo shm=$(stat -c %s /dev/shm/big); "
+      "head -c 8000000 /dev/zero > /tmp/big; echo tmp=$(stat -c %s /tmp/big); "
+      "echo ok > /dev/null && echo devnull-ok");
   EXPECT_EQ(r.output.find("1\n1\n1\n"), 0U) << "/, /etc and /dev must be read-only: " << r.output;
   EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("shm=4194304"), std::string::npos) << r.output;
@@ -84,7 +86,9 @@ TEST_F(containment_test, grep_with_a_backtracking_pattern_answers_at_once) {
   // Backreferences drive glibc's matcher into exponential time on this line (it did not
   // finish in 20 s); RE2 refuses them with an error naming the pattern.
   const std::string pattern = "(.*)(.*)(.*)(.*)(.*)\\5\\4\\3\\2\\1x";
-  auto fut = std::async(std::launch::async, [&] { return run("Grep", {{"pattern", pattern}, {"output_mode", "content"}}); });
+  auto fut = std::async(std::launch::async, [&] {
+    return run("Grep", {{"pattern", pattern}, {"output_mode", "content"}});
+  });
   ASSERT_EQ(fut.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "Grep hung";
   const auto r = fut.get();
   EXPECT_EQ(r.status, tool_status::error) << r.output;
@@ -121,7 +125,7 @@ long peak_rss_bytes() {
 }
 
 class edit_blowup_test : public sandbox_fixture {
-protected:
+ protected:
   void customize(sandbox_config& c) override { c.limits.file_size_bytes = 16ULL << 20; }
 };
 
@@ -130,8 +134,9 @@ TEST_F(edit_blowup_test, replace_all_is_refused_before_the_result_is_built) {
   ASSERT_EQ(run("Read", {{"file_path", "f.txt"}}).status, tool_status::ok);
   const long before = peak_rss_bytes();
   // 1000 replacements of 1 MiB: a 1 GiB result against a 16 MiB file limit.
-  const auto r = run("Edit", {{"file_path", "f.txt"}, {"old_string", "a"},
-                              {"new_string", std::string(1 << 20, 'b')}, {"replace_all", true}});
+  const auto r = run(
+      "Edit",
+      {{"file_path", "f.txt"}, {"old_string", "a"}, {"new_string", std::string(1 << 20, 'b')}, {"replace_all", true}});
   EXPECT_EQ(r.status, tool_status::error) << r.output.substr(0, 300);
   EXPECT_NE(r.output.find("file size limit"), std::string::npos) << r.output.substr(0, 300);
   // Rationale: the 1 MiB argument itself and the JSON copies cost a few MiB; 64 MiB of slack
@@ -156,7 +161,7 @@ TEST_F(edit_blowup_test, multi_edit_growth_is_refused_before_it_is_built) {
 // -- host-side reads of the submission ---------------------------------------
 
 class submission_test : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     root_ = make_temp_root();
     ws_ = root_ / "ws";
@@ -240,18 +245,18 @@ TEST_F(submission_test, size_limits_name_the_file) {
 // -- the episode as a whole ----------------------------------------------------
 
 /// Skips (saying why) where this host lets us make no cgroup.
-#define REQUIRE_CGROUPS()                                                                     \
-  do {                                                                                        \
+#define REQUIRE_CGROUPS()                                                                             \
+  do {                                                                                                \
     if (probe_cgroups().mode == "none") GTEST_SKIP() << "no cgroup here: " << probe_cgroups().detail; \
   } while (0)
 
 class episode_limits_test : public sandbox_fixture {
-protected:
+ protected:
   void customize(sandbox_config& c) override {
     c.cgroup = probe_cgroups().mode == "none" ? "off" : "required";
     c.episode_limits.memory_bytes = 256ULL << 20;
     c.episode_limits.max_pids = 40;
-    c.limits.max_processes = 256;            // the cgroup, not RLIMIT_NPROC, must be what stops it
+    c.limits.max_processes = 256;  // the cgroup, not RLIMIT_NPROC, must be what stops it
     c.limits.address_space_bytes = 2ULL << 30;
     c.workspace_bytes = 16ULL << 20;
   }
@@ -260,8 +265,10 @@ protected:
 TEST_F(episode_limits_test, memory_is_bounded_for_all_processes_together) {
   REQUIRE_CGROUPS();
   // Four processes of 120 MB each: under every per-process limit, over the episode's 256 MiB.
-  auto r = bash("for i in 1 2 3 4; do (v=$(head -c 120000000 /dev/zero | tr '\\0' a); sleep 2; echo held $i) & done; wait; echo done",
-                30000);
+  auto r = bash(
+      "for i in 1 2 3 4; do (v=$(head -c 120000000 /dev/zero | tr '\\0' a); sleep 2; echo held $i) & done; wait; echo "
+      "done",
+      30000);
   const auto c = sb_->containment();
   EXPECT_EQ(c["cgroup"], probe_cgroups().mode) << c.dump();
   EXPECT_GT(c["memory_limit_hits"].get<std::uint64_t>(), 0U) << c.dump() << "\n" << r.output;
@@ -283,18 +290,20 @@ TEST_F(episode_limits_test, tmpfs_pages_count_toward_the_episode) {
 TEST_F(episode_limits_test, processes_are_bounded_for_the_episode) {
   REQUIRE_CGROUPS();
   // Python's fork, not bash's `&` (bash retries a failed fork for seconds).
-  auto r = bash("python3 -c \"import os, signal\n"
-                "n = 0\n"
-                "for i in range(100):\n"
-                "    try:\n"
-                "        pid = os.fork()\n"
-                "    except OSError as e:\n"
-                "        print('refused:', e.strerror); break\n"
-                "    if pid == 0:\n"
-                "        signal.pause(); os._exit(0)\n"
-                "    n += 1\n"
-                "print('forked', n, flush=True)\n"
-                "os.killpg(0, signal.SIGKILL)\"", 30000);
+  auto r = bash(
+      "python3 -c \"import os, signal\n"
+      "n = 0\n"
+      "for i in range(100):\n"
+      "    try:\n"
+      "        pid = os.fork()\n"
+      "    except OSError as e:\n"
+      "        print('refused:', e.strerror); break\n"
+      "    if pid == 0:\n"
+      "        signal.pause(); os._exit(0)\n"
+      "    n += 1\n"
+      "print('forked', n, flush=True)\n"
+      "os.killpg(0, signal.SIGKILL)\"",
+      30000);
   const auto p = r.output.find("forked ");
   ASSERT_NE(p, std::string::npos) << r.output;
   EXPECT_LT(std::stoi(r.output.substr(p + 7)), 40) << r.output;

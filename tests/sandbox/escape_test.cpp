@@ -16,7 +16,7 @@ namespace {
 
 /// Tighter limits so abuse is contained quickly on a 2-core CI machine.
 class escape_test : public sandbox_fixture {
-protected:
+ protected:
   void customize(sandbox_config& c) override {
     c.limits.max_processes = 64;
     c.limits.address_space_bytes = 1ULL << 30;
@@ -47,14 +47,17 @@ TEST_F(escape_test, host_loopback_listener_is_unreachable) {
 }
 
 TEST_F(escape_test, outside_network_is_unreachable) {
-  auto r = bash("timeout 5 bash -c 'echo > /dev/tcp/1.1.1.1/80' && echo CONNECTED; ip -o link 2>/dev/null | wc -l; cat /proc/net/dev | tail -n +3 | cut -d: -f1");
+  auto r = bash(
+      "timeout 5 bash -c 'echo > /dev/tcp/1.1.1.1/80' && echo CONNECTED; ip -o link 2>/dev/null | wc -l; cat "
+      "/proc/net/dev | tail -n +3 | cut -d: -f1");
   EXPECT_EQ(r.output.find("CONNECTED"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("unreachable"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("eth"), std::string::npos) << "only loopback exists: " << r.output;
 }
 
 TEST_F(escape_test, protected_files_cannot_be_changed_from_the_shell) {
-  auto r = bash("echo x > model.py; rm -f model.py; mv model.py m2.py; chmod 777 model.py; touch harness/new; cat model.py");
+  auto r =
+      bash("echo x > model.py; rm -f model.py; mv model.py m2.py; chmod 777 model.py; touch harness/new; cat model.py");
   EXPECT_NE(r.output.find("Read-only file system"), std::string::npos) << r.output;
   EXPECT_EQ(slurp(ws_ / "model.py"), "class Model:\n    pass\n");
   EXPECT_FALSE(std::filesystem::exists(ws_ / "harness/new"));
@@ -114,7 +117,10 @@ TEST_F(escape_test, gigantic_and_binary_output_are_capped) {
   auto big = bash("yes | head -c 100M", 30000);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 15.0);
   EXPECT_LE(big.output.size(), cfg_.output_cap_bytes + 200);
-  EXPECT_NE(big.output.find("[... output truncated: 104827600 bytes omitted ...]"), std::string::npos) << big.output.substr(0, 100) << " ... " << big.output.substr(big.output.size() > 200 ? big.output.size() - 200 : 0) << " status=" << to_string(big.status);
+  EXPECT_NE(big.output.find("[... output truncated: 104827600 bytes omitted ...]"), std::string::npos)
+      << big.output.substr(0, 100) << " ... "
+      << big.output.substr(big.output.size() > 200 ? big.output.size() - 200 : 0)
+      << " status=" << to_string(big.status);
   auto bin = bash("head -c 100000 /dev/urandom");
   EXPECT_NE(bin.output.find("[binary output: 100000 bytes"), std::string::npos) << bin.output.substr(0, 200);
 }

@@ -32,7 +32,9 @@ TEST_F(file_tools_test, read_truncates_long_lines_and_refuses_large_files_and_di
   EXPECT_NE(big.output.find("byte limit"), std::string::npos);
   auto dir = run("Read", {{"file_path", "harness"}});
   EXPECT_NE(dir.output.find("is a directory"), std::string::npos);
-  put_file(ws_ / "bin.dat", std::string("\x7f" "ELF\0\0\0\x01", 8));
+  put_file(ws_ / "bin.dat", std::string("\x7f"
+                                        "ELF\0\0\0\x01",
+                                        8));
   EXPECT_NE(run("Read", {{"file_path", "bin.dat"}}).output.find("binary file"), std::string::npos);
 }
 
@@ -77,25 +79,32 @@ TEST_F(file_tools_test, edit_requires_unique_match_or_replace_all) {
 TEST_F(file_tools_test, multi_edit_is_all_or_nothing) {
   put_file(ws_ / "k.cu", "int x = 1;\nint y = 2;\n");
   run("Read", {{"file_path", "k.cu"}});
-  nlohmann::json bad = {{"file_path", "k.cu"},
-                        {"edits", {{{"old_string", "x = 1"}, {"new_string", "x = 3"}}, {{"old_string", "nope"}, {"new_string", "z"}}}}};
+  nlohmann::json bad = {
+      {"file_path", "k.cu"},
+      {"edits", {{{"old_string", "x = 1"}, {"new_string", "x = 3"}}, {{"old_string", "nope"}, {"new_string", "z"}}}}};
   auto r = run("MultiEdit", bad);
   EXPECT_EQ(r.status, tool_status::error);
   EXPECT_NE(r.output.find("edit 2 of 2 failed"), std::string::npos);
   EXPECT_EQ(slurp(ws_ / "k.cu"), "int x = 1;\nint y = 2;\n");
   nlohmann::json good = {{"file_path", "k.cu"},
-                         {"edits", {{{"old_string", "x = 1"}, {"new_string", "x = 3"}}, {{"old_string", "x = 3;\nint y"}, {"new_string", "x = 4;\nint w"}}}}};
+                         {"edits",
+                          {{{"old_string", "x = 1"}, {"new_string", "x = 3"}},
+                           {{"old_string", "x = 3;\nint y"}, {"new_string", "x = 4;\nint w"}}}}};
   ASSERT_EQ(run("MultiEdit", good).status, tool_status::ok);
   EXPECT_EQ(slurp(ws_ / "k.cu"), "int x = 4;\nint w = 2;\n");
-  EXPECT_NE(run("MultiEdit", {{"file_path", "k.cu"}, {"edits", {{{"old_string", 1}}}}}).output.find("edits[0].old_string"), std::string::npos);
+  EXPECT_NE(
+      run("MultiEdit", {{"file_path", "k.cu"}, {"edits", {{{"old_string", 1}}}}}).output.find("edits[0].old_string"),
+      std::string::npos);
 }
 
 TEST_F(file_tools_test, protected_files_are_refused_for_write_edit_multiedit) {
   run("Read", {{"file_path", "model.py"}});
-  for (const auto& r : {run("Write", {{"file_path", "model.py"}, {"content", "x"}}),
-                        run("Edit", {{"file_path", "/workspace/model.py"}, {"old_string", "pass"}, {"new_string", "x"}}),
-                        run("Write", {{"file_path", "harness/new.py"}, {"content", "x"}}),
-                        run("MultiEdit", {{"file_path", "./sub/../model.py"}, {"edits", {{{"old_string", "pass"}, {"new_string", "x"}}}}})}) {
+  for (const auto& r :
+       {run("Write", {{"file_path", "model.py"}, {"content", "x"}}),
+        run("Edit", {{"file_path", "/workspace/model.py"}, {"old_string", "pass"}, {"new_string", "x"}}),
+        run("Write", {{"file_path", "harness/new.py"}, {"content", "x"}}),
+        run("MultiEdit",
+            {{"file_path", "./sub/../model.py"}, {"edits", {{{"old_string", "pass"}, {"new_string", "x"}}}}})}) {
     EXPECT_EQ(r.status, tool_status::error);
     EXPECT_NE(r.output.find("protected infrastructure file"), std::string::npos) << r.output;
   }
@@ -109,11 +118,13 @@ TEST_F(file_tools_test, paths_outside_the_workspace_are_refused) {
   std::filesystem::create_symlink("/etc", ws_ / "etc_link");
   std::filesystem::create_symlink("/etc/hostname", ws_ / "host_link");
   std::filesystem::create_symlink("../../", ws_ / "up");
-  const nlohmann::json attempts[] = {
-      {{"file_path", "../outside.txt"}},     {{"file_path", "/etc/passwd"}},
-      {{"file_path", "/proc/self/root/etc/passwd"}}, {{"file_path", "etc_link/passwd"}},
-      {{"file_path", "host_link"}},          {{"file_path", "up/ws/model.py"}},
-      {{"file_path", "/workspace/../etc/passwd"}}};
+  const nlohmann::json attempts[] = {{{"file_path", "../outside.txt"}},
+                                     {{"file_path", "/etc/passwd"}},
+                                     {{"file_path", "/proc/self/root/etc/passwd"}},
+                                     {{"file_path", "etc_link/passwd"}},
+                                     {{"file_path", "host_link"}},
+                                     {{"file_path", "up/ws/model.py"}},
+                                     {{"file_path", "/workspace/../etc/passwd"}}};
   for (const auto& a : attempts) {
     auto r = run("Read", a);
     EXPECT_EQ(r.status, tool_status::error) << a.dump();

@@ -5,14 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 namespace caf_agent::sandbox {
 namespace {
@@ -98,8 +98,8 @@ TEST(node_reaper, grandchild_in_a_new_session_dies_with_the_node_through_its_cgr
     if (!guard.has_cgroup()) ::_exit(5);
     // The grandchild leaves the group and the session (as the eval worker's compilers do):
     // neither the parent-death signal nor a process-group kill reaches it.
-    const std::string script = "setsid sh -c 'echo $$ >> " + pids_file + "; exec sleep 300' & echo $$ >> " +
-                               pids_file + "; exec sleep 300";
+    const std::string script =
+        "setsid sh -c 'echo $$ >> " + pids_file + "; exec sleep 300' & echo $$ >> " + pids_file + "; exec sleep 300";
     const pid_t child = ::fork();
     if (child == 0) {
       guard.in_child();

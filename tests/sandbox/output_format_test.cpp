@@ -11,7 +11,9 @@ using namespace caf_agent::sandbox;
 namespace {
 
 /// True when every multi-byte UTF-8 character of s is whole.
-bool whole_utf8(const std::string& s) { return sanitize_utf8(s) == s; }
+bool whole_utf8(const std::string& s) {
+  return sanitize_utf8(s) == s;
+}
 
 }  // namespace
 

@@ -5,12 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
 
 namespace caf_agent::sandbox::test {
 
@@ -37,7 +37,7 @@ inline std::string slurp(const std::filesystem::path& path) {
 
 /// A workspace with model.py (protected) and a sandbox over it.
 class sandbox_fixture : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     root_ = make_temp_root();
     ws_ = root_ / "ws";

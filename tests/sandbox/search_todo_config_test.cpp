@@ -48,7 +48,8 @@ TEST_F(search_test, grep_modes_context_case_and_filters) {
   auto icase = run("Grep", {{"pattern", "torch"}, {"-i", true}, {"output_mode", "count"}});
   EXPECT_NE(icase.output.find("/workspace/b.cu:1"), std::string::npos) << icase.output;
   EXPECT_NE(icase.output.find("/workspace/a.py:2"), std::string::npos);
-  auto content = run("Grep", {{"pattern", "zeros"}, {"output_mode", "content"}, {"-n", true}, {"-B", 1}, {"path", "a.py"}});
+  auto content =
+      run("Grep", {{"pattern", "zeros"}, {"output_mode", "content"}, {"-n", true}, {"-B", 1}, {"path", "a.py"}});
   EXPECT_EQ(content.output, "2-x = 1\n3:y = torch.zeros(3)\n") << content.output;
   auto ctx = run("Grep", {{"pattern", "^(x|z) ="}, {"output_mode", "content"}, {"-C", 0}, {"glob", "*.py"}});
   EXPECT_EQ(ctx.output, "/workspace/a.py:x = 1\n/workspace/a.py:z = 2\n");
@@ -61,7 +62,8 @@ TEST_F(search_test, grep_modes_context_case_and_filters) {
   EXPECT_NE(run("Grep", {{"pattern", "x"}, {"output_mode", "lines"}}).output.find("output_mode"), std::string::npos);
   // A huge single line does not crash the matcher.
   put_file(ws_ / "huge.txt", std::string(3 << 20, 'a') + "b\n");
-  EXPECT_EQ(run("Grep", {{"pattern", "(a|a)*b"}, {"path", "huge.txt"}, {"output_mode", "count"}}).status, tool_status::ok);
+  EXPECT_EQ(run("Grep", {{"pattern", "(a|a)*b"}, {"path", "huge.txt"}, {"output_mode", "count"}}).status,
+            tool_status::ok);
 }
 
 TEST_F(search_test, todo_write_validates_and_replaces_the_list) {
@@ -73,7 +75,9 @@ TEST_F(search_test, todo_write_validates_and_replaces_the_list) {
   EXPECT_EQ(sb_->todos().size(), 2u);
   auto bad_status = run("TodoWrite", {{"todos", {{{"content", "x"}, {"status", "done"}, {"id", "1"}}}}});
   EXPECT_NE(bad_status.output.find("status must be pending, in_progress or completed"), std::string::npos);
-  auto dup = run("TodoWrite", {{"todos", {{{"content", "x"}, {"status", "pending"}, {"id", "1"}}, {{"content", "y"}, {"status", "pending"}, {"id", "1"}}}}});
+  auto dup = run("TodoWrite", {{"todos",
+                                {{{"content", "x"}, {"status", "pending"}, {"id", "1"}},
+                                 {{"content", "y"}, {"status", "pending"}, {"id", "1"}}}}});
   EXPECT_NE(dup.output.find("not unique"), std::string::npos);
   EXPECT_EQ(sb_->todos().size(), 2u);  // failed writes keep the old list
 }
@@ -98,7 +102,8 @@ TEST(config_test, validate_names_the_bad_field) {
   bad([](auto& x) { x.extra_ro_binds = {{"/definitely/not/here", ""}}; }, "extra_ro_binds");
   bad([](auto& x) { x.mount_point = "/"; }, "mount_point");
   sandbox_config from;
-  EXPECT_NE(config_from_json({{"keep_workspce", true}}, from).find("unknown config key 'keep_workspce'"), std::string::npos);
+  EXPECT_NE(config_from_json({{"keep_workspce", true}}, from).find("unknown config key 'keep_workspce'"),
+            std::string::npos);
   EXPECT_NE(config_from_json({{"limits", {{"open_files", -1}}}}, from).find("limits.open_files"), std::string::npos);
   EXPECT_NE(config_from_json({{"keep_workspace", "yes"}}, from).find("keep_workspace"), std::string::npos);
   EXPECT_EQ(config_from_json({{"keep_workspace", true}, {"limits", {{"max_processes", 64}}}}, from), "");
@@ -128,8 +133,12 @@ TEST(output_format_test, truncation_marker_binary_and_utf8) {
   const auto s = b.take();
   EXPECT_NE(s.find("[... output truncated: 903 bytes omitted ...]"), std::string::npos) << s;
   EXPECT_EQ(s.substr(s.size() - 3), "END");
-  EXPECT_NE(to_observation(std::string("\x01\x02\x00zz", 5), 100, 12345).find("binary output: 12345 bytes"), std::string::npos);
-  EXPECT_EQ(sanitize_utf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_NE(to_observation(std::string("\x01\x02\x00zz", 5), 100, 12345).find("binary output: 12345 bytes"),
+            std::string::npos);
+  EXPECT_EQ(sanitize_utf8("a\xff"
+                          "b"),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST_F(search_test, metrics_and_schemas) {
@@ -149,7 +158,8 @@ TEST_F(search_test, metrics_and_schemas) {
     EXPECT_EQ(t["function"]["parameters"]["type"], "object");
     names.insert(t["function"]["name"].get<std::string>());
   }
-  EXPECT_EQ(names, (std::set<std::string>{"Bash", "BashOutput", "KillBash", "Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "TodoWrite"}));
+  EXPECT_EQ(names, (std::set<std::string>{"Bash", "BashOutput", "KillBash", "Read", "Write", "Edit", "MultiEdit",
+                                          "Glob", "Grep", "TodoWrite"}));
 }
 
 }  // namespace

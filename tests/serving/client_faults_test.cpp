@@ -15,7 +15,7 @@ using step = fake_http_server::step;
 namespace {
 
 const std::string ok_body =
-  R"({"id": "x", "object": "chat.completion", "model": "vllm-model", "choices": [{"index": 0,
+    R"({"id": "x", "object": "chat.completion", "model": "vllm-model", "choices": [{"index": 0,
       "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "t1", "type": "function",
       "function": {"name": "Bash", "arguments": "{\"command\": \"ls\"}"}}]},
       "finish_reason": "tool_calls", "logprobs": {"content": [{"token": "ls", "logprob": -0.25, "bytes": [108, 115],
@@ -41,7 +41,9 @@ client_options fast(const std::string& url) {
   return o;
 }
 
-openai_client make(const client_options& o) { return openai_client::create(o).value(); }
+openai_client make(const client_options& o) {
+  return openai_client::create(o).value();
+}
 
 long long ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
@@ -131,7 +133,7 @@ TEST(serving_client, the_last_error_is_reported_when_retries_run_out) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, errc::internal);
   EXPECT_NE(got.error().message.find("HTTP 500: CUDA error: out of memory (3 attempts)"), std::string::npos)
-    << got.error().message;
+      << got.error().message;
   EXPECT_EQ(server.connections(), 3);
 }
 
@@ -173,7 +175,8 @@ TEST(serving_client, urls_and_options_are_checked) {
   EXPECT_EQ(url->port, 8000);
   EXPECT_EQ(url->path, "/v1");
   EXPECT_EQ(parse_http_url("http://example.com")->port, 80);
-  EXPECT_NE(parse_http_url("https://api.openai.com/v1").error().message.find("https is not supported"), std::string::npos);
+  EXPECT_NE(parse_http_url("https://api.openai.com/v1").error().message.find("https is not supported"),
+            std::string::npos);
   EXPECT_FALSE(parse_http_url("http://host:99999/v1"));
   EXPECT_FALSE(parse_http_url("http://:80/v1"));
   EXPECT_FALSE(parse_http_url("127.0.0.1:8000"));

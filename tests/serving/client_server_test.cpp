@@ -46,9 +46,10 @@ chat_request rich_request() {
   tool1.tool_call_id = "call_a";
   r.messages.push_back(tool1);
   r.messages.push_back(msg("tool", "import torch"));  // tool_call_id filled from the assistant
-  r.tools = json_array{parse(R"({"type": "function", "function": {"name": "Bash", "description": "Run a command",
+  r.tools =
+      json_array{parse(R"({"type": "function", "function": {"name": "Bash", "description": "Run a command",
                                  "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}})"),
-                       parse(R"({"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}})")};
+                 parse(R"({"type": "function", "function": {"name": "Read", "parameters": {"type": "object"}}})")};
   r.temperature = 0.7f;
   r.top_p = 0.9f;
   r.top_k = 20;
@@ -148,7 +149,7 @@ TEST(serving_client_server, every_field_round_trips_both_ways) {
   EXPECT_EQ(c.raw_text, want.raw_text);
   EXPECT_EQ(c.prompt_token_ids, want.prompt_token_ids);
   EXPECT_EQ(c.token_ids, want.token_ids);
-  EXPECT_EQ(c.logprobs, want.logprobs);  // exact: floats travel as their exact double values
+  EXPECT_EQ(c.logprobs, want.logprobs);        // exact: floats travel as their exact double values
   EXPECT_EQ(c.token_texts, want.token_texts);  // exact bytes, the partial character included
   EXPECT_EQ(c.policy_version, 7u);
   EXPECT_EQ(c.prompt_tokens, 3);
@@ -179,7 +180,7 @@ TEST(serving_client_server, service_errors_keep_their_status_and_text) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().code, errc::bad_request);
   EXPECT_NE(got.error().message.find("HTTP 400: messages: the prompt is 9000 tokens"), std::string::npos)
-    << got.error().message;
+      << got.error().message;
 
   s.service.failure = make_serving_error(errc::busy, "engine service: busy");
   auto busy = s.client({.max_retries = 1, .backoff_initial_ms = 1, .backoff_max_ms = 2}).chat(req);
@@ -228,26 +229,29 @@ TEST(serving_server, bad_requests_get_the_right_status_and_name_the_field) {
     std::string mentions;
   };
   const std::vector<bad_case> cases = {
-    {R"({"model": "m"})", 400, "messages: required"},
-    {R"({"messages": []})", 400, "messages: must not be empty"},
-    {R"({"messages": "hi"})", 400, "messages: expected an array, got string"},
-    {R"({"messages": [{"role": 3, "content": "x"}]})", 400, "messages[0].role"},
-    {R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages[0].role: unknown role 'wizard'"},
-    {R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content"},
-    {R"({"messages": [{"role": "user"}]})", 400, "messages[0].content: required"},
-    {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]})", 400,
-     "messages[0].tool_calls[0].function.name"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400, "temperature: expected a number"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "top_p": 0})", 400, "top_p: must be in (0.0, 1.0]"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", 400, "stop[0]"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", 400, "tools[0].function"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n: only n = 1"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "stream": true})", 400, "stream: streaming is not supported"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 5})", 400, "top_logprobs: only 0"},
-    {R"({"messages": [{"role": "user", "content": "x"}], "seed": -1})", 400, "seed"},
-    {R"({"messages": [{"role": "user", "content": "x"},)", 400, "not valid JSON: invalid JSON at offset"},
-    {R"([1, 2])", 400, "must be a JSON object"},
+      {R"({"model": "m"})", 400, "messages: required"},
+      {R"({"messages": []})", 400, "messages: must not be empty"},
+      {R"({"messages": "hi"})", 400, "messages: expected an array, got string"},
+      {R"({"messages": [{"role": 3, "content": "x"}]})", 400, "messages[0].role"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages[0].role: unknown role 'wizard'"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content"},
+      {R"({"messages": [{"role": "user"}]})", 400, "messages[0].content: required"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}]})", 400,
+       "messages[0].tool_calls[0].function.name"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400,
+       "temperature: expected a number"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_p": 0})", 400, "top_p: must be in (0.0, 1.0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", 400, "stop[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", 400,
+       "tools[0].function"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n: only n = 1"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": true})", 400,
+       "stream: streaming is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 5})", 400, "top_logprobs: only 0"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "seed": -1})", 400, "seed"},
+      {R"({"messages": [{"role": "user", "content": "x"},)", 400, "not valid JSON: invalid JSON at offset"},
+      {R"([1, 2])", 400, "must be a JSON object"},
   };
   for (const auto& c : cases) {
     auto reply = s.post("/v1/chat/completions", c.body);
@@ -256,7 +260,7 @@ TEST(serving_server, bad_requests_get_the_right_status_and_name_the_field) {
     const auto* error = body.find("error");
     ASSERT_TRUE(error && error->find("message")) << reply.body;
     EXPECT_NE(error->find("message")->as_string().find(c.mentions), std::string::npos)
-      << c.body << " -> " << reply.body;
+        << c.body << " -> " << reply.body;
   }
   EXPECT_TRUE(s.service.received().empty());
   // The param field names the field, as OpenAI does.
@@ -290,8 +294,9 @@ TEST(serving_server, keep_alive_pipelining_and_expect_continue) {
   served s;
   s.service.reply = rich_response();
   const std::string body = R"({"messages": [{"role": "user", "content": "hi"}]})";
-  const std::string keep = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                           std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string keep =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+      body;
   const std::string raw = raw_exchange(s.server->port(), keep + raw_request("GET", "/health", ""));
   const size_t second = raw.find("HTTP/1.1 200", 1);
   ASSERT_NE(second, std::string::npos) << raw;
@@ -300,8 +305,10 @@ TEST(serving_server, keep_alive_pipelining_and_expect_continue) {
 
   // curl's Expect: 100-continue: the body follows the interim response.
   const int fd = connect_loopback(s.server->port());
-  send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
-               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  send_all(fd,
+           "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+           "Content-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n");
   std::string interim;
   char c;
   while (interim.find("\r\n\r\n") == std::string::npos && ::recv(fd, &c, 1, 0) == 1) interim.push_back(c);

@@ -43,11 +43,12 @@ policy::tokenizer make_tokenizer() {
     vocab.emplace_back(s, next++);
   }
   const std::string text =
-    R"({"version": "1.0", "normalizer": null, "added_tokens": )" + policy::dump_json(added) +
-    R"(, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},)"
-    R"( "decoder": {"type": "ByteLevel"}, "model": )" +
-    policy::dump_json(json_object{{"type", "BPE"}, {"vocab", json_value(std::move(vocab))}, {"merges", json_value(std::move(merges))}}) +
-    "}";
+      R"({"version": "1.0", "normalizer": null, "added_tokens": )" + policy::dump_json(added) +
+      R"(, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},)"
+      R"( "decoder": {"type": "ByteLevel"}, "model": )" +
+      policy::dump_json(json_object{
+          {"type", "BPE"}, {"vocab", json_value(std::move(vocab))}, {"merges", json_value(std::move(merges))}}) +
+      "}";
   return policy::tokenizer::from_json_text(text).value();
 }
 
@@ -125,7 +126,8 @@ chat_request kernel_request(float temperature, uint64_t seed) {
   user.content = "Write a relu kernel.";
   r.messages = {system, user};
   r.tools.push_back(policy::parse_json(R"({"type": "function", "function": {"name": "Bash", "parameters":
-      {"type": "object", "properties": {"command": {"type": "string"}}}}})").value());
+      {"type": "object", "properties": {"command": {"type": "string"}}}}})")
+                        .value());
   r.temperature = temperature;
   r.top_k = temperature > 0 ? 50 : 0;
   r.max_tokens = 16;
@@ -134,7 +136,8 @@ chat_request kernel_request(float temperature, uint64_t seed) {
   return r;
 }
 
-void expect_same_as_engine(const chat_response& http, const policy::generation_result& direct, const chat_request& req) {
+void expect_same_as_engine(const chat_response& http, const policy::generation_result& direct,
+                           const chat_request& req) {
   EXPECT_EQ(http.prompt_token_ids, direct_request(req).prompt);
   EXPECT_EQ(http.token_ids, direct.tokens);
   ASSERT_EQ(http.logprobs.size(), direct.logprobs.size());
@@ -147,8 +150,8 @@ void expect_same_as_engine(const chat_response& http, const policy::generation_r
     EXPECT_EQ(http.content, http.raw_text);
   }
   EXPECT_EQ(http.finish_reason, direct.reason == policy::finish_reason::max_new_tokens ? "length"
-                                : http.tool_calls.empty()                            ? "stop"
-                                                                                      : "tool_calls");
+                                : http.tool_calls.empty()                              ? "stop"
+                                                                                       : "tool_calls");
   EXPECT_EQ(http.token_texts.size(), direct.tokens.size());
   EXPECT_EQ(http.completion_tokens, static_cast<int32_t>(direct.tokens.size()));
   EXPECT_EQ(http.prompt_tokens, static_cast<int32_t>(http.prompt_token_ids.size()));
@@ -230,4 +233,3 @@ TEST(serving_engine, a_prompt_over_the_context_is_a_clear_400) {
   EXPECT_NE(stopped->raw_text.find(stop), std::string::npos) << stopped->raw_text;
   EXPECT_EQ(stopped->finish_reason, "stop");
 }
-

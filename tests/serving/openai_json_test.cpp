@@ -72,6 +72,7 @@ TEST(serving_json, error_messages_of_other_servers_are_found) {
   EXPECT_EQ(error_message_from_body("<html>Bad Gateway</html>"), "<html>Bad Gateway</html>");
   EXPECT_EQ(error_message_from_body(std::string(1000, 'x')).size(), 303u);
   auto e = error_to_json(make_serving_error(errc::bad_request, "messages: required", "messages"));
-  EXPECT_EQ(policy::dump_json(e),
-            R"({"error": {"message": "messages: required", "type": "invalid_request_error", "param": "messages", "code": "bad_request"}})");
+  EXPECT_EQ(
+      policy::dump_json(e),
+      R"({"error": {"message": "messages: required", "type": "invalid_request_error", "param": "messages", "code": "bad_request"}})");
 }

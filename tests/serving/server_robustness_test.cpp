@@ -45,10 +45,10 @@ TEST(serving_server, mutated_bodies_always_get_an_answer) {
   service.reply.content = "ok";
   auto server = openai_server::start(service, {.max_body_bytes = 8192}).value();
   const std::string valid =
-    R"({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]},)"
-    R"( {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "Bash", "arguments": "{\"a\": 1}"}}]},)"
-    R"( {"role": "tool", "tool_call_id": "c", "content": "x"}], "tools": [{"type": "function", "function": {"name": "Bash", "parameters": {}}}],)"
-    R"( "temperature": 0.5, "top_p": 1, "top_k": 3, "max_tokens": 9, "stop": ["a", "b"], "seed": 4, "logprobs": true, "n": 1})";
+      R"({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]},)"
+      R"( {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "Bash", "arguments": "{\"a\": 1}"}}]},)"
+      R"( {"role": "tool", "tool_call_id": "c", "content": "x"}], "tools": [{"type": "function", "function": {"name": "Bash", "parameters": {}}}],)"
+      R"( "temperature": 0.5, "top_p": 1, "top_k": 3, "max_tokens": 9, "stop": ["a", "b"], "seed": 4, "logprobs": true, "n": 1})";
   std::mt19937 rng(12345);
   const std::string alphabet = "{}[]\",:0123456789-.eE truefalsnul\\\x01\xff";
   // Rationale: 300 mutations cover truncation, deletion, insertion and replacement at many
@@ -59,10 +59,18 @@ TEST(serving_server, mutated_bodies_always_get_an_answer) {
     for (int e = 0; e < edits && !body.empty(); ++e) {
       const size_t at = rng() % body.size();
       switch (rng() % 4) {
-        case 0: body.resize(at); break;
-        case 1: body.erase(at, 1 + rng() % 8); break;
-        case 2: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        default: body[at] = alphabet[rng() % alphabet.size()]; break;
+        case 0:
+          body.resize(at);
+          break;
+        case 1:
+          body.erase(at, 1 + rng() % 8);
+          break;
+        case 2:
+          body.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        default:
+          body[at] = alphabet[rng() % alphabet.size()];
+          break;
       }
     }
     const auto reply = parse_reply(raw_exchange(server->port(), raw_request("POST", "/v1/chat/completions", body)));

@@ -112,7 +112,8 @@ inline std::string read_request(int fd, int timeout_ms) {
     if (head != std::string::npos) {
       size_t length = 0;
       for (const char* key : {"Content-Length: ", "content-length: "})
-        if (auto p = data.find(key); p != std::string::npos && p < head) length = std::stoul(data.substr(p + std::strlen(key)));
+        if (auto p = data.find(key); p != std::string::npos && p < head)
+          length = std::stoul(data.substr(p + std::strlen(key)));
       if (data.size() >= head + 4 + length) return data;
     }
     if (!receive_some(fd, data, deadline)) return data;
@@ -121,8 +122,9 @@ inline std::string read_request(int fd, int timeout_ms) {
 
 /// An HTTP/1.1 response with a body and Connection: close.
 inline std::string http_response(int status, const std::string& body, const std::string& extra_headers = "") {
-  return "HTTP/1.1 " + std::to_string(status) + " Scripted\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra_headers + "\r\n" + body;
+  return "HTTP/1.1 " + std::to_string(status) +
+         " Scripted\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n" + extra_headers + "\r\n" + body;
 }
 
 /// Answers connection i with steps[i] (the last step repeats): after delay_ms, the scripted
@@ -246,7 +248,8 @@ inline raw_reply parse_reply(const std::string& raw) {
   if (head == std::string::npos) return r;
   r.headers = raw.substr(0, head);
   size_t length = raw.size() - head - 4;
-  if (auto p = r.headers.find("Content-Length: "); p != std::string::npos) length = std::stoul(r.headers.substr(p + 16));
+  if (auto p = r.headers.find("Content-Length: "); p != std::string::npos)
+    length = std::stoul(r.headers.substr(p + 16));
   r.body = raw.substr(head + 4, length);
   return r;
 }

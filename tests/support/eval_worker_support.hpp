@@ -38,16 +38,21 @@ inline const char* transpose_task_py() {
 inline std::map<std::string, std::string> transpose_kernel_submission(const std::string& nonce) {
   return {{"kernels/t.cpp",
            "#include \"caf_kernel.h\"\n"
-           "torch::Tensor tr_" + nonce + "(torch::Tensor x) {\n"
-           "  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), \"2-d contiguous\");\n"
-           "  auto out = torch::empty({x.size(1), x.size(0)}, x.options());\n"
-           "  const float* p = x.data_ptr<float>(); float* o = out.data_ptr<float>();\n"
-           "  for (int64_t i = 0; i < x.size(0); ++i)\n"
-           "    for (int64_t j = 0; j < x.size(1); ++j) o[j * x.size(0) + i] = p[i * x.size(1) + j];\n"
-           "  return out;\n}\n"
-           "CAF_REGISTER(m) { m.def(\"tr_" + nonce + "\", &tr_" + nonce + "); }\n"},
-          {"model_new.py", "import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
-                           "    def forward(self, x):\n        return caf_ext.tr_" + nonce + "(x)\n"}};
+           "torch::Tensor tr_" +
+               nonce +
+               "(torch::Tensor x) {\n"
+               "  CAF_CHECK(x.dim() == 2 && x.is_contiguous(), \"2-d contiguous\");\n"
+               "  auto out = torch::empty({x.size(1), x.size(0)}, x.options());\n"
+               "  const float* p = x.data_ptr<float>(); float* o = out.data_ptr<float>();\n"
+               "  for (int64_t i = 0; i < x.size(0); ++i)\n"
+               "    for (int64_t j = 0; j < x.size(1); ++j) o[j * x.size(0) + i] = p[i * x.size(1) + j];\n"
+               "  return out;\n}\n"
+               "CAF_REGISTER(m) { m.def(\"tr_" +
+               nonce + "\", &tr_" + nonce + "); }\n"},
+          {"model_new.py",
+           "import torch\nimport torch.nn as nn\nimport caf_ext\n\nclass ModelNew(nn.Module):\n"
+           "    def forward(self, x):\n        return caf_ext.tr_" +
+               nonce + "(x)\n"}};
 }
 
 }  // namespace caf_agent::test_support

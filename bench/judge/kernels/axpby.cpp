@@ -16,4 +16,6 @@ torch::Tensor axpby(torch::Tensor a, torch::Tensor b, double alpha) {
 
 }  // namespace
 
-CAF_REGISTER(m) { m.def("axpby", &axpby); }
+CAF_REGISTER(m) {
+  m.def("axpby", &axpby);
+}

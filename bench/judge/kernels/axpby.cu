@@ -12,7 +12,6 @@ __global__ void axpby_k(const float* a, const float* b, float* o, float alpha, i
 
 }  // namespace
 
-void axpby_launch(const float* a, const float* b, float* o, float alpha, int64_t n,
-                  cudaStream_t s) {
+void axpby_launch(const float* a, const float* b, float* o, float alpha, int64_t n, cudaStream_t s) {
   axpby_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(a, b, o, alpha, n);
 }

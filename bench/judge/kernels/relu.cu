@@ -7,8 +7,7 @@
 namespace {
 
 __global__ void relu_k(const float4* x, float4* o, int64_t n4) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4;
-       i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
     float4 v = x[i];
     o[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f));
   }
@@ -27,7 +26,7 @@ void relu_launch(const float* x, float* o, int64_t n, cudaStream_t s) {
     int64_t blocks = caf::blocks_for(n4, 256);
     if (blocks > 65536) blocks = 65536;
     relu_k<<<static_cast<unsigned>(blocks), 256, 0, s>>>(reinterpret_cast<const float4*>(x),
-                                                        reinterpret_cast<float4*>(o), n4);
+                                                         reinterpret_cast<float4*>(o), n4);
   }
   if (n - 4 * n4 > 0) relu_tail_k<<<1, 256, 0, s>>>(x, o, 4 * n4, n);
 }

@@ -14,4 +14,6 @@ torch::Tensor relu(torch::Tensor x) {
 
 }  // namespace
 
-CAF_REGISTER(m) { m.def("relu", &relu); }
+CAF_REGISTER(m) {
+  m.def("relu", &relu);
+}

@@ -35,9 +35,9 @@
 #include <ATen/ops/baddbmm.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
-#include <ATen/ops/mm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
@@ -55,9 +55,9 @@
 // The light headers above do not declare the torch:: aliases of the full C++ API; these
 // are the ones a kernel needs (allocation and the tensor type), nothing that computes.
 namespace torch {
-using at::Tensor;
 using at::empty;
 using at::empty_like;
+using at::Tensor;
 using at::zeros;
 using at::zeros_like;
 }  // namespace torch
@@ -73,7 +73,9 @@ using at::zeros_like;
 #if defined(CAF_KERNEL_CUDA)
 namespace caf {
 // The stream torch is using now: launch every kernel on it.
-inline cudaStream_t stream() { return at::cuda::getCurrentCUDAStream(); }
+inline cudaStream_t stream() {
+  return at::cuda::getCurrentCUDAStream();
+}
 }  // namespace caf
 #endif
 

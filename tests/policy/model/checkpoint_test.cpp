@@ -39,7 +39,8 @@ void expect_bit_equal(const tensor_map& a, const tensor_map& b) {
     ASSERT_TRUE(b.count(name)) << name;
     EXPECT_EQ(t.scalar_type(), b.at(name).scalar_type()) << name;
     EXPECT_EQ(t.sizes(), b.at(name).sizes()) << name;
-    EXPECT_TRUE(torch::equal(t.reshape({-1}).view(torch::kUInt8), b.at(name).reshape({-1}).view(torch::kUInt8))) << name;
+    EXPECT_TRUE(torch::equal(t.reshape({-1}).view(torch::kUInt8), b.at(name).reshape({-1}).view(torch::kUInt8)))
+        << name;
   }
 }
 
@@ -122,8 +123,8 @@ TEST(model_config, unsupported_fields_are_named) {
   auto r = parse_model_config("{\"model_type\": \"mistral\", " + base + "}", "c");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("model_type 'mistral'"), std::string::npos);
-  r = parse_model_config("{\"model_type\": \"llama\", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}, " +
-                             base + "}", "c");
+  r = parse_model_config(
+      "{\"model_type\": \"llama\", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}, " + base + "}", "c");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("rope type 'dynamic'"), std::string::npos);
   r = parse_model_config("{\"model_type\": \"qwen2\", \"hidden_size\": \"8\", " + base + "}", "c");

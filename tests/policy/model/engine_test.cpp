@@ -3,8 +3,8 @@
 // Shape legend: b batch, t positions, v vocabulary.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -21,7 +21,9 @@ using namespace caf_agent::policy;
 
 namespace {
 
-model_config tiny_config() { return test_support::tiny_qwen2_config(96, 64); }
+model_config tiny_config() {
+  return test_support::tiny_qwen2_config(96, 64);
+}
 
 // A random Qwen2-shaped checkpoint in a fresh directory.
 std::string make_model(const std::string& name, uint64_t seed) {
@@ -123,9 +125,9 @@ TEST(decoder, fused_projections_give_the_same_logits_and_take_new_weights_in_pla
     check("after assign");
     // The fused storage itself holds the new weights.
     const std::string a = "model.layers.0.self_attn.";
-    EXPECT_TRUE(torch::equal(fused.value().layer(0).qkv_w,
-                             torch::cat({next.at(a + "q_proj.weight"), next.at(a + "k_proj.weight"),
-                                         next.at(a + "v_proj.weight")})));
+    EXPECT_TRUE(torch::equal(
+        fused.value().layer(0).qkv_w,
+        torch::cat({next.at(a + "q_proj.weight"), next.at(a + "k_proj.weight"), next.at(a + "v_proj.weight")})));
     auto x_1td = torch::randn({1, 6, config.hidden_size});
     auto positions_1t = torch::arange(6).unsqueeze(0);
     EXPECT_TRUE(torch::allclose(fused.value().packed_block(fused.value().layer(1), x_1td, positions_1t, {0, 2, 6}),
@@ -223,7 +225,7 @@ TEST(engine, bad_requests_are_errors) {
   auto engine = open_engine(model_a(), 1, 8);
   EXPECT_FALSE(engine->submit(greedy({}, 4)));
   EXPECT_FALSE(engine->submit(greedy({1, 2, 3, 4, 5, 6, 7, 8}, 4)));  // no room in context 8
-  EXPECT_FALSE(engine->submit(greedy({96}, 4)));  // vocab is 96
+  EXPECT_FALSE(engine->submit(greedy({96}, 4)));                      // vocab is 96
   auto r = greedy({1}, 4);
   r.sampling.top_p = 0.0f;
   EXPECT_FALSE(engine->submit(r));
@@ -299,7 +301,8 @@ std::vector<int32_t> observation(int who, int turn, int n = 8) {
 void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
   EXPECT_EQ(a.tokens, b.tokens) << where;
   ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
-  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
+  for (size_t i = 0; i < a.logprobs.size(); ++i)
+    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
 }
 
 }  // namespace
@@ -400,7 +403,7 @@ TEST(prefix_cache, a_shared_prefix_is_copied_into_a_free_slot_and_sampling_is_un
   sampled.seed = 77;
   expect_same(run_one(*cached, sampled), run_one(*plain, sampled), "second, sampled");
   EXPECT_EQ(cached->stats().copied_tokens, 30u);  // the shared 30 tokens, not recomputed
-  EXPECT_EQ(cached->kept_prefixes(), 2u);  // the first conversation's keys stay too
+  EXPECT_EQ(cached->kept_prefixes(), 2u);         // the first conversation's keys stay too
 }
 
 TEST(prefix_cache, new_weights_drop_every_kept_prefix) {
@@ -537,8 +540,10 @@ struct collected {
   std::map<int, std::string> errors;
   void add(int key, generation_result r, std::string error) {
     std::lock_guard lock(mtx);
-    if (error.empty()) results[key] = std::move(r);
-    else errors[key] = std::move(error);
+    if (error.empty())
+      results[key] = std::move(r);
+    else
+      errors[key] = std::move(error);
     cv.notify_all();
   }
   bool wait_for(size_t n) {
@@ -567,8 +572,9 @@ TEST(engine_service, requests_from_many_threads_are_batched_and_match_running_al
     callers.emplace_back([&, t] {
       for (int i = 0; i < 3; ++i) {
         const int key = t * 3 + i;
-        auto st = service->submit(greedy({key + 1, 7, 3}, 6 + key % 4),
-                                  [&got, key](generation_result r, std::string e) { got.add(key, std::move(r), std::move(e)); });
+        auto st = service->submit(
+            greedy({key + 1, 7, 3}, 6 + key % 4),
+            [&got, key](generation_result r, std::string e) { got.add(key, std::move(r), std::move(e)); });
         EXPECT_TRUE(st) << st.error().message;
       }
     });
@@ -625,12 +631,14 @@ TEST(engine_service, published_weights_apply_to_later_requests) {
   static const std::string model_b = make_model("svc_b", 2);
   auto service = open_service(model_a(), 2, 8);
   collected got;
-  ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(0, std::move(r), std::move(e)); }));
+  ASSERT_TRUE(service->submit(greedy({9, 9}, 4),
+                              [&got](generation_result r, std::string e) { got.add(0, std::move(r), std::move(e)); }));
   ASSERT_TRUE(got.wait_for(1));
   ASSERT_TRUE(service->load_weights(model_b, 3));
   EXPECT_FALSE(service->load_weights(model_a(), 2));  // older than the staged version 3
   EXPECT_EQ(service->policy_version(), 3u);
-  ASSERT_TRUE(service->submit(greedy({9, 9}, 4), [&got](generation_result r, std::string e) { got.add(1, std::move(r), std::move(e)); }));
+  ASSERT_TRUE(service->submit(greedy({9, 9}, 4),
+                              [&got](generation_result r, std::string e) { got.add(1, std::move(r), std::move(e)); }));
   ASSERT_TRUE(got.wait_for(2));
   EXPECT_EQ(got.results[0].policy_version, 0u);
   EXPECT_EQ(got.results[0].tokens, run_alone(model_a(), greedy({9, 9}, 4)));

@@ -76,7 +76,7 @@ TEST(forced_tokens, the_script_is_generated_with_the_models_own_logprobs_beside_
   ASSERT_EQ(done.value().size(), 3u);
   for (const auto& r : done.value()) {
     if (r.id == hot) {
-      EXPECT_EQ(r.tokens, script);  // never the draw
+      EXPECT_EQ(r.tokens, script);                         // never the draw
       EXPECT_EQ(r.reason, finish_reason::max_new_tokens);  // the script ran out
       auto want = reference_logprobs(prompt, script, 0.7f);
       ASSERT_EQ(r.logprobs.size(), want.size());

@@ -31,8 +31,7 @@ inline model_config tiny_qwen2_config(int64_t vocab_size, int64_t max_positions)
 /// Random weights for `c` saved to `dir` (replaced). Rationale: std 0.3 weights give peaked,
 /// seed-dependent distributions, so greedy and sampled runs differ and two seeds give
 /// visibly different models.
-inline std::string write_random_checkpoint(const model_config& c, const std::filesystem::path& dir,
-                                           uint64_t seed) {
+inline std::string write_random_checkpoint(const model_config& c, const std::filesystem::path& dir, uint64_t seed) {
   std::filesystem::remove_all(dir);
   torch::manual_seed(seed);
   tensor_map tensors;

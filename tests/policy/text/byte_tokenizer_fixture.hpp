@@ -12,9 +12,9 @@ namespace caf_agent::policy::testing {
 
 /// tokenizer.json text; `model_type` and `pre_tokenizer` can be overridden to
 /// test rejection of unsupported configurations.
-inline std::string tiny_tokenizer_json(const std::string& model_type = "BPE",
-                                       const std::string& pre_tokenizer =
-                                         R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})") {
+inline std::string tiny_tokenizer_json(
+    const std::string& model_type = "BPE",
+    const std::string& pre_tokenizer = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})") {
   const auto& alphabet = byte_level_alphabet::get();
   json_object vocab;
   for (int b = 0; b < 256; ++b) vocab.emplace_back(alphabet.to_utf8(static_cast<uint8_t>(b)), b);
@@ -29,11 +29,11 @@ inline std::string tiny_tokenizer_json(const std::string& model_type = "BPE",
     added.push_back(json_object{{"id", next}, {"content", special}, {"special", true}});
     vocab.emplace_back(special, next++);
   }
-  json_object model{{"type", model_type}, {"vocab", json_value(std::move(vocab))},
-                    {"merges", json_value(std::move(merges))}};
+  json_object model{
+      {"type", model_type}, {"vocab", json_value(std::move(vocab))}, {"merges", json_value(std::move(merges))}};
   std::string out = R"({"version": "1.0", "normalizer": null, "added_tokens": )" + dump_json(added) +
-                    R"(, "pre_tokenizer": )" + pre_tokenizer +
-                    R"(, "decoder": {"type": "ByteLevel"}, "model": )" + dump_json(model) + "}";
+                    R"(, "pre_tokenizer": )" + pre_tokenizer + R"(, "decoder": {"type": "ByteLevel"}, "model": )" +
+                    dump_json(model) + "}";
   return out;
 }
 
@@ -44,4 +44,4 @@ inline tokenizer tiny_tokenizer() {
   return *t;
 }
 
-} // namespace caf_agent::policy::testing
+}  // namespace caf_agent::policy::testing

@@ -10,17 +10,17 @@ using caf_agent::policy::testing::tiny_tokenizer;
 namespace {
 
 json_array one_tool() {
-  return json_array{json_object{{"type", "function"},
-                                {"function", json_object{{"name", "bash"}, {"parameters", json_object{}}}}}};
+  return json_array{
+      json_object{{"type", "function"}, {"function", json_object{{"name", "bash"}, {"parameters", json_object{}}}}}};
 }
 
 std::vector<chat_message> episode() {
   chat_message call{"assistant", "Looking.", {tool_call{"bash", json_object{{"cmd", "ls"}}}}};
-  return {{"system", "sys", {}}, {"user", "go", {}}, call, {"tool", "a.py", {}}, {"tool", "b.py", {}},
-          {"assistant", "done", {}}};
+  return {{"system", "sys", {}}, {"user", "go", {}},   call,
+          {"tool", "a.py", {}},  {"tool", "b.py", {}}, {"assistant", "done", {}}};
 }
 
-} // namespace
+}  // namespace
 
 TEST(chat_session, incremental_tokens_equal_the_full_rendering) {
   auto tok = tiny_tokenizer();

@@ -16,20 +16,22 @@ chat_message assistant_calling(json_value args) {
   return chat_message{"assistant", "", {tool_call{"run", std::move(args)}}};
 }
 
-} // namespace
+}  // namespace
 
 TEST(chat_json, big_integers_stay_exact_and_indent_matches_python) {
   auto v = parse_json(R"({"n": 123456789012345678901234567890, "m": -99999999999999999999, "x": 9223372036854775807})");
   ASSERT_TRUE(v.ok()) << v.error().message;
   EXPECT_TRUE(v->find("n")->is_big_integer());
   EXPECT_FALSE(v->find("x")->is_big_integer());
-  EXPECT_EQ(dump_json(*v), R"({"n": 123456789012345678901234567890, "m": -99999999999999999999, "x": 9223372036854775807})");
+  EXPECT_EQ(dump_json(*v),
+            R"({"n": 123456789012345678901234567890, "m": -99999999999999999999, "x": 9223372036854775807})");
   auto nested = parse_json(R"({"a": [1, {"b": []}], "c": {}})");
   json_dump_options o;
   o.item_separator = ",";
   o.indent = 4;
   // json.dumps({"a": [1, {"b": []}], "c": {}}, indent=4)
-  EXPECT_EQ(dump_json(*nested, o), "{\n    \"a\": [\n        1,\n        {\n            \"b\": []\n        }\n    ],\n    \"c\": {}\n}");
+  EXPECT_EQ(dump_json(*nested, o),
+            "{\n    \"a\": [\n        1,\n        {\n            \"b\": []\n        }\n    ],\n    \"c\": {}\n}");
 }
 
 TEST(chat_template, unknown_template_is_refused_with_its_name) {
@@ -50,8 +52,9 @@ TEST(chat_template, qwen25_quotes_string_arguments_qwen3_prints_them_verbatim) {
             "\"arguments\": \"{\\\"cmd\\\": \\\"ls\\\"}\"}\n</tool_call><|im_end|>\n");
   auto q3 = render_chat_checked(chat_format_of_family(chat_family::qwen3), msgs, {}, false);
   ASSERT_TRUE(q3.ok());
-  EXPECT_EQ(*q3, "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
-                 "{\"name\": \"run\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call><|im_end|>\n");
+  EXPECT_EQ(*q3,
+            "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
+            "{\"name\": \"run\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call><|im_end|>\n");
 }
 
 TEST(chat_template, llama31_refuses_what_its_template_raises_on) {
@@ -74,15 +77,18 @@ TEST(chat_template, llama31_trims_python_whitespace_and_quotes_tool_results) {
   EXPECT_EQ(python_strip("\u200b x"), "\u200b x");  // U+200B is not whitespace
   auto fmt = chat_format_of_family(chat_family::llama3_1);
   fmt.bos_token = "<|begin_of_text|>";
-  std::vector<chat_message> msgs{{"user", " hi\u3000", {}}, assistant_calling(json_object{{"n", json_value(json_big_integer{"18446744073709551621"})}}),
-                                 {"tool", "a \"b\"", {}}};
+  std::vector<chat_message> msgs{
+      {"user", " hi\u3000", {}},
+      assistant_calling(json_object{{"n", json_value(json_big_integer{"18446744073709551621"})}}),
+      {"tool", "a \"b\"", {}}};
   auto r = render_chat_checked(fmt, msgs, {}, true);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
-                "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"run\", \"parameters\": "
-                "{\"n\": 18446744073709551621}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n"
-                "\"a \\\"b\\\"\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(*r,
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"run\", \"parameters\": "
+            "{\"n\": 18446744073709551621}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n"
+            "\"a \\\"b\\\"\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(chat_template, session_needs_the_family_tokens) {
@@ -93,6 +99,7 @@ TEST(chat_template, session_needs_the_family_tokens) {
   EXPECT_NE(s.error().message.find("<|start_header_id|>"), std::string::npos) << s.error().message;
   auto q = chat_session::start(tok, prompt, {}, chat_format_of_family(chat_family::qwen2_5));
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(tok.decode(q->tokens()), "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
-                                     "helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(tok.decode(q->tokens()),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+            "helpful assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }

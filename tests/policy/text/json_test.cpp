@@ -31,8 +31,8 @@ TEST(json, errors_name_the_offset) {
   auto v = parse_json(R"({"a": 1,, "b": 2})");
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.error().message.find("offset 8"), std::string::npos) << v.error().message;
-  for (const char* bad : {"", "{", "[1 2]", "\"abc", "{\"a\" 1}", "tru", "01x", "{\"a\":1} x",
-                          "\"\\q\"", "\"\\u12G4\"", "-", "1.", "1e"})
+  for (const char* bad :
+       {"", "{", "[1 2]", "\"abc", "{\"a\" 1}", "tru", "01x", "{\"a\":1} x", "\"\\q\"", "\"\\u12G4\"", "-", "1.", "1e"})
     EXPECT_FALSE(parse_json(bad).ok()) << bad;
 }
 
@@ -57,8 +57,7 @@ TEST(json, depth_limit_is_an_error_not_a_crash) {
 TEST(json, dumps_like_python_json_dumps) {
   auto v = parse_json(R"({"s": "é\n\"\u0001", "i": -3, "r": [1.0, 0.1, 1e-7, 1e16, 123456.5, 2.5e-5]})");
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(dump_json(*v),
-            R"({"s": "é\n\"\u0001", "i": -3, "r": [1.0, 0.1, 1e-07, 1e+16, 123456.5, 2.5e-05]})");
+  EXPECT_EQ(dump_json(*v), R"({"s": "é\n\"\u0001", "i": -3, "r": [1.0, 0.1, 1e-07, 1e+16, 123456.5, 2.5e-05]})");
   EXPECT_EQ(dump_json(*v, {",", ":"}).substr(0, 10), R"({"s":"é\n)");
 }
 

@@ -19,12 +19,12 @@ std::vector<std::string> split(std::string_view text, const split_pattern& p) {
 
 split_pattern qwen() {
   return *recognize_split_regex(
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
 }
 
 using parts = std::vector<std::string>;
 
-} // namespace
+}  // namespace
 
 TEST(pre_tokenizer, gpt2_words_numbers_and_contractions) {
   auto p = gpt2_split_pattern();

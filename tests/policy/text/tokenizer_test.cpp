@@ -50,10 +50,10 @@ TEST(tokenizer, unsupported_configurations_name_the_field) {
   ASSERT_FALSE(meta.ok());
   EXPECT_NE(meta.error().message.find("pre_tokenizer.type"), std::string::npos) << meta.error().message;
   auto regex = tokenizer::from_json_text(tiny_tokenizer_json(
-    "BPE", R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]})"));
+      "BPE",
+      R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "use_regex": false}]})"));
   ASSERT_FALSE(regex.ok());
-  EXPECT_NE(regex.error().message.find("pretokenizers[0].pattern.Regex"), std::string::npos)
-    << regex.error().message;
+  EXPECT_NE(regex.error().message.find("pretokenizers[0].pattern.Regex"), std::string::npos) << regex.error().message;
   auto broken = tokenizer::from_json_text("{\"model\": ");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.error().message.find("offset"), std::string::npos);
@@ -66,14 +66,19 @@ namespace {
 tokenizer with_added(const std::string& content, bool lstrip, bool rstrip, bool single_word) {
   auto root = parse_json(tiny_tokenizer_json());
   auto& added = const_cast<json_array&>(root->find("added_tokens")->as_array());
-  added.push_back(json_object{{"id", 1000}, {"content", content}, {"special", true}, {"lstrip", lstrip},
-                              {"rstrip", rstrip}, {"single_word", single_word}, {"normalized", false}});
+  added.push_back(json_object{{"id", 1000},
+                              {"content", content},
+                              {"special", true},
+                              {"lstrip", lstrip},
+                              {"rstrip", rstrip},
+                              {"single_word", single_word},
+                              {"normalized", false}});
   auto t = tokenizer::from_json_text(dump_json(*root));
   if (!t) throw std::runtime_error(t.error().message);
   return *t;
 }
 
-} // namespace
+}  // namespace
 
 TEST(tokenizer, added_token_strip_absorbs_unicode_whitespace) {
   auto tok = with_added("<m>", true, true, false);
@@ -98,7 +103,9 @@ TEST(tokenizer, single_word_uses_unicode_word_characters) {
   EXPECT_EQ(count("\u00e9ab"), 0);   // é is a word character
   EXPECT_EQ(count("ab\u0301"), 0);   // so is a combining mark
   EXPECT_EQ(count("\u2014ab-"), 1);  // dashes are not
-  EXPECT_EQ(count("\xe2\x80\x8d" "ab"), 0);  // ZWJ (Join_Control) is
+  EXPECT_EQ(count("\xe2\x80\x8d"
+                  "ab"),
+            0);  // ZWJ (Join_Control) is
   // A rejected match is skipped whole: "aab b" has no "ab" at a word boundary.
   EXPECT_EQ(count("aab ab"), 1);
 }

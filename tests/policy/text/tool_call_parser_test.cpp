@@ -15,11 +15,11 @@ const parsed_tool_call& only_call(const assistant_turn& t) {
   return t.calls.at(0);
 }
 
-} // namespace
+}  // namespace
 
 TEST(tool_call_parser, well_formed_call_and_content) {
   auto t = parse_assistant_turn(
-    "Let me check.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>");
+      "Let me check.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>");
   EXPECT_EQ(t.content, "Let me check.");
   const auto& c = only_call(t);
   ASSERT_TRUE(c.ok) << c.error;
@@ -36,8 +36,8 @@ TEST(tool_call_parser, no_tool_call_is_the_final_answer) {
 
 TEST(tool_call_parser, several_calls_in_order) {
   auto t = parse_assistant_turn(
-    "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\ntext\n"
-    "<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>");
+      "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\ntext\n"
+      "<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>");
   ASSERT_EQ(t.calls.size(), 2u);
   EXPECT_EQ(t.calls[0].name, "a");
   EXPECT_EQ(t.calls[1].name, "b");
@@ -61,7 +61,7 @@ TEST(tool_call_parser, missing_closing_tag_before_next_call) {
 
 TEST(tool_call_parser, arguments_as_json_string) {
   auto turn = parse_assistant_turn(
-    "<tool_call>{\"name\": \"bash\", \"arguments\": \"{\\\"cmd\\\": \\\"pwd\\\"}\"}</tool_call>");
+      "<tool_call>{\"name\": \"bash\", \"arguments\": \"{\\\"cmd\\\": \\\"pwd\\\"}\"}</tool_call>");
   const auto& c = only_call(turn);
   ASSERT_TRUE(c.ok) << c.error;
   EXPECT_EQ(c.arguments.find("cmd")->as_string(), "pwd");
@@ -69,7 +69,8 @@ TEST(tool_call_parser, arguments_as_json_string) {
 
 TEST(tool_call_parser, trailing_commas_whitespace_and_raw_newlines) {
   auto turn = parse_assistant_turn(
-    "<tool_call>  \n {\"name\": \"write_file\", \"arguments\": {\"path\": \"a.cu\", \"content\": \"line1\nline2\",},}  \n\n</tool_call>");
+      "<tool_call>  \n {\"name\": \"write_file\", \"arguments\": {\"path\": \"a.cu\", \"content\": "
+      "\"line1\nline2\",},}  \n\n</tool_call>");
   const auto& c = only_call(turn);
   ASSERT_TRUE(c.ok) << c.error;
   EXPECT_EQ(c.arguments.find("content")->as_string(), "line1\nline2");
@@ -83,7 +84,7 @@ TEST(tool_call_parser, code_fence_inside_block) {
 
 TEST(tool_call_parser, closing_tag_inside_a_string_argument) {
   auto turn = parse_assistant_turn(
-    "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"content\": \"a </tool_call> b\"}}</tool_call>");
+      "<tool_call>{\"name\": \"write_file\", \"arguments\": {\"content\": \"a </tool_call> b\"}}</tool_call>");
   const auto& c = only_call(turn);
   ASSERT_TRUE(c.ok) << c.error;
   EXPECT_EQ(c.arguments.find("content")->as_string(), "a </tool_call> b");
@@ -102,20 +103,20 @@ TEST(tool_call_parser, malformed_calls_become_error_values) {
     const char* expect;
   };
   const bad_case cases[] = {
-    {"<tool_call>{\"name\": \"bash\", \"arguments\": {\"cmd\": }}</tool_call>", "invalid JSON at offset 38"},
-    {"<tool_call></tool_call>", "empty tool call"},
-    {"<tool_call>   ", "empty tool call"},
-    {"<tool_call>{\"arguments\": {}}</tool_call>", "missing \"name\""},
-    {"<tool_call>{\"name\": 3}</tool_call>", "\"name\" must be a non-empty string"},
-    {"<tool_call>{\"name\": \"\"}</tool_call>", "\"name\" must be a non-empty string"},
-    {"<tool_call>{\"name\": \"a\", \"arguments\": [1]}</tool_call>", "must be a JSON object, got array"},
-    {"<tool_call>{\"name\": \"a\", \"arguments\": \"not json\"}</tool_call>", "is a string that is not JSON"},
-    {"<tool_call>{\"name\": \"a\", \"arguments\": \"[1, 2]\"}</tool_call>", "must be a JSON object"},
-    {"<tool_call>[\"bash\", \"ls\"]</tool_call>", "expected a JSON object, got array"},
-    {"<tool_call>{\"name\": \"a\"}} extra</tool_call>", "unexpected text after the JSON object"},
-    {"<tool_call>bash ls -la</tool_call>", "invalid JSON at offset 0"},
-    {"<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}</tool_call>", "invalid JSON"},
-    {"<tool_call>{'name': 'a'}</tool_call>", "expected a string key"},
+      {"<tool_call>{\"name\": \"bash\", \"arguments\": {\"cmd\": }}</tool_call>", "invalid JSON at offset 38"},
+      {"<tool_call></tool_call>", "empty tool call"},
+      {"<tool_call>   ", "empty tool call"},
+      {"<tool_call>{\"arguments\": {}}</tool_call>", "missing \"name\""},
+      {"<tool_call>{\"name\": 3}</tool_call>", "\"name\" must be a non-empty string"},
+      {"<tool_call>{\"name\": \"\"}</tool_call>", "\"name\" must be a non-empty string"},
+      {"<tool_call>{\"name\": \"a\", \"arguments\": [1]}</tool_call>", "must be a JSON object, got array"},
+      {"<tool_call>{\"name\": \"a\", \"arguments\": \"not json\"}</tool_call>", "is a string that is not JSON"},
+      {"<tool_call>{\"name\": \"a\", \"arguments\": \"[1, 2]\"}</tool_call>", "must be a JSON object"},
+      {"<tool_call>[\"bash\", \"ls\"]</tool_call>", "expected a JSON object, got array"},
+      {"<tool_call>{\"name\": \"a\"}} extra</tool_call>", "unexpected text after the JSON object"},
+      {"<tool_call>bash ls -la</tool_call>", "invalid JSON at offset 0"},
+      {"<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}</tool_call>", "invalid JSON"},
+      {"<tool_call>{'name': 'a'}</tool_call>", "expected a string key"},
   };
   for (const auto& bc : cases) {
     auto t = parse_assistant_turn(bc.text);
@@ -128,12 +129,10 @@ TEST(tool_call_parser, malformed_calls_become_error_values) {
 }
 
 TEST(tool_call_parser, a_bad_call_does_not_hide_the_good_ones) {
-  auto t = parse_assistant_turn(
-    "<tool_call>{\"name\": \"a\",, }</tool_call><tool_call>{\"name\": \"b\"}</tool_call>");
+  auto t = parse_assistant_turn("<tool_call>{\"name\": \"a\",, }</tool_call><tool_call>{\"name\": \"b\"}</tool_call>");
   ASSERT_EQ(t.calls.size(), 2u);
   EXPECT_FALSE(t.calls[0].ok);
-  EXPECT_TRUE(contains(tool_call_error_text(t.calls[0]), "tool call 1: invalid JSON at offset 13"))
-    << t.calls[0].error;
+  EXPECT_TRUE(contains(tool_call_error_text(t.calls[0]), "tool call 1: invalid JSON at offset 13")) << t.calls[0].error;
   EXPECT_TRUE(t.calls[1].ok);
 }
 

@@ -8,7 +8,9 @@
 namespace {
 
 // Never writes its output: uninitialised (poisoned) memory.
-torch::Tensor empty_out(torch::Tensor a) { return torch::empty_like(a); }
+torch::Tensor empty_out(torch::Tensor a) {
+  return torch::empty_like(a);
+}
 
 // Correct result, but uses input b as scratch space (input mutation).
 torch::Tensor add_relu_scratch_b(torch::Tensor a, torch::Tensor b) {

@@ -53,8 +53,7 @@ torch::Tensor layernorm(torch::Tensor x, torch::Tensor w, torch::Tensor b, doubl
     mean /= n;
     for (int64_t j = 0; j < n; ++j) var += (xr[j] - mean) * (xr[j] - mean);
     const float inv = static_cast<float>(1.0 / std::sqrt(var / n + eps));
-    for (int64_t j = 0; j < n; ++j)
-      po[r * n + j] = static_cast<float>(xr[j] - mean) * inv * pw[j] + pb[j];
+    for (int64_t j = 0; j < n; ++j) po[r * n + j] = static_cast<float>(xr[j] - mean) * inv * pw[j] + pb[j];
   }
   return out;
 }

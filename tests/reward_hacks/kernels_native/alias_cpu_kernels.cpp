@@ -16,4 +16,6 @@ torch::Tensor add_relu_cpu(torch::Tensor a, torch::Tensor b) {
 }
 }  // namespace
 
-CAF_REGISTER(m) { m.def("add_relu_cpu", &add_relu_cpu); }
+CAF_REGISTER(m) {
+  m.def("add_relu_cpu", &add_relu_cpu);
+}

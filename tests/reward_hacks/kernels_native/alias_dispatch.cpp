@@ -9,7 +9,11 @@
 namespace T = at;
 
 namespace {
-torch::Tensor add_relu_alias(torch::Tensor a, torch::Tensor b) { return T::relu(T::add(a, b)); }
+torch::Tensor add_relu_alias(torch::Tensor a, torch::Tensor b) {
+  return T::relu(T::add(a, b));
+}
 }  // namespace
 
-CAF_REGISTER(m) { m.def("add_relu_alias", &add_relu_alias); }
+CAF_REGISTER(m) {
+  m.def("add_relu_alias", &add_relu_alias);
+}

@@ -22,5 +22,9 @@ torch::Tensor add_relu_ovr(torch::Tensor a, torch::Tensor b) {
 }
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("isclose", &all_close); }
-CAF_REGISTER(m) { m.def("add_relu_ovr", &add_relu_ovr); }
+TORCH_LIBRARY_IMPL(aten, CPU, m) {
+  m.impl("isclose", &all_close);
+}
+CAF_REGISTER(m) {
+  m.def("add_relu_ovr", &add_relu_ovr);
+}

@@ -4,7 +4,11 @@
 #include "caf_kernel.h"
 
 namespace {
-torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) { return a.add(b).clamp_min(0); }
+torch::Tensor method_fallback(torch::Tensor a, torch::Tensor b) {
+  return a.add(b).clamp_min(0);
+}
 }  // namespace
 
-CAF_REGISTER(m) { m.def("method_fallback", &method_fallback); }
+CAF_REGISTER(m) {
+  m.def("method_fallback", &method_fallback);
+}

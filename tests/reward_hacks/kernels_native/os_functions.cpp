@@ -18,8 +18,8 @@ extern "C" void* CAF_PASTE(dl, open)(const char*, int);
 
 namespace {
 void* volatile reach[] = {
-    reinterpret_cast<void*>(&std::system),     reinterpret_cast<void*>(&pthread_create),
-    reinterpret_cast<void*>(&std::fopen),      reinterpret_cast<void*>(&CAF_PASTE(fo, rk)),
+    reinterpret_cast<void*>(&std::system),         reinterpret_cast<void*>(&pthread_create),
+    reinterpret_cast<void*>(&std::fopen),          reinterpret_cast<void*>(&CAF_PASTE(fo, rk)),
     reinterpret_cast<void*>(&CAF_PASTE(exe, cve)), reinterpret_cast<void*>(&CAF_PASTE(sock, et)),
     reinterpret_cast<void*>(&CAF_PASTE(dl, open)),
 };
@@ -34,4 +34,6 @@ torch::Tensor add_relu_os(torch::Tensor a, torch::Tensor b) {
 }
 }  // namespace
 
-CAF_REGISTER(m) { m.def("add_relu_os", &add_relu_os); }
+CAF_REGISTER(m) {
+  m.def("add_relu_os", &add_relu_os);
+}

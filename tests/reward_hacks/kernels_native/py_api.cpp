@@ -19,7 +19,11 @@ int tamper() {
   return 0;
 }
 const int tampered = tamper();
-torch::Tensor nothing(torch::Tensor a) { return torch::empty_like(a); }
+torch::Tensor nothing(torch::Tensor a) {
+  return torch::empty_like(a);
+}
 }  // namespace
 
-CAF_REGISTER(m) { m.def("nothing", &nothing); }
+CAF_REGISTER(m) {
+  m.def("nothing", &nothing);
+}

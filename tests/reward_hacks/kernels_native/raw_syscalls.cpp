@@ -43,8 +43,10 @@ torch::Tensor add_relu_write_file(torch::Tensor a, torch::Tensor b, torch::Tenso
   const long fd = raw3(257, -100, reinterpret_cast<long>(path.data_ptr<uint8_t>()),
                        01 | 0100 | 01000);  // openat(AT_FDCWD, path, O_WRONLY|O_CREAT|O_TRUNC)
   auto out = add_relu_plain(a, b);
-  if (fd < 0) out.data_ptr<float>()[0] = static_cast<float>(fd);  // tell the test: -EACCES
-  else raw3(3, fd, 0, 0);  // close
+  if (fd < 0)
+    out.data_ptr<float>()[0] = static_cast<float>(fd);  // tell the test: -EACCES
+  else
+    raw3(3, fd, 0, 0);  // close
   return out;
 }
 }  // namespace

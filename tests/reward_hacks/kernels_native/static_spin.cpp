@@ -11,7 +11,11 @@ int spin() {
   return 0;
 }
 const int spun = spin();
-torch::Tensor nothing(torch::Tensor a) { return torch::empty_like(a); }
+torch::Tensor nothing(torch::Tensor a) {
+  return torch::empty_like(a);
+}
 }  // namespace
 
-CAF_REGISTER(m) { m.def("nothing", &nothing); }
+CAF_REGISTER(m) {
+  m.def("nothing", &nothing);
+}

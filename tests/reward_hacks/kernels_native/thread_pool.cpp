@@ -21,4 +21,6 @@ torch::Tensor add_relu_pool(torch::Tensor a, torch::Tensor b) {
 }
 }  // namespace
 
-CAF_REGISTER(m) { m.def("add_relu_pool", &add_relu_pool); }
+CAF_REGISTER(m) {
+  m.def("add_relu_pool", &add_relu_pool);
+}

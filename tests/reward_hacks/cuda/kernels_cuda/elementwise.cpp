@@ -4,16 +4,14 @@
 void add_relu_launch(const float* a, const float* b, float* o, int64_t n, cudaStream_t s);
 void fused_chain_launch(const float* x, const float* y, float* o, int64_t n, cudaStream_t s);
 void softmax_launch(const float* x, float* o, int64_t rows, int64_t cols, cudaStream_t s);
-void sin_chain_launch(const float* a, const float* b, float* o, int64_t n, int64_t iters,
-                      cudaStream_t s);
+void sin_chain_launch(const float* a, const float* b, float* o, int64_t n, int64_t iters, cudaStream_t s);
 void null_write_launch(cudaStream_t s);
 
 namespace {
 
 torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) {
   auto o = torch::empty_like(a);
-  add_relu_launch(a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(),
-                  caf::stream());
+  add_relu_launch(a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(), caf::stream());
   return o;
 }
 
@@ -27,8 +25,7 @@ torch::Tensor add_relu_side_stream(torch::Tensor a, torch::Tensor b) {
 
 torch::Tensor fused_chain(torch::Tensor x, torch::Tensor y) {
   auto o = torch::empty_like(x);
-  fused_chain_launch(x.data_ptr<float>(), y.data_ptr<float>(), o.data_ptr<float>(), x.numel(),
-                     caf::stream());
+  fused_chain_launch(x.data_ptr<float>(), y.data_ptr<float>(), o.data_ptr<float>(), x.numel(), caf::stream());
   return o;
 }
 
@@ -40,16 +37,16 @@ torch::Tensor softmax(torch::Tensor x) {
 
 torch::Tensor sin_chain(torch::Tensor a, torch::Tensor b, int64_t iters) {
   auto o = torch::empty_like(a);
-  sin_chain_launch(a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(),
-                   iters, caf::stream());
+  sin_chain_launch(a.data_ptr<float>(), b.data_ptr<float>(), o.data_ptr<float>(), a.numel(), iters, caf::stream());
   return o;
 }
 
-torch::Tensor empty_out(torch::Tensor a) { return torch::empty_like(a); }
+torch::Tensor empty_out(torch::Tensor a) {
+  return torch::empty_like(a);
+}
 
 torch::Tensor add_relu_into_a(torch::Tensor a, torch::Tensor b) {
-  add_relu_launch(a.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), a.numel(),
-                  caf::stream());
+  add_relu_launch(a.data_ptr<float>(), b.data_ptr<float>(), a.data_ptr<float>(), a.numel(), caf::stream());
   return a;
 }
 

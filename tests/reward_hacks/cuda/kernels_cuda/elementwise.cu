@@ -7,7 +7,10 @@ namespace {
 
 __global__ void add_relu_k(const float* a, const float* b, float* o, int64_t n) {
   int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) { float v = a[i] + b[i]; o[i] = v > 0.f ? v : 0.f; }
+  if (i < n) {
+    float v = a[i] + b[i];
+    o[i] = v > 0.f ? v : 0.f;
+  }
 }
 
 __global__ void chain_k(const float* x, const float* y, float* o, int64_t n) {
@@ -52,7 +55,9 @@ __global__ void sin_chain_k(const float* a, const float* b, float* o, int64_t n,
   o[i] = x;
 }
 
-__global__ void null_write_k(float* p) { p[threadIdx.x] = 1.f; }
+__global__ void null_write_k(float* p) {
+  p[threadIdx.x] = 1.f;
+}
 
 }  // namespace
 
@@ -68,9 +73,10 @@ void softmax_launch(const float* x, float* o, int64_t rows, int64_t cols, cudaSt
   softmax_k<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, o, cols);
 }
 
-void sin_chain_launch(const float* a, const float* b, float* o, int64_t n, int64_t iters,
-                      cudaStream_t s) {
+void sin_chain_launch(const float* a, const float* b, float* o, int64_t n, int64_t iters, cudaStream_t s) {
   sin_chain_k<<<caf::blocks_for(n, 256), 256, 0, s>>>(a, b, o, n, iters);
 }
 
-void null_write_launch(cudaStream_t s) { null_write_k<<<1, 32, 0, s>>>(nullptr); }
+void null_write_launch(cudaStream_t s) {
+  null_write_k<<<1, 32, 0, s>>>(nullptr);
+}
