@@ -183,7 +183,7 @@ caf::response_promise on_sim_tool(router_actor* self, const tool_request& req) {
 
 caf::behavior router(router_actor* self, tool_executor_options opts) {
   self->state.opts = opts;
-  bool sim = opts.mode == "sim";
+  bool sim = opts.mode == tool_mode::sim;
   if (!sim)
     for (int i = 0; i < opts.executors; ++i)
       self->state.idle.push_back(self->spawn<caf::detached + caf::linked>(executor, opts));

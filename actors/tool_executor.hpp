@@ -14,19 +14,26 @@
 ///   (atoms::lookup, uint64 episode)            -> (std::string error, std::map files): the submission
 ///   (atoms::stats)                             -> std::map<std::string, double>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <caf/fwd.hpp>
 
+#include "base/named_enum.hpp"
 #include "sandbox/settings.hpp"
 
 namespace caf_agent {
 
+/// What the tool executors run: the real tools in per-episode sandboxes, or simulated latency
+/// (the sim policy's load tests: no sandbox, no tool runs).
+enum class tool_mode : uint8_t { sandbox, sim };
+CAF_AGENT_ENUM_NAMES(tool_mode, "sandbox", "sim")
+
 /// Settings of a node's tool executors.
 struct tool_executor_options {
   int executors = 2;
-  std::string mode = "sandbox";  ///< sandbox (real tools) or sim (latency only)
+  tool_mode mode = tool_mode::sandbox;
   double sim_latency_ms = 50;
   // sandbox mode:
   sandbox::sandbox_settings sandbox;        ///< [sandbox]: workspaces made under its workspace_root

@@ -10,6 +10,9 @@
 ///       f.section("rft", c.rft, "rejection fine-tuning");   // a nested table, [train.rft]
 ///     }
 ///
+/// A closed set is a named enum (base/named_enum.hpp) and needs no check: TOML holds its name,
+/// and a name not in its list is an error naming the names.
+///
 /// The same list is walked by whoever needs the fields: `runtime/` reads TOML through it (unknown
 /// keys named with their section, wrong types naming the key) and prints the commented example
 /// config from it; `validate_config` below applies each field's checks and then the struct's own
@@ -25,6 +28,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "base/named_enum.hpp"
 
 namespace caf_agent::base {
 
@@ -239,6 +244,11 @@ inline std::string toml_value(const std::string& v) {
     }
   }
   return out + "\"";
+}
+/// A named enum is written as its name (a string).
+template <named_enum E>
+std::string toml_value(E v) {
+  return toml_value(std::string{name_of(v)});
 }
 inline std::string toml_value(const std::vector<std::string>& v) {
   std::string out = "[";

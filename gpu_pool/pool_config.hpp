@@ -6,8 +6,14 @@
 #include <string>
 
 #include "base/config_fields.hpp"
+#include "base/named_enum.hpp"
 
 namespace caf_agent::gpu_pool {
+
+/// What runs a slot's evaluations ([gpu_pool] backend): the real eval worker, or simulated
+/// latency (load tests, no worker).
+enum class pool_backend : uint8_t { worker, sim };
+CAF_AGENT_ENUM_NAMES(pool_backend, "worker", "sim")
 
 /// [gpu_pool]: what each member means is said once, in fields().
 struct pool_config {
@@ -19,7 +25,7 @@ struct pool_config {
   int32_t cpu_threads_per_slot = 1;
   int32_t build_workers = -1;
   std::string worker_python = ".venv/bin/python";
-  std::string backend = "worker";
+  pool_backend backend = pool_backend::worker;
 
   /// build_workers with -1 resolved: one per slot on cuda (compiles stay off GPU time), none on
   /// cpu (a CPU slot's build and its cores are the same resource).
@@ -41,7 +47,7 @@ struct pool_config {
     f("build_workers", c.build_workers,
       "compile ahead of the slots on CPU: -1 one per slot on cuda, none on cpu; 0 off");
     f("worker_python", c.worker_python, "the Python that runs the eval worker");
-    f("backend", c.backend, "worker: the real eval worker; sim: simulated latency", one_of({"worker", "sim"}));
+    f("backend", c.backend, "worker: the real eval worker; sim: simulated latency");
   }
   /// Rules the field list cannot say (their text names the value).
   void validate(base::config_errors& e) const {

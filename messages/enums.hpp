@@ -2,77 +2,27 @@
 /// messages/enums.hpp: the closed sets of the protocol as enums with names (no CAF, no
 /// msgpack: libraries such as gpu_pool/ include it too).
 ///
-/// Each enum lists its names once (CAF_AGENT_ENUM_NAMES); `name_of` and `parse_name` convert,
-/// `to_string` serves CAF's to_string and log text. On disk (msgpack, messages/fields.hpp) and
+/// Each enum lists its names once (CAF_AGENT_ENUM_NAMES, base/named_enum.hpp); `name_of` and
+/// `parse_name` convert, `to_string` serves CAF's to_string and log text. On disk (msgpack, messages/fields.hpp) and
 /// in JSON an enum is written as its name, so the names are the strings the fields held before
 /// they were enums: files written then read the same.
 
-#include <cstddef>
 #include <cstdint>
-#include <iterator>
-#include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "base/named_enum.hpp"
+
 namespace caf_agent::messages {
 
-/// The names of a named enum, in the order of its values (specialized per enum).
+// The vocabulary of base/named_enum.hpp under the names the protocol has always used.
+using base::enum_names;
+using base::name_of;
+using base::names_list;
+using base::parse_name;
+/// An enum whose values have names (base::named_enum).
 template <class E>
-struct enum_names;
-
-/// An enum whose values have names (has an enum_names specialization).
-template <class E>
-concept named_enum = requires {
-  enum_names<E>::names;
-};
-
-/// The name of e ("?" for a value outside the list, which only a cast can make).
-template <named_enum E>
-constexpr std::string_view name_of(E e) {
-  const auto& names = enum_names<E>::names;
-  const auto i = static_cast<std::size_t>(e);
-  return i < std::size(names) ? names[i] : std::string_view{"?"};
-}
-
-/// The value named s, or nullopt when s names none.
-template <named_enum E>
-constexpr std::optional<E> parse_name(std::string_view s) {
-  const auto& names = enum_names<E>::names;
-  for (std::size_t i = 0; i < std::size(names); ++i)
-    if (names[i] == s) return static_cast<E>(i);
-  return std::nullopt;
-}
-
-/// The names of E joined by ", " (for error messages naming what is allowed).
-template <named_enum E>
-std::string names_list() {
-  std::string out;
-  for (auto n : enum_names<E>::names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
-
-/// Gives enum E its names (one string per value, in order), `to_string` and JSON hooks
-/// (nlohmann's adl_serializer finds them; written as the name, an unknown name throws).
-#define CAF_AGENT_ENUM_NAMES(E, ...)                                                                         \
-  template <>                                                                                                \
-  struct enum_names<E> {                                                                                     \
-    static constexpr std::string_view names[] = {__VA_ARGS__};                                               \
-  };                                                                                                         \
-  inline std::string to_string(E e) {                                                                        \
-    return std::string(name_of(e));                                                                          \
-  }                                                                                                          \
-  template <class Json>                                                                                      \
-  void to_json(Json& j, const E& e) {                                                                        \
-    j = std::string(name_of(e));                                                                             \
-  }                                                                                                          \
-  template <class Json>                                                                                      \
-  void from_json(const Json& j, E& e) {                                                                      \
-    auto s = j.template get<std::string>();                                                                  \
-    auto v = parse_name<E>(s);                                                                               \
-    if (!v) throw std::invalid_argument(#E " has no value \"" + s + "\" (one of: " + names_list<E>() + ")"); \
-    e = *v;                                                                                                  \
-  }
+concept named_enum = base::named_enum<E>;
 
 /// What an evaluation runs (eval_request.mode; the episode's verify/profile commands, the
 /// final evaluation that gives the reward, and `baseline`: the task's reference timed in eager

@@ -7,12 +7,18 @@
 #include <string>
 
 #include "base/config_fields.hpp"
+#include "base/named_enum.hpp"
 
 namespace caf_agent::policy {
 
+/// Which backend answers generate requests ([policy] backend): recorded turns, simulated
+/// latency (load tests), the in-process LibTorch engine, or an OpenAI-compatible server.
+enum class backend_kind : uint8_t { replay, sim, libtorch, openai };
+CAF_AGENT_ENUM_NAMES(backend_kind, "replay", "sim", "libtorch", "openai")
+
 /// [policy]: what each member means is said once, in fields().
 struct policy_config {
-  std::string backend = "replay";
+  backend_kind backend = backend_kind::replay;
   std::string replay_path = "skills/replay/default.jsonl";
   std::string model_dir;
   std::string base_url;
@@ -44,8 +50,7 @@ struct policy_config {
   template <class F, class Self>
   static void fields(F& f, Self& c) {
     using namespace base;
-    f("backend", c.backend, "libtorch, openai, replay (recorded turns), sim (load tests)",
-      one_of({"replay", "sim", "libtorch", "openai"}));
+    f("backend", c.backend, "libtorch, openai, replay (recorded turns), sim (load tests)");
     f("replay_path", c.replay_path, "replay: the recorded episodes (JSON lines)");
     f("model_dir", c.model_dir, "libtorch: a Hugging Face checkpoint directory");
     f("base_url", c.base_url, "openai: http://HOST:PORT/v1");
@@ -90,11 +95,15 @@ struct policy_config {
 
   /// Rules between fields.
   void validate(base::config_errors& e) const {
-    if (backend == "libtorch" && model_dir.empty()) e.error("model_dir", "is required when backend = \"libtorch\"");
-    if (backend == "openai" && base_url.empty()) e.error("base_url", "is required when backend = \"openai\"");
-    if (backend == "replay" && replay_path.empty()) e.error("replay_path", "is required when backend = \"replay\"");
-    if (!script.empty() && backend != "libtorch")
-      e.error("script", "teacher-forces replies through the libtorch engine; backend is \"" + backend + "\"");
+    if (backend == backend_kind::libtorch && model_dir.empty())
+      e.error("model_dir", "is required when backend = \"libtorch\"");
+    if (backend == backend_kind::openai && base_url.empty())
+      e.error("base_url", "is required when backend = \"openai\"");
+    if (backend == backend_kind::replay && replay_path.empty())
+      e.error("replay_path", "is required when backend = \"replay\"");
+    if (!script.empty() && backend != backend_kind::libtorch)
+      e.error("script",
+              "teacher-forces replies through the libtorch engine; backend is \"" + to_string(backend) + "\"");
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
   }

@@ -159,7 +159,7 @@ std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes
     if (!fs::is_regular_file(actor / name, ec))
       return "--checkpoint " + dir + ": " + (actor / name).string() +
              " is missing (copy it from the base model; the trainer copies it into every checkpoint it writes)";
-  cfg.policy.backend = "libtorch";
+  cfg.policy.backend = policy::backend_kind::libtorch;
   cfg.policy.model_dir = actor.string();
   if (eval) {
     if (!keep_episodes && cfg.train.eval.episodes > 0) cfg.rollout.episodes = cfg.train.eval.episodes;
@@ -182,18 +182,19 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
   bool rollout = role == "rollout" || role == "local";
   bool pool = role == "gpu-pool" || role == "local";
   auto& r = cfg.rollout;
-  if (rollout || (pool && cfg.gpu_pool.backend == "worker"))
+  if (rollout || (pool && cfg.gpu_pool.backend == gpu_pool::pool_backend::worker))
     need("rollout.skills_dir", r.skills_dir, true, "a directory");
   bool skills_ok = errors.empty();  // what lives under it is checked only when it exists
   if (rollout && skills_ok)
     need("rollout.skills_dir", fs::path{r.skills_dir} / "workspace" / "SKILL.md", false, "the workspace's SKILL.md");
   if (rollout && !r.skill_file.empty()) need("rollout.skill_file", r.skill_file, false, "a file (the system prompt)");
-  if (pool && skills_ok && cfg.gpu_pool.backend == "worker")
+  if (pool && skills_ok && cfg.gpu_pool.backend == gpu_pool::pool_backend::worker)
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
   if (drives_run && (role == "coordinator" || role == "local"))
     need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
-  if (rollout && cfg.policy.backend == "replay") need("policy.replay_path", cfg.policy.replay_path, false, "a file");
-  if (rollout && cfg.policy.backend == "libtorch" && !cfg.policy.script.empty())
+  if (rollout && cfg.policy.backend == policy::backend_kind::replay)
+    need("policy.replay_path", cfg.policy.replay_path, false, "a file");
+  if (rollout && cfg.policy.backend == policy::backend_kind::libtorch && !cfg.policy.script.empty())
     need("policy.script", cfg.policy.script, false, "a file of recorded episodes (JSON lines)");
   if (rollout && cfg.train.plays_demonstrations())
     need("train.rft.demonstrations", cfg.train.rft.demonstrations, false, "a file of recorded episodes (JSON lines)");
@@ -205,7 +206,7 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     else if (role == "local")
       errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
   }
-  if ((rollout || role == "inference") && cfg.policy.backend == "libtorch")
+  if ((rollout || role == "inference") && cfg.policy.backend == policy::backend_kind::libtorch)
     need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false,
          "the checkpoint's tokenizer.json");
   return errors;

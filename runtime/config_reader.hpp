@@ -37,6 +37,18 @@ class section_reader : public base::config_errors {
   void read(std::string_view key, std::vector<std::string>& out);
   /// An array of [integer, number] pairs, e.g. lr phases [[450, 1e-2], [90, 3e-3]].
   void read(std::string_view key, std::vector<std::pair<int64_t, double>>& out);
+  /// A named enum from its name; another string is "'x' is not one of: <the names>".
+  template <base::named_enum E>
+  void read(std::string_view key, E& out) {
+    std::string name{base::name_of(out)};
+    const auto before = errors_.size();
+    read(key, name);
+    if (errors_.size() != before) return;
+    if (auto v = base::parse_name<E>(name))
+      out = *v;
+    else
+      error(key, "'" + name + "' is not one of: " + base::names_list<E>());
+  }
 
   /// The sub-table `key` (e.g. [train.rft] inside [train]), or null when absent; a value that
   /// is not a table is an error naming the key. The key counts as read.

@@ -95,17 +95,17 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     return w;
   };
   for (int i = 0; i < g.slots; ++i) {
-    if (g.backend == "sim")
+    if (g.backend == gpu_pool::pool_backend::sim)
       backends.push_back(gpu_pool::make_sim_slot(cfg.policy.sim_eval_ms_mean, 0.7, 1000 + i));
     else
       backends.push_back(
           gpu_pool::make_worker_slot(worker(i, g.cpu_threads_per_slot, "eval-worker-" + std::to_string(i) + ".log")));
   }
   std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
-  for (int i = 0; g.backend != "sim" && i < g.builders(); ++i)
+  for (int i = 0; g.backend != gpu_pool::pool_backend::sim && i < g.builders(); ++i)
     builders.push_back(
         gpu_pool::make_worker_builder(worker(i % g.slots, 1, "eval-builder-" + std::to_string(i) + ".log")));
-  if (g.backend != "sim" && !fs::exists(g.worker_python))
+  if (g.backend != gpu_pool::pool_backend::sim && !fs::exists(g.worker_python))
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
   std::error_code ec;
   fs::create_directories(cfg.runtime.run_dir, ec);
@@ -115,7 +115,7 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
   out.actors.push_back(pool);
   out.named["gpu_pool"] = pool;
   out.counts["gpu_pool_manager"] = 1;
-  out.counts[g.backend == "sim" ? "sim_slots" : "eval_slots"] = g.slots;
+  out.counts[g.backend == gpu_pool::pool_backend::sim ? "sim_slots" : "eval_slots"] = g.slots;
   if (builder_count > 0) out.counts["eval_builders"] = builder_count;
   if (auto coord = peer(peers, "coordinator"))
     caf::send_as(pool, coord, messages::service_announce{node_id, "gpu_pool"});
@@ -124,12 +124,12 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
 
 std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std::string& error) {
   auto& p = cfg.policy;
-  if (p.backend == "sim") {
+  if (p.backend == policy::backend_kind::sim) {
     rollout::sim_policy_options o;
     o.latency_ms_mean = p.sim_latency_ms_mean;
     return rollout::make_sim_policy(o);
   }
-  if (p.backend == "openai") {
+  if (p.backend == policy::backend_kind::openai) {
     rollout::openai_policy_options o;
     o.base_url = p.base_url;
     o.model = p.model_name;
@@ -148,7 +148,7 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
     o.tools = std::move(*tools);
     return rollout::make_openai_policy(o, error);
   }
-  error = "policy.backend '" + p.backend + "' is not available in this build";
+  error = "policy.backend '" + to_string(p.backend) + "' is not available in this build";
   return nullptr;
 }
 
@@ -198,7 +198,7 @@ std::string start_replay_policy(caf::actor_system& sys, const app_config& cfg, p
 
 std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_endpoint& out) {
   auto& p = cfg.policy;
-  if (p.backend == "libtorch") {
+  if (p.backend == policy::backend_kind::libtorch) {
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
     auto tok = policy::tokenizer::from_file((fs::path{p.model_dir} / "tokenizer.json").string());
     if (!tok) return "policy.model_dir: " + tok.error().message;
@@ -262,12 +262,12 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
 #endif
   }
   std::string error;
-  if (p.backend == "replay") return start_replay_policy(sys, cfg, out);
+  if (p.backend == policy::backend_kind::replay) return start_replay_policy(sys, cfg, out);
   auto backend = make_backend(cfg, error);
   if (!backend) return error;
   out.description = backend->name();
-  out.render_messages = p.backend == "openai";
-  out.server = spawn_policy_server(sys, backend, p.backend == "openai" ? p.concurrency : 1);
+  out.render_messages = p.backend == policy::backend_kind::openai;
+  out.server = spawn_policy_server(sys, backend, p.backend == policy::backend_kind::openai ? p.concurrency : 1);
   return {};
 }
 
@@ -291,7 +291,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto& r = cfg.rollout;
   tool_executor_options t;
   t.executors = r.tool_executors;
-  t.mode = cfg.policy.backend == "sim" ? "sim" : "sandbox";
+  t.mode = cfg.policy.backend == policy::backend_kind::sim ? tool_mode::sim : tool_mode::sandbox;
   t.sandbox = cfg.sandbox;
   t.template_dir = r.skills_dir + "/workspace";
   t.harness_dir = r.skills_dir + "/eval_worker/caf_agent_eval";
@@ -301,7 +301,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
     t.path_env = (venv / "bin").string() + ":/usr/local/bin:/usr/bin:/bin";
   }
   auto tools = spawn_tool_executors(sys, t);
-  if (t.mode == "sandbox") {
+  if (t.mode == tool_mode::sandbox) {
     const auto& cg = sandbox::probe_cgroups();
     out.notes.push_back(cg.mode == "none" ? "sandbox: no per-episode cgroup: " + cg.detail
                                           : "sandbox: per-episode cgroups (" + cg.mode + "), " + cg.detail);
@@ -348,7 +348,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   out.named["rollout_manager"] = manager;
   out.counts["rollout_manager"] = 1;
   out.counts["policy_server"] = 1;
-  out.counts["tool_executors"] = t.mode == "sim" ? 0 : r.tool_executors;
+  out.counts["tool_executors"] = t.mode == tool_mode::sim ? 0 : r.tool_executors;
   out.counts["max_episodes"] = r.max_concurrent_episodes;
   return {};
 }

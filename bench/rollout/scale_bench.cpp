@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < slots; ++i) backends.push_back(gpu_pool::make_sim_slot(eval_ms, 0.7, 100 + i));
   auto pool = spawn_gpu_pool(sys, {static_cast<size_t>(slots) * 2, 3, "gpu_pool"}, std::move(backends));
   tool_executor_options t;
-  t.mode = "sim";
+  t.mode = tool_mode::sim;
   t.sim_latency_ms = tool_ms;
   auto tools = spawn_tool_executors(sys, t);
   rollout::sim_policy_options p;

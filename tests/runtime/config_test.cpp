@@ -303,3 +303,24 @@ TEST(config, policy_cuda_graphs_is_a_boolean_defaulting_to_true) {
   EXPECT_TRUE(
       has_error(parse_config("[policy]\ncuda_graphs = 3\n", "t.toml"), "'policy.cuda_graphs' must be a boolean"));
 }
+
+// The backends are named enums: read from their names, printed as them, and a name not in the
+// list is an error naming the key and every name.
+TEST(config, backends_are_enums_read_by_name) {
+  auto r = parse_config("[policy]\nbackend = \"sim\"\n[gpu_pool]\nbackend = \"sim\"\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.policy.backend, caf_agent::policy::backend_kind::sim);
+  EXPECT_EQ(r.config.gpu_pool.backend, caf_agent::gpu_pool::pool_backend::sim);
+  EXPECT_NE(print_config(r.config).find("backend = \"sim\""), std::string::npos);
+  EXPECT_EQ(app_config{}.policy.backend, caf_agent::policy::backend_kind::replay);
+  EXPECT_EQ(app_config{}.gpu_pool.backend, caf_agent::gpu_pool::pool_backend::worker);
+
+  auto policy = parse_config("[policy]\nbackend = \"gpt\"\n", "t.toml");
+  EXPECT_TRUE(has_error(policy, "config key 'policy.backend': 'gpt' is not one of: replay, sim, libtorch, openai"))
+      << policy.errors.front();
+  auto pool = parse_config("[gpu_pool]\nbackend = \"docker\"\n", "t.toml");
+  EXPECT_TRUE(has_error(pool, "config key 'gpu_pool.backend': 'docker' is not one of: worker, sim"))
+      << pool.errors.front();
+  auto typed = parse_config("[policy]\nbackend = 3\n", "t.toml");
+  EXPECT_TRUE(has_error(typed, "'policy.backend' must be a string, got integer"));
+}
