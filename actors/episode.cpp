@@ -128,8 +128,13 @@ void end_turn(episode_actor* self) {
   next_turn(self);
 }
 
-void observe(episode_actor* self, const std::string& call_id, const std::string& text) {
-  self->state.conv->add_observation(call_id, text);
+/// Adds an observation and goes on: a tool's output as it is (the sandbox cut it, at most at the
+/// observation limit: rollout_config::tool_sandbox), the episode's own texts cut to that limit.
+void observe(episode_actor* self, const std::string& call_id, const std::string& text, bool tool_output = false) {
+  if (tool_output)
+    self->state.conv->add_tool_output(call_id, text);
+  else
+    self->state.conv->add_observation(call_id, text);
   next_action(self);
 }
 
@@ -213,7 +218,7 @@ void run_tool(episode_actor* self, rollout::action a) {
             t.total_ms += r.elapsed_ms;
             t.errors += r.status == tool_status::error || r.status == tool_status::internal;
             t.timeouts += r.status == tool_status::timeout;
-            observe(self, a.call_id, r.output);
+            observe(self, a.call_id, r.output, true);
           },
           [=](caf::error& err) { abort_episode(self, "tool executor failed: " + self->system().render(err)); });
 }

@@ -2,11 +2,13 @@
 /// rollout/config.hpp: [rollout], the episodes and tool executors of a rollout node (defaults,
 /// the field list that runtime/ reads TOML through and prints config/defaults.toml from, checks).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/config_fields.hpp"
+#include "sandbox/settings.hpp"
 
 namespace caf_agent::rollout {
 
@@ -42,8 +44,10 @@ struct rollout_config {
     f("max_turns_eval", c.max_turns_eval, "turn limit of an evaluation episode", positive(), range(1, 100000));
     f("context_limit_tokens", c.context_limit_tokens, "an episode ends when its context reaches this", positive());
     f("wall_limit_s", c.wall_limit_s, "an episode ends after this long", positive());
+    // Rationale: 1024 is the sandbox's smallest output cut (sandbox_config: below it not even
+    // one compiler error fits), and tool output is cut by the sandbox at this limit.
     f("observation_limit_bytes", c.observation_limit_bytes, "a tool observation longer than this is truncated",
-      positive());
+      at_least(1024, "must be >= 1024 (the sandbox's smallest output cut)"));
     f("tasks_dir", c.tasks_dir, "KernelBench-format problems", not_empty());
     f("skills_dir", c.skills_dir, "workspace template, SKILL.md, eval worker", not_empty());
     f("skill_file", c.skill_file, "the system prompt; empty: skills_dir/workspace/SKILL.md");
@@ -57,6 +61,14 @@ struct rollout_config {
   }
   /// Rules between fields: none.
   void validate(base::config_errors&) const {}
+
+  /// The sandbox settings the tool executors get: `s` with its output cut at no more than
+  /// observation_limit_bytes, so the sandbox's one cut is the one the agent sees (the
+  /// conversation adds tool output uncut: conversation::add_tool_output).
+  sandbox::sandbox_settings tool_sandbox(sandbox::sandbox_settings s) const {
+    s.max_output_bytes = std::min(s.max_output_bytes, observation_limit_bytes);
+    return s;
+  }
 };
 
 }  // namespace caf_agent::rollout

@@ -135,7 +135,10 @@ std::vector<action> conversation::on_assistant(const std::string& text) {
 }
 
 void conversation::add_observation(const std::string& call_id, const std::string& output) {
-  auto text = sandbox::truncate_middle(output, static_cast<size_t>(limits_.observation_limit_bytes));
+  add_tool_output(call_id, sandbox::truncate_middle(output, static_cast<size_t>(limits_.observation_limit_bytes)));
+}
+
+void conversation::add_tool_output(const std::string& call_id, std::string text) {
   approx_chars_ += static_cast<int64_t>(text.size());
   if (session_) pending_obs_.push_back({"tool", text, {}});
   messages_.push_back({"tool", std::move(text), {}});

@@ -54,8 +54,14 @@ class conversation {
   /// No actions means the agent gave its final answer.
   std::vector<action> on_assistant(const std::string& text);
 
-  /// Adds a tool observation (truncated to the limit) for the call `call_id`.
+  /// Adds an observation the episode wrote itself (a verdict, an invalid call's error) for the
+  /// call `call_id`, cut to the observation limit (sandbox::truncate_middle).
   void add_observation(const std::string& call_id, const std::string& output);
+
+  /// Adds a tool's output for the call `call_id` as it is: the sandbox cut it already, at
+  /// rollout_config::tool_sandbox's cap (no more than the observation limit), so the agent sees
+  /// that one cut and its marker counts the bytes the tool really dropped.
+  void add_tool_output(const std::string& call_id, std::string output);
 
   /// The whole conversation in the chat format, ending with the generation prompt.
   std::string prompt_text() const;

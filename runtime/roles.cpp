@@ -292,7 +292,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   tool_executor_options t;
   t.executors = r.tool_executors;
   t.mode = cfg.policy.backend == policy::backend_kind::sim ? tool_mode::sim : tool_mode::sandbox;
-  t.sandbox = cfg.sandbox;
+  t.sandbox = r.tool_sandbox(cfg.sandbox);
   t.template_dir = r.skills_dir + "/workspace";
   t.harness_dir = r.skills_dir + "/eval_worker/caf_agent_eval";
   auto venv = fs::absolute(fs::path{cfg.gpu_pool.worker_python}).parent_path().parent_path();

@@ -1,15 +1,20 @@
 // tests/rollout/conversation_test.cpp: the episode transcript and the eval report.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "rollout/config.hpp"
 #include "rollout/conversation.hpp"
 #include "rollout/eval_report.hpp"
 #include "rollout/policy_backend.hpp"
+#include "sandbox/config.hpp"
+#include "sandbox/episode_sandbox.hpp"
 #include "sandbox/output_format.hpp"
 
 using namespace caf_agent;
@@ -63,6 +68,48 @@ TEST(conversation, observations_are_truncated_with_a_marker) {
   EXPECT_NE(obs[0].find("output truncated"), std::string::npos);
   EXPECT_NE(obs[0].find("TAIL"), std::string::npos);  // the tail (errors) is kept
   EXPECT_NE(c.prompt_text().find("<|im_start|>assistant\n"), std::string::npos);
+}
+
+namespace {
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+// Tool output is cut once, by the sandbox, at the smaller of [sandbox] max_output_bytes and
+// [rollout] observation_limit_bytes (the settings the tool executors get), and reaches the
+// transcript as it is: one marker, the smaller limit's bytes, the bytes the tool really dropped.
+TEST(conversation, tool_output_is_cut_once_at_the_smaller_limit) {
+  namespace fs = std::filesystem;
+  rollout_config r;
+  r.observation_limit_bytes = 2048;
+  sandbox::sandbox_settings settings;  // max_output_bytes 30000: the larger limit
+  ASSERT_GT(settings.max_output_bytes, r.observation_limit_bytes);
+  std::string tmpl = (fs::temp_directory_path() / "caf_conv_cut_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  ::chmod(tmpl.c_str(), 0711);  // the sandbox's per-episode uid traverses it
+  const fs::path root = tmpl;
+  sandbox::sandbox_config cfg;
+  r.tool_sandbox(settings).apply_to(cfg);
+  cfg.workspace = root;
+  auto created = sandbox::episode_sandbox::create(cfg);
+  ASSERT_TRUE(created.sandbox) << created.error;
+  // 100,000 bytes of 'Q' (a letter no marker or status line holds) in one line.
+  auto out = created.sandbox->execute({"c1", "Bash", {{"command", "head -c 100000 /dev/zero | tr '\\0' Q"}}});
+  created.sandbox.reset();
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  ASSERT_EQ(out.status, messages::tool_status::ok) << out.output;
+
+  conversation c{"s", "t", {}, {131072, r.observation_limit_bytes}};
+  c.on_assistant("<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": \"q\"}}\n</tool_call>");
+  c.add_tool_output("t1c1", out.output);
+  const auto obs = c.observations().at(0);
+  EXPECT_EQ(occurrences(obs, "output truncated"), 1U) << obs;
+  EXPECT_EQ(occurrences(obs, "Q"), 2048U);
+  EXPECT_NE(obs.find("output truncated: 97952 bytes omitted"), std::string::npos) << obs;
 }
 
 TEST(conversation, truncation_never_splits_utf8) {
