@@ -120,9 +120,10 @@ register_ack on_register(coordinator_actor* self, register_node& msg) {
   auto ev = st.registry.add(msg.info, unix_ms());
   std::string counts;
   for (auto& [kind, n] : msg.info.actor_counts) counts += (counts.empty() ? "" : ", ") + kind + "=" + std::to_string(n);
-  log_info("coordinator", "node " + msg.info.node_id + " registered: role=" + msg.info.role + " host=" + msg.info.host +
-                              " pid=" + std::to_string(msg.info.pid) + " cores=" + std::to_string(msg.info.cores) +
-                              " gpus=" + std::to_string(msg.info.gpus) + " actors{" + counts + "}");
+  log_info("coordinator", "node " + msg.info.node_id + " registered: role=" + to_string(msg.info.role) +
+                              " host=" + msg.info.host + " pid=" + std::to_string(msg.info.pid) +
+                              " cores=" + std::to_string(msg.info.cores) + " gpus=" + std::to_string(msg.info.gpus) +
+                              " actors{" + counts + "}");
   (void)ev;
   return {true, "", st.opts.heartbeat_interval_ms};
 }

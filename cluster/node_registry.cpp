@@ -5,20 +5,16 @@ namespace caf_agent::cluster {
 
 using messages::node_state;
 
-namespace {
-
-const char* const known_roles[] = {"coordinator", "rollout", "gpu-pool", "learner", "inference", "inspector", "local"};
-
-}  // namespace
-
 std::optional<std::string> node_registry::check(const messages::register_node& msg) const {
   if (msg.version != messages::protocol_version)
     return "protocol version " + std::to_string(msg.version) + " does not match coordinator's " +
            std::to_string(messages::protocol_version);
   if (msg.info.node_id.empty()) return "empty node id";
-  for (auto* r : known_roles)
-    if (msg.info.role == r) return std::nullopt;
-  return "unknown role '" + msg.info.role + "'";
+  // Rationale: CAF carries the role's number; a peer of another build may send one this build
+  // has no name for.
+  if (messages::name_of(msg.info.role) == "?")
+    return "unknown role value " + std::to_string(static_cast<int>(msg.info.role));
+  return std::nullopt;
 }
 
 node_event node_registry::add(const messages::node_info& info, int64_t now_ms) {

@@ -70,4 +70,8 @@ CAF_AGENT_ENUM_NAMES(episode_end, "finished", "turn_limit", "context_limit", "wa
 enum class episode_mode : uint8_t { train, eval };
 CAF_AGENT_ENUM_NAMES(episode_mode, "train", "eval")
 
+/// What a node runs (node_info.role, `caf-agent --role`; the names are the command line's).
+enum class node_role : uint8_t { coordinator, rollout, gpu_pool, learner, inference, inspector, local };
+CAF_AGENT_ENUM_NAMES(node_role, "coordinator", "rollout", "gpu-pool", "learner", "inference", "inspector", "local")
+
 }  // namespace caf_agent::messages

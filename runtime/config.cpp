@@ -169,7 +169,8 @@ std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes
   return {};
 }
 
-std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run) {
+std::vector<std::string> check_paths(const app_config& cfg, messages::node_role role, bool drives_run) {
+  using messages::node_role;
   namespace fs = std::filesystem;
   std::vector<std::string> errors;
   std::error_code ec;
@@ -179,8 +180,8 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
       errors.push_back(key + ": '" + p.string() + "' " + (fs::exists(p, ec) ? "is not " : "does not exist; need ") +
                        what);
   };
-  bool rollout = role == "rollout" || role == "local";
-  bool pool = role == "gpu-pool" || role == "local";
+  bool rollout = role == node_role::rollout || role == node_role::local;
+  bool pool = role == node_role::gpu_pool || role == node_role::local;
   auto& r = cfg.rollout;
   if (rollout || (pool && cfg.gpu_pool.backend == gpu_pool::pool_backend::worker))
     need("rollout.skills_dir", r.skills_dir, true, "a directory");
@@ -190,7 +191,7 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
   if (rollout && !r.skill_file.empty()) need("rollout.skill_file", r.skill_file, false, "a file (the system prompt)");
   if (pool && skills_ok && cfg.gpu_pool.backend == gpu_pool::pool_backend::worker)
     need("rollout.skills_dir", fs::path{r.skills_dir} / "eval_worker", true, "the eval worker's directory");
-  if (drives_run && (role == "coordinator" || role == "local"))
+  if (drives_run && (role == node_role::coordinator || role == node_role::local))
     need("rollout.tasks_dir", r.tasks_dir, true, "a directory of tasks");
   if (rollout && cfg.policy.backend == policy::backend_kind::replay)
     need("policy.replay_path", cfg.policy.replay_path, false, "a file");
@@ -198,15 +199,15 @@ std::vector<std::string> check_paths(const app_config& cfg, const std::string& r
     need("policy.script", cfg.policy.script, false, "a file of recorded episodes (JSON lines)");
   if (rollout && cfg.train.plays_demonstrations())
     need("train.rft.demonstrations", cfg.train.rft.demonstrations, false, "a file of recorded episodes (JSON lines)");
-  if (role == "learner" || (role == "local" && cfg.train.enabled)) {
+  if (role == node_role::learner || (role == node_role::local && cfg.train.enabled)) {
     auto model = cfg.learner.model_dir.empty() ? cfg.policy.model_dir : cfg.learner.model_dir;
     if (!model.empty())
       need(cfg.learner.model_dir.empty() ? "policy.model_dir" : "learner.model_dir", fs::path{model} / "config.json",
            false, "the checkpoint's config.json");
-    else if (role == "local")
+    else if (role == node_role::local)
       errors.push_back("learner.model_dir: no model to train (set it or policy.model_dir)");
   }
-  if ((rollout || role == "inference") && cfg.policy.backend == policy::backend_kind::libtorch)
+  if ((rollout || role == node_role::inference) && cfg.policy.backend == policy::backend_kind::libtorch)
     need("policy.model_dir", fs::path{cfg.policy.model_dir} / "tokenizer.json", false,
          "the checkpoint's tokenizer.json");
   return errors;

@@ -18,6 +18,7 @@
 #include "base/config_fields.hpp"
 #include "gpu_pool/pool_config.hpp"
 #include "learner/config.hpp"
+#include "messages/enums.hpp"
 #include "observe/config.hpp"
 #include "policy/config.hpp"
 #include "rollout/config.hpp"
@@ -178,6 +179,6 @@ std::string use_checkpoint(const std::string& dir, bool eval, bool keep_episodes
 
 /// Checks the paths `role` will use (skills_dir, tasks_dir when `drives_run`, the replay
 /// file, model_dir, the eval worker); each error names its key and the path.
-std::vector<std::string> check_paths(const app_config& cfg, const std::string& role, bool drives_run);
+std::vector<std::string> check_paths(const app_config& cfg, messages::node_role role, bool drives_run);
 
 }  // namespace caf_agent::runtime

@@ -43,7 +43,7 @@ void print_snapshot(const messages::cluster_snapshot& snap) {
   for (auto& n : snap.nodes) {
     std::string actors;
     for (auto& [k, v] : n.info.actor_counts) actors += (actors.empty() ? "" : ",") + k + "=" + std::to_string(v);
-    std::printf("%-40s %-10s %-6s %-16s %7d %5d %4d %9s  %s\n", n.info.node_id.c_str(), n.info.role.c_str(),
+    std::printf("%-40s %-10s %-6s %-16s %7d %5d %4d %9s  %s\n", n.info.node_id.c_str(), to_string(n.info.role).c_str(),
                 to_string(n.state).c_str(), n.info.host.c_str(), n.info.pid, n.info.cores, n.info.gpus,
                 format_age(snap.now_ms - n.last_seen_ms).c_str(), actors.c_str());
     if (!n.reason.empty() && n.state != messages::node_state::up) std::printf("    reason: %s\n", n.reason.c_str());

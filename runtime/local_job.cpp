@@ -21,7 +21,8 @@ namespace caf_agent::runtime {
 namespace {
 
 // Rationale: pools first, so the rollout role can wire to them.
-const char* const local_roles[] = {"gpu-pool", "inference", "learner", "rollout"};
+const messages::node_role local_roles[] = {messages::node_role::gpu_pool, messages::node_role::inference,
+                                           messages::node_role::learner, messages::node_role::rollout};
 
 std::string describe_counts(const std::map<std::string, int64_t>& counts) {
   std::string out;
@@ -35,7 +36,7 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
-  auto id = make_node_id("local");
+  auto id = make_node_id(messages::node_role::local);
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
   if (!coord) return 2;
@@ -46,7 +47,7 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
   std::vector<role_actors> started;
   std::vector<caf::actor> agents;
   int code = 0;
-  for (auto* role : local_roles) {
+  for (auto role : local_roles) {
     role_actors actors;
     auto err = start_role(sys, role, cfg, peers, actors);
     caf::actor agent;
@@ -55,13 +56,13 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
                          cfg.cluster.connect_timeout_ms, {}, agent);
     started.push_back(std::move(actors));
     if (!err.empty()) {
-      log_error("caf-agent", std::string{role} + ": " + err);
+      log_error("caf-agent", to_string(role) + ": " + err);
       code = 2;
       break;
     }
     agents.push_back(agent);
     peers.insert(started.back().named.begin(), started.back().named.end());
-    log_info("local", std::string{"started "} + role + ": " + describe_counts(started.back().counts));
+    log_info("local", "started " + to_string(role) + ": " + describe_counts(started.back().counts));
   }
   if (code == 0) {
     log_info("local", "all roles started and registered (" + std::to_string(started.size()) + " roles + coordinator)");

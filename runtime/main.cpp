@@ -14,6 +14,7 @@
 
 using namespace caf_agent;
 using namespace caf_agent::runtime;
+using caf_agent::messages::node_role;
 
 namespace {
 
@@ -35,14 +36,8 @@ std::string parse_levels(const std::string& text, std::vector<int>& out) {
   return {};
 }
 
-std::string role_list() {
-  std::string out;
-  for (auto* r : roles) out += (out.empty() ? "" : ", ") + std::string{r};
-  return out;
-}
-
 void add_options(CLI::App& app, cli_options& o) {
-  app.add_option("--role", o.role, "what this process runs: " + role_list())->required();
+  app.add_option("--role", o.role_name, "what this process runs: " + messages::names_list<node_role>())->required();
   app.add_option("--config", o.config_path, "TOML config file (default: the embedded config/local.toml)");
   app.add_option("--coordinator", o.coordinator, "HOST:PORT of the coordinator to join");
   app.add_option("--port", o.port, "port the coordinator listens on");
@@ -90,9 +85,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
-  bool known = false;
-  for (auto* r : roles) known = known || opts.role == r;
-  if (!known) return fail("unknown role '" + opts.role + "' (expected one of: " + role_list() + ")");
+  if (auto role = messages::parse_name<node_role>(opts.role_name))
+    opts.role = *role;
+  else
+    return fail("unknown role '" + opts.role_name + "' (expected one of: " + messages::names_list<node_role>() + ")");
   auto loaded = opts.config_path.empty() ? parse_config(embedded_default_config(), "config/local.toml (embedded)")
                                          : load_config_file(opts.config_path);
   if (!loaded.ok()) {
@@ -111,28 +107,28 @@ int main(int argc, char** argv) {
     cfg.rollout.episodes = *opts.episodes;
   }
   if (auto err = parse_levels(opts.levels, opts.level_list); !err.empty()) return fail(err);
-  if (opts.baselines && (!opts.eval || opts.role != "local"))
+  if (opts.baselines && (!opts.eval || opts.role != node_role::local))
     return fail("--baselines is for the local role with --eval");
   if (opts.baselines && (opts.train || opts.resume)) return fail("--baselines runs no episodes: drop --train/--resume");
   if ((opts.tasks || !opts.level_list.empty()) && opts.resume)
     return fail("--resume runs the plan's tasks: drop --tasks/--levels");
   if (opts.tasks) cfg.rollout.tasks_dir = *opts.tasks;
-  if (opts.resume && opts.role != "coordinator" && opts.role != "local")
-    return fail("--resume is for the coordinator or local role, not '" + opts.role + "'");
-  if (opts.train && opts.role != "coordinator" && opts.role != "local")
-    return fail("--train is for the coordinator or local role, not '" + opts.role + "'");
+  if (opts.resume && opts.role != node_role::coordinator && opts.role != node_role::local)
+    return fail("--resume is for the coordinator or local role, not '" + opts.role_name + "'");
+  if (opts.train && opts.role != node_role::coordinator && opts.role != node_role::local)
+    return fail("--train is for the coordinator or local role, not '" + opts.role_name + "'");
   if (opts.train && opts.resume) return fail("--train resumes its own run directory (train.run_dir); drop --resume");
   if (opts.train) cfg.train.enabled = true;
   if (opts.checkpoint) {
-    if (opts.role != "local" && opts.role != "rollout" && opts.role != "inference")
-      return fail("--checkpoint is for the local, rollout or inference role, not '" + opts.role + "'");
+    if (opts.role != node_role::local && opts.role != node_role::rollout && opts.role != node_role::inference)
+      return fail("--checkpoint is for the local, rollout or inference role, not '" + opts.role_name + "'");
     if (opts.train) return fail("--checkpoint serves a checkpoint; training resumes its own (drop one of them)");
     if (auto err = use_checkpoint(*opts.checkpoint, opts.eval, opts.episodes.has_value(), cfg); !err.empty())
       return fail(err);
   }
   cfg.learner.rank = opts.shard;
-  bool drives_run =
-      opts.role == "local" || (opts.role == "coordinator" && (opts.episodes || opts.eval || opts.resume || opts.train));
+  bool drives_run = opts.role == node_role::local ||
+                    (opts.role == node_role::coordinator && (opts.episodes || opts.eval || opts.resume || opts.train));
   if (auto errors = check_paths(cfg, opts.role, drives_run && !opts.resume); !errors.empty()) {
     for (size_t i = 1; i < errors.size(); ++i) std::fprintf(stderr, "caf-agent: error: %s\n", errors[i].c_str());
     return fail(errors.front());
@@ -141,6 +137,6 @@ int main(int argc, char** argv) {
                 : cfg.runtime.log_level == "debug" ? log_level::debug
                                                    : log_level::info);
   observe::metrics_registry::process().set_enabled(cfg.observe.instrument);
-  if (opts.role == "inspector") return run_inspector(opts, cfg);
+  if (opts.role == node_role::inspector) return run_inspector(opts, cfg);
   return run_node(opts, cfg);
 }

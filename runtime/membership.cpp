@@ -16,7 +16,7 @@
 
 namespace caf_agent::runtime {
 
-messages::node_info describe_node(const std::string& node_id, const std::string& role,
+messages::node_info describe_node(const std::string& node_id, messages::node_role role,
                                   const std::map<std::string, int64_t>& actor_counts,
                                   const std::vector<std::string>& notes) {
   messages::node_info info;

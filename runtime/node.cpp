@@ -33,7 +33,7 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
-  auto id = make_node_id("coordinator");
+  auto id = make_node_id(messages::node_role::coordinator);
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
   if (!coord) return 2;
@@ -68,7 +68,7 @@ connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, 
   }
 }
 
-int run_member(const std::string& role, const app_config& cfg, exit_latch& latch) {
+int run_member(messages::node_role role, const app_config& cfg, exit_latch& latch) {
   caf::actor_system_config caf_cfg;
   configure_caf(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
@@ -108,20 +108,20 @@ int run_member(const std::string& role, const app_config& cfg, exit_latch& latch
       stop_role(sys, actors);
       return 2;
     }
-    log_info(role, "joined " + cfg.cluster.coordinator + " as " + node_id);
+    log_info(to_string(role), "joined " + cfg.cluster.coordinator + " as " + node_id);
     // Rationale: 100 ms polling of the loss flag keeps a rejoin well within a second.
     while (!latch.wait_for(std::chrono::milliseconds(100)) && !*lost) {
     }
     if (latch.triggered()) {
-      log_info(role, "shutting down (" + latch.reason() + ")");
+      log_info(to_string(role), "shutting down (" + latch.reason() + ")");
       leave_cluster(sys, agent, latch.reason());
       stop_role(sys, actors);
       return latch.exit_code();
     }
     {
       std::lock_guard lock{*lost_mutex};
-      log_error(role, *lost_why + "; stopping this node's work and rejoining (for up to " +
-                          std::to_string(cfg.cluster.rejoin_timeout_ms) + " ms)");
+      log_error(to_string(role), *lost_why + "; stopping this node's work and rejoining (for up to " +
+                                     std::to_string(cfg.cluster.rejoin_timeout_ms) + " ms)");
     }
     stop_role(sys, actors);
   }
@@ -136,9 +136,9 @@ int run_node(const cli_options& opts, const app_config& cfg) {
               "no reaper for this node's children (" + err + "); a SIGKILLed node may leave its eval workers running");
   exit_latch latch;
   install_signal_latch(latch);
-  const int code = opts.role == "coordinator" ? run_coordinator(opts, cfg, latch)
-                   : opts.role == "local"     ? run_local(opts, cfg, latch)
-                                              : run_member(opts.role, cfg, latch);
+  const int code = opts.role == messages::node_role::coordinator ? run_coordinator(opts, cfg, latch)
+                   : opts.role == messages::node_role::local     ? run_local(opts, cfg, latch)
+                                                                 : run_member(opts.role, cfg, latch);
   sandbox::stop_node_reaper();
   return code;
 }

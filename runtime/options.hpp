@@ -5,15 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::runtime {
 
 /// What the command line asked for.
 struct cli_options {
-  std::string role;
-  std::string config_path;                 ///< empty: the embedded default
-  std::optional<std::string> coordinator;  ///< overrides [cluster].coordinator
-  std::optional<int> port;                 ///< overrides [cluster].port
-  bool eval = false;                       ///< local role: evaluation mode report
+  std::string role_name;                                  ///< --role as given
+  messages::node_role role = messages::node_role::local;  ///< --role parsed
+  std::string config_path;                                ///< empty: the embedded default
+  std::optional<std::string> coordinator;                 ///< overrides [cluster].coordinator
+  std::optional<int> port;                                ///< overrides [cluster].port
+  bool eval = false;                                      ///< local role: evaluation mode report
   std::optional<std::string> tasks;  ///< overrides [rollout].tasks_dir: a task directory or a KernelBench checkout
   std::string levels;                ///< --levels as given ("1,2,3")
   std::vector<int> level_list;       ///< --levels parsed: only these levels of the task set (empty: all)
@@ -31,9 +34,5 @@ struct cli_options {
   std::vector<std::string> inspect;  ///< inspector: VIEW [ARG] (nodes, actors, episodes, ...; episode ID)
   bool json = false;                 ///< inspector: print the view as JSON
 };
-
-/// The roles `--role` accepts.
-inline constexpr const char* roles[] = {"coordinator", "rollout",   "gpu-pool", "learner",
-                                        "inference",   "inspector", "local"};
 
 }  // namespace caf_agent::runtime

@@ -111,9 +111,9 @@ void set_node_incarnation(int n) {
   node_incarnation = n;
 }
 
-std::string make_node_id(const std::string& role) {
+std::string make_node_id(messages::node_role role) {
   int n = node_incarnation.load();
-  return role + "@" + host_name() + ":" + std::to_string(getpid()) + (n > 0 ? "#" + std::to_string(n) : "");
+  return to_string(role) + "@" + host_name() + ":" + std::to_string(getpid()) + (n > 0 ? "#" + std::to_string(n) : "");
 }
 
 }  // namespace caf_agent::runtime

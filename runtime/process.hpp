@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::runtime {
 
 /// Set once by whoever decides the process should end (a signal, a lost
@@ -48,7 +50,7 @@ std::string gpu_names();
 /// "role@host:pid", unique per process; "role@host:pid#N" once the process rejoined
 /// the cluster for the N-th time (each incarnation is a new node to the coordinator, so
 /// a late loss notice of the last one never touches the new one).
-std::string make_node_id(const std::string& role);
+std::string make_node_id(messages::node_role role);
 
 /// Sets N of make_node_id (0: the first incarnation).
 void set_node_incarnation(int n);

@@ -355,13 +355,13 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
 
 }  // namespace
 
-std::string start_role(caf::actor_system& sys, const std::string& role, const app_config& cfg,
+std::string start_role(caf::actor_system& sys, messages::node_role role, const app_config& cfg,
                        const std::map<std::string, caf::actor>& peers, role_actors& out) {
   auto node_id = (peers.contains("local") ? "local/" : "") + make_node_id(role);
   out.counts["node_agent"] = 1;
-  if (role == "gpu-pool") return start_gpu_pool(sys, cfg, node_id, peers, out);
-  if (role == "rollout") return start_rollout(sys, cfg, node_id, peers, out);
-  if (role == "inference") {
+  if (role == messages::node_role::gpu_pool) return start_gpu_pool(sys, cfg, node_id, peers, out);
+  if (role == messages::node_role::rollout) return start_rollout(sys, cfg, node_id, peers, out);
+  if (role == messages::node_role::inference) {
     policy_endpoint pol;
     if (auto error = start_policy(sys, cfg, pol); !error.empty()) return error;
     log_info("inference", "policy: " + pol.description);
@@ -393,8 +393,8 @@ std::string start_role(caf::actor_system& sys, const std::string& role, const ap
     out.counts["policy_server"] = 1;
     return {};
   }
-  if (role == "learner") return start_learner_role(sys, cfg, node_id, peers, out);
-  return "role '" + role + "' has no actors to start";
+  if (role == messages::node_role::learner) return start_learner_role(sys, cfg, node_id, peers, out);
+  return "role '" + to_string(role) + "' has no actors to start";
 }
 
 void stop_role(caf::actor_system& sys, role_actors& actors) {

@@ -30,7 +30,7 @@ struct role_actors {
 /// Starts the actors of `role` (rollout, gpu-pool, learner, inference).
 /// `peers` holds named actors of roles started earlier in the same process.
 /// Returns an error message instead when a component cannot start.
-std::string start_role(caf::actor_system& sys, const std::string& role, const app_config& cfg,
+std::string start_role(caf::actor_system& sys, messages::node_role role, const app_config& cfg,
                        const std::map<std::string, caf::actor>& peers, role_actors& out);
 
 /// Stops every actor of a role and waits for them to finish.

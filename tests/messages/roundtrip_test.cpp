@@ -228,3 +228,34 @@ TEST(named_enums, a_termination_written_as_a_string_reads_as_episode_end) {
   EXPECT_THROW((reread<episode_done_v6, msgs::episode_done>(bad)), msgpack::type_error);
   EXPECT_EQ(nlohmann::json(msgs::episode_end::wall_limit), "wall_limit");
 }
+
+namespace {
+
+/// node_info as it was before its role was an enum (protocol 9): the same map, a string.
+struct node_info_v9 {
+  std::string node_id = "gpu-pool@h:1";
+  std::string role;
+  std::string host = "h";
+  int32_t pid = 1;
+  MSGPACK_DEFINE_MAP(node_id, role, host, pid)
+};
+
+}  // namespace
+
+TEST(named_enums, a_role_written_as_a_string_reads_as_node_role) {
+  for (auto name : {"coordinator", "rollout", "gpu-pool", "learner", "inference", "inspector", "local"}) {
+    node_info_v9 old;
+    old.role = name;
+    auto now = reread<node_info_v9, msgs::node_info>(old);
+    EXPECT_EQ(msgs::name_of(now.role), name);
+    EXPECT_EQ(now.host, "h");
+    EXPECT_EQ((reread<msgs::node_info, node_info_v9>(now).role), name);  // and back
+  }
+  EXPECT_EQ(msgs::parse_name<msgs::node_role>("gpu-pool"), msgs::node_role::gpu_pool);
+  node_info_v9 bad;
+  bad.role = "wizard";
+  EXPECT_THROW((reread<node_info_v9, msgs::node_info>(bad)), msgpack::type_error);
+  EXPECT_THROW((void)nlohmann::json("wizard").get<msgs::node_role>(), std::invalid_argument);
+  EXPECT_EQ(msgs::names_list<msgs::node_role>(),
+            "coordinator, rollout, gpu-pool, learner, inference, inspector, local");
+}

@@ -11,6 +11,7 @@
 #include "runtime/config.hpp"
 
 using namespace caf_agent::runtime;
+using caf_agent::messages::node_role;
 
 namespace {
 
@@ -188,25 +189,25 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
                             (base / "none.jsonl").string() + "\"\n",
                         "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
-  auto rollout = check_paths(r.config, "rollout", false);
+  auto rollout = check_paths(r.config, node_role::rollout, false);
   EXPECT_TRUE(std::any_of(rollout.begin(), rollout.end(),
                           [](auto& e) { return e.find("rollout.skills_dir") != std::string::npos; }));
   EXPECT_TRUE(std::any_of(rollout.begin(), rollout.end(),
                           [](auto& e) { return e.find("policy.replay_path") != std::string::npos; }));
-  auto coord = check_paths(r.config, "coordinator", true);
+  auto coord = check_paths(r.config, node_role::coordinator, true);
   ASSERT_EQ(coord.size(), 1u);
   EXPECT_NE(coord[0].find("rollout.tasks_dir"), std::string::npos);
-  EXPECT_TRUE(check_paths(r.config, "coordinator", false).empty());  // not driving a run
-  EXPECT_TRUE(check_paths(r.config, "learner", false).empty());
+  EXPECT_TRUE(check_paths(r.config, node_role::coordinator, false).empty());  // not driving a run
+  EXPECT_TRUE(check_paths(r.config, node_role::learner, false).empty());
   // The repository's own paths are fine.
   auto good = parse_config("[rollout]\nskills_dir = \"" + source_dir() + "/skills\"\ntasks_dir = \"" + source_dir() +
                                "/skills/tasks\"\n[policy]\nreplay_path = \"" + source_dir() +
                                "/skills/replay/default.jsonl\"\n[gpu_pool]\nbackend = \"sim\"\n",
                            "t.toml");
   ASSERT_TRUE(good.ok());
-  for (auto role : {"rollout", "gpu-pool", "coordinator", "local"})
+  for (auto role : {node_role::rollout, node_role::gpu_pool, node_role::coordinator, node_role::local})
     EXPECT_TRUE(check_paths(good.config, role, true).empty())
-        << role << ": " << check_paths(good.config, role, true)[0];
+        << to_string(role) << ": " << check_paths(good.config, role, true)[0];
 }
 
 TEST(config, scheduler_idle_is_spin_or_sleep) {
@@ -222,7 +223,7 @@ TEST(config, skill_file_and_prompt_tools) {
       parse_config("[rollout]\nskill_file = \"no/such/SKILL.md\"\nprompt_tools = [\"Read\", \"Bash\"]\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
   EXPECT_EQ(r.config.rollout.prompt_tools, (std::vector<std::string>{"Read", "Bash"}));
-  auto errors = check_paths(r.config, "rollout", false);
+  auto errors = check_paths(r.config, node_role::rollout, false);
   EXPECT_TRUE(std::any_of(errors.begin(), errors.end(), [](auto& e) {
     return e.find("rollout.skill_file: 'no/such/SKILL.md'") != std::string::npos;
   }));
