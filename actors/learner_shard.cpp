@@ -23,16 +23,9 @@ struct shard_state {
 using shard_actor = caf::stateful_actor<shard_state>;
 
 learner::shard_batch batch_of(train_batch& b) {
-  return {b.stage,
-          std::move(b.tokens),
-          std::move(b.seq_offsets),
-          std::move(b.loss_mask),
-          std::move(b.sampler_logp),
-          std::move(b.rewards),
-          std::move(b.actor_lrs),
-          b.sequences_per_step,
-          b.sequence_cursor,
-          b.temperature};
+  return {to_string(b.stage),        std::move(b.tokens),  std::move(b.seq_offsets), std::move(b.loss_mask),
+          std::move(b.sampler_logp), std::move(b.rewards), std::move(b.actor_lrs),   b.sequences_per_step,
+          b.sequence_cursor,         b.temperature};
 }
 
 train_step_done run_step(shard_actor* self, train_batch& b) {
@@ -74,7 +67,7 @@ train_step_done run_step(shard_actor* self, train_batch& b) {
   done.optimizer_steps = static_cast<int32_t>(o.optimizer_steps);
   done.nll = o.nll_mean;
   log_info("learner", "shard " + std::to_string(done.rank) + ": batch " + std::to_string(done.batch_id) + " (" +
-                          b.stage + ", " + std::to_string(episodes) + " episodes, " +
+                          to_string(b.stage) + ", " + std::to_string(episodes) + " episodes, " +
                           std::to_string(o.optimizer_steps) + " optimizer steps) -> version " +
                           std::to_string(done.policy_version) + (o.applied ? "" : " (skipped: " + o.skip_reason + ")") +
                           (o.reloaded ? ", base version reloaded" : ""));

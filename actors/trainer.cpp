@@ -611,9 +611,9 @@ void step_succeeded(trainer_actor* self) {
                         "; trained on " + std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
                         std::to_string(s.st.policy_version) + (lead.applied ? "" : ", skipped: " + lead.skip_reason) +
                         optimizer + "): policy loss " + fmt(policy_loss, 4) +
-                        (s.batch.stage == "rft" ? ", nll " + fmt(lead.nll, 4) : "") + ", value loss " +
-                        fmt(value_loss, 4) + ", explained variance " + fmt(ev, 3) + ", step " + fmt(seconds, 1) + " s" +
-                        (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
+                        (s.batch.stage == messages::learner_stage::rft ? ", nll " + fmt(lead.nll, 4) : "") +
+                        ", value loss " + fmt(value_loss, 4) + ", explained variance " + fmt(ev, 3) + ", step " +
+                        fmt(seconds, 1) + " s" + (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
   json shards = json::array();
   for (auto& [rank, r] : s.replies)
     shards.push_back({{"rank", rank},

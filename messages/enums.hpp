@@ -74,4 +74,10 @@ CAF_AGENT_ENUM_NAMES(episode_mode, "train", "eval")
 enum class node_role : uint8_t { coordinator, rollout, gpu_pool, learner, inference, inspector, local };
 CAF_AGENT_ENUM_NAMES(node_role, "coordinator", "rollout", "gpu-pool", "learner", "inference", "inspector", "local")
 
+/// What a learner step trains (train_batch.stage; rollout::learner_stage maps a [train] stage to
+/// it): `ppo` (actor and critic on rewards), `rft` (the actor's likelihood of kept trajectories),
+/// `vp` (value pretraining: the critic alone).
+enum class learner_stage : uint8_t { ppo, rft, vp };
+CAF_AGENT_ENUM_NAMES(learner_stage, "ppo", "rft", "vp")
+
 }  // namespace caf_agent::messages

@@ -13,9 +13,9 @@ namespace caf_agent::messages {
 /// of the packing plan). The batch is the records as stored: token ids, loss mask, sampler
 /// log-probabilities, one reward per trajectory; never re-tokenised.
 struct train_batch {
-  uint64_t batch_id = 0;          ///< the iteration
-  int32_t attempt = 0;            ///< 1, 2, ...: a retried step has the same batch and a new attempt
-  std::string stage;              ///< learner stage: ppo, rft or vp
+  uint64_t batch_id = 0;  ///< the iteration
+  int32_t attempt = 0;    ///< 1, 2, ...: a retried step has the same batch and a new attempt
+  learner_stage stage = learner_stage::ppo;
   uint64_t base_version = 0;      ///< the weights the step starts from
   std::string base_checkpoint;    ///< their checkpoint ("" for version 0: the base model)
   uint64_t new_version = 0;       ///< the version the step produces

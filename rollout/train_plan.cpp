@@ -174,10 +174,10 @@ void advance_stage(train_state& s, const std::string& stage, const std::string& 
   s.stage_data.clear();
 }
 
-std::string learner_stage(const std::string& stage) {
-  if (stage == "rft") return "rft";
-  if (stage == "value_pretrain") return "vp";
-  return "ppo";
+messages::learner_stage learner_stage(const std::string& stage) {
+  if (stage == "rft") return messages::learner_stage::rft;
+  if (stage == "value_pretrain") return messages::learner_stage::vp;
+  return messages::learner_stage::ppo;
 }
 
 }  // namespace caf_agent::rollout

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "messages/enums.hpp"
+
 namespace caf_agent::rollout {
 
 /// On-disk format version of train_state.json; bump on any field change.
@@ -104,6 +106,6 @@ std::string stage_stop_reason(const std::string& stage, int64_t steps, int32_t i
 void advance_stage(train_state& s, const std::string& stage, const std::string& outcome, double explained_variance);
 
 /// The learner's stage of a trainer stage: ppo (single_turn_ppo, agentic_ppo), rft, vp (value_pretrain).
-std::string learner_stage(const std::string& stage);
+messages::learner_stage learner_stage(const std::string& stage);
 
 }  // namespace caf_agent::rollout

@@ -39,7 +39,7 @@ std::string training_exclusion(const messages::trajectory_record& r, const train
     return "no sampled tokens";
   if (r.tokens.size() != r.loss_mask.size() || r.tokens.size() != r.logprobs.size())
     return "tokens, loss mask and logprobs differ in length";
-  if (f.stage != "rft") return {};
+  if (f.stage != messages::learner_stage::rft) return {};
   if (r.reward < f.min_reward) return "reward below the RFT threshold";
   if (r.termination != messages::episode_end::finished) return "episode hit a limit (" + to_string(r.termination) + ")";
   if (r.malformed_tool_calls > 0) return "invalid tool-call pattern";
@@ -61,7 +61,7 @@ training_selection select_for_training(const std::vector<messages::trajectory_re
 }
 
 nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_record*>& kept,
-                                 const std::string& stage) {
+                                 messages::learner_stage stage) {
   std::vector<int64_t> tokens, offsets{0}, ids;
   std::vector<float> mask, logp, rewards;
   std::vector<std::vector<uint64_t>> versions;

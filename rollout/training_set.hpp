@@ -21,8 +21,7 @@ namespace caf_agent::rollout {
 
 /// What a stage takes (the CUDA Agent recipe's filters).
 struct training_filter {
-  /// "ppo", "rft" or "vp".
-  std::string stage = "ppo";
+  messages::learner_stage stage = messages::learner_stage::ppo;
   /// RFT: the same tool call (name and arguments) at most this many times per episode.
   // Rationale: the paper drops trajectories with redundant loops from RFT; an agent that
   // re-runs an identical command more than three times is stuck, not working.
@@ -53,6 +52,7 @@ int32_t max_repeated_tool_call(const messages::trajectory_record& record);
 /// The packed batch of `kept` as the learner reads it (learner_tool's batch file):
 /// {"tokens", "seq_offsets", "loss_mask", "sampler_logp", "rewards", "episode_ids",
 ///  "policy_versions", "stage"}.
-nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_record*>& kept, const std::string& stage);
+nlohmann::json packed_batch_json(const std::vector<const messages::trajectory_record*>& kept,
+                                 messages::learner_stage stage);
 
 }  // namespace caf_agent::rollout

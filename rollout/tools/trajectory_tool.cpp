@@ -50,8 +50,10 @@ int main(int argc, char** argv) {
   if (cmd == "batch") {
     caf_agent::rollout::training_filter f;
     if (!opt.count("stage") || !opt.count("out")) return usage("batch needs --stage and --out");
-    f.stage = opt["stage"];
-    if (f.stage != "ppo" && f.stage != "rft" && f.stage != "vp") return usage("--stage must be ppo, rft or vp");
+    const auto stage = caf_agent::messages::parse_name<caf_agent::messages::learner_stage>(opt["stage"]);
+    if (!stage)
+      return usage("--stage must be one of: " + caf_agent::messages::names_list<caf_agent::messages::learner_stage>());
+    f.stage = *stage;
     try {
       if (opt.count("max-repeats")) f.max_repeats = std::stoi(opt["max-repeats"]);
       if (opt.count("min-reward")) f.min_reward = std::stoi(opt["min-reward"]);
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
     nlohmann::json summary = {{"records", records.size()}, {"kept", sel.kept.size()}, {"dropped", sel.dropped}};
     std::cout << summary.dump() << "\n";
     if (sel.kept.empty()) {
-      std::cerr << "trajectory_tool: no record of the store is training data for stage " << f.stage << "\n";
+      std::cerr << "trajectory_tool: no record of the store is training data for stage " << opt["stage"] << "\n";
       return 1;
     }
     std::ofstream out(opt["out"]);

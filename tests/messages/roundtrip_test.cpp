@@ -259,3 +259,31 @@ TEST(named_enums, a_role_written_as_a_string_reads_as_node_role) {
   EXPECT_EQ(msgs::names_list<msgs::node_role>(),
             "coordinator, rollout, gpu-pool, learner, inference, inspector, local");
 }
+
+namespace {
+
+/// train_batch as it was before its stage was an enum (protocol 10): the same map, a string.
+struct train_batch_v10 {
+  uint64_t batch_id = 4;
+  int32_t attempt = 1;
+  std::string stage;
+  MSGPACK_DEFINE_MAP(batch_id, attempt, stage)
+};
+
+}  // namespace
+
+TEST(named_enums, a_learner_stage_written_as_a_string_reads_as_learner_stage) {
+  for (auto name : {"ppo", "rft", "vp"}) {
+    train_batch_v10 old;
+    old.stage = name;
+    auto now = reread<train_batch_v10, msgs::train_batch>(old);
+    EXPECT_EQ(msgs::name_of(now.stage), name);
+    EXPECT_EQ(now.batch_id, 4U);
+    EXPECT_EQ((reread<msgs::train_batch, train_batch_v10>(now).stage), name);  // and back
+  }
+  train_batch_v10 bad;
+  bad.stage = "value_pretrain";  // a [train] stage's name, not a learner stage
+  EXPECT_THROW((reread<train_batch_v10, msgs::train_batch>(bad)), msgpack::type_error);
+  EXPECT_THROW((void)nlohmann::json("sft").get<msgs::learner_stage>(), std::invalid_argument);
+  EXPECT_EQ(nlohmann::json(msgs::learner_stage::vp), "vp");
+}

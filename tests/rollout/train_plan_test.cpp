@@ -101,8 +101,8 @@ TEST(train_plan, stopping_rules) {
   ASSERT_EQ(s.stages_done.size(), 1U);
   EXPECT_EQ(s.stages_done[0].steps, 3);
   EXPECT_EQ(s.stages_done[0].outcome, "cap");
-  EXPECT_EQ(learner_stage("single_turn_ppo"), "ppo");
-  EXPECT_EQ(learner_stage("value_pretrain"), "vp");
+  EXPECT_EQ(name_of(learner_stage("single_turn_ppo")), "ppo");
+  EXPECT_EQ(name_of(learner_stage("value_pretrain")), "vp");
 }
 
 TEST(train_plan, state_round_trips_and_bad_files_are_named) {

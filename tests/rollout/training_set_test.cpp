@@ -35,12 +35,12 @@ TEST(training_set, infrastructure_failures_never_enter_a_batch) {
   recs[2].termination = caf_agent::messages::episode_end::aborted;
   recs[2].abort_reason = "final evaluation: the GPU pool's node was lost";
   for (const char* stage : {"ppo", "rft", "vp"}) {
-    const auto sel = select_for_training(recs, {.stage = stage});
+    const auto sel = select_for_training(recs, {.stage = *messages::parse_name<messages::learner_stage>(stage)});
     EXPECT_EQ(sel.dropped.at("infrastructure failure"), 1) << stage;
     for (const auto* r : sel.kept) EXPECT_NE(r->episode_id, 3U) << stage;
   }
   // PPO learns from failures of the policy (reward -1) too.
-  EXPECT_EQ(select_for_training(recs, {.stage = "ppo"}).kept.size(), 2U);
+  EXPECT_EQ(select_for_training(recs, {.stage = messages::learner_stage::ppo}).kept.size(), 2U);
 }
 
 TEST(training_set, rft_keeps_only_clean_successes) {
@@ -56,7 +56,7 @@ TEST(training_set, rft_keeps_only_clean_successes) {
   recs.push_back(episode(6, 2));  // 3 repeats: allowed
   recs.back().turn_texts = {call("verify"), call("verify"), call(" verify")};
   recs.push_back(episode(7, 3, 0));  // nothing sampled
-  const auto sel = select_for_training(recs, {.stage = "rft", .max_repeats = 3});
+  const auto sel = select_for_training(recs, {.stage = messages::learner_stage::rft, .max_repeats = 3});
   ASSERT_EQ(sel.kept.size(), 2U);
   EXPECT_EQ(sel.kept[0]->episode_id, 1U);
   EXPECT_EQ(sel.kept[1]->episode_id, 6U);
@@ -77,7 +77,7 @@ TEST(training_set, repeated_calls_are_counted_by_name_and_arguments) {
 TEST(training_set, the_batch_is_the_records_tokens_as_stored) {
   std::vector<trajectory_record> recs = {episode(7, 3, 2), episode(9, -1, 1)};
   std::vector<const trajectory_record*> kept = {&recs[0], &recs[1]};
-  const auto j = packed_batch_json(kept, "ppo");
+  const auto j = packed_batch_json(kept, messages::learner_stage::ppo);
   EXPECT_EQ(j["stage"], "ppo");
   EXPECT_EQ(j["tokens"], nlohmann::json({11, 12, 13, 100, 101, 11, 12, 13, 100}));
   EXPECT_EQ(j["seq_offsets"], nlohmann::json({0, 5, 9}));
@@ -91,7 +91,7 @@ TEST(training_set, the_batch_is_the_records_tokens_as_stored) {
 TEST(training_set, inconsistent_records_are_dropped_not_trained_on) {
   std::vector<trajectory_record> recs = {episode(1, 3)};
   recs[0].logprobs.pop_back();
-  const auto sel = select_for_training(recs, {.stage = "ppo"});
+  const auto sel = select_for_training(recs, {.stage = messages::learner_stage::ppo});
   EXPECT_TRUE(sel.kept.empty());
   EXPECT_EQ(sel.dropped.at("tokens, loss mask and logprobs differ in length"), 1);
 }
