@@ -2,11 +2,11 @@
 #include "actors/gpu_pool.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include <caf/all.hpp>
 
+#include "actors/gpu_slot.hpp"
 #include "actors/observed_actor.hpp"
 #include "base/log.hpp"
 #include "gpu_pool/pool_policy.hpp"
@@ -18,73 +18,6 @@ namespace caf_agent {
 namespace {
 
 using namespace messages;
-using steady = std::chrono::steady_clock;
-
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(steady::now().time_since_epoch()).count();
-}
-
-// -- slot ------------------------------------------------------------------
-
-struct slot_state {
-  std::shared_ptr<gpu_pool::slot_backend> backend;
-  caf::actor manager;
-  int32_t index = 0;
-  static inline const char* name = "gpu_slot";
-};
-
-caf::behavior slot_actor(observed_actor<slot_state>* self, std::shared_ptr<gpu_pool::slot_backend> be,
-                         caf::actor manager, int32_t index) {
-  self->state.backend = std::move(be);
-  self->state.manager = manager;
-  self->state.index = index;
-  self->attach_functor([b = self->state.backend] { b->stop(); });
-  return {
-      [=](atoms::run, eval_request& req) {
-        auto& st = self->state;
-        auto t0 = now_us();
-        auto reply = st.backend->run(req);
-        reply.result.slot = "slot" + std::to_string(st.index);
-        if (!reply.notice.empty()) {
-          log_error("gpu-pool", reply.result.slot + ": " + reply.notice);
-          observe::metrics_registry::process().note_restart("gpu_slot", reply.result.slot + ": " + reply.notice);
-        }
-        if (reply.delay.count() > 0) {
-          reply.result.run_us = reply.delay.count();
-          self->delayed_send(st.manager, reply.delay, atoms::done::value, st.index, reply.result, reply.infra_failure,
-                             reply.retry);
-        } else {
-          reply.result.run_us = now_us() - t0;
-          self->send(st.manager, atoms::done::value, st.index, reply.result, reply.infra_failure, reply.retry);
-        }
-      },
-      [=](atoms::ping) -> int32_t { return self->state.backend->worker_pid(); },
-  };
-}
-
-// -- builder ---------------------------------------------------------------
-
-struct builder_state {
-  static inline const char* name = "eval_builder";
-};
-
-caf::behavior builder_actor(observed_actor<builder_state>* self, std::shared_ptr<gpu_pool::build_backend> be,
-                            caf::actor manager, int32_t index) {
-  self->attach_functor([be] { be->stop(); });
-  return {
-      [=](atoms::build, eval_request& req) {
-        auto t0 = now_us();
-        auto r = be->build(req);
-        if (!r.notice.empty()) {
-          log_error("gpu-pool", "builder" + std::to_string(index) + ": " + r.notice);
-          observe::metrics_registry::process().note_restart("eval_builder",
-                                                            "builder" + std::to_string(index) + ": " + r.notice);
-        }
-        self->send(manager, atoms::built::value, index, req.job_id, r.ok, r.infra_failure, r.log, now_us() - t0);
-      },
-  };
-}
-
 // -- manager ---------------------------------------------------------------
 
 /// What a reply needs; gpu_pool::pool_policy holds where the job is and decides what next.
@@ -98,10 +31,10 @@ struct job_entry {
 struct manager_state {
   gpu_pool_options opts;
   std::unique_ptr<gpu_pool::pool_policy> policy;
-  std::vector<caf::actor> slots;
+  std::vector<slot_actor> slots;
   std::map<uint64_t, job_entry> jobs;  // known to the policy
   std::vector<caf::actor> subscribers;
-  std::vector<caf::actor> builders;
+  std::vector<builder_actor> builders;
   double builds = 0, build_failures = 0, build_infra = 0, build_us_total = 0;
   pool_credits last_published{-1, -1, -1, -1};
   double jobs_done = 0, infra_failures = 0, queue_us_total = 0;
@@ -120,7 +53,7 @@ using manager_actor = observed_actor<manager_state>;
 void account(manager_actor* self) {
   auto& st = self->state;
   auto& sched = st.policy->scheduler();
-  auto now = now_us();
+  auto now = steady_us();
   auto dt = static_cast<double>(now - st.last_event_us);
   auto busy = static_cast<double>(sched.busy());
   st.busy_integral_us += busy * dt;
@@ -202,12 +135,12 @@ void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nu
     auto& entry = it->second;
     if (own && own->job_id == e.job_id && e.how == gpu_pool::job_end::done) {
       own->build_us = entry.build_us;
-      own->queue_us = now_us() - entry.enqueued_us - own->run_us - own->build_us;
+      own->queue_us = steady_us() - entry.enqueued_us - own->run_us - own->build_us;
       entry.promise.deliver(std::move(*own));
     } else {
       auto r = answer_of(e, entry, detail);
       if (e.how == gpu_pool::job_end::build_failed) {
-        r.queue_us = now_us() - entry.enqueued_us - entry.build_us;
+        r.queue_us = steady_us() - entry.enqueued_us - entry.build_us;
         if (own) r.slot = own->slot;
       }
       entry.promise.deliver(std::move(r));
@@ -217,8 +150,8 @@ void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nu
   for (auto& a : step.runs) {
     account(self);
     auto& e = st.jobs.at(a.job.job_id);
-    st.queue_us_total += static_cast<double>(now_us() - e.enqueued_us);
-    observe::metrics_registry::process().pool_wait(st.opts.name, now_us() - e.enqueued_us);
+    st.queue_us_total += static_cast<double>(steady_us() - e.enqueued_us);
+    observe::metrics_registry::process().pool_wait(st.opts.name, steady_us() - e.enqueued_us);
     self->send(st.slots[a.slot], atoms::run::value, e.req);  // deadline 0: the slot's default
   }
   for (auto& b : step.builds) self->send(st.builders.at(b.builder), atoms::build::value, st.jobs.at(b.job_id).req);
@@ -235,7 +168,7 @@ caf::response_promise on_request(manager_actor* self, eval_request& req) {
     return promise;
   }
   gpu_pool::pool_job job{req.job_id, req.episode_id, kind_of(req), gpu_pool::has_kernel_sources(req.files)};
-  st.jobs[req.job_id] = {std::move(req), promise, now_us()};
+  st.jobs[req.job_id] = {std::move(req), promise, steady_us()};
   auto step = st.policy->submit(job);
   apply(self, step);
   return promise;
@@ -307,7 +240,7 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
   auto& st = self->state;
   st.opts = opts;
   st.policy = std::make_unique<gpu_pool::pool_policy>(slot_count, opts.queue_capacity, opts.quarantine_after);
-  st.started_us = st.last_event_us = now_us();
+  st.started_us = st.last_event_us = steady_us();
   publish_credits(self);  // nobody subscribed yet: this only shows the idle pool in the node's metrics
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& slots = self->state.slots;
@@ -323,11 +256,11 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
       [=](atoms::done, int32_t slot, eval_result& res, bool infra, bool retry) {
         on_done(self, slot, res, infra, retry);
       },
-      [=](std::vector<caf::actor>& slots) {
+      [=](std::vector<slot_actor>& slots) {
         for (auto& s : slots) self->monitor(s);
         self->state.slots = std::move(slots);
       },
-      [=](atoms::build, std::vector<caf::actor>& builders) {
+      [=](atoms::build, std::vector<builder_actor>& builders) {
         self->state.policy->set_builders(builders.size());
         self->state.builders = std::move(builders);
       },
@@ -364,7 +297,7 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
                 {"build_failures", st.build_failures},
                 {"build_infra", st.build_infra},
                 {"build_us_total", st.build_us_total},
-                {"uptime_us", double(now_us() - st.started_us)}};
+                {"uptime_us", double(steady_us() - st.started_us)}};
       },
       [=](atoms::ping, int32_t slot) -> caf::response_promise {
         auto rp = self->make_response_promise();
@@ -384,26 +317,26 @@ caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
                           std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
                           std::vector<std::unique_ptr<gpu_pool::build_backend>> builders) {
   auto mgr = sys.spawn(manager, opts, backends.size());
+  auto reports = caf::actor_cast<slot_manager_actor>(mgr);
   // The builders' list is in the manager's mailbox before this returns, so before any job.
-  std::vector<caf::actor> build_actors;
+  std::vector<builder_actor> build_actors;
   int32_t b = 0;
   for (auto& be : builders) {
     std::shared_ptr<gpu_pool::build_backend> shared{std::move(be)};
     mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
-    auto actor = sys.spawn<caf::detached>(builder_actor, shared, mgr, b++);
+    auto actor = spawn_builder(sys, shared, reports, b++);
     mgr->attach_functor([actor](const caf::error&) { caf::anon_send_exit(actor, caf::exit_reason::user_shutdown); });
     build_actors.push_back(actor);
   }
   caf::anon_send(mgr, atoms::build::value, std::move(build_actors));
-  std::vector<caf::actor> slots;
+  std::vector<slot_actor> slots;
   int32_t i = 0;
   for (auto& b : backends) {
     std::shared_ptr<gpu_pool::slot_backend> shared{std::move(b)};
     // On shutdown a slot may be blocked in a job for minutes: abort it so the
     // node exits promptly (the job's episode is shutting down too).
     mgr->attach_functor([shared](const caf::error&) { shared->abort(); });
-    auto slot = shared->blocking() ? sys.spawn<caf::detached>(slot_actor, shared, mgr, i)
-                                   : sys.spawn(slot_actor, shared, mgr, i);
+    auto slot = spawn_slot(sys, shared, reports, i);
     // Slots live and die with their manager.
     mgr->attach_functor([slot](const caf::error&) { caf::anon_send_exit(slot, caf::exit_reason::user_shutdown); });
     slots.push_back(slot);

@@ -1,12 +1,14 @@
 #pragma once
 /// actors/observed_actor.hpp: a stateful actor that counts what it handles.
 ///
-/// `caf::stateful_actor<S>` with one override: every message it consumes (requests,
+/// `caf::stateful_actor<S, Base>` with one override: every message it consumes (requests,
 /// responses, system messages) is timed and counted per message type into the actor's
 /// cell of the process registry (observe/registry.hpp), with its mailbox depth. An
 /// actor opts in by naming its type `observed_actor<S>` instead of
-/// `caf::stateful_actor<S>`; its kind is `S::name`. Exits with an error are counted
-/// with their reason. Nothing else changes: the behavior, spawn and handles are CAF's.
+/// `caf::stateful_actor<S>` (a typed actor: `observed_actor<S, H::base>` instead of
+/// `H::stateful_base<S>`, H its `caf::typed_actor` handle); its kind is `S::name`. Exits
+/// with an error are counted with their reason. Nothing else changes: the behavior, spawn
+/// and handles are CAF's.
 ///
 /// Mailbox depth is what the actor's queue holds (CAF 0.17 moves new arrivals from its
 /// lock-free inbox into the queue at the start of every scheduling round, so a backlog
@@ -34,11 +36,12 @@ std::string message_name(const void* key);
 
 }  // namespace detail
 
-/// A stateful actor whose messages are counted (see the file comment).
-template <class State>
-class observed_actor : public caf::stateful_actor<State> {
+/// A stateful actor whose messages are counted (see the file comment); `Base` is
+/// `caf::event_based_actor` or a typed handle's `base` (`caf::typed_event_based_actor`).
+template <class State, class Base = caf::event_based_actor>
+class observed_actor : public caf::stateful_actor<State, Base> {
  public:
-  using super = caf::stateful_actor<State>;
+  using super = caf::stateful_actor<State, Base>;
 
   template <class... Ts>
   explicit observed_actor(caf::actor_config& cfg, Ts&&... xs) : super(cfg, std::forward<Ts>(xs)...) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -63,6 +64,12 @@ inline void log_error(std::string_view component, std::string_view message) {
 inline long long unix_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// Microseconds on the steady clock (durations: time queued, on a slot, in a build).
+inline int64_t steady_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace caf_agent
