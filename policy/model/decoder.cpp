@@ -348,6 +348,32 @@ decoder decoder::cast(torch::ScalarType dtype) const {
   return out;
 }
 
+result<decoder> decoder::with_parameters(const tensor_map& params) const {
+  if (params.size() != params_.size())
+    return fail("with_parameters: " + std::to_string(params.size()) + " tensors, the model has " +
+                std::to_string(params_.size()));
+  const torch::ScalarType dtype = params.empty() ? dtype_ : params.begin()->second.scalar_type();
+  if (!at::isFloatingType(dtype)) return fail("with_parameters: the tensors are not of a floating dtype");
+  for (const auto& [name, tensor] : params_) {
+    auto it = params.find(name);
+    if (it == params.end()) return fail("with_parameters: tensor '" + name + "' is missing");
+    if (it->second.sizes() != tensor.sizes())
+      return fail("with_parameters: tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
+                  ", the model has " + shape_text(tensor.sizes()));
+    if (it->second.scalar_type() != dtype || it->second.device() != device_)
+      return fail("with_parameters: tensor '" + name + "' differs in dtype or device from the others");
+  }
+  decoder out;
+  out.config_ = config_;
+  out.device_ = device_;
+  out.dtype_ = dtype;
+  out.params_ = params;
+  // Rationale: rope_table::make computes in fp32 and casts, so casting the fp32 table is equal.
+  out.rope_ = dtype == dtype_ ? rope_ : rope_table{rope_.cos_pe.to(dtype), rope_.sin_pe.to(dtype)};
+  out.bind_layers();
+  return out;
+}
+
 torch::Tensor decoder::embed(const torch::Tensor& tokens_1t) const {
   return torch::embedding(params_.at("model.embed_tokens.weight"), tokens_1t);
 }

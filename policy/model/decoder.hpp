@@ -137,6 +137,12 @@ class decoder {
   /// gradients of a bf16 compute copy reach fp32 master weights. Same tensors when the dtype
   /// already matches.
   decoder cast(torch::ScalarType dtype) const;
+  /// A decoder of this one's config whose parameters are `params`, used as given (no copy, so
+  /// autograd reaches whatever they were computed from): every name of named_parameters() with
+  /// its shape, all of one floating dtype on this device. The learner's compute copy passes
+  /// views of one flat bf16 buffer (learner/flat_params). The RoPE table is shared when the
+  /// dtype is this one's, else cast. Errors name a missing, extra or misshapen tensor.
+  result<decoder> with_parameters(const tensor_map& params) const;
   /// Token embeddings [1, t, d] of `tokens_1t`.
   torch::Tensor embed(const torch::Tensor& tokens_1t) const;
   /// The weights of block `index` (0 <= index < num_hidden_layers).
