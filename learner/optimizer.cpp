@@ -1,3 +1,4 @@
+// Shape legend: p elements of all the optimizer's parameters together (flat_params.hpp).
 #include "learner/optimizer.hpp"
 
 #include <ATen/ATen.h>
@@ -17,59 +18,45 @@ status adamw_options::validate() const {
 
 result<adamw> adamw::create(const policy::tensor_map& params, const adamw_options& options) {
   if (auto ok = options.validate(); !ok) return ok.error();
-  if (params.empty()) return fail("adamw: no parameters");
+  auto flat = flat_params::create(params);
+  if (!flat) return fail("adamw: " + flat.error().message);
   adamw out;
   out.options_ = options;
-  for (const auto& [name, p] : params) {
-    if (p.scalar_type() != torch::kFloat32)
-      return fail("adamw: parameter '" + name + "' is not fp32 (master weights must be fp32)");
-    if (!p.is_leaf()) return fail("adamw: parameter '" + name + "' is not a leaf tensor");
-    p.requires_grad_(true);
-    out.names_.push_back(name);
-    out.params_.push_back(p);
-    out.exp_avg_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-    out.exp_avg_sq_.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-    // Rationale: the fused kernel takes one fp32 step tensor per parameter on its device.
-    out.steps_per_param_.push_back(torch::zeros({}, p.options().dtype(torch::kFloat32)));
-  }
+  out.flat_ = std::move(flat.value());
+  const auto& values_p = out.flat_->values_p();
+  out.exp_avg_p_ = torch::zeros_like(values_p, torch::MemoryFormat::Contiguous).requires_grad_(false);
+  out.exp_avg_sq_p_ = torch::zeros_like(values_p, torch::MemoryFormat::Contiguous).requires_grad_(false);
+  // Rationale: the fused kernel takes one fp32 step tensor per parameter tensor on its device.
+  out.step_ = torch::zeros({}, values_p.options().dtype(torch::kFloat32)).requires_grad_(false);
   return out;
 }
 
 void adamw::zero_grad() {
-  for (auto& p : params_)
-    if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+  flat_->zero_grad();
 }
 
 optimizer_step_report adamw::step() {
   at::NoGradGuard no_grad;
   optimizer_step_report report;
-  std::vector<torch::Tensor> grads;
-  for (auto& p : params_) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  auto norms = at::_foreach_norm(grads, 2);
-  report.grad_norm = torch::stack(norms).norm().item<double>();
+  const auto& grad_p = flat_->grad_p();
+  report.grad_norm = grad_p.norm().item<double>();
   if (!std::isfinite(report.grad_norm)) {
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!std::isfinite(norms[i].item<double>())) {
-        report.skip_reason = "non-finite gradient in '" + names_[i] + "'";
-        break;
-      }
-    }
-    if (report.skip_reason.empty()) report.skip_reason = "non-finite global gradient norm";
+    // Rationale: per-parameter checks only here, when the one reduction already failed.
+    const std::string name = flat_->first_non_finite_grad();
+    report.skip_reason = name.empty() ? "non-finite global gradient norm" : "non-finite gradient in '" + name + "'";
     zero_grad();
     return report;
   }
   if (options_.max_grad_norm > 0 && report.grad_norm > options_.max_grad_norm) {
     // Rationale: the 1e-6 guard is torch.nn.utils.clip_grad_norm_'s.
-    at::_foreach_mul_(grads, options_.max_grad_norm / (report.grad_norm + 1e-6));
+    grad_p.mul_(options_.max_grad_norm / (report.grad_norm + 1e-6));
     report.clipped = true;
   }
-  at::_foreach_add_(steps_per_param_, 1);
-  at::_fused_adamw_(params_, grads, exp_avg_, exp_avg_sq_, {}, steps_per_param_, options_.lr, options_.beta1,
-                    options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
+  step_.add_(1);
+  at::_fused_adamw_({flat_->values_p()}, {grad_p}, {exp_avg_p_}, {exp_avg_sq_p_}, {}, {step_}, options_.lr,
+                    options_.beta1, options_.beta2, options_.weight_decay, options_.eps, /*amsgrad=*/false,
                     /*maximize=*/false);
+  flat_->mark_values_written();
   ++steps_;
   report.applied = true;
   zero_grad();
@@ -78,32 +65,37 @@ optimizer_step_report adamw::step() {
 
 policy::tensor_map adamw::state() const {
   policy::tensor_map out;
-  for (size_t i = 0; i < names_.size(); ++i) {
-    out["exp_avg." + names_[i]] = exp_avg_[i];
-    out["exp_avg_sq." + names_[i]] = exp_avg_sq_[i];
+  const auto& names = flat_->names();
+  auto m = flat_->views(exp_avg_p_), v = flat_->views(exp_avg_sq_p_);
+  for (size_t i = 0; i < names.size(); ++i) {
+    out["exp_avg." + names[i]] = m[i];
+    out["exp_avg_sq." + names[i]] = v[i];
   }
   return out;
 }
 
 status adamw::load_state(const policy::tensor_map& state, int64_t steps) {
   if (steps < 0) return fail("adamw: negative step count in the optimizer state");
-  for (size_t i = 0; i < names_.size(); ++i) {
+  const auto& names = flat_->names();
+  const auto& params = flat_->params();
+  for (size_t i = 0; i < names.size(); ++i) {
     for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-      auto it = state.find(kind + names_[i]);
-      if (it == state.end()) return fail("optimizer state lacks '" + std::string(kind) + names_[i] + "'");
-      if (it->second.sizes() != params_[i].sizes())
-        return fail("optimizer state '" + std::string(kind) + names_[i] + "' has a different shape than the parameter");
+      auto it = state.find(kind + names[i]);
+      if (it == state.end()) return fail("optimizer state lacks '" + std::string(kind) + names[i] + "'");
+      if (it->second.sizes() != params[i].sizes())
+        return fail("optimizer state '" + std::string(kind) + names[i] + "' has a different shape than the parameter");
     }
   }
-  if (state.size() != 2 * names_.size())
+  if (state.size() != 2 * names.size())
     return fail("optimizer state has " + std::to_string(state.size()) + " tensors, the model needs " +
-                std::to_string(2 * names_.size()));
+                std::to_string(2 * names.size()));
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < names_.size(); ++i) {
-    exp_avg_[i].copy_(state.at("exp_avg." + names_[i]));
-    exp_avg_sq_[i].copy_(state.at("exp_avg_sq." + names_[i]));
-    steps_per_param_[i].fill_(static_cast<double>(steps));
+  auto m = flat_->views(exp_avg_p_), v = flat_->views(exp_avg_sq_p_);
+  for (size_t i = 0; i < names.size(); ++i) {
+    m[i].copy_(state.at("exp_avg." + names[i]));
+    v[i].copy_(state.at("exp_avg_sq." + names[i]));
   }
+  step_.fill_(static_cast<double>(steps));
   steps_ = steps;
   return {};
 }

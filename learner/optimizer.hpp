@@ -4,13 +4,18 @@
 // Inf is skipped: the weights and the optimizer state stay exactly as they were, the gradients
 // are cleared, and the report says why. The update is torch's fused AdamW kernel (the one
 // torch.optim.AdamW(fused=True) runs), on the CPU and on CUDA.
+//
+// The parameters, their gradient and both moments are each one flat fp32 tensor (flat_params.hpp):
+// the norm is one reduction, clipping one scale, the update one fused call and zero_grad a flag;
+// only a step that fails the finiteness check looks at the parameters one by one, to name one.
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include <torch/types.h>
 
+#include "learner/flat_params.hpp"
 #include "learner/result.hpp"
 #include "policy/model/safetensors.hpp"
 
@@ -47,12 +52,14 @@ struct optimizer_step_report {
 /// AdamW over named fp32 parameters (handles to the model's tensors, updated in place).
 class adamw {
  public:
-  /// An optimizer over `params` (every tensor fp32 and a leaf; requires_grad is switched on).
-  /// Errors: an empty map, a non-fp32 or non-leaf tensor, bad options.
+  /// An optimizer over `params` (every tensor fp32 and a leaf; requires_grad is switched on),
+  /// which move into one flat buffer (flat_params::create; values, names and shapes unchanged).
+  /// Errors: an empty map, a non-fp32 or non-leaf tensor, two sharing memory, bad options.
   static result<adamw> create(const policy::tensor_map& params, const adamw_options& options);
 
-  /// Clips, checks and applies the accumulated gradients, then clears them. A parameter without
-  /// a gradient counts as a zero gradient (AdamW still decays and moves it by its moments).
+  /// Clips, checks and applies the accumulated gradients (the flat gradient plus any .grad on a
+  /// parameter), then clears them. A parameter without a gradient counts as a zero gradient
+  /// (AdamW still decays and moves it by its moments).
   optimizer_step_report step();
   /// Clears the gradients without a step.
   void zero_grad();
@@ -66,11 +73,14 @@ class adamw {
   /// Restores moments written by state() and the step count. Errors name a missing tensor or a
   /// shape that differs from the parameter's; nothing changes then.
   status load_state(const policy::tensor_map& state, int64_t steps);
+  /// The flat parameters and gradient (a compute copy adds its gradients there).
+  const std::shared_ptr<flat_params>& flat() const { return flat_; }
 
  private:
   adamw_options options_;
-  std::vector<std::string> names_;
-  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_, steps_per_param_;
+  std::shared_ptr<flat_params> flat_;
+  torch::Tensor exp_avg_p_, exp_avg_sq_p_;  ///< fp32 [p], laid out as flat_->values_p().
+  torch::Tensor step_;                      ///< fp32 scalar: the fused kernel's step count.
   int64_t steps_ = 0;
 };
 

@@ -39,14 +39,6 @@ torch::Tensor cat_all(const std::vector<prepared>& mbs, torch::Tensor prepared::
   return torch::cat(parts);
 }
 
-/// The trainable tensors of a model the optimizer steps (the critic leaves its LM head alone).
-std::vector<torch::Tensor> trained_params(policy::decoder& model, bool critic) {
-  std::vector<torch::Tensor> out;
-  for (const auto& [name, p] : model.named_parameters())
-    if (!(critic && name == "lm_head.weight")) out.push_back(p);
-  return out;
-}
-
 torch::Tensor cat_masks(const std::vector<prepared>& mbs) {
   std::vector<torch::Tensor> parts;
   for (const auto& m : mbs) parts.push_back(m.b.loss_mask_t);
@@ -191,18 +183,27 @@ result<bool> trainer::sync_before_step(bool local_skip, bool actor, bool critic)
       torch::full({1}, local_skip ? 1.0 : 0.0, torch::dtype(torch::kFloat32).device(actor_.device()))};
   if (auto ok = options_.group->all_reduce(flag, reduce_op::max); !ok) return ok.error();
   if (flag[0].item<double>() > 0) return true;
+  // One flat gradient per model (a shard without micro-batches, or a parameter its batch never
+  // reached, adds zeros); the optimizer's step then reads the reduced sum in place.
   std::vector<torch::Tensor> grads;
-  auto add = [&](policy::decoder& model, bool is_critic) {
-    for (auto& p : trained_params(model, is_critic)) {
-      // A shard without micro-batches (or a parameter its batch never reached) adds zeros.
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad());
-    }
-  };
-  if (actor) add(actor_, false);
-  if (critic) add(*critic_, true);
+  if (actor) grads.push_back(actor_opt_.flat()->grad_p());
+  if (critic) grads.push_back(critic_opt_->flat()->grad_p());
   if (auto ok = options_.group->all_reduce(grads, reduce_op::sum); !ok) return ok.error();
   return false;
+}
+
+result<policy::decoder> trainer::compute_model(bool critic) {
+  policy::decoder& master = critic ? *critic_ : actor_;
+  const torch::ScalarType dtype = options_.forward.compute_dtype;
+  if (dtype == torch::kFloat32) return master;
+  auto& copy = critic ? critic_copy_ : actor_copy_;
+  if (!copy || copy->dtype() != dtype) {
+    copy.reset();  // the old copy's buffers go before the new ones are allocated
+    auto made = compute_copy::create(master, (critic ? *critic_opt_ : actor_opt_).flat(), dtype);
+    if (!made) return made.error();
+    copy.emplace(std::move(made.value()));
+  }
+  return copy->for_forward();
 }
 
 result<step_report> trainer::step(const rollout_batch& batch, train_stage stage) {
@@ -254,10 +255,14 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
     lp.want_entropy = false;
     val.want_logprobs = false;
     val.want_values = true;
+    auto actor = compute_model(false);
+    if (!actor) return actor.error();
+    auto critic = compute_model(true);
+    if (!critic) return critic.error();
     for (auto& b : mbs_in) {
-      auto a = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, lp);
+      auto a = train_forward(actor.value(), b.tokens_t, b.seq_offsets_n1, lp);
       if (!a) return a.error();
-      auto v = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, val);
+      auto v = train_forward(critic.value(), b.tokens_t, b.seq_offsets_n1, val);
       if (!v) return v.error();
       auto g = gae_packed(v.value().values_t, b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, options_.gae);
       if (!g) return g.error();
@@ -320,7 +325,9 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
     double policy_loss = 0, value_loss_sum = 0, entropy_sum = 0, sampled = 0;
     bool bad = false;
     for (auto& m : mbs) {
-      auto f = train_forward(actor_, m.b.tokens_t, m.b.seq_offsets_n1, actor_fwd);
+      auto actor = compute_model(false);
+      if (!actor) return actor.error();
+      auto f = train_forward(actor.value(), m.b.tokens_t, m.b.seq_offsets_n1, actor_fwd);
       if (!f) return f.error();
       auto loss = ppo_policy_loss(
           {f.value().logp_t, m.old_logp_t, m.advantages_t, m.b.loss_mask_t, m.b.seq_offsets_n1, m.b.sampler_logp_t},
@@ -332,7 +339,9 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
         if (!ent) return ent.error();
         total = total - options_.entropy_coef * ent.value();
       }
-      auto v = train_forward(*critic_, m.b.tokens_t, m.b.seq_offsets_n1, critic_fwd);
+      auto critic = compute_model(true);
+      if (!critic) return critic.error();
+      auto v = train_forward(critic.value(), m.b.tokens_t, m.b.seq_offsets_n1, critic_fwd);
       if (!v) return v.error();
       auto vl = value_loss(v.value().values_t, m.old_values_t, m.returns_t, m.b.loss_mask_t, m.b.seq_offsets_n1, vopt);
       if (!vl) return vl.error();
@@ -380,7 +389,9 @@ status trainer::rft_step(const rollout_batch& batch, step_report& report) {
   double loss_sum = 0, nll_sum = 0, sampled = 0;
   bool bad = false;
   for (auto& b : mbs) {
-    auto f = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, fwd);
+    auto actor = compute_model(false);
+    if (!actor) return actor.error();
+    auto f = train_forward(actor.value(), b.tokens_t, b.seq_offsets_n1, fwd);
     if (!f) return f.error();
     auto nll = rft_nll(f.value().logp_t, b.loss_mask_t, b.seq_offsets_n1, agg.value());
     if (!nll) return nll.error();
@@ -420,7 +431,9 @@ status trainer::vp_step(const rollout_batch& batch, step_report& report) {
   bool bad = false;
   std::vector<torch::Tensor> values, returns, masks;
   for (auto& b : mbs) {
-    auto f = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, fwd);
+    auto critic = compute_model(true);
+    if (!critic) return critic.error();
+    auto f = train_forward(critic.value(), b.tokens_t, b.seq_offsets_n1, fwd);
     if (!f) return f.error();
     auto loss = value_pretrain_loss(f.value().values_t, b.rewards_n, b.loss_mask_t, b.seq_offsets_n1, vp);
     if (!loss) return loss.error();
@@ -461,7 +474,9 @@ result<double> trainer::value_explained_variance(const rollout_batch& batch) {
   train_forward_options fwd = options_.forward;
   fwd.want_logprobs = false;
   fwd.want_values = true;
-  auto f = train_forward(*critic_, b.tokens_t, b.seq_offsets_n1, fwd);
+  auto critic = compute_model(true);
+  if (!critic) return critic.error();
+  auto f = train_forward(critic.value(), b.tokens_t, b.seq_offsets_n1, fwd);
   if (!f) return f.error();
   auto returns_t = b.rewards_n.index_select(0, segment_ids(b.seq_offsets_n1, b.rewards_n.device())) * b.loss_mask_t;
   return explained_variance(f.value().values_t, returns_t, b.loss_mask_t);
@@ -473,7 +488,9 @@ result<double> trainer::sampled_nll(const rollout_batch& batch) {
   auto b = to_device(batch, actor_.device());
   train_forward_options fwd = options_.forward;
   fwd.want_entropy = false;
-  auto f = train_forward(actor_, b.tokens_t, b.seq_offsets_n1, fwd);
+  auto actor = compute_model(false);
+  if (!actor) return actor.error();
+  auto f = train_forward(actor.value(), b.tokens_t, b.seq_offsets_n1, fwd);
   if (!f) return f.error();
   return -masked_mean(f.value().logp_t, b.loss_mask_t);
 }

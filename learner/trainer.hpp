@@ -8,7 +8,9 @@
 //        over token-budget micro-batches with gradient accumulation;
 //   rft  rejection fine-tuning: the masked NLL of the sampled tokens of (filtered) trajectories;
 //   vp   value pretraining: the critic regresses on V_old + A_GAE (L_VP), the actor is frozen.
-// A step with a non-finite loss or gradient changes no weight and reports why.
+// A step with a non-finite loss or gradient changes no weight and reports why. In bf16 (or fp16)
+// compute, each model's forward runs on its compute copy (flat_params.hpp): the masters cast in
+// one kernel, the gradients added back in one.
 //
 // Shape legend: t tokens of the packed batch, n trajectories, n1 = n + 1 offsets.
 
@@ -20,6 +22,7 @@
 #include <torch/types.h>
 
 #include "learner/checkpoint.hpp"
+#include "learner/flat_params.hpp"
 #include "learner/gae.hpp"
 #include "learner/losses.hpp"
 #include "learner/mismatch.hpp"
@@ -157,11 +160,15 @@ class trainer {
   result<aggregation> global_agg(aggregation agg, const std::vector<rollout_batch>& mbs);
   result<bool> sync_before_step(bool local_skip, bool actor, bool critic);
   bool data_parallel() const;
+  /// The decoder a forward of the actor (or the critic) runs: the model itself in fp32 compute,
+  /// else its compute copy (made on first use, again when the compute dtype changes).
+  result<policy::decoder> compute_model(bool critic);
 
   policy::decoder actor_;
   std::optional<policy::decoder> critic_;
   adamw actor_opt_;
   std::optional<adamw> critic_opt_;
+  std::optional<compute_copy> actor_copy_, critic_copy_;
   trainer_options options_;
   int64_t steps_ = 0;
 };
