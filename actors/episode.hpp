@@ -13,6 +13,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/gpu_pool.hpp"
 #include "messages/episode.hpp"
 #include "messages/policy.hpp"
 #include "policy/text/chat_format.hpp"
@@ -24,9 +25,9 @@ namespace caf_agent {
 /// What an episode talks to and its limits.
 struct episode_env {
   caf::actor policy;
-  caf::actor tools;  ///< tool router of this node
-  caf::actor pool;   ///< GPU pool manager (maybe remote)
-  caf::actor sink;   ///< receives the trajectory_record
+  caf::actor tools;      ///< tool router of this node
+  evaluator_actor pool;  ///< evaluates submissions (the rollout manager, routing to its GPU pools)
+  caf::actor sink;       ///< receives the trajectory_record
   std::string node_id;
   std::string system_text;  ///< SKILL.md
   policy::json_array tool_schemas;

@@ -23,7 +23,7 @@ using namespace messages;
 /// What a reply needs; gpu_pool::pool_policy holds where the job is and decides what next.
 struct job_entry {
   eval_request req;
-  caf::response_promise promise;
+  caf::typed_response_promise<eval_result> promise;
   int64_t enqueued_us = 0;
   int64_t build_us = 0;  // time in a builder (0: none)
 };
@@ -33,7 +33,7 @@ struct manager_state {
   std::unique_ptr<gpu_pool::pool_policy> policy;
   std::vector<slot_actor> slots;
   std::map<uint64_t, job_entry> jobs;  // known to the policy
-  std::vector<caf::actor> subscribers;
+  std::vector<pool_listener_actor> subscribers;
   std::vector<builder_actor> builders;
   double builds = 0, build_failures = 0, build_infra = 0, build_us_total = 0;
   pool_credits last_published{-1, -1, -1, -1};
@@ -46,7 +46,13 @@ struct manager_state {
   static inline const char* name = "gpu_pool";
 };
 
-using manager_actor = observed_actor<manager_state>;
+/// The manager's own type: the pool's protocol, its slots' and builders' reports, and the
+/// slot and builder lists spawn_gpu_pool sends it once.
+using pool_manager_actor =
+    pool_actor::extend_with<slot_manager_actor>::extend<caf::reacts_to<std::vector<slot_actor>>,
+                                                        caf::reacts_to<atoms::build, std::vector<builder_actor>>>;
+
+using manager_actor = observed_actor<manager_state, pool_manager_actor::base>;
 
 /// Integrates busy slots over time, overall and while work was waiting (the
 /// state between two events is constant, so this is exact).
@@ -158,9 +164,9 @@ void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nu
   publish_credits(self);
 }
 
-caf::response_promise on_request(manager_actor* self, eval_request& req) {
+caf::typed_response_promise<eval_result> on_request(manager_actor* self, eval_request& req) {
   auto& st = self->state;
-  auto promise = self->make_response_promise();
+  auto promise = self->make_response_promise<eval_result>();
   if (st.policy->known(req.job_id)) {
     promise.deliver(gpu_pool::result_of(
         gpu_pool::judge({gpu_pool::outcome::refused, req.mode, {}, "duplicate job id " + std::to_string(req.job_id)}),
@@ -236,7 +242,7 @@ void on_slot_down(manager_actor* self, size_t slot, const caf::error& reason) {
   apply(self, step, nullptr, detail, true);
 }
 
-caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_count) {
+pool_manager_actor::behavior_type manager(manager_actor* self, gpu_pool_options opts, size_t slot_count) {
   auto& st = self->state;
   st.opts = opts;
   st.policy = std::make_unique<gpu_pool::pool_policy>(slot_count, opts.queue_capacity, opts.quarantine_after);
@@ -252,7 +258,7 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
       }
   });
   return {
-      [=](eval_request& req) -> caf::response_promise { return on_request(self, req); },
+      [=](eval_request& req) -> caf::typed_response_promise<eval_result> { return on_request(self, req); },
       [=](atoms::done, int32_t slot, eval_result& res, bool infra, bool retry) {
         on_done(self, slot, res, infra, retry);
       },
@@ -268,7 +274,9 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
         on_built(self, builder, id, ok, infra, log, build_us);
       },
       [=](atoms::subscribe) {
-        auto s = caf::actor_cast<caf::actor>(self->current_sender());
+        // Rationale: a subscriber asks for credit reports, so it takes pool_credits (an
+        // untyped rollout manager does); the sender's handle arrives untyped.
+        auto s = caf::actor_cast<pool_listener_actor>(self->current_sender());
         if (!s) return;
         self->state.subscribers.push_back(s);
         auto& sched = self->state.policy->scheduler();
@@ -299,8 +307,8 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
                 {"build_us_total", st.build_us_total},
                 {"uptime_us", double(steady_us() - st.started_us)}};
       },
-      [=](atoms::ping, int32_t slot) -> caf::response_promise {
-        auto rp = self->make_response_promise();
+      [=](atoms::ping, int32_t slot) -> caf::typed_response_promise<int32_t> {
+        auto rp = self->make_response_promise<int32_t>();
         auto& slots = self->state.slots;
         if (slot < 0 || static_cast<size_t>(slot) >= slots.size() || !slots[slot])
           rp.deliver(caf::make_error(caf::sec::invalid_argument, "no such slot"));
@@ -313,11 +321,11 @@ caf::behavior manager(manager_actor* self, gpu_pool_options opts, size_t slot_co
 
 }  // namespace
 
-caf::actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
+pool_actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
                           std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
                           std::vector<std::unique_ptr<gpu_pool::build_backend>> builders) {
   auto mgr = sys.spawn(manager, opts, backends.size());
-  auto reports = caf::actor_cast<slot_manager_actor>(mgr);
+  slot_manager_actor reports = mgr;
   // The builders' list is in the manager's mailbox before this returns, so before any job.
   std::vector<builder_actor> build_actors;
   int32_t b = 0;

@@ -22,7 +22,7 @@ namespace {
 using namespace messages;
 
 struct pool_entry {
-  caf::actor handle;
+  pool_actor handle;
   std::string node;  // empty until its announcement names it (the local role's pool)
   rollout::pool_view view;
 };
@@ -100,7 +100,9 @@ void admit(manager_actor* self) {
       }
       env.policy = st.opts.demonstrations;
     }
-    env.pool = self;  // evaluations go through the manager, which knows every pool
+    // Evaluations go through the manager, which knows every pool: it answers eval_request as
+    // a pool does (an untyped actor, so the handle is cast; its handler is below).
+    env.pool = caf::actor_cast<evaluator_actor>(self);
     env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
@@ -173,7 +175,7 @@ void send_job(manager_actor* self, uint64_t job_id) {
             [=](caf::error& e) { on_pool_reply(self, job_id, from, nullptr, &e); });
 }
 
-void add_pool(manager_actor* self, caf::actor handle, std::string node) {
+void add_pool(manager_actor* self, pool_actor handle, std::string node) {
   auto& st = self->state;
   if (auto* p = pool_by_addr(st, handle.address())) {
     if (!node.empty()) p->node = std::move(node);
@@ -285,7 +287,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         return rp;
       },
       [=](service_announce& svc, caf::actor& handle) {
-        if (svc.name == "gpu_pool") add_pool(self, handle, svc.node_id);
+        if (svc.name == "gpu_pool") add_pool(self, pool_of(handle), svc.node_id);
       },
       [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
       // The inspector's `episode ID` (through the coordinator): its transcript so far, "" if not here.

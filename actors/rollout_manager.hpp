@@ -20,6 +20,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/episode.hpp"
+#include "actors/gpu_pool.hpp"
 
 namespace caf_agent {
 
@@ -28,7 +29,7 @@ struct rollout_manager_options {
   int max_concurrent = 4;
   std::string node_id;
   caf::actor coordinator;  ///< for service lookups (gpu_pool)
-  caf::actor pool;         ///< set when known up front (local role)
+  pool_actor pool;         ///< set when known up front (local role)
   episode_env env;         ///< policy, tools, limits; pool and sink are filled in
   /// The replay of train.rft.demonstrations (token-level), for episodes whose
   /// start_episode::policy is "demonstrations"; null: such episodes are recorded aborted.

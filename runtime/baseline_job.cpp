@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/gpu_pool.hpp"
 #include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/baseline_report.hpp"
@@ -32,7 +33,7 @@ struct baseline_state {
 };
 
 /// Keeps `window` jobs in flight until every task has been sent; each answer fills its row.
-caf::behavior baseline_sender(caf::event_based_actor* self, caf::actor pool, std::shared_ptr<baseline_state> st,
+caf::behavior baseline_sender(caf::event_based_actor* self, evaluator_actor pool, std::shared_ptr<baseline_state> st,
                               size_t window, uint64_t seed, exit_latch* latch) {
   auto send_next = std::make_shared<std::function<void()>>();
   *send_next = [=] {
@@ -86,7 +87,7 @@ int run_baselines(caf::actor_system& sys, const cli_options& opts, const app_con
                             cfg.rollout.tasks_dir + " on the GPU pool (" + std::to_string(cfg.gpu_pool.slots) +
                             " slots, device " + cfg.gpu_pool.device + ")");
   auto window = static_cast<size_t>(std::max(1, 2 * cfg.gpu_pool.slots));
-  auto sender = sys.spawn(baseline_sender, it->second, st, window, cfg.policy.seed, &latch);
+  auto sender = sys.spawn(baseline_sender, pool_of(it->second), st, window, cfg.policy.seed, &latch);
   latch.wait();
   // The sender's state is read only after it is gone (it ran on the scheduler's threads).
   caf::scoped_actor self{sys};

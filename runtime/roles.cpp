@@ -111,7 +111,8 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
   fs::create_directories(cfg.runtime.run_dir, ec);
   gpu_pool_options opts{static_cast<size_t>(g.queue_capacity), g.quarantine_after_failures, "gpu_pool"};
   const auto builder_count = static_cast<int32_t>(builders.size());
-  auto pool = spawn_gpu_pool(sys, opts, std::move(backends), std::move(builders));
+  // A role's actors and peers are kept untyped, by name (pool_of converts back).
+  auto pool = caf::actor_cast<caf::actor>(spawn_gpu_pool(sys, opts, std::move(backends), std::move(builders)));
   out.actors.push_back(pool);
   out.named["gpu_pool"] = pool;
   out.counts["gpu_pool_manager"] = 1;
@@ -315,7 +316,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   m.max_concurrent = r.max_concurrent_episodes;
   m.node_id = node_id;
   m.coordinator = peer(peers, "coordinator");
-  m.pool = peer(peers, "gpu_pool");
+  m.pool = pool_of(peer(peers, "gpu_pool"));
   m.env.policy = policy;
   m.env.tools = tools;
   m.env.system_text = system_prompt(r);

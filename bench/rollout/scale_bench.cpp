@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
   std::printf("peak_rss_mb=%ld\n", peak_rss_mb());
   caf_agent::base::remove_tree(std::filesystem::path(store_dir).string());
   self->send_exit(driver, caf::exit_reason::user_shutdown);
-  for (auto& a : {manager, policy, tools, pool}) self->send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : {manager, caf::actor_cast<caf::actor>(policy), caf::actor_cast<caf::actor>(tools),
+                  caf::actor_cast<caf::actor>(pool)})
+    self->send_exit(a, caf::exit_reason::user_shutdown);
   return records.size() == static_cast<size_t>(episodes) ? 0 : 1;
 }

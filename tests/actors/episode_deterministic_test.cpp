@@ -130,7 +130,7 @@ struct episode_test : caf_agent::testing::deterministic {
     start.max_turns = 10;
     env.policy = policy;
     env.tools = tools;
-    env.pool = pool;
+    env.pool = caf::actor_cast<evaluator_actor>(pool);
     env.sink = sink;
     env.node_id = "node";
     env.system_text = "SKILL";

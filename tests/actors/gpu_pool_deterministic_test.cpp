@@ -68,7 +68,7 @@ struct client_log {
   std::vector<pool_credits> credits;
 };
 
-caf::behavior client(caf::event_based_actor* self, caf::actor pool, std::shared_ptr<client_log> log) {
+caf::behavior client(caf::event_based_actor* self, pool_actor pool, std::shared_ptr<client_log> log) {
   self->send(pool, atoms::subscribe::value);
   return {
       [=](eval_request& req) {
@@ -81,7 +81,8 @@ caf::behavior client(caf::event_based_actor* self, caf::actor pool, std::shared_
 struct pool_test : caf_agent::testing::deterministic {
   std::shared_ptr<pool_trace> trace = std::make_shared<pool_trace>();
   std::shared_ptr<client_log> log = std::make_shared<client_log>();
-  caf::actor pool, episodes;
+  pool_actor pool;
+  caf::actor episodes;
 
   void make_pool(int slots, size_t queue_capacity, int quarantine_after,
                  std::function<bool(int slot, const eval_request&)> crash = {},

@@ -85,7 +85,7 @@ struct pool_fixture {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<ledger> l = std::make_shared<ledger>();
-  caf::actor pool;
+  pool_actor pool;
 
   pool_fixture(int slots, int builders) {
     cfg.add_message_types<caf::id_block::caf_agent>();

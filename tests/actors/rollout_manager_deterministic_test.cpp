@@ -163,7 +163,7 @@ struct manager_test : caf_agent::testing::deterministic {
 TEST_F(manager_test, never_more_episodes_in_flight_than_the_limit) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(2);
-  opts.pool = sys().spawn(fake_pool, pl);
+  opts.pool = pool_of(sys().spawn(fake_pool, pl));
   auto m = spawn_rollout_manager(sys(), opts);
   run();
   for (uint64_t id = 1; id <= 5; ++id) start(m, id);
@@ -212,7 +212,7 @@ TEST_F(manager_test, no_admission_while_no_pool_admits_work) {
 TEST_F(manager_test, an_episode_actor_that_dies_still_ends_in_one_record) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(1);
-  opts.pool = sys().spawn(fake_pool, pl);
+  opts.pool = pool_of(sys().spawn(fake_pool, pl));
   auto m = spawn_rollout_manager(sys(), opts);
   run();
   start(m, 1);
@@ -240,7 +240,7 @@ TEST_F(manager_test, an_episode_actor_that_dies_still_ends_in_one_record) {
 TEST_F(manager_test, a_shutdown_still_ends_the_manager_and_its_episodes) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(1);
-  opts.pool = sys().spawn(fake_pool, pl);
+  opts.pool = pool_of(sys().spawn(fake_pool, pl));
   auto m = spawn_rollout_manager(sys(), opts);
   run();
   start(m, 1);
