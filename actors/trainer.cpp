@@ -217,7 +217,7 @@ fs::path eval_file(const trainer_state& s, const std::string& round) {
 /// The rounds in order: before training, then after each stage.
 std::vector<std::string> eval_rounds(const trainer_state& s) {
   std::vector<std::string> out{"base"};
-  for (auto& st : s.opts.stages) out.push_back(st.name);
+  for (auto& st : s.opts.stages) out.push_back(to_string(st.kind));
   return out;
 }
 
@@ -344,7 +344,7 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->episode_id < b->episode_id; });
   s.stats = stats_of(mine);
   if (!reuse && s.phases.is_object()) add_episode_times(s.phases, mine);
-  rollout::training_filter filter{rollout::learner_stage(stage.name), stage.max_repeats, stage.min_reward};
+  rollout::training_filter filter{rollout::learner_stage(stage.kind), stage.max_repeats, stage.min_reward};
   rollout::training_selection sel;
   for (const auto* r : mine) {
     auto why = rollout::training_exclusion(*r, filter);
@@ -355,7 +355,7 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   }
   if (mine.size() < ids.size()) sel.dropped["no record"] += static_cast<int64_t>(ids.size() - mine.size());
   s.consumed = {0,
-                stage.name,
+                to_string(stage.kind),
                 s.st.policy_version + 1,
                 reuse ? std::vector<uint64_t>{} : ids,
                 static_cast<int64_t>(sel.kept.size()),
@@ -366,13 +366,13 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   if (sel.kept.empty()) {
     std::string why;
     for (auto& [k, n] : sel.dropped) why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + k;
-    log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name +
+    log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(stage.kind) +
                            "): " + stats_text(s.stats) + "; no training data (" + why + "); no step taken");
     rollout::commit_iteration(s.st, s.consumed, false, {});
     if (stage.store.empty() == false) s.st.store_cursor += static_cast<int64_t>(ids.size());
     record_event(s, {{"event", "no_training_data"},
                      {"iteration", s.st.iteration},
-                     {"stage", stage.name},
+                     {"stage", to_string(stage.kind)},
                      {"episode_ids", ids},
                      {"dropped", sel.dropped}});
     if (!persist(self)) return;
@@ -423,7 +423,7 @@ void rollout_done(trainer_actor* self, const run_summary& summary) {
 
 bool eval_due(const trainer_state& s, std::string& round) {
   if (s.opts.eval.episodes <= 0 || !s.st.pending.empty() || s.st.stage_step != 0) return false;
-  round = s.st.stage_index == 0 ? std::string{"base"} : s.opts.stages.at(s.st.stage_index - 1).name;
+  round = s.st.stage_index == 0 ? std::string{"base"} : to_string(s.opts.stages.at(s.st.stage_index - 1).kind);
   std::error_code ec;
   return !fs::exists(eval_file(s, round), ec);
 }
@@ -448,7 +448,8 @@ void start_iteration(trainer_actor* self) {
   if (!stage.store.empty()) {  // a stage over stored records: the next window of the store
     auto records = rollout::trajectory_store::read_all(stage.store);
     if (records.empty())
-      return finish(self, trainer_bad_input, "train." + stage.name + ".store '" + stage.store + "' holds no record");
+      return finish(self, trainer_bad_input,
+                    "train." + to_string(stage.kind) + ".store '" + stage.store + "' holds no record");
     std::sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.episode_id < b.episode_id; });
     std::vector<uint64_t> ids;
     for (int32_t i = 0; i < s.opts.episodes_per_iteration; ++i)
@@ -485,7 +486,7 @@ void start_iteration(trainer_actor* self) {
   d.on_finished = [me](const run_summary& summary) {
     caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
   };
-  log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + stage.name + " step " +
+  log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(stage.kind) + " step " +
                         std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
                         (demos ? " (the demonstrations of " + stage.demonstrations + ")"
                                : " with version " + std::to_string(s.st.policy_version)));
@@ -594,17 +595,17 @@ void step_succeeded(trainer_actor* self) {
   if (!s.new_stage_data.empty()) s.st.stage_data = std::move(s.new_stage_data);
   s.new_stage_data.clear();
   if (!stage.store.empty()) s.st.store_cursor += static_cast<int64_t>(s.consumed.episode_ids.size());
-  const auto reason = rollout::stage_stop_reason(stage.name, s.st.stage_step, stage.iterations, ev,
+  const auto reason = rollout::stage_stop_reason(stage.kind, s.st.stage_step, stage.iterations, ev,
                                                  stage.min_explained_variance, stage.max_steps);
   const auto steps = s.st.stage_step;
-  if (!reason.empty()) rollout::advance_stage(s.st, stage.name, reason, ev);
+  if (!reason.empty()) rollout::advance_stage(s.st, stage.kind, reason, ev);
   if (!persist(self)) return;
   const auto& lrs = s.batch.actor_lrs;
   const std::string optimizer = lrs.empty() ? std::string{}
                                             : ", " + std::to_string(lrs.size()) + " optimizer step" +
                                                   (lrs.size() > 1 ? "s" : "") + " at lr " + fmt_lr(lrs.front()) +
                                                   (lrs.front() != lrs.back() ? " -> " + fmt_lr(lrs.back()) : "");
-  log_info("train", "iteration " + std::to_string(s.st.iteration) + " (" + stage.name + " step " +
+  log_info("train", "iteration " + std::to_string(s.st.iteration) + " (" + to_string(stage.kind) + " step " +
                         std::to_string(steps) + "): " +
                         (s.reuse ? std::to_string(s.stats.episodes) + " demonstrations (the stage's data set)"
                                  : stats_text(s.stats)) +
@@ -628,7 +629,7 @@ void step_succeeded(trainer_actor* self) {
   for (auto& [t, n] : s.stats.tiers) tiers[std::to_string(t)] = n;
   record_event(s, {{"event", "step"},
                    {"iteration", s.st.iteration},
-                   {"stage", stage.name},
+                   {"stage", to_string(stage.kind)},
                    {"stage_step", steps},
                    {"attempt", s.attempt},
                    {"policy_version", s.st.policy_version},
@@ -650,7 +651,7 @@ void step_succeeded(trainer_actor* self) {
                    {"actor_lrs", lrs},
                    {"reused_data", s.reuse}});
   if (!reason.empty())
-    log_info("train", "stage " + stage.name + " done after " + std::to_string(steps) + " steps (" +
+    log_info("train", "stage " + to_string(stage.kind) + " done after " + std::to_string(steps) + " steps (" +
                           (reason == "gate"  ? "explained variance " + fmt(ev, 3) + " reached the gate"
                            : reason == "cap" ? "the step cap; explained variance " + fmt(ev, 3) + " stayed below " +
                                                    fmt(stage.min_explained_variance, 3)
@@ -659,7 +660,7 @@ void step_succeeded(trainer_actor* self) {
   const bool stop = reason == "cap" && stage.stop_at_cap;
   const auto path =
       lead.in_process_path.empty() ? (fs::path{lead.checkpoint} / "actor").string() : lead.in_process_path;
-  publish(self, s.st.policy_version, path, [self, stop, name = stage.name] {
+  publish(self, s.st.policy_version, path, [self, stop, name = to_string(stage.kind)] {
     if (stop)
       return finish(self, trainer_gate_not_reached,
                     "stage " + name + " hit its step cap before the explained-variance gate (stop_at_cap = true)");
@@ -756,12 +757,13 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
   s.opts = std::move(opts);
   s.st = std::move(st);
   if (s.opts.coordinator) self->send(s.opts.coordinator, atoms::subscribe::value);
-  log_info("train",
-           "run directory " + s.opts.run_dir + ": stage " +
-               (s.st.stage_index < s.opts.stages.size() ? current_stage(s).name : std::string{"(all done)"}) +
-               ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) + ", " +
-               std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
-               (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
+  log_info(
+      "train",
+      "run directory " + s.opts.run_dir + ": stage " +
+          (s.st.stage_index < s.opts.stages.size() ? to_string(current_stage(s).kind) : std::string{"(all done)"}) +
+          ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) + ", " +
+          std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
+          (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
   // A resumed run's engines start from the base model: wait until a policy service holds the
   // current version before playing episodes with it (on_service hands it over).
   s.awaiting_weights = s.st.policy_version > 0 && !s.st.checkpoint.empty();

@@ -37,12 +37,13 @@
 
 #include "learner/lr_schedule.hpp"
 #include "messages/episode.hpp"
+#include "rollout/train_config.hpp"
 
 namespace caf_agent {
 
 /// One stage and its stopping rule (see [train.<stage>] in config/local.toml).
 struct trainer_stage {
-  std::string name;  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo
+  rollout::stage_kind kind = rollout::stage_kind::agentic_ppo;
   int32_t iterations = 1;
   int32_t max_turns = 150;
   int32_t min_reward = 1;

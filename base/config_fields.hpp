@@ -255,6 +255,13 @@ inline std::string toml_value(const std::vector<std::string>& v) {
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_value(v[i]);
   return out + "]";
 }
+/// A list of named enums is written as the list of their names.
+template <named_enum E>
+std::string toml_value(const std::vector<E>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_value(v[i]);
+  return out + "]";
+}
 inline std::string toml_value(const std::vector<std::pair<int64_t, double>>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i)

@@ -10,13 +10,19 @@
 #include <vector>
 
 #include "base/config_fields.hpp"
+#include "base/named_enum.hpp"
 
 namespace caf_agent::rollout {
+
+/// A stage of [train] (train.stages, the stage tables [train.<name>]), in the recipe's order:
+/// single-turn PPO warm-up, rejection fine-tuning, value pretraining, agentic PPO.
+enum class stage_kind : uint8_t { single_turn_ppo, rft, value_pretrain, agentic_ppo };
+CAF_AGENT_ENUM_NAMES(stage_kind, "single_turn_ppo", "rft", "value_pretrain", "agentic_ppo")
 
 /// One stage of [train] (its own table, e.g. [train.rft]) and its stopping rule; what each
 /// member means is said once, in fields(). Which keys a stage takes depends on its name.
 struct train_stage_config {
-  std::string name;  ///< single_turn_ppo, rft, value_pretrain, agentic_ppo (the table's name, not a key)
+  stage_kind kind;  ///< which stage (the table's name, not a key)
   int32_t iterations = 1;
   int32_t max_turns = 0;
   int32_t min_reward = 1;
@@ -39,14 +45,14 @@ struct train_stage_config {
   /// The stage's optimizer steps: iterations x steps_per_iteration.
   int64_t optimizer_steps() const { return int64_t{iterations} * steps_per_iteration; }
   /// A stage's defaults.
-  explicit train_stage_config(std::string stage_name = {}, int32_t iters = 1, int32_t turns = 0)
-      : name(std::move(stage_name)), iterations(iters), max_turns(turns) {}
+  explicit train_stage_config(stage_kind k = stage_kind::agentic_ppo, int32_t iters = 1, int32_t turns = 0)
+      : kind(k), iterations(iters), max_turns(turns) {}
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>
   static void fields(F& f, Self& c) {
     using namespace base;
-    const bool rft = c.name == "rft", vp = c.name == "value_pretrain";
+    const bool rft = c.kind == stage_kind::rft, vp = c.kind == stage_kind::value_pretrain;
     f("iterations", c.iterations, "ppo stages and rft: training steps, then the next stage", positive());
     f("max_turns", c.max_turns, "episode turn limit; 0: rollout.max_turns_train (single_turn_ppo: 1)",
       at_least(0, "must be >= 0 (0: rollout.max_turns_train)"));
@@ -93,7 +99,7 @@ struct train_stage_config {
       }
       // Rationale: a schedule longer or shorter than the stage is a mistake in one of the two;
       // naming both numbers beats a silent last-phase hold or a cut.
-      if (name != "value_pretrain" && !lr_phases.empty() && sum != optimizer_steps())
+      if (kind != stage_kind::value_pretrain && !lr_phases.empty() && sum != optimizer_steps())
         e.error("lr_phases", "the phases hold " + std::to_string(sum) +
                                  " optimizer steps, the stage takes iterations x steps_per_iteration = " +
                                  std::to_string(optimizer_steps()));
@@ -109,7 +115,7 @@ struct train_stage_config {
       e.error("lr_phases", "is set but lr_schedule is \"" + lr_schedule + "\" (set lr_schedule = \"phases\")");
     // Rationale: PPO recomputes the sampler's log-probabilities under its temperature; greedy
     // decoding (0) has none.
-    if (temperature == 0 && name != "rft" && name != "value_pretrain")
+    if (temperature == 0 && kind != stage_kind::rft && kind != stage_kind::value_pretrain)
       e.error("temperature",
               "must be > 0 for a PPO stage (< 0: policy.temperature); greedy episodes have no log-probabilities to "
               "train on");
@@ -139,27 +145,33 @@ struct train_eval_config {
 /// [train]: the trainer (in the coordinator with --train, or in the local role).
 struct train_config {
   bool enabled = false;
-  std::vector<std::string> stages{"agentic_ppo"};
+  std::vector<stage_kind> stages{stage_kind::agentic_ppo};
   int32_t episodes_per_iteration = 4;
   std::string run_dir;
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;
-  train_stage_config single_turn_ppo{"single_turn_ppo", 1, 1};
-  train_stage_config rft{"rft"};
-  train_stage_config value_pretrain{"value_pretrain"};
-  train_stage_config agentic_ppo{"agentic_ppo", 2};
+  train_stage_config single_turn_ppo{stage_kind::single_turn_ppo, 1, 1};
+  train_stage_config rft{stage_kind::rft};
+  train_stage_config value_pretrain{stage_kind::value_pretrain};
+  train_stage_config agentic_ppo{stage_kind::agentic_ppo, 2};
   train_eval_config eval;
 
-  /// The stage named `name` (one of the four).
-  const train_stage_config& stage(const std::string& name) const {
-    if (name == "single_turn_ppo") return single_turn_ppo;
-    if (name == "rft") return rft;
-    if (name == "value_pretrain") return value_pretrain;
-    return agentic_ppo;
+  /// The table of stage `k`.
+  const train_stage_config& stage(stage_kind k) const {
+    switch (k) {
+      case stage_kind::single_turn_ppo:
+        return single_turn_ppo;
+      case stage_kind::rft:
+        return rft;
+      case stage_kind::value_pretrain:
+        return value_pretrain;
+      default:
+        return agentic_ppo;
+    }
   }
   /// True when the stages include rft with demonstrations (rollout nodes then load their replay).
   bool plays_demonstrations() const {
-    return !rft.demonstrations.empty() && std::find(stages.begin(), stages.end(), "rft") != stages.end();
+    return !rft.demonstrations.empty() && std::find(stages.begin(), stages.end(), stage_kind::rft) != stages.end();
   }
 
   /// The field list (base/config_fields.hpp).
@@ -186,10 +198,6 @@ struct train_config {
   /// Rules between fields.
   void validate(base::config_errors& e) const {
     if (stages.empty()) e.error("stages", "must name at least one stage");
-    for (auto& s : stages)
-      if (auto m = base::check_message(base::one_of({"single_turn_ppo", "rft", "value_pretrain", "agentic_ppo"}), s);
-          !m.empty())
-        e.error("stages", m);
   }
 };
 

@@ -157,26 +157,26 @@ void commit_iteration(train_state& s, consumed_batch batch, bool stepped, const 
   s.pending.clear();
 }
 
-std::string stage_stop_reason(const std::string& stage, int64_t steps, int32_t iterations, double explained_variance,
+std::string stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations, double explained_variance,
                               double min_explained_variance, int32_t max_steps) {
-  if (stage == "value_pretrain") {
+  if (stage == stage_kind::value_pretrain) {
     if (steps > 0 && explained_variance >= min_explained_variance) return "gate";
     return steps >= max_steps ? "cap" : "";
   }
   return steps >= iterations ? "iterations" : "";
 }
 
-void advance_stage(train_state& s, const std::string& stage, const std::string& outcome, double explained_variance) {
-  s.stages_done.push_back({stage, s.stage_step, outcome, explained_variance});
+void advance_stage(train_state& s, stage_kind stage, const std::string& outcome, double explained_variance) {
+  s.stages_done.push_back({to_string(stage), s.stage_step, outcome, explained_variance});
   ++s.stage_index;
   s.stage_step = 0;
   s.store_cursor = 0;
   s.stage_data.clear();
 }
 
-messages::learner_stage learner_stage(const std::string& stage) {
-  if (stage == "rft") return messages::learner_stage::rft;
-  if (stage == "value_pretrain") return messages::learner_stage::vp;
+messages::learner_stage learner_stage(stage_kind stage) {
+  if (stage == stage_kind::rft) return messages::learner_stage::rft;
+  if (stage == stage_kind::value_pretrain) return messages::learner_stage::vp;
   return messages::learner_stage::ppo;
 }
 

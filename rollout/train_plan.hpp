@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/enums.hpp"
+#include "rollout/train_config.hpp"
 
 namespace caf_agent::rollout {
 
@@ -99,13 +100,13 @@ void commit_iteration(train_state& s, consumed_batch batch, bool stepped, const 
 /// The stopping rule of a stage after its latest step: "" (go on), "iterations", "gate" or "cap".
 /// `iterations` applies to every stage but value_pretrain, which stops when `explained_variance`
 /// reaches `min_explained_variance` (gate) or after `max_steps` steps (cap).
-std::string stage_stop_reason(const std::string& stage, int64_t steps, int32_t iterations, double explained_variance,
+std::string stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations, double explained_variance,
                               double min_explained_variance, int32_t max_steps);
 
 /// Moves to the next stage, recording how the current one ended.
-void advance_stage(train_state& s, const std::string& stage, const std::string& outcome, double explained_variance);
+void advance_stage(train_state& s, stage_kind stage, const std::string& outcome, double explained_variance);
 
 /// The learner's stage of a trainer stage: ppo (single_turn_ppo, agentic_ppo), rft, vp (value_pretrain).
-messages::learner_stage learner_stage(const std::string& stage);
+messages::learner_stage learner_stage(stage_kind stage);
 
 }  // namespace caf_agent::rollout

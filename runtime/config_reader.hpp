@@ -49,6 +49,22 @@ class section_reader : public base::config_errors {
     else
       error(key, "'" + name + "' is not one of: " + base::names_list<E>());
   }
+  /// A list of named enums from their names; a name not in the list is an error as above.
+  template <base::named_enum E>
+  void read(std::string_view key, std::vector<E>& out) {
+    std::vector<std::string> names;
+    for (auto e : out) names.emplace_back(base::name_of(e));
+    const auto before = errors_.size();
+    read(key, names);
+    if (errors_.size() != before) return;
+    std::vector<E> values;
+    for (auto& name : names) {
+      auto v = base::parse_name<E>(name);
+      if (!v) return error(key, "'" + name + "' is not one of: " + base::names_list<E>());
+      values.push_back(*v);
+    }
+    out = std::move(values);
+  }
 
   /// The sub-table `key` (e.g. [train.rft] inside [train]), or null when absent; a value that
   /// is not a table is an error naming the key. The key counts as read.

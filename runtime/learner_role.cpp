@@ -27,8 +27,9 @@ std::string model_of(const app_config& cfg) {
 nlohmann::json training_settings(const app_config& cfg) {
   auto& l = cfg.learner;
   nlohmann::json stages = nlohmann::json::object();
-  for (auto& name : cfg.train.stages) {
-    auto& s = cfg.train.stage(name);
+  for (auto kind : cfg.train.stages) {
+    const auto name = to_string(kind);
+    auto& s = cfg.train.stage(kind);
     stages[name] = {{"iterations", s.iterations}, {"max_turns", s.max_turns},
                     {"min_reward", s.min_reward}, {"max_repeats", s.max_repeats},
                     {"store", s.store},           {"min_explained_variance", s.min_explained_variance},

@@ -17,10 +17,10 @@ namespace fs = std::filesystem;
 
 trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
   trainer_options t;
-  for (auto& name : cfg.train.stages) {
-    auto& c = cfg.train.stage(name);
+  for (auto stage : cfg.train.stages) {
+    auto& c = cfg.train.stage(stage);
     trainer_stage s;
-    s.name = name;
+    s.kind = stage;
     s.iterations = c.iterations;
     s.max_turns = c.max_turns > 0 ? c.max_turns : cfg.rollout.max_turns_train;
     s.min_reward = c.min_reward;

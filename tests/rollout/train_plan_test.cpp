@@ -85,24 +85,24 @@ TEST(train_plan, a_trainer_killed_at_any_point_consumes_every_episode_exactly_on
 }
 
 TEST(train_plan, stopping_rules) {
-  EXPECT_EQ(stage_stop_reason("agentic_ppo", 1, 2, 0, 0.6, 20), "");
-  EXPECT_EQ(stage_stop_reason("agentic_ppo", 2, 2, 0, 0.6, 20), "iterations");
-  EXPECT_EQ(stage_stop_reason("rft", 1, 1, 0, 0.6, 20), "iterations");
-  EXPECT_EQ(stage_stop_reason("value_pretrain", 1, 1, 0.59, 0.6, 3), "");  // iterations do not apply
-  EXPECT_EQ(stage_stop_reason("value_pretrain", 2, 1, 0.61, 0.6, 3), "gate");
-  EXPECT_EQ(stage_stop_reason("value_pretrain", 3, 1, 0.2, 0.6, 3), "cap");
+  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 1, 2, 0, 0.6, 20), "");
+  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 2, 2, 0, 0.6, 20), "iterations");
+  EXPECT_EQ(stage_stop_reason(stage_kind::rft, 1, 1, 0, 0.6, 20), "iterations");
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 1, 1, 0.59, 0.6, 3), "");  // iterations do not apply
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 2, 1, 0.61, 0.6, 3), "gate");
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 3, 1, 0.2, 0.6, 3), "cap");
   train_state s;
   s.stage_step = 3;
   s.store_cursor = 8;
-  advance_stage(s, "value_pretrain", "cap", 0.2);
+  advance_stage(s, stage_kind::value_pretrain, "cap", 0.2);
   EXPECT_EQ(s.stage_index, 1U);
   EXPECT_EQ(s.stage_step, 0);
   EXPECT_EQ(s.store_cursor, 0);
   ASSERT_EQ(s.stages_done.size(), 1U);
   EXPECT_EQ(s.stages_done[0].steps, 3);
   EXPECT_EQ(s.stages_done[0].outcome, "cap");
-  EXPECT_EQ(name_of(learner_stage("single_turn_ppo")), "ppo");
-  EXPECT_EQ(name_of(learner_stage("value_pretrain")), "vp");
+  EXPECT_EQ(name_of(learner_stage(stage_kind::single_turn_ppo)), "ppo");
+  EXPECT_EQ(name_of(learner_stage(stage_kind::value_pretrain)), "vp");
 }
 
 TEST(train_plan, state_round_trips_and_bad_files_are_named) {
@@ -111,7 +111,7 @@ TEST(train_plan, state_round_trips_and_bad_files_are_named) {
   s.settings = {{"learner.actor_lr", 3e-6}, {"train.stages", {"rft", "agentic_ppo"}}};
   plan_iteration(s, 2);
   commit_iteration(s, {0, "rft", 1, s.pending, 1, {{"reward below the RFT threshold", 1}}}, true, "ck/1");
-  advance_stage(s, "rft", "iterations", 0);
+  advance_stage(s, stage_kind::rft, "iterations", 0);
   plan_iteration(s, 2);
   ASSERT_FALSE(write_train_state(dir, s));
   auto back = reload(dir);

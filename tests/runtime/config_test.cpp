@@ -239,7 +239,7 @@ TEST(config, train_and_learner_sections_are_strict) {
   ASSERT_TRUE(r.ok()) << r.errors.front();
   EXPECT_EQ(r.config.train.stages.size(), 2U);
   EXPECT_EQ(r.config.train.rft.min_reward, 2);
-  EXPECT_DOUBLE_EQ(r.config.train.stage("value_pretrain").min_explained_variance, 0.5);
+  EXPECT_DOUBLE_EQ(r.config.train.stage(caf_agent::rollout::stage_kind::value_pretrain).min_explained_variance, 0.5);
   EXPECT_EQ(r.config.train.single_turn_ppo.max_turns, 1);
 
   auto unknown = parse_config("[train.rft]\nmin_rewardz = 2\n", "t.toml");
@@ -324,4 +324,21 @@ TEST(config, backends_are_enums_read_by_name) {
       << pool.errors.front();
   auto typed = parse_config("[policy]\nbackend = 3\n", "t.toml");
   EXPECT_TRUE(has_error(typed, "'policy.backend' must be a string, got integer"));
+}
+
+// [train] stages are names in TOML and the enum rollout::stage_kind once read: in order, printed
+// back as their names, and a name not in the list is an error naming every stage.
+TEST(config, train_stages_are_read_once_as_stage_kinds) {
+  using caf_agent::rollout::stage_kind;
+  auto r = parse_config("[train]\nstages = [\"value_pretrain\", \"agentic_ppo\"]\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.train.stages, (std::vector<stage_kind>{stage_kind::value_pretrain, stage_kind::agentic_ppo}));
+  EXPECT_NE(print_config(r.config).find("stages = [\"value_pretrain\", \"agentic_ppo\"]"), std::string::npos);
+  EXPECT_EQ(r.config.train.stage(stage_kind::value_pretrain).kind, stage_kind::value_pretrain);
+  auto bad = parse_config("[train]\nstages = [\"rft\", \"sft\"]\n", "t.toml");
+  EXPECT_TRUE(has_error(
+      bad, "config key 'train.stages': 'sft' is not one of: single_turn_ppo, rft, value_pretrain, agentic_ppo"))
+      << bad.errors.front();
+  auto typed = parse_config("[train]\nstages = \"rft\"\n", "t.toml");
+  EXPECT_TRUE(has_error(typed, "'train.stages' must be an array of strings"));
 }
