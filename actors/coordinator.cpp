@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/observed_actor.hpp"
+#include "actors/policy_server.hpp"
 #include "base/log.hpp"
 #include "cluster/node_registry.hpp"
 #include "messages/type_ids.hpp"
@@ -181,9 +182,10 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
       // "NODE: <error>" (a std::string: CAF 0.17 has no wire type for a vector of strings).
       [=](weights_published& w) -> caf::response_promise {
         auto rp = self->make_response_promise();
-        std::vector<std::pair<std::string, caf::actor>> targets;
+        // The registry holds services untyped; a "policy" service is a policy server.
+        std::vector<std::pair<std::string, policy_actor>> targets;
         for (auto& s : self->state.services)
-          if (s.name == "policy") targets.emplace_back(s.node_id, s.handle);
+          if (s.name == "policy") targets.emplace_back(s.node_id, caf::actor_cast<policy_actor>(s.handle));
         if (targets.empty()) {
           rp.deliver(std::string{"no policy service has joined"});
           return rp;

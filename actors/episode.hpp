@@ -14,6 +14,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/gpu_pool.hpp"
+#include "actors/policy_server.hpp"
 #include "messages/episode.hpp"
 #include "messages/policy.hpp"
 #include "policy/text/chat_format.hpp"
@@ -24,7 +25,7 @@ namespace caf_agent {
 
 /// What an episode talks to and its limits.
 struct episode_env {
-  caf::actor policy;
+  policy_generator policy;
   caf::actor tools;      ///< tool router of this node
   evaluator_actor pool;  ///< evaluates submissions (the rollout manager, routing to its GPU pools)
   caf::actor sink;       ///< receives the trajectory_record

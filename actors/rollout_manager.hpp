@@ -33,7 +33,7 @@ struct rollout_manager_options {
   episode_env env;         ///< policy, tools, limits; pool and sink are filled in
   /// The replay of train.rft.demonstrations (token-level), for episodes whose
   /// start_episode::policy is "demonstrations"; null: such episodes are recorded aborted.
-  caf::actor demonstrations;
+  policy_generator demonstrations;
 };
 
 /// Spawns the manager; it announces itself as service "rollout" to the coordinator.

@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/policy_server.hpp"
 #include "actors/run_driver.hpp"
 #include "base/log.hpp"
 #include "messages/type_ids.hpp"
@@ -47,10 +48,10 @@ struct trainer_state {
   rollout::train_state st;
   phase ph = phase::idle;
   caf::actor driver;
-  std::map<int32_t, shard_ref> shards;         // by rank
-  std::map<std::string, caf::actor> policies;  // by node
-  train_batch batch;                           // the step in progress (resent on retry)
-  rollout::consumed_batch consumed;            // what committing it consumes
+  std::map<int32_t, shard_ref> shards;           // by rank
+  std::map<std::string, policy_actor> policies;  // by node
+  train_batch batch;                             // the step in progress (resent on retry)
+  rollout::consumed_batch consumed;              // what committing it consumes
   iteration_stats stats;
   std::map<int32_t, train_step_done> replies;
   int32_t attempt = 0;
@@ -692,11 +693,13 @@ void release_start(trainer_actor* self) {
 void on_service(trainer_actor* self, const service_announce& svc, caf::actor handle) {
   auto& s = self->state;
   if (svc.name == "policy") {
-    s.policies[svc.node_id] = handle;
+    // The coordinator announces services untyped; a "policy" service is a policy server.
+    auto policy = caf::actor_cast<policy_actor>(handle);
+    s.policies[svc.node_id] = policy;
     // A policy service that joins after weights moved on (a restarted node, a resumed run)
     // gets the current version from its checkpoint before it serves a new iteration's episodes.
     if (s.st.policy_version > 0 && !s.st.checkpoint.empty())
-      self->request(handle, std::chrono::seconds(120),
+      self->request(policy, std::chrono::seconds(120),
                     weights_published{s.st.policy_version, (fs::path{s.st.checkpoint} / "actor").string()})
           .then(
               [=, node = svc.node_id](std::string& error) {

@@ -82,7 +82,7 @@ class openai_policy final : public policy_backend {
     return {std::move(c), {}};
   }
 
-  bool blocking() const override { return true; }
+  backend_mode mode() const override { return backend_mode::blocking; }
   std::string name() const override { return "openai " + client_.options().base_url; }
 
   std::string publish_weights(const std::string& path, uint64_t version) override {

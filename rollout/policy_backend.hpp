@@ -1,12 +1,17 @@
 #pragma once
 /// rollout/policy_backend.hpp: the interface every policy backend implements.
 ///
-/// A backend turns a generate_request into a completion. Backends that compute
-/// (libtorch, openai) block and run on detached actors; backends that only
-/// pretend (sim, replay) return at once with a latency the actor then waits out
-/// with a timer, so thousands of episodes cost no threads.
+/// A backend turns a generate_request into a completion, in one of three ways (its mode(),
+/// which decides where the policy server actor runs it):
+/// - immediate (sim, replay): generate() returns at once, with a simulated latency the actor
+///   waits out with a timer, so thousands of episodes cost no threads;
+/// - asynchronous (the in-process LibTorch engine): submit() hands the request on and returns;
+///   the backend calls `done` later, from its own thread;
+/// - blocking (openai): generate() blocks on real work; the actor runs it on detached workers.
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,6 +30,16 @@ struct backend_reply {
   std::chrono::microseconds delay{0};
 };
 
+/// How a backend answers (see the file comment): where the policy server runs it.
+enum class backend_mode {
+  immediate,     ///< generate() returns at once; backend_reply::delay is waited out by a timer
+  asynchronous,  ///< submit() returns at once and calls `done` later, maybe on another thread
+  blocking,      ///< generate() blocks on real work: run on a detached worker
+};
+
+/// Called once per submitted request with its reply; may run on any thread.
+using reply_callback = std::function<void(backend_reply)>;
+
 /// One policy backend.
 class policy_backend {
  public:
@@ -32,14 +47,23 @@ class policy_backend {
   /// Answers one request. Never throws: failures are completions with
   /// finish_reason "error" and the error text.
   virtual backend_reply generate(const messages::generate_request& req) = 0;
-  /// True when generate() blocks on real work (run it on a detached actor).
-  virtual bool blocking() const = 0;
+  /// Answers one request through `done`, called exactly once (failures too, as error
+  /// completions). The default runs generate() and calls `done` before it returns, filling a
+  /// policy_version of 0 with weights_version(). Asynchronous backends override it; their
+  /// `done` may run on another thread, so it must only hand the reply on.
+  virtual void submit(messages::generate_request req, reply_callback done) {
+    auto reply = generate(req);
+    if (reply.completion.policy_version == 0) reply.completion.policy_version = weights_version();
+    done(std::move(reply));
+  }
+  /// How this backend answers.
+  virtual backend_mode mode() const = 0;
   /// A short name for logs ("sim", "replay", ...).
   virtual std::string name() const = 0;
   /// New weights were published: backends that hold a model switch to them
   /// (an external server reloads); backends without weights only note the
-  /// version. Returns an error text, empty on success. May block (it runs
-  /// where generate() runs).
+  /// version. Returns an error text, empty on success. May block (a blocking
+  /// backend's runs where its generate() runs).
   virtual std::string publish_weights(const std::string& path, uint64_t version) {
     (void)path;
     version_ = version;
@@ -47,6 +71,9 @@ class policy_backend {
   }
   /// The weights version completions report.
   uint64_t weights_version() const { return version_; }
+  /// Counters for the policy server's stats answer (empty: none). Called on the server's
+  /// thread while requests may be running, so a backend that counts keeps them thread-safe.
+  virtual std::map<std::string, double> stats() const { return {}; }
 
  protected:
   uint64_t version_ = 0;

@@ -40,7 +40,7 @@ class replay_policy final : public policy_backend {
     r.delay = std::chrono::microseconds(static_cast<int64_t>(latency_ms_ * 1000));
     return r;
   }
-  bool blocking() const override { return false; }
+  backend_mode mode() const override { return backend_mode::immediate; }
   std::string name() const override { return "replay"; }
 
  private:

@@ -55,7 +55,7 @@ class sim_policy final : public policy_backend {
     r.delay = std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
     return r;
   }
-  bool blocking() const override { return false; }
+  backend_mode mode() const override { return backend_mode::immediate; }
   std::string name() const override { return "sim"; }
 
  private:

@@ -26,8 +26,8 @@
 #include "sandbox/episode_sandbox.hpp"
 
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
-#include "actors/engine_policy_server.hpp"
 #include "policy/model/engine_service.hpp"
+#include "rollout/engine_policy.hpp"
 #include "serving/engine_chat_service.hpp"
 #include "serving/openai_server.hpp"
 #endif
@@ -155,7 +155,7 @@ std::shared_ptr<rollout::policy_backend> make_backend(const app_config& cfg, std
 
 /// A node's policy server and what episodes need to talk to it.
 struct policy_endpoint {
-  caf::actor server;
+  policy_actor server;
   std::shared_ptr<const policy::tokenizer> tokenizer;  ///< token-level backends only
   policy::chat_format chat_format;                     ///< the checkpoint's template, with `tokenizer`
   int64_t context_limit = 0;                           ///< 0: no limit beyond the config's
@@ -256,7 +256,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
       if (!script) return "policy.script: " + error;
       out.description += ", replies teacher-forced from " + p.script;
     }
-    out.server = spawn_engine_policy_server(sys, std::move(service), out.tokenizer, *im_end, std::move(script));
+    out.server = spawn_policy_server(
+        sys, rollout::make_engine_policy(std::move(service), out.tokenizer, *im_end, std::move(script)));
     return {};
 #else
     return "policy.backend 'libtorch' needs a build with LibTorch (CAF_AGENT_WITH_TORCH=ON)";
@@ -311,7 +312,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto policy = pol.server;
   log_info("rollout", "policy: " + pol.description);
   if (auto coord = peer(peers, "coordinator"))
-    caf::send_as(policy, coord, messages::service_announce{node_id, "policy"});
+    caf::send_as(caf::actor_cast<caf::actor>(policy), coord, messages::service_announce{node_id, "policy"});
   rollout_manager_options m;
   m.max_concurrent = r.max_concurrent_episodes;
   m.node_id = node_id;
@@ -342,10 +343,11 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
       return "train.rft.demonstrations: needs policy.model_dir with a tokenizer.json (token-level records to train on)";
     log_info("rollout", "demonstrations: " + demo.description);
     m.demonstrations = demo.server;
-    out.actors.push_back(demo.server);
+    out.actors.push_back(caf::actor_cast<caf::actor>(demo.server));
   }
   auto manager = spawn_rollout_manager(sys, m);
-  out.actors.insert(out.actors.end(), {manager, policy, tools});
+  out.actors.insert(out.actors.end(),
+                    {manager, caf::actor_cast<caf::actor>(policy), caf::actor_cast<caf::actor>(tools)});
   out.named["rollout_manager"] = manager;
   out.counts["rollout_manager"] = 1;
   out.counts["policy_server"] = 1;
@@ -388,9 +390,9 @@ std::string start_role(caf::actor_system& sys, messages::node_role role, const a
     }
 #endif
     if (auto coord = peer(peers, "coordinator"))
-      caf::send_as(pol.server, coord, messages::service_announce{node_id, "policy"});
-    out.actors.push_back(pol.server);
-    out.named["policy"] = pol.server;
+      caf::send_as(caf::actor_cast<caf::actor>(pol.server), coord, messages::service_announce{node_id, "policy"});
+    out.actors.push_back(caf::actor_cast<caf::actor>(pol.server));
+    out.named["policy"] = caf::actor_cast<caf::actor>(pol.server);
     out.counts["policy_server"] = 1;
     return {};
   }

@@ -128,7 +128,7 @@ struct episode_test : caf_agent::testing::deterministic {
     start.episode_id = 7;
     start.task = task_spec{"level1/t", "t", 1, "class Model: pass\n"};
     start.max_turns = 10;
-    env.policy = policy;
+    env.policy = caf::actor_cast<policy_generator>(policy);
     env.tools = tools;
     env.pool = caf::actor_cast<evaluator_actor>(pool);
     env.sink = sink;

@@ -125,7 +125,7 @@ struct manager_test : caf_agent::testing::deterministic {
     rollout_manager_options o;
     o.max_concurrent = max_concurrent;
     o.node_id = "r1";
-    o.env.policy = policy;
+    o.env.policy = caf::actor_cast<policy_generator>(policy);
     o.env.tools = tools;
     o.env.system_text = "SKILL";
     return o;
