@@ -126,9 +126,17 @@ struct process_group::impl {
     }
     if (!backend) return {};  // a world of one: nothing to exchange
     for (const auto& bucket : make_buckets(tensors, options.bucket_bytes)) {
-      std::vector<torch::Tensor> flat_parts;
-      for (size_t i : bucket) flat_parts.push_back(tensors[i].detach().reshape({-1}));
-      std::vector<at::Tensor> flat{torch::cat(flat_parts)};
+      // Rationale: a bucket of one contiguous tensor (a model's flat gradient, flat_params.hpp)
+      // is reduced in place: the concatenation and the copy back would move it twice more.
+      const bool in_place = bucket.size() == 1 && tensors[bucket[0]].is_contiguous();
+      std::vector<at::Tensor> flat;
+      if (in_place) {
+        flat.push_back(tensors[bucket[0]].detach().view({-1}));
+      } else {
+        std::vector<torch::Tensor> flat_parts;
+        for (size_t i : bucket) flat_parts.push_back(tensors[i].detach().reshape({-1}));
+        flat.push_back(torch::cat(flat_parts));
+      }
       try {
         if (auto ok = finish(collective(flat), op); !ok) return ok;
       } catch (const std::exception& e) {  // a collective that throws at submission
@@ -136,6 +144,12 @@ struct process_group::impl {
         return fail(failed);
       }
       if (divisor != 1.0) flat[0].div_(divisor);
+      if (in_place) {
+        // The collective wrote the memory behind autograd's back; count it as an in-place write,
+        // as the copy back would (a compute copy of reduced weights recasts them then).
+        torch::autograd::impl::bump_version(tensors[bucket[0]]);
+        continue;
+      }
       int64_t offset = 0;
       for (size_t i : bucket) {
         auto& t = tensors[i];

@@ -80,7 +80,8 @@ class process_group {
 
   /// Reduces `tensors` across ranks in place. The tensors are grouped by dtype and device and
   /// flattened into buckets of at most bucket_bytes (a tensor larger than that is a bucket of its
-  /// own), one collective per bucket. mean is the sum divided by world_size. Every tensor must be
+  /// own; a contiguous tensor alone in its bucket is reduced where it lies, without a copy), one
+  /// collective per bucket. mean is the sum divided by world_size. Every tensor must be
   /// defined, contiguous or not, on the backend's device kind. Errors: a bad tensor, a failed or
   /// timed-out collective (a peer died), named with the operation.
   status all_reduce(std::vector<torch::Tensor>& tensors, reduce_op op);
