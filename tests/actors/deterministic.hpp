@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -140,6 +141,18 @@ class deterministic : public ::testing::Test {
     std::optional<T> out;
     self->receive([&](T& x) { out = std::move(x); }, caf::after(std::chrono::seconds(0)) >> [] {});
     return out;
+  }
+
+  /// What `to` answers to `xs...`: asked by a probe actor, answered within run() (a default
+  /// T when no answer comes).
+  template <class T, class Handle, class... Ts>
+  T ask(const Handle& to, Ts... xs) {
+    auto out = std::make_shared<T>();
+    sys_.spawn([=](caf::event_based_actor* probe) {
+      probe->request(to, caf::infinite, xs...).then([=](T& x) { *out = std::move(x); });
+    });
+    run();
+    return *out;
   }
 
   /// Ends `a` with `reason` and delivers what follows from it.

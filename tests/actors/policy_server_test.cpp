@@ -104,16 +104,8 @@ completion reply_of(uint64_t request_id, std::string text) {
 }
 
 struct policy_server_test : caf_agent::testing::deterministic {
-  /// The server's stats (asked by a probe actor, answered within run()).
   std::map<std::string, double> stats(const policy_actor& server) {
-    auto out = std::make_shared<std::map<std::string, double>>();
-    sys().spawn([=](caf::event_based_actor* probe) {
-      probe->request(server, caf::infinite, atoms::stats::value).then([=](std::map<std::string, double>& m) {
-        *out = std::move(m);
-      });
-    });
-    run();
-    return *out;
+    return ask<std::map<std::string, double>>(server, atoms::stats::value);
   }
 };
 
@@ -270,17 +262,22 @@ struct blocking_fixture {
     cfg.set("logger.console-verbosity", caf::atom("quiet"));
     sys = std::make_unique<caf::actor_system>(cfg);
   }
+  /// The server's answer to a publication (a CAF error as text, "unanswered" after 10 s).
+  std::string publish(const policy_actor& server, uint64_t version, const std::string& path) {
+    caf::scoped_actor self{*sys};
+    std::string out = "unanswered";
+    self->request(server, 10s, weights_published{version, path})
+        .receive([&](std::string& e) { out = e; }, [&](caf::error& e) { out = to_string(e); });
+    return out;
+  }
 };
 
 TEST(policy_server_blocking, requests_run_on_detached_workers_side_by_side) {
   blocking_fixture f;
   auto backend = std::make_shared<blocking_backend>(2);
   auto server = spawn_policy_server(*f.sys, backend, 2);
+  EXPECT_EQ(f.publish(server, 5, "/weights/v5"), "");
   caf::scoped_actor self{*f.sys};
-  std::string published = "unanswered";
-  self->request(server, 10s, weights_published{5, "/weights/v5"})
-      .receive([&](std::string& e) { published = e; }, [&](caf::error& e) { published = to_string(e); });
-  EXPECT_EQ(published, "");
   self->send(server, request(41, 0));
   self->send(server, request(42, -1));  // this one fails in the backend
   std::map<uint64_t, completion> got;
@@ -301,11 +298,7 @@ TEST(policy_server_blocking, a_refused_publication_runs_on_a_worker_and_answers_
   auto backend = std::make_shared<blocking_backend>(1);
   backend->publish_error = "openai server reload: 500";
   auto server = spawn_policy_server(*f.sys, backend, 1);
-  caf::scoped_actor self{*f.sys};
-  std::string published = "unanswered";
-  self->request(server, 10s, weights_published{6, "/weights/v6"})
-      .receive([&](std::string& e) { published = e; }, [&](caf::error& e) { published = to_string(e); });
-  EXPECT_EQ(published, "openai server reload: 500");
+  EXPECT_EQ(f.publish(server, 6, "/weights/v6"), "openai server reload: 500");
   EXPECT_EQ(backend->weights_version(), 0u);
   auto threads = backend->threads();
   ASSERT_EQ(threads.size(), 1u);
