@@ -15,6 +15,7 @@
 
 #include "actors/gpu_pool.hpp"
 #include "actors/policy_server.hpp"
+#include "actors/tool_executor.hpp"
 #include "messages/episode.hpp"
 #include "messages/policy.hpp"
 #include "policy/text/chat_format.hpp"
@@ -26,9 +27,9 @@ namespace caf_agent {
 /// What an episode talks to and its limits.
 struct episode_env {
   policy_generator policy;
-  caf::actor tools;      ///< tool router of this node
-  evaluator_actor pool;  ///< evaluates submissions (the rollout manager, routing to its GPU pools)
-  caf::actor sink;       ///< receives the trajectory_record
+  tool_router_actor tools;  ///< tool router of this node
+  evaluator_actor pool;     ///< evaluates submissions (the rollout manager, routing to its GPU pools)
+  caf::actor sink;          ///< receives the trajectory_record
   std::string node_id;
   std::string system_text;  ///< SKILL.md
   policy::json_array tool_schemas;

@@ -32,6 +32,9 @@ namespace {
 
 using namespace messages;
 
+/// A submission's files (path -> text), as the router's lookup answers them.
+using files_map = std::map<std::string, std::string>;
+
 // -- executor (detached: its calls block) ------------------------------------
 
 tool_response run_tool(const sandbox_ptr& box, const tool_request& req) {
@@ -95,12 +98,15 @@ struct router_state {
   std::map<uint64_t, sandbox_ptr> boxes;
   std::mt19937_64 rng{7};
   std::map<std::string, double> stats;
-  std::map<uint64_t, caf::response_promise> sim_waiting;
+  std::map<uint64_t, caf::typed_response_promise<tool_response>> sim_waiting;
   uint64_t sim_seq = 0;
   static inline const char* name = "tool_router";
 };
 
-using router_actor = observed_actor<router_state>;
+/// The router's own type: its protocol and the simulated calls' timers (sim mode).
+using router_handle = tool_router_actor::extend<caf::reacts_to<atoms::done, uint64_t, tool_response>>;
+
+using router_actor = observed_actor<router_state, router_handle::base>;
 
 void pump(router_actor* self) {
   auto& st = self->state;
@@ -120,8 +126,8 @@ void pump(router_actor* self) {
 /// The queue only grows past its capacity by episodes' single outstanding
 /// calls, which rollout admission bounds.
 template <class... Reply, class... Ts>
-caf::response_promise enqueue(router_actor* self, std::function<void(Reply&...)> on_reply, Ts... args) {
-  auto promise = self->make_response_promise();
+caf::typed_response_promise<Reply...> enqueue(router_actor* self, std::function<void(Reply&...)> on_reply, Ts... args) {
+  auto promise = self->make_response_promise<Reply...>();
   auto msg = caf::make_message(std::move(args)...);
   self->state.queue.push_back([=](caf::actor exec, std::function<void()> release) mutable {
     self->request(exec, caf::infinite, msg)
@@ -150,8 +156,8 @@ tool_response sim_response(const tool_request& req) {
   return r;
 }
 
-caf::response_promise on_open(router_actor* self, uint64_t episode, task_spec& task) {
-  auto promise = self->make_response_promise();
+caf::typed_response_promise<std::string> on_open(router_actor* self, uint64_t episode, task_spec& task) {
+  auto promise = self->make_response_promise<std::string>();
   auto msg = caf::make_message(atoms::open::value, episode, std::move(task));
   self->state.queue.push_back([=](caf::actor exec, std::function<void()> release) mutable {
     self->request(exec, caf::infinite, msg)
@@ -170,9 +176,9 @@ caf::response_promise on_open(router_actor* self, uint64_t episode, task_spec& t
   return promise;
 }
 
-caf::response_promise on_sim_tool(router_actor* self, const tool_request& req) {
+caf::typed_response_promise<tool_response> on_sim_tool(router_actor* self, const tool_request& req) {
   auto& st = self->state;
-  auto rp = self->make_response_promise();
+  auto rp = self->make_response_promise<tool_response>();
   std::exponential_distribution<double> d{1.0 / std::max(0.001, st.opts.sim_latency_ms)};
   auto delay = std::chrono::microseconds(int64_t(d(st.rng) * 1000));
   auto id = ++st.sim_seq;
@@ -181,20 +187,20 @@ caf::response_promise on_sim_tool(router_actor* self, const tool_request& req) {
   return rp;
 }
 
-caf::behavior router(router_actor* self, tool_executor_options opts) {
+router_handle::behavior_type router(router_actor* self, tool_executor_options opts) {
   self->state.opts = opts;
   bool sim = opts.mode == tool_mode::sim;
   if (!sim)
     for (int i = 0; i < opts.executors; ++i)
       self->state.idle.push_back(self->spawn<caf::detached + caf::linked>(executor, opts));
   return {
-      [=](atoms::open, uint64_t episode, task_spec& task) -> caf::response_promise {
+      [=](atoms::open, uint64_t episode, task_spec& task) -> caf::typed_response_promise<std::string> {
         if (!sim) return on_open(self, episode, task);
-        auto rp = self->make_response_promise();
+        auto rp = self->make_response_promise<std::string>();
         rp.deliver(std::string{});
         return rp;
       },
-      [=](tool_request& req) -> caf::response_promise {
+      [=](tool_request& req) -> caf::typed_response_promise<tool_response> {
         self->state.stats["calls"] += 1;
         if (sim) return on_sim_tool(self, req);
         auto it = self->state.boxes.find(req.episode_id);
@@ -203,7 +209,7 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
         r.call_id = req.call_id;
         r.status = tool_status::internal;
         r.output = "no sandbox is open for episode " + std::to_string(req.episode_id);
-        auto rp = self->make_response_promise();
+        auto rp = self->make_response_promise<tool_response>();
         rp.deliver(std::move(r));
         return rp;
       },
@@ -213,24 +219,24 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
         it->second.deliver(std::move(r));
         self->state.sim_waiting.erase(it);
       },
-      [=](atoms::close, uint64_t episode) -> caf::response_promise {
+      [=](atoms::close, uint64_t episode) -> caf::typed_response_promise<bool> {
         auto it = self->state.boxes.find(episode);
         if (it != self->state.boxes.end()) {
           auto box = it->second;
           self->state.boxes.erase(it);
           return enqueue<bool>(self, {}, atoms::close::value, box);
         }
-        auto rp = self->make_response_promise();
+        auto rp = self->make_response_promise<bool>();
         rp.deliver(false);
         return rp;
       },
-      [=](atoms::lookup, uint64_t episode) -> caf::response_promise {
+      [=](atoms::lookup, uint64_t episode) -> caf::typed_response_promise<std::string, files_map> {
         auto it = self->state.boxes.find(episode);
         if (it != self->state.boxes.end())
-          return enqueue<std::string, std::map<std::string, std::string>>(self, {}, atoms::lookup::value, it->second);
-        auto rp = self->make_response_promise();
+          return enqueue<std::string, files_map>(self, {}, atoms::lookup::value, it->second);
+        auto rp = self->make_response_promise<std::string, files_map>();
         // Sim mode has no workspaces: an empty submission goes to the (sim) pool.
-        rp.deliver(std::string{sim ? "" : "no sandbox is open for this episode"}, std::map<std::string, std::string>{});
+        rp.deliver(std::string{sim ? "" : "no sandbox is open for this episode"}, files_map{});
         return rp;
       },
       [=](atoms::stats) -> std::map<std::string, double> {
@@ -244,7 +250,7 @@ caf::behavior router(router_actor* self, tool_executor_options opts) {
 
 }  // namespace
 
-caf::actor spawn_tool_executors(caf::actor_system& sys, tool_executor_options opts) {
+tool_router_actor spawn_tool_executors(caf::actor_system& sys, tool_executor_options opts) {
   return sys.spawn(router, std::move(opts));
 }
 

@@ -129,7 +129,7 @@ struct episode_test : caf_agent::testing::deterministic {
     start.task = task_spec{"level1/t", "t", 1, "class Model: pass\n"};
     start.max_turns = 10;
     env.policy = caf::actor_cast<policy_generator>(policy);
-    env.tools = tools;
+    env.tools = caf::actor_cast<tool_router_actor>(tools);
     env.pool = caf::actor_cast<evaluator_actor>(pool);
     env.sink = sink;
     env.node_id = "node";

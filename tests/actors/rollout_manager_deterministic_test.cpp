@@ -126,7 +126,7 @@ struct manager_test : caf_agent::testing::deterministic {
     o.max_concurrent = max_concurrent;
     o.node_id = "r1";
     o.env.policy = caf::actor_cast<policy_generator>(policy);
-    o.env.tools = tools;
+    o.env.tools = caf::actor_cast<tool_router_actor>(tools);
     o.env.system_text = "SKILL";
     return o;
   }
