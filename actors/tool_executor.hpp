@@ -17,13 +17,10 @@
 
 #include <cstdint>
 #include <map>
-#include <map>
 #include <string>
 #include <vector>
 
 #include <caf/fwd.hpp>
-#include <caf/replies_to.hpp>
-#include <caf/typed_actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -31,28 +28,9 @@
 #include "messages/episode.hpp"
 #include "messages/tools.hpp"
 #include "messages/type_ids.hpp"
-#include "messages/episode.hpp"
-#include "messages/tools.hpp"
-#include "messages/type_ids.hpp"
 #include "sandbox/settings.hpp"
 
 namespace caf_agent {
-
-/// The tool router's protocol (see the file comment).
-using tool_router_actor =
-    caf::typed_actor<caf::replies_to<atoms::open, uint64_t, messages::task_spec>::with<std::string>,
-                     caf::replies_to<messages::tool_request>::with<messages::tool_response>,
-                     caf::replies_to<atoms::close, uint64_t>::with<bool>,
-                     caf::replies_to<atoms::lookup, uint64_t>::with<std::string, std::map<std::string, std::string>>,
-                     caf::replies_to<atoms::stats>::with<std::map<std::string, double>>>;
-
-/// The tool router's protocol (see the file comment).
-using tool_router_actor =
-    caf::typed_actor<caf::replies_to<atoms::open, uint64_t, messages::task_spec>::with<std::string>,
-                     caf::replies_to<messages::tool_request>::with<messages::tool_response>,
-                     caf::replies_to<atoms::close, uint64_t>::with<bool>,
-                     caf::replies_to<atoms::lookup, uint64_t>::with<std::string, std::map<std::string, std::string>>,
-                     caf::replies_to<atoms::stats>::with<std::map<std::string, double>>>;
 
 /// The tool router's protocol (see the file comment).
 using tool_router_actor =
