@@ -82,7 +82,7 @@ void admit(manager_actor* self) {
     st.waiting.pop_front();
     auto env = st.opts.env;
     if (start.temperature >= 0) env.sampling.temperature = start.temperature;  // the trainer's choice
-    if (start.policy == "demonstrations") {
+    if (start.policy == episode_policy::demonstrations) {
       if (!st.opts.demonstrations) {  // still one record for the episode, naming why
         trajectory_record rec;
         rec.episode_id = start.episode_id;

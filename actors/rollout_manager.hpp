@@ -32,7 +32,7 @@ struct rollout_manager_options {
   pool_actor pool;         ///< set when known up front (local role)
   episode_env env;         ///< policy, tools, limits; pool and sink are filled in
   /// The replay of train.rft.demonstrations (token-level), for episodes whose
-  /// start_episode::policy is "demonstrations"; null: such episodes are recorded aborted.
+  /// start_episode::policy is demonstrations; null: such episodes are recorded aborted.
   policy_generator demonstrations;
 };
 

@@ -477,7 +477,7 @@ void start_iteration(trainer_actor* self) {
     e.wall_limit_ms = s.opts.wall_limit_ms;
     e.seed = s.opts.seed * 1000003 + id;
     if (demos)
-      e.policy = "demonstrations";
+      e.policy = messages::episode_policy::demonstrations;
     else
       e.temperature = stage.temperature;
     d.planned.push_back(std::move(e));

@@ -18,7 +18,7 @@
 /// An iteration may take several optimizer steps on its batch (`steps_per_iteration`, each on
 /// the next `batch_sequences` trajectories, at the stage's lr schedule's rate of the step); one
 /// checkpoint and one publication per iteration. A stage with `demonstrations` first plays them
-/// (one episode per task, start_episode::policy = "demonstrations": the rollout node's replay,
+/// (one episode per task, start_episode::policy = demonstrations: the rollout node's replay,
 /// token-level, real sandbox and judge); its first iteration consumes those episodes and every
 /// iteration trains on their kept records (train_state.json `stage_data`).
 /// Evaluation rounds (`eval.episodes` > 0): before the first stage and after each stage, fresh

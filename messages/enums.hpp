@@ -80,4 +80,10 @@ CAF_AGENT_ENUM_NAMES(node_role, "coordinator", "rollout", "gpu-pool", "learner",
 enum class learner_stage : uint8_t { ppo, rft, vp };
 CAF_AGENT_ENUM_NAMES(learner_stage, "ppo", "rft", "vp")
 
+/// Whose policy plays an episode (start_episode.policy, the trainer's choice): `node`, the
+/// rollout node's policy server; `demonstrations`, its replay of the recorded demonstrations
+/// (train.rft.demonstrations).
+enum class episode_policy : uint8_t { node, demonstrations };
+CAF_AGENT_ENUM_NAMES(episode_policy, "node", "demonstrations")
+
 }  // namespace caf_agent::messages

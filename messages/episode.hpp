@@ -26,9 +26,9 @@ struct start_episode {
   int64_t wall_limit_ms = 0;  ///< 0 = no wall limit
   uint64_t seed = 0;
   int32_t attempt = 0;  ///< > 0 when re-run after a lost node
-  /// The trainer's choices: "" the node's policy; "demonstrations" its replay of the recorded
-  /// demonstrations (train.rft.demonstrations). temperature < 0: the node's policy.temperature.
-  std::string policy;
+  /// The trainer's choices: the node's policy or its replay of the recorded demonstrations
+  /// (train.rft.demonstrations); temperature < 0: the node's policy.temperature.
+  episode_policy policy = episode_policy::node;
   float temperature = -1;
   CAF_AGENT_FIELDS(start_episode, episode_id, task, mode, max_turns, wall_limit_ms, seed, attempt, policy, temperature)
 };

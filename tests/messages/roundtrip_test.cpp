@@ -287,3 +287,18 @@ TEST(named_enums, a_learner_stage_written_as_a_string_reads_as_learner_stage) {
   EXPECT_THROW((void)nlohmann::json("sft").get<msgs::learner_stage>(), std::invalid_argument);
   EXPECT_EQ(nlohmann::json(msgs::learner_stage::vp), "vp");
 }
+
+TEST(named_enums, an_episode_s_policy_is_named_on_the_wire_and_in_json) {
+  msgs::start_episode s;
+  EXPECT_EQ(s.policy, msgs::episode_policy::node);  // the default: the node's policy server
+  s.policy = msgs::episode_policy::demonstrations;
+  EXPECT_EQ((reread<msgs::start_episode, msgs::start_episode>(s).policy), msgs::episode_policy::demonstrations);
+  EXPECT_EQ(nlohmann::json(msgs::episode_policy::demonstrations), "demonstrations");
+  EXPECT_EQ(nlohmann::json("node").get<msgs::episode_policy>(), msgs::episode_policy::node);
+  try {
+    (void)nlohmann::json("replay").get<msgs::episode_policy>();
+    FAIL() << "an unknown policy name was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("node, demonstrations"), std::string::npos) << e.what();
+  }
+}
