@@ -54,8 +54,8 @@ struct cluster_config {
     f("heartbeat_interval_ms", c.heartbeat_interval_ms, "node -> coordinator liveness reports", positive(),
       range(1, 600000));
     f("node_timeout_ms", c.node_timeout_ms, "no heartbeat for this long: the node is stale", range(1, 3600000));
-    f("connect_timeout_ms", c.connect_timeout_ms, "joining the coordinator gives up after this", positive(),
-      range(1, 3600000));
+    f("connect_timeout_ms", c.connect_timeout_ms, "a first join retries a coordinator not listening yet this long",
+      positive(), range(1, 3600000));
     f("rejoin_timeout_ms", c.rejoin_timeout_ms,
       "a member that lost the coordinator (a restart, or it was frozen and dropped) retries this long, then "
       "exits with code 3; 0: at once",

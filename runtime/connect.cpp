@@ -103,6 +103,7 @@ connect_result connect_coordinator(caf::actor_system& sys, const cluster_config&
   auto res = future.get();
   if (!res) {
     out.error = "cannot reach coordinator at " + address + ": " + sys.render(res.error());
+    out.retryable = true;
     // A TLS handshake that fails (either side refused the other's certificate) shows only as
     // a dropped connection; say what to check.
     if (tls)

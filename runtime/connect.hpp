@@ -35,6 +35,9 @@ struct connect_result {
   bool ok = false;
   caf::actor handle;
   std::string error;
+  /// The address and files were fine but the peer could not be reached (nothing listening,
+  /// a dropped connection): worth another attempt while the coordinator starts.
+  bool retryable = false;
 };
 
 /// Connects to "HOST:PORT" (over TLS when `cluster` sets it; plaintext only to a loopback

@@ -54,16 +54,28 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   return latch.exit_code();
 }
 
-/// Connects to the coordinator; after a loss, retries until `deadline` (a restarted
-/// coordinator takes a moment to listen again).
+/// Connects to the coordinator, retrying a refused connection until `deadline`: a first
+/// join waits `cluster.connect_timeout_ms` for a coordinator that is still starting (nodes
+/// and the coordinator are usually launched together), a rejoin `cluster.rejoin_timeout_ms`
+/// for one that restarts. A peer that accepts but never completes the handshake is not
+/// retried (connect_coordinator ends a first join's process on it with code 2).
 connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, bool rejoining,
                                  std::chrono::steady_clock::time_point deadline, exit_latch& latch) {
-  for (;;) {
+  const auto started = std::chrono::steady_clock::now();
+  for (int attempt = 1;; ++attempt) {
+    // Each attempt that reaches a listener gets the whole handshake window.
     auto coord =
         connect_coordinator(sys, cfg.cluster, cfg.cluster.coordinator, cfg.cluster.connect_timeout_ms, !rejoining);
-    if (coord.ok || !rejoining || std::chrono::steady_clock::now() >= deadline) return coord;
-    // Rationale: 200 ms between attempts finds a restarted coordinator within a fraction
-    // of a second without flooding a host that is still down.
+    if (coord.ok) return coord;
+    if (!coord.retryable) return coord;
+    if (std::chrono::steady_clock::now() >= deadline || latch.triggered()) {
+      auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+      coord.error += " (" + std::to_string(attempt) + " attempt(s) over " + std::to_string(waited) + " ms)";
+      return coord;
+    }
+    // Rationale: 200 ms between attempts finds a starting or restarted coordinator within a
+    // fraction of a second without flooding a host that is still down.
     if (latch.wait_for(std::chrono::milliseconds(200))) return coord;
   }
 }
@@ -76,8 +88,10 @@ int run_member(messages::node_role role, const app_config& cfg, exit_latch& latc
     // Each incarnation is a new node (a new id): the coordinator, the driver and the
     // rollout managers see the last one lost and this one join.
     set_node_incarnation(incarnation);
-    auto rejoin_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.cluster.rejoin_timeout_ms);
-    auto coord = reach_coordinator(sys, cfg, incarnation > 0, rejoin_deadline, latch);
+    auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(incarnation > 0 ? cfg.cluster.rejoin_timeout_ms : cfg.cluster.connect_timeout_ms);
+    auto coord = reach_coordinator(sys, cfg, incarnation > 0, deadline, latch);
     if (!coord.ok) {
       if (latch.triggered()) return latch.exit_code();
       log_error("caf-agent", coord.error);

@@ -45,6 +45,24 @@ def test_nodes_register_and_a_killed_node_is_reported_down(caf_agent, nodes):
     assert "shutting down (SIGTERM)" in coord.log()
 
 
+def test_member_started_before_the_coordinator_joins_once_it_listens(caf_agent, nodes, tmp_path):
+    """Nodes and the coordinator are launched together: a member whose coordinator is not
+    listening yet retries for cluster.connect_timeout_ms instead of exiting."""
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    config = tmp_path / "slow_start.toml"
+    config.write_text("[cluster]\nconnect_timeout_ms = 20000\n")
+    pool = nodes("--role", "gpu-pool", "--config", str(config), "--coordinator", addr, name="gpu-pool")
+    time.sleep(1.5)  # several refused attempts
+    assert pool.proc.poll() is None, pool.log()
+    coord = nodes("--role", "coordinator", "--port", str(port), name="coordinator")
+    coord.wait_for("listening on")
+    pool.wait_for("joined", timeout=10)
+    coord.wait_for("node gpu-pool@")
+    assert pool.stop(signal.SIGTERM) == 0
+    assert coord.stop(signal.SIGTERM) == 0
+
+
 def test_stopped_node_goes_stale_then_recovers(caf_agent, nodes):
     port = free_port()
     addr = f"127.0.0.1:{port}"
@@ -78,6 +96,7 @@ def test_unreachable_coordinator_is_a_clear_error(caf_agent):
     res = run(caf_agent, "--role", "rollout", "--coordinator", f"127.0.0.1:{port}")
     assert res.returncode == 2
     assert f"cannot reach coordinator at 127.0.0.1:{port}" in res.stderr
+    assert "attempt(s) over" in res.stderr  # it retried for cluster.connect_timeout_ms (5 s)
     assert time.monotonic() - started < 10
 
 

@@ -190,12 +190,18 @@ def test_storage_fault_stops_the_run_loudly(nodes, tmp_path):
         time.sleep(0.5)
         nodes("--role", "gpu-pool", "--config", str(cfg), "--coordinator", addr, name="pool")
         nodes("--role", "rollout", "--config", str(cfg), "--coordinator", addr, name="rollout")
-        out, _ = coord.communicate(timeout=90)
+        try:
+            out, _ = coord.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            coord.kill()
+            out = coord.communicate()[0]
     finally:
         if coord.poll() is None:
             coord.kill()
     log = out.decode(errors="replace")
-    assert coord.returncode == 4, log
+    members = "".join(f"\n--- {n}.log\n" + (tmp_path / f"{n}.log").read_text(errors="replace")
+                      for n in ("pool", "rollout") if (tmp_path / f"{n}.log").exists())
+    assert coord.returncode == 4, log + members
     m = re.search(r"storage failed: .*too large.*kept (\d+) records", log)
     assert m, log
     kept = int(m.group(1))
