@@ -374,7 +374,12 @@ std::string start_role(caf::actor_system& sys, messages::node_role role, const a
       if (!tok) return "policy.model_dir: " + tok.error().message;
       auto name =
           cfg.policy.model_name.empty() ? fs::path{cfg.policy.model_dir}.filename().string() : cfg.policy.model_name;
-      auto chat = serving::engine_chat_service::create(pol.engine, std::move(tok.value()), name);
+      // The checkpoint's own template (a template this renderer cannot reproduce is refused).
+      auto format = policy::checkpoint_chat_format(cfg.policy.model_dir);
+      if (!format) return "policy.model_dir: " + format.error().message;
+      const auto chat_format_name = format->name;
+      auto chat =
+          serving::engine_chat_service::create(pol.engine, std::move(tok.value()), name, std::move(format.value()));
       if (!chat) return "inference: " + chat.error().message;
       std::shared_ptr<serving::chat_service> service = std::move(chat.value());
       serving::server_options so;
@@ -383,7 +388,8 @@ std::string start_role(caf::actor_system& sys, messages::node_role role, const a
       auto http = serving::openai_server::start(*service, so);
       if (!http) return "policy.serve_port: " + http.error().message;
       std::shared_ptr<serving::openai_server> server = std::move(http.value());
-      log_info("inference", "serving model '" + name + "' over OpenAI-compatible HTTP at " + server->base_url());
+      log_info("inference", "serving model '" + name + "' (chat format " + chat_format_name +
+                                ") over OpenAI-compatible HTTP at " + server->base_url());
       out.resources.push_back(service);  // released after the server (reverse order)
       out.resources.push_back(server);
       out.counts["http_server"] = 1;

@@ -11,8 +11,7 @@ namespace caf_agent::serving {
 
 namespace {
 
-// Qwen's end-of-turn token, and its end-of-text token, which a model may emit instead.
-constexpr std::string_view im_end = "<|im_end|>";
+// Qwen's end-of-text token, which a model may emit instead of its end of turn.
 constexpr std::string_view end_of_text = "<|endoftext|>";
 
 // Watches the sampled bytes for stop strings; runs on the engine's thread after every token,
@@ -47,7 +46,7 @@ serving_error submit_error(const std::string& message) {
 }
 
 // The sampled tokens as a response: text, tool calls, finish reason, logprobs, usage.
-chat_response make_response(const policy::tokenizer& tok, const std::string& model,
+chat_response make_response(const policy::tokenizer& tok, const policy::chat_format& format, const std::string& model,
                             const std::vector<std::string>& stop, std::vector<int32_t> prompt,
                             const policy::generation_result& g) {
   chat_response out;
@@ -68,7 +67,7 @@ chat_response make_response(const policy::tokenizer& tok, const std::string& mod
   }
   const bool truncated =
       g.reason == policy::finish_reason::max_new_tokens || g.reason == policy::finish_reason::context_limit;
-  auto turn = policy::parse_assistant_turn(text);
+  auto turn = policy::parse_assistant_turn(format, text);
   const bool calls_ok =
       !turn.calls.empty() && std::all_of(turn.calls.begin(), turn.calls.end(), [](const auto& c) { return c.ok; });
   if (calls_ok) {
@@ -92,26 +91,31 @@ chat_response make_response(const policy::tokenizer& tok, const std::string& mod
 
 result<std::unique_ptr<engine_chat_service>> engine_chat_service::create(std::shared_ptr<policy::engine_service> engine,
                                                                          policy::tokenizer tokenizer,
-                                                                         std::string model_name) {
+                                                                         std::string model_name,
+                                                                         policy::chat_format format) {
   if (!engine) return make_serving_error(errc::internal, "engine_chat_service: no engine");
-  const auto end = tokenizer.token_to_id(im_end);
-  if (!end) return make_serving_error(errc::internal, "engine_chat_service: the tokenizer has no <|im_end|> token");
+  const auto end = tokenizer.token_to_id(format.im_end);
+  if (!end)
+    return make_serving_error(errc::internal, "engine_chat_service: the tokenizer has no " + format.im_end +
+                                                  " token (the end of turn of chat format " + format.name + ")");
   if (tokenizer.id_limit() > static_cast<size_t>(engine->vocab_size()))
     return make_serving_error(
         errc::internal, "engine_chat_service: the tokenizer has ids up to " + std::to_string(tokenizer.id_limit() - 1) +
                             " but the model's vocabulary is " + std::to_string(engine->vocab_size()));
   std::vector<int32_t> stop_ids{*end};
   if (auto eot = tokenizer.token_to_id(end_of_text)) stop_ids.push_back(*eot);
-  return std::unique_ptr<engine_chat_service>(
-      new engine_chat_service(std::move(engine), std::move(tokenizer), std::move(model_name), std::move(stop_ids)));
+  return std::unique_ptr<engine_chat_service>(new engine_chat_service(
+      std::move(engine), std::move(tokenizer), std::move(model_name), std::move(stop_ids), std::move(format)));
 }
 
 engine_chat_service::engine_chat_service(std::shared_ptr<policy::engine_service> engine, policy::tokenizer tokenizer,
-                                         std::string model_name, std::vector<int32_t> stop_ids)
+                                         std::string model_name, std::vector<int32_t> stop_ids,
+                                         policy::chat_format format)
     : engine_(std::move(engine)),
       tokenizer_(std::move(tokenizer)),
       model_name_(std::move(model_name)),
-      stop_ids_(std::move(stop_ids)) {}
+      stop_ids_(std::move(stop_ids)),
+      format_(std::move(format)) {}
 
 std::vector<int32_t> engine_chat_service::prompt_tokens(const chat_request& request) const {
   const std::vector<policy::chat_message> plain(request.messages.begin(), request.messages.end());
@@ -138,7 +142,7 @@ void engine_chat_service::complete(chat_request request, chat_handler done) {
   if (!request.stop.empty()) gen.stop_check = make_stop_check(tokenizer_, request.stop);
   // The callback holds copies, not `this`: the engine may be shared and outlive this service.
   auto submitted = engine_->submit(
-      std::move(gen), [tok = tokenizer_, model = model_name_, stop = std::move(request.stop),
+      std::move(gen), [tok = tokenizer_, fmt = format_, model = model_name_, stop = std::move(request.stop),
                        prompt = std::move(prompt), done](policy::generation_result r, std::string error) {
         if (!error.empty())
           return done(error.find("stopped") != std::string::npos
@@ -146,7 +150,7 @@ void engine_chat_service::complete(chat_request request, chat_handler done) {
                           : make_serving_error(errc::internal, "generation failed: " + error));
         if (r.reason == policy::finish_reason::aborted)
           return done(make_serving_error(errc::unavailable, "generation was aborted"));
-        done(make_response(tok, model, stop, prompt, r));
+        done(make_response(tok, fmt, model, stop, prompt, r));
       });
   if (!submitted) done(submit_error(submitted.error().message));
 }

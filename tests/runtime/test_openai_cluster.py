@@ -84,3 +84,59 @@ port = 0
         assert r["policy_versions"] and all(v == 1 for v in r["policy_versions"]), r["policy_versions"]
         assert len(r["tokens"]) == len(r["logprobs"]) > 0
         assert all(lp <= 0 for lp in r["logprobs"])
+
+
+def test_inference_role_serves_with_the_checkpoints_own_template(nodes, tmp_path):
+    """The HTTP prompt is what transformers' apply_chat_template renders with the checkpoint's
+    template (here the real Qwen2.5 one): default system prompt, tool definitions, a tool call
+    with its arguments, a tool result, the generation prompt."""
+    import shutil
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "qwen25-template"
+    shutil.copytree(tiny_model(), model)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config["chat_template"] = (REPO / "tests" / "policy" / "text" / "templates" / "qwen2.5-instruct.jinja").read_text()
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    serve = write_config(tmp_path / "inference.toml", f"""
+[runtime]
+run_dir = "{tmp_path / 'run'}"
+[policy]
+backend = "libtorch"
+model_dir = "{model}"
+max_batch = 2
+max_context = 4096
+serve_port = 0
+""")
+    port = free_port()
+    coord = nodes("--role", "coordinator", "--config", str(serve), "--port", str(port), name="coordinator")
+    coord.wait_for("listening on")
+    inference = nodes("--role", "inference", "--config", str(serve), "--coordinator", f"127.0.0.1:{port}",
+                      name="inference")
+    inference.wait_for("OpenAI-compatible HTTP at", timeout=60)
+    assert "(chat format Qwen2.5 instruct" in inference.log(), inference.log()
+    base_url = re.search(r"HTTP at (http://\S+)", inference.log()).group(1)
+
+    tools = [{"type": "function", "function": {"name": "Bash", "description": "Run a command",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"command": {"type": "string"}},
+                                                              "required": ["command"]}}}]
+    messages = [{"role": "user", "content": "Write a relu kernel."},
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"type": "function",
+                                 "function": {"name": "Bash", "arguments": {"command": "nvcc -O3 k.cu"}}}]},
+                {"role": "tool", "content": "ok"}]
+    wire = [dict(m) for m in messages]
+    wire[1] = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_0", "type": "function",
+         "function": {"name": "Bash", "arguments": json.dumps({"command": "nvcc -O3 k.cu"})}}]}
+    wire[2] = {"role": "tool", "tool_call_id": "call_0", "content": "ok"}
+    body = json.dumps({"model": "qwen25-template", "messages": wire, "tools": tools, "max_tokens": 4,
+                       "temperature": 0}).encode()
+    req = urllib.request.Request(base_url + "/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    answer = json.load(urllib.request.urlopen(req, timeout=60))
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+    assert text.startswith("<|im_start|>system\nYou are Qwen"), text[:200]  # the template's default system
+    assert answer["prompt_token_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -170,7 +170,7 @@ const auto* const cleanup_registration = ::testing::AddGlobalTestEnvironment(new
 }  // namespace
 
 TEST(serving_engine, http_returns_exactly_what_the_engine_samples_and_reload_switches_versions) {
-  auto service = engine_chat_service::create(open_engine(model_a()), tok(), "tiny-qwen").value();
+  auto service = engine_chat_service::create(open_engine(model_a()), tok(), "tiny-qwen", policy::chat_format{}).value();
   auto server = openai_server::start(*service, {}).value();
   auto client = openai_client::create({.base_url = server->base_url(), .max_retries = 0}).value();
   auto direct = open_engine(model_a());
@@ -203,7 +203,8 @@ TEST(serving_engine, http_returns_exactly_what_the_engine_samples_and_reload_swi
 }
 
 TEST(serving_engine, a_prompt_over_the_context_is_a_clear_400) {
-  auto service = engine_chat_service::create(open_engine(model_a(), 600), tok(), "tiny-qwen").value();
+  auto service =
+      engine_chat_service::create(open_engine(model_a(), 600), tok(), "tiny-qwen", policy::chat_format{}).value();
   auto server = openai_server::start(*service, {}).value();
   auto client = openai_client::create({.base_url = server->base_url()}).value();
   auto req = kernel_request(0.0f, 1);
@@ -232,4 +233,21 @@ TEST(serving_engine, a_prompt_over_the_context_is_a_clear_400) {
   EXPECT_EQ(stopped->content.find(stop), std::string::npos) << stopped->content;
   EXPECT_NE(stopped->raw_text.find(stop), std::string::npos) << stopped->raw_text;
   EXPECT_EQ(stopped->finish_reason, "stop");
+}
+
+TEST(serving_engine, renders_with_the_format_it_was_given_and_refuses_one_whose_end_of_turn_is_missing) {
+  // The checkpoint's own template (here Qwen2.5's) decides the prompt, not the built-in ChatML.
+  const auto qwen = policy::chat_format_of_family(policy::chat_family::qwen2_5);
+  auto service = engine_chat_service::create(open_engine(model_a()), tok(), "tiny-qwen", qwen).value();
+  const auto req = kernel_request(0.0f, 1);
+  const std::vector<policy::chat_message> plain(req.messages.begin(), req.messages.end());
+  const auto expected = tok().encode(policy::render_chat(qwen, plain, req.tools, true));
+  EXPECT_EQ(service->prompt_tokens(req), expected);
+  EXPECT_NE(expected, tok().encode(policy::render_chat(policy::chat_format{}, plain, req.tools, true)))
+      << "the two formats render this request alike: the test shows nothing";
+  // Llama 3.1 ends a turn with <|eot_id|>, which this tokenizer lacks.
+  auto llama = engine_chat_service::create(open_engine(model_a()), tok(), "tiny",
+                                           policy::chat_format_of_family(policy::chat_family::llama3_1));
+  ASSERT_FALSE(llama);
+  EXPECT_NE(llama.error().message.find("<|eot_id|>"), std::string::npos) << llama.error().message;
 }
