@@ -31,7 +31,9 @@ def test_task_loads_and_runs_fast_on_cpu(tmp_path, path):
     t0 = time.perf_counter()
     with torch.no_grad():
         out = model(*x)
-    assert time.perf_counter() - t0 < 1.0
+    # Rationale: a bundled task must stay small enough for CPU episodes; 5 s (a few hundred ms
+    # when idle) is a bound on its size that a loaded CI machine still meets, not a benchmark.
+    assert time.perf_counter() - t0 < 5.0
     assert isinstance(out, torch.Tensor) and torch.isfinite(out).all()
     # the same seed gives the same inputs; another seed different ones
     assert torch.equal(t.inputs(3, "cpu")[0], x[0])
