@@ -28,6 +28,27 @@ bool ignorable_name(const std::string& name) {
   return name.ends_with("rotary_emb.inv_freq");
 }
 
+// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, k, block size, e] as
+// the contiguous [b, k, m * block size, e] that slot rows are in place. Rationale: a gather (one
+// copy of the attended keys per layer) keeps every attention mode's code unchanged; a kernel
+// that reads through the table (FA2's paged form) would avoid the copy on CUDA.
+torch::Tensor gather_blocks(const torch::Tensor& cache_nkce, const torch::Tensor& table_bm) {
+  const int64_t b = table_bm.size(0), m = table_bm.size(1);
+  const int64_t k = cache_nkce.size(1), bs = cache_nkce.size(2), e = cache_nkce.size(3);
+  return cache_nkce.index_select(0, table_bm.reshape({b * m}))
+      .view({b, m, k, bs, e})
+      .permute({0, 2, 1, 3, 4})
+      .reshape({b, k, m * bs, e});
+}
+
+// Paged cache: writes x_xke (x positions' keys or values, every KV head) into block blocks_x[i]
+// at offset offsets_x[i] of one layer's cache [blocks, k, block size, e].
+void write_blocks(torch::Tensor& cache_nkce, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
+                  const torch::Tensor& x_xke) {
+  auto heads_1k = torch::arange(cache_nkce.size(1), blocks_x.options()).view({1, -1});
+  cache_nkce.index_put_({blocks_x.view({-1, 1}), heads_1k, offsets_x.view({-1, 1})}, x_xke);
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& c) {
@@ -75,6 +96,13 @@ kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t c
     cache.k_nkce.push_back(torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
     cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
   }
+  return cache;
+}
+
+kv_cache kv_cache::allocate_blocks(const model_config& config, int64_t blocks, int64_t block_size, torch::Device device,
+                                   torch::ScalarType dtype) {
+  kv_cache cache = allocate(config, blocks, block_size, device, dtype);
+  cache.paged = true;
   return cache;
 }
 
@@ -216,12 +244,19 @@ torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_pt
 
 torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                          const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
-                                         const flash_seqs* seqs) const {
+                                         const flash_seqs* seqs, const cache_use::paged_part* page) const {
   const int64_t t = q_1hte.size(2), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
+  auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
+  auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
   // Keep keys and values for decoding.
-  cache.k_nkce[static_cast<size_t>(layer)][part.slot].narrow(1, part.start, t).copy_(k_1kte[0]);
-  cache.v_nkce[static_cast<size_t>(layer)][part.slot].narrow(1, part.start, t).copy_(v_1kte[0]);
+  if (page != nullptr) {
+    write_blocks(k_cache, page->blocks_t, page->offsets_t, k_1kte[0].transpose(0, 1));
+    write_blocks(v_cache, page->blocks_t, page->offsets_t, v_1kte[0].transpose(0, 1));
+  } else {
+    k_cache[part.slot].narrow(1, part.start, t).copy_(k_1kte[0]);
+    v_cache[part.slot].narrow(1, part.start, t).copy_(v_1kte[0]);
+  }
   if (part.start == 0)
     return at::scaled_dot_product_attention(q_1hte, k_1kte, v_1kte, {}, 0.0, /*is_causal=*/true, std::nullopt,
                                             /*enable_gqa=*/h != k);
@@ -233,8 +268,10 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
   }
   // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
   const int64_t s = part.start + t;
-  auto k_1kse = cache.k_nkce[static_cast<size_t>(layer)].narrow(0, part.slot, 1).narrow(2, 0, s);
-  auto v_1kse = cache.v_nkce[static_cast<size_t>(layer)].narrow(0, part.slot, 1).narrow(2, 0, s);
+  auto k_1kse = page != nullptr ? gather_blocks(k_cache, page->table_1m).narrow(2, 0, s)
+                                : k_cache.narrow(0, part.slot, 1).narrow(2, 0, s);
+  auto v_1kse = page != nullptr ? gather_blocks(v_cache, page->table_1m).narrow(2, 0, s)
+                                : v_cache.narrow(0, part.slot, 1).narrow(2, 0, s);
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q_1hte.device());
   auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + part.start).view({t, 1});
   // Rationale: keys repeated per query head rather than enable_gqa, which the masked
@@ -258,12 +295,26 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     // GQA without copying keys: the g query heads sharing a key head become g "queries".
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
-    auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
-    auto k_nkce = k_cache.narrow(0, 0, b);
-    auto v_nkce = v_cache.narrow(0, 0, b);
-    k_nkce.scatter_(2, index_bk1e, k_bkte);
-    v_nkce.scatter_(2, index_bk1e, v_bkte);
     const int64_t s = use.keys;
+    torch::Tensor k_bkse, v_bkse;  // each row's first s keys and values
+    if (use.cache->paged) {
+      // Row i's key goes to its block table[i][p / block size] at offset p % block size.
+      const int64_t block = k_cache.size(2);
+      auto blocks_b = use.tables_bm.gather(1, torch::div(use.positions_b, block, "floor").view({b, 1})).view({b});
+      auto offsets_b = torch::remainder(use.positions_b, block);
+      write_blocks(k_cache, blocks_b, offsets_b, k_bkte.squeeze(2));
+      write_blocks(v_cache, blocks_b, offsets_b, v_bkte.squeeze(2));
+      k_bkse = gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s);
+      v_bkse = gather_blocks(v_cache, use.tables_bm).narrow(2, 0, s);
+    } else {
+      auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
+      auto k_nkce = k_cache.narrow(0, 0, b);
+      auto v_nkce = v_cache.narrow(0, 0, b);
+      k_nkce.scatter_(2, index_bk1e, k_bkte);
+      v_nkce.scatter_(2, index_bk1e, v_bkte);
+      k_bkse = k_nkce.narrow(2, 0, s);
+      v_bkse = v_nkce.narrow(2, 0, s);
+    }
     auto q_bkge = q_bhte.reshape({b, k, g, e});
     if (cache_attention_ == cache_attention::flash) {
       // One cache sequence per (row, KV head), one query of g heads each.
@@ -272,8 +323,8 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     } else if (cache_attention_ == cache_attention::matmul) {
       // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
       auto q_xge = q_bkge.reshape({b * k, g, e});
-      auto k_xse = k_nkce.narrow(2, 0, s).reshape({b * k, s, e});
-      auto v_xse = v_nkce.narrow(2, 0, s).reshape({b * k, s, e});
+      auto k_xse = k_bkse.reshape({b * k, s, e});
+      auto v_xse = v_bkse.reshape({b * k, s, e});
       // fp32 scores from bf16/fp16 operands: cuBLAS's fp32 output on CUDA; elsewhere upcast.
       auto scores_xgs = q_xge.scalar_type() == torch::kFloat32 ? at::bmm(q_xge, k_xse.transpose(1, 2))
                         : q_xge.is_cuda()
@@ -284,8 +335,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
       auto probs_xgs = torch::softmax(scores_bkgs, -1).to(v_xse.scalar_type()).view({b * k, g, s});
       out_bhte = at::bmm(probs_xgs, v_xse).view({b, h, 1, e});
     } else {
-      auto out_bkge =
-          at::scaled_dot_product_attention(q_bkge, k_nkce.narrow(2, 0, s), v_nkce.narrow(2, 0, s), use.mask_b11s);
+      auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_bkse, v_bkse, use.mask_b11s);
       out_bhte = out_bkge.reshape({b, h, 1, e});
     }
   } else if (use.cache != nullptr) {
@@ -295,9 +345,10 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     for (size_t i = 0; i < use.parts.size(); ++i) {
       const auto& part = use.parts[i];
       const flash_seqs* seqs = use.part_seqs.empty() || part.start == 0 ? nullptr : &use.part_seqs[i];
+      const auto* page = use.part_pages.empty() ? nullptr : &use.part_pages[i];
       parts_1hte.push_back(prefill_attention(layer, q_bhte.narrow(2, offset, part.length),
                                              k_bkte.narrow(2, offset, part.length),
-                                             v_bkte.narrow(2, offset, part.length), part, *use.cache, seqs));
+                                             v_bkte.narrow(2, offset, part.length), part, *use.cache, seqs, page));
       offset += part.length;
     }
     out_bhte = parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
@@ -497,12 +548,28 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
   auto opts = tokens_t.options().dtype(torch::kInt32);
+  TORCH_CHECK(!cache.paged || cache_attention_ != cache_attention::flash,
+              "prefill: flash cache attention over a paged KV cache is not implemented");
   for (const auto& part : parts) {
-    TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= cache.capacity(),
-                "prefill: positions ", part.start, "..", part.start + part.length - 1, " exceed the cache capacity of ",
-                cache.capacity(), " tokens");
+    const int64_t room = cache.paged ? static_cast<int64_t>(part.blocks.size()) * cache.capacity() : cache.capacity();
+    TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= room, "prefill: positions ",
+                part.start, "..", part.start + part.length - 1, " exceed the ", (cache.paged ? "blocks'" : "slot's"),
+                " capacity of ", room, " tokens");
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
+    if (cache.paged) {
+      const int64_t block = cache.capacity(), end = part.start + part.length;
+      std::vector<int64_t> blocks, offsets;
+      for (int64_t p = part.start; p < end; ++p) {
+        blocks.push_back(part.blocks[static_cast<size_t>(p / block)]);
+        offsets.push_back(p % block);
+      }
+      const auto used = static_cast<size_t>((end + block - 1) / block);
+      auto on_device = [&](const std::vector<int64_t>& v) { return torch::tensor(v).to(tokens_t.device()); };
+      use.part_pages.push_back(
+          {on_device(blocks), on_device(offsets),
+           on_device(std::vector<int64_t>(part.blocks.begin(), part.blocks.begin() + used)).view({1, -1})});
+    }
     if (cache_attention_ == cache_attention::flash) {
       // One cache sequence per KV head of the slot, each of `length` queries over start + length keys.
       auto heads = torch::arange(k + 1, opts);
@@ -522,13 +589,21 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
 }
 
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
-                              kv_cache& cache) const {
+                              kv_cache& cache, const torch::Tensor& block_tables_bm) const {
   const int64_t b = tokens_b.size(0);
   cache_use use;
   use.cache = &cache;
   use.decode = true;
   use.positions_b = positions_b;
   use.keys = keys_s;
+  if (cache.paged) {
+    TORCH_CHECK(cache_attention_ != cache_attention::flash,
+                "decode: flash cache attention over a paged KV cache is not implemented");
+    TORCH_CHECK(block_tables_bm.defined() && block_tables_bm.dim() == 2 && block_tables_bm.size(0) == b &&
+                    block_tables_bm.size(1) * cache.capacity() >= keys_s,
+                "decode: a paged KV cache needs block tables [", b, ", m] covering ", keys_s, " keys");
+    use.tables_bm = block_tables_bm;
+  }
   if (cache_attention_ == cache_attention::flash) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;

@@ -29,17 +29,24 @@ enum class value_head_mode {
   init_if_missing,  ///< Load it when present, else start from zeros (critic from a policy).
 };
 
-/// The KV cache of the generation engine: one preallocated buffer per layer, a row per slot.
+/// The KV cache of the generation engine: one preallocated buffer per layer, either a row per
+/// slot (a sequence's keys at positions 0..capacity-1 of its slot) or paged: fixed-size blocks
+/// that a block table per sequence maps its positions to (position p in block table[p / block
+/// size] at offset p % block size).
 struct kv_cache {
-  std::vector<torch::Tensor> k_nkce;  ///< Keys per layer: [slots, kv heads, capacity, e].
+  std::vector<torch::Tensor> k_nkce;  ///< Keys per layer: [slots or blocks, kv heads, capacity or block size, e].
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
+  bool paged = false;                 ///< Rows are blocks addressed through block tables.
 
   /// Allocates zeroed buffers for `slots` sequences of up to `capacity` tokens.
   static kv_cache allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
                            torch::ScalarType dtype);
-  /// The number of slots.
+  /// Allocates zeroed buffers of `blocks` blocks of `block_size` tokens (paged).
+  static kv_cache allocate_blocks(const model_config& config, int64_t blocks, int64_t block_size, torch::Device device,
+                                  torch::ScalarType dtype);
+  /// The number of slots (paged: of blocks).
   int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
-  /// The capacity in tokens per slot.
+  /// The capacity in tokens per slot (paged: per block).
   int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
 };
 
@@ -95,11 +102,14 @@ class decoder {
   /// the same conversation); the new tokens attend to them and to each other causally.
   torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache, int64_t start = 0) const;
   /// One sequence's share of a packed prefill: `length` new tokens for cache slot `slot` at
-  /// positions start..start+length-1 (its keys before `start` are cached).
+  /// positions start..start+length-1 (its keys before `start` are cached). A paged cache
+  /// ignores `slot` and reads and writes through `blocks`, the sequence's block table, which
+  /// covers positions 0..start+length-1.
   struct prefill_part {
     int64_t slot = 0;
     int64_t start = 0;
     int64_t length = 0;
+    std::vector<int64_t> blocks;
   };
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
@@ -109,8 +119,11 @@ class decoder {
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
   /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
-  torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
-                       kv_cache& cache) const;
+  /// A paged cache needs `block_tables_bm` (int64 [b, m], on the model's device): row i's
+  /// blocks, covering positions 0..positions_b[i] (pad with any valid block id); row i is then
+  /// sequence i, not slot i.
+  torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s, kv_cache& cache,
+                       const torch::Tensor& block_tables_bm = {}) const;
 
   /// The tensors of one decoder block, handles sharing storage with named_parameters().
   struct layer_refs {
@@ -193,9 +206,16 @@ class decoder {
     std::vector<prefill_part> parts;    ///< Prefill: the sequences, their tokens end to end.
     std::vector<flash_seqs> part_seqs;  ///< Prefill, flash, per part with start > 0.
     torch::Tensor positions_b;          ///< Decode: where each slot's new key goes.
+    torch::Tensor tables_bm;            ///< Decode, paged cache: each row's block table.
     int64_t keys = 0;                   ///< Decode: attended cache length (max position + 1).
     torch::Tensor mask_b11s;            ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
     flash_seqs decode_seqs;             ///< Decode, flash.
+    /// Prefill, paged cache, per part: the block and offset of each new token, and the block
+    /// table [1, m] of its keys 0..start+length-1.
+    struct paged_part {
+      torch::Tensor blocks_t, offsets_t, table_1m;
+    };
+    std::vector<paged_part> part_pages;
   };
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
@@ -206,9 +226,10 @@ class decoder {
                                  const flash_seqs& seqs) const;
   /// One prefill part's attention: writes its keys into its slot, attends over the slot's cached
   /// keys and its own causally. q [1, h, t, e], k and v [1, k, t, e]; returns [1, h, t, e].
+  /// `page`: where its keys go in a paged cache (null for slots).
   torch::Tensor prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                   const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
-                                  const flash_seqs* seqs) const;
+                                  const flash_seqs* seqs, const cache_use::paged_part* page) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
   /// `fused`: use the fused weights where fuse_projections() made them.
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd, const rope_angles& angles,

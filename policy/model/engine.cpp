@@ -16,6 +16,7 @@
 
 #include "policy/model/decode_graphs.hpp"
 #include "policy/model/decoder.hpp"
+#include "policy/model/kv_block_pool.hpp"
 #include "policy/model/sampling.hpp"
 
 namespace caf_agent::policy {
@@ -47,6 +48,16 @@ status engine_options::validate() const {
   if (cache_attention != "auto" && cache_attention != "sdpa" && cache_attention != "matmul" &&
       cache_attention != "flash")
     return fail("engine: cache_attention '" + cache_attention + "' is not one of auto, sdpa, matmul, flash");
+  if (kv_layout != "slots" && kv_layout != "paged")
+    return fail("engine: kv_layout '" + kv_layout + "' is not one of slots, paged");
+  if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
+  if (kv_cache_tokens < 0) return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context)");
+  if (kv_layout == "slots" && kv_cache_tokens != 0)
+    return fail("engine: kv_cache_tokens applies to kv_layout 'paged' only (slots hold max_batch x max_context)");
+  if (kv_layout == "paged" && cache_attention == "flash")
+    return fail(
+        "engine: cache_attention 'flash' is not implemented for kv_layout 'paged' yet (use auto, sdpa or "
+        "matmul)");
   return {};
 }
 
@@ -67,6 +78,14 @@ struct sequence {
   int64_t cached = 0;       // tokens whose keys are in the cache
   bool prefilling = false;  // holds a slot, prompt keys not all computed yet (chunked prefill)
   generation_result out;
+  // What prefill computes keys for: the prompt, or after a preemption (paged) the prompt and
+  // every generated token but the last, which the next decode step then takes as its input.
+  std::vector<int32_t> target;
+  // Paged: this sequence's blocks (its block table), when it was admitted, and the positions
+  // below which keys had been computed before (preempted or evicted: prefilling them is recomputation).
+  std::vector<int64_t> blocks;
+  uint64_t admitted_at = 0;
+  int64_t recompute_below = 0;
 };
 
 // The keys a finished sequence left in its slot: its tokens whose keys are cached.
@@ -95,7 +114,9 @@ result<cache_attention> choose_cache_attention(const engine_options& options, to
   if (options.cache_attention == "sdpa") return cache_attention::sdpa;
   if (options.cache_attention == "matmul") return cache_attention::matmul;
   std::string why_not;
-  if (!device.is_cuda())
+  if (options.kv_layout == "paged")
+    why_not = "reads the slot layout only";
+  else if (!device.is_cuda())
     why_not = "needs a CUDA device";
   else if (options.dtype == "float32")
     why_not = "needs bfloat16 or float16";
@@ -128,6 +149,11 @@ struct generation_engine::impl {
   std::mutex pending_mutex;  // guards pending / pending_version
   std::optional<tensor_map> pending;
   uint64_t pending_version = 0;
+  // Paged layout: the block pool (free list, kept prefixes), admissions so far (orders the
+  // running sequences for preemption), and sequences that ended outside sample_and_advance.
+  std::optional<kv_block_pool> pool;
+  uint64_t admission_clock = 0;
+  std::vector<generation_result> ended;
 
   size_t running() const {
     return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); }));
@@ -137,7 +163,11 @@ struct generation_engine::impl {
   torch::Tensor admit(std::vector<sequence*>& rows);
   void claim_slot(const slot_choice& choice);
   slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
-  void keep_prefix(const sequence& seq);
+  void keep_prefix(sequence& seq);
+  // Paged layout.
+  torch::Tensor decode_paged(std::vector<sequence*>& rows);
+  bool admit_paged();
+  void preempt(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
   bool finished(sequence& seq) const;
 };
@@ -166,8 +196,17 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto mode = choose_cache_attention(options, device, config, state->context);
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
-    state->cache = kv_cache::allocate(config, options.max_batch, state->context, device, parse_dtype(options.dtype));
-    if (options.cuda_graphs && decode_graphs::supported(device))
+    if (options.kv_layout == "paged") {
+      const int64_t tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens : options.max_batch * state->context;
+      const int64_t blocks = (tokens + options.kv_block_size - 1) / options.kv_block_size;
+      state->pool.emplace(blocks, options.kv_block_size);
+      state->cache =
+          kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, parse_dtype(options.dtype));
+    } else {
+      state->cache = kv_cache::allocate(config, options.max_batch, state->context, device, parse_dtype(options.dtype));
+    }
+    // Rationale: graphs replay the slot layout's decode; paged decode runs eagerly until measured.
+    if (options.cuda_graphs && decode_graphs::supported(device) && !state->pool)
       state->graphs = std::make_unique<decode_graphs>(state->model, state->cache);
   } catch (const c10::Error& e) {
     return fail("engine: " + std::string(e.what_without_backtrace()));
@@ -184,6 +223,12 @@ status generation_engine::check(const generation_request& request) const {
   if (static_cast<int64_t>(request.prompt.size()) >= s.context)
     return fail("request: prompt of " + std::to_string(request.prompt.size()) + " tokens does not fit the context of " +
                 std::to_string(s.context) + " tokens (it needs room for at least one new token)");
+  if (s.pool && s.pool->blocks_for(static_cast<int64_t>(request.prompt.size()) + 1) > s.pool->total())
+    return fail("request: prompt of " + std::to_string(request.prompt.size()) + " tokens needs " +
+                std::to_string(s.pool->blocks_for(static_cast<int64_t>(request.prompt.size()) + 1)) + " KV blocks of " +
+                std::to_string(s.pool->block_size()) + " tokens (with room for one new token); the whole cache has " +
+                std::to_string(s.pool->total()) + " blocks (" + std::to_string(s.pool->total() * s.pool->block_size()) +
+                " tokens, kv_cache_tokens)");
   for (int32_t token : request.prompt)
     if (token < 0 || token >= vocab)
       return fail("request: prompt token id " + std::to_string(token) + " is outside the vocabulary [0, " +
@@ -226,6 +271,7 @@ void generation_engine::impl::apply_pending() {
         k.reset();
         ++stats.invalidations;
       }
+    if (pool) stats.invalidations += pool->drop_kept();
     // A prompt partly prefilled by the old weights starts over: its first token is the new policy's.
     for (int64_t slot : prefilling) slots[static_cast<size_t>(slot)]->cached = 0;
   }
@@ -233,6 +279,7 @@ void generation_engine::impl::apply_pending() {
 }
 
 torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& rows) {
+  if (pool) return decode_paged(rows);
   int64_t span = 0;
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i] && !slots[i]->prefilling) span = static_cast<int64_t>(i) + 1;
@@ -272,6 +319,118 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   return logits_bv.index_select(0, torch::tensor(live).to(model.device()));
 }
 
+torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows) {
+  // Every decoding sequence's next key needs room: a new block when it crosses into one. Oldest
+  // admission first, so that preemption (of the newest) never takes a sequence already served.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i] && !slots[i]->prefilling) order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return slots[a]->admitted_at < slots[b]->admitted_at; });
+  for (size_t seat : order) {
+    while (slots[seat] &&
+           static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
+      if (auto block = pool->take()) {
+        slots[seat]->blocks.push_back(*block);
+        continue;
+      }
+      // Nothing free or kept: the most recently admitted running sequence gives its blocks up.
+      size_t newest = seat;
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] && slots[i]->admitted_at > slots[newest]->admitted_at) newest = i;
+      preempt(newest);
+    }
+  }
+  std::vector<int64_t> tokens, positions;
+  std::vector<std::vector<int64_t>*> tables;
+  int64_t keys = 1;
+  size_t width = 1;
+  for (size_t seat : order) {
+    if (!slots[seat]) continue;
+    sequence& seq = *slots[seat];
+    tokens.push_back(seq.out.tokens.back());
+    positions.push_back(seq.cached);
+    keys = std::max(keys, seq.cached + 1);
+    width = std::max(width, seq.blocks.size());
+    tables.push_back(&seq.blocks);
+    stats.attended_keys += static_cast<uint64_t>(seq.cached + 1);
+    rows.push_back(&seq);
+  }
+  if (tokens.empty()) return {};
+  const auto b = static_cast<int64_t>(tokens.size());
+  // Block tables [b, width], each padded with its own first block (read only under the mask).
+  std::vector<int64_t> table_bm;
+  for (const auto* blocks : tables) {
+    table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
+    table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
+  }
+  stats.decoded_tokens += static_cast<uint64_t>(b);
+  ++stats.decode_steps;
+  // One host-to-device copy: tokens, positions and tables end to end.
+  auto inputs =
+      torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
+  auto logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
+                                inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
+  for (sequence* seq : rows) seq->cached += 1;
+  return logits_bv;
+}
+
+void generation_engine::impl::preempt(size_t seat) {
+  sequence& seq = *slots[seat];
+  std::erase(prefilling, static_cast<int64_t>(seat));
+  if (!seq.prefilling && pool->blocks_for(seq.cached + 1) > pool->total()) {
+    // It alone fills the cache: it can never be recomputed and continue, so it ends here.
+    seq.out.reason = finish_reason::context_limit;
+    keep_prefix(seq);
+    ended.push_back(std::move(seq.out));
+    slots[seat].reset();
+    return;
+  }
+  // Recompute preemption (vLLM's): its keys are dropped and recomputed from its prompt and the
+  // tokens it generated when it is admitted again, at the front of the queue.
+  ++stats.preemptions;
+  seq.recompute_below = std::max(seq.recompute_below, seq.cached);
+  pool->give(seq.blocks);
+  seq.cached = 0;
+  seq.prefilling = false;
+  seq.slot = -1;
+  waiting.push_front(std::move(seq));
+  slots[seat].reset();
+}
+
+bool generation_engine::impl::admit_paged() {
+  auto seat = std::find_if(slots.begin(), slots.end(), [](const auto& s) { return !s.has_value(); });
+  if (seat == slots.end()) return false;
+  sequence& next = waiting.front();
+  std::vector<int32_t> target = next.request.prompt;
+  if (!next.out.tokens.empty()) target.insert(target.end(), next.out.tokens.begin(), next.out.tokens.end() - 1);
+  const auto length = static_cast<int64_t>(target.size());
+  // At least the last target token is prefilled: its logits give the next token.
+  const auto reuse = options.prefix_cache ? pool->longest_match(target, length - 1) : kv_block_pool::match{};
+  const int64_t held = pool->blocks_for(reuse.tokens);
+  // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
+  // prompt and first new key, plus a block of decode headroom per running sequence, so that an
+  // admission rarely forces a preemption soon after (back-pressure before the cache is full).
+  const int64_t needed = pool->blocks_for(length + 1) - held + static_cast<int64_t>(running());
+  if (pool->obtainable(reuse.index, reuse.tokens) < needed) return false;
+  next.recompute_below = std::max(next.recompute_below, pool->evicted_match(target, reuse.tokens));
+  std::vector<int64_t> blocks = reuse.index >= 0 ? pool->take_over(reuse) : std::vector<int64_t>{};
+  while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length)) blocks.push_back(*pool->take());
+  sequence& seq = seat->emplace(std::move(next));
+  waiting.pop_front();
+  seq.slot = seat - slots.begin();
+  seq.target = std::move(target);
+  seq.blocks = std::move(blocks);
+  seq.cached = reuse.tokens;
+  seq.prefilling = true;
+  seq.admitted_at = ++admission_clock;
+  prefilling.push_back(seq.slot);
+  ++stats.admissions;
+  stats.reused_tokens += static_cast<uint64_t>(reuse.tokens);
+  if (reuse.tokens > 0) ++stats.prefix_hits;
+  return true;
+}
+
 slot_choice generation_engine::impl::choose_slot(const std::vector<int32_t>& prompt) const {
   // At least the last prompt token is prefilled: its logits give the first new token.
   const int64_t usable = static_cast<int64_t>(prompt.size()) - 1;
@@ -308,7 +467,8 @@ slot_choice generation_engine::impl::choose_slot(const std::vector<int32_t>& pro
   return out;
 }
 
-void generation_engine::impl::keep_prefix(const sequence& seq) {
+void generation_engine::impl::keep_prefix(sequence& seq) {
+  if (pool && !options.prefix_cache) pool->give(seq.blocks);
   if (!options.prefix_cache) return;
   // The keys in the slot: the prompt, then every generated token but the last (never decoded).
   kept_prefix k;
@@ -316,7 +476,10 @@ void generation_engine::impl::keep_prefix(const sequence& seq) {
   k.tokens.insert(k.tokens.end(), seq.out.tokens.begin(), seq.out.tokens.end());
   k.tokens.resize(static_cast<size_t>(seq.cached));
   k.last_used = ++clock;
-  kept[static_cast<size_t>(seq.slot)] = std::move(k);
+  if (pool)
+    pool->keep(std::move(k.tokens), std::move(seq.blocks));
+  else
+    kept[static_cast<size_t>(seq.slot)] = std::move(k);
 }
 
 void generation_engine::impl::claim_slot(const slot_choice& choice) {
@@ -339,6 +502,7 @@ void generation_engine::impl::claim_slot(const slot_choice& choice) {
   }
   sequence& seq = slots[index].emplace(std::move(waiting.front()));
   waiting.pop_front();
+  seq.target = seq.request.prompt;
   seq.slot = choice.slot;
   seq.cached = choice.reuse;
   seq.prefilling = true;
@@ -351,7 +515,9 @@ void generation_engine::impl::claim_slot(const slot_choice& choice) {
 torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   // Admit waiting requests into slots, then prefill the admitted prompts oldest first, at most
   // prefill_chunk tokens in this step; a prompt whose last token is prefilled yields its logits.
-  while (!waiting.empty()) {
+  while (pool && !waiting.empty() && admit_paged()) {
+  }
+  while (!pool && !waiting.empty()) {
     const slot_choice choice = options.prefix_cache ? choose_slot(waiting.front().request.prompt) : [&] {
       slot_choice c;
       for (size_t i = 0; i < slots.size() && c.slot < 0; ++i)
@@ -368,10 +534,11 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   std::vector<int64_t> fresh;
   for (auto it = prefilling.begin(); it != prefilling.end() && budget > 0; ++it) {
     const sequence& seq = *slots[static_cast<size_t>(*it)];
-    const auto& prompt = seq.request.prompt;
+    const auto& prompt = seq.target;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(prompt.size()) - seq.cached, budget);
     fresh.insert(fresh.end(), prompt.begin() + seq.cached, prompt.begin() + seq.cached + n);
-    parts.push_back({seq.slot, seq.cached, n});
+    parts.push_back({seq.slot, seq.cached, n, seq.blocks});
+    stats.recomputed_tokens += static_cast<uint64_t>(std::clamp<int64_t>(seq.recompute_below - seq.cached, 0, n));
     budget -= n;
   }
   if (parts.empty()) return {};
@@ -381,9 +548,12 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
     sequence& seq = *slots[static_cast<size_t>(parts[i].slot)];
     seq.cached += parts[i].length;
     stats.prefilled_tokens += static_cast<uint64_t>(parts[i].length);
-    if (seq.cached < static_cast<int64_t>(seq.request.prompt.size())) break;  // the budget ran out inside it
+    // The budget ran out inside it.
+    if (seq.cached < static_cast<int64_t>(seq.target.size())) break;
     prefilling.pop_front();  // parts follow the queue's order, so this is seq
     seq.prefilling = false;
+    // Recomputed after a preemption: it has its next input already (its last token) and decodes it next step.
+    if (!seq.out.tokens.empty()) continue;
     seq.out.policy_version = version.load();
     done.push_back(static_cast<int64_t>(i));
     rows.push_back(&seq);
@@ -448,11 +618,15 @@ result<std::vector<generation_result>> generation_engine::step() {
     std::vector<sequence*> rows;
     auto decoded_bv = s.decode_running(rows);
     auto admitted_bv = s.admit(rows);
-    if (rows.empty()) return std::vector<generation_result>{};
+    std::vector<generation_result> done = std::move(s.ended);  // paged: ended for want of blocks
+    s.ended.clear();
+    if (rows.empty()) return done;
     torch::Tensor logits_rv = !decoded_bv.defined()    ? admitted_bv
                               : !admitted_bv.defined() ? decoded_bv
                                                        : torch::cat({decoded_bv, admitted_bv});
-    return s.sample_and_advance(logits_rv, rows);
+    auto sampled = s.sample_and_advance(logits_rv, rows);
+    done.insert(done.end(), std::make_move_iterator(sampled.begin()), std::make_move_iterator(sampled.end()));
+    return done;
   } catch (const c10::Error& e) {
     return fail("engine step failed: " + std::string(e.what_without_backtrace()));
   }
@@ -480,6 +654,7 @@ std::optional<generation_result> generation_engine::cancel(uint64_t id) {
   for (auto& slot : s.slots) {
     if (!slot || slot->id != id) continue;
     std::erase(s.prefilling, slot->slot);
+    if (s.pool) s.pool->give(slot->blocks);
     generation_result out = std::move(slot->out);
     out.reason = finish_reason::aborted;
     slot.reset();
@@ -528,6 +703,12 @@ uint64_t generation_engine::policy_version() const {
 
 engine_stats generation_engine::stats() const {
   engine_stats out = impl_->stats;
+  if (const auto& pool = impl_->pool) {
+    out.evictions += pool->evictions();
+    out.kv_blocks = static_cast<uint64_t>(pool->total());
+    out.kv_blocks_free = static_cast<uint64_t>(pool->free());
+    out.kv_blocks_kept = static_cast<uint64_t>(pool->kept_blocks());
+  }
   if (impl_->graphs) {
     out.graph_captures = static_cast<uint64_t>(impl_->graphs->captures());
     out.graph_capture_seconds = impl_->graphs->capture_seconds();
@@ -535,6 +716,7 @@ engine_stats generation_engine::stats() const {
   return out;
 }
 size_t generation_engine::kept_prefixes() const {
+  if (impl_->pool) return impl_->pool->kept();
   return static_cast<size_t>(
       std::count_if(impl_->kept.begin(), impl_->kept.end(), [](const auto& k) { return k.has_value(); }));
 }

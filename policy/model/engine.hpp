@@ -45,6 +45,20 @@ struct engine_options {
   /// else sdpa. Rationale: flash reads only each row's used keys and splits long rows over
   /// thread blocks (bench/results/2026-12-01-policy-h200-decode.md).
   std::string cache_attention = "auto";
+  /// How keys are stored: "slots" (a preallocated row of max_context tokens per sequence) or
+  /// "paged" (blocks of kv_block_size tokens taken from one pool as a sequence grows, returned
+  /// when a kept prefix is evicted; a request is admitted only when the free blocks cover its
+  /// prompt plus a block of decode headroom per running sequence, and a sequence that needs a
+  /// block when none is left preempts the most recently admitted one, which is recomputed later).
+  /// Paged reads keys through block tables with sdpa or matmul (not flash) and without CUDA
+  /// graphs. Rationale: "slots" stays the default until paged is measured on the H200.
+  std::string kv_layout = "slots";
+  /// Paged: tokens per block. Rationale: 256, the multiple FA2's paged kernels need.
+  int32_t kv_block_size = 256;
+  /// Paged: tokens of KV storage in all (rounded up to whole blocks); 0 means max_batch x
+  /// max_context, the memory of the slot layout. max_context may exceed it / max_batch (up to
+  /// max_position_embeddings): one sequence may use every block.
+  int64_t kv_cache_tokens = 0;
 
   /// Checks ranges and names.
   status validate() const;
@@ -66,6 +80,12 @@ struct engine_stats {
   uint64_t graph_replays = 0;        ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
   uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
   double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
+  // Paged layout only (zero for slots):
+  uint64_t preemptions = 0;        ///< Running sequences put back to wait because no block was left.
+  uint64_t recomputed_tokens = 0;  ///< Prefilled tokens whose keys had been computed before (preempted or evicted).
+  uint64_t kv_blocks = 0;          ///< Blocks in the pool (now).
+  uint64_t kv_blocks_free = 0;     ///< Of those, on the free list (now).
+  uint64_t kv_blocks_kept = 0;     ///< Of those, held by kept prefixes (now; the rest are running sequences').
 };
 
 /// Generates tokens for many sequences at once. One thread calls submit / step / cancel;
@@ -79,7 +99,8 @@ class generation_engine {
   generation_engine& operator=(const generation_engine&) = delete;
 
   /// Checks a request without queueing it (const: safe beside other threads' const calls):
-  /// empty or too long prompt, token ids outside the vocabulary, bad sampling parameters.
+  /// empty or too long prompt (paged: more blocks than the whole cache), token ids outside the
+  /// vocabulary, bad sampling parameters.
   status check(const generation_request& request) const;
   /// Queues a request and returns its id; fails for an empty or too long prompt, token ids
   /// outside the vocabulary, bad sampling parameters, or a full waiting queue.

@@ -1,0 +1,125 @@
+#include "policy/model/kv_block_pool.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace caf_agent::policy {
+namespace {
+
+// Rationale: evicted prefixes are remembered (token ids only, host memory) just to report their
+// recomputation; the last 64 cover the sessions an agent workload rotates through, and bound
+// the memory to 64 contexts of token ids.
+constexpr size_t evicted_kept = 64;
+
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const auto [ia, ib] =
+      std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin());
+  return ia - a.begin();
+}
+
+}  // namespace
+
+kv_block_pool::kv_block_pool(int64_t blocks, int64_t block_size)
+    : total_(blocks), block_size_(block_size), free_(static_cast<size_t>(blocks)) {
+  // Taken from the back: block 0 first.
+  std::iota(free_.rbegin(), free_.rend(), int64_t{0});
+}
+
+int64_t kv_block_pool::kept_blocks() const {
+  int64_t n = 0;
+  for (const auto& k : kept_) n += static_cast<int64_t>(k.blocks.size());
+  return n;
+}
+
+std::optional<int64_t> kv_block_pool::take() {
+  while (free_.empty())
+    if (!evict_least_recent()) return std::nullopt;
+  const int64_t block = free_.back();
+  free_.pop_back();
+  return block;
+}
+
+void kv_block_pool::give(std::vector<int64_t>& blocks) {
+  free_.insert(free_.end(), blocks.begin(), blocks.end());
+  blocks.clear();
+}
+
+kv_block_pool::match kv_block_pool::longest_match(const std::vector<int32_t>& tokens, int64_t limit) const {
+  match best;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const int64_t n = std::min(common_prefix(kept_[i].tokens, tokens), limit);
+    if (n > best.tokens) best = {static_cast<int64_t>(i), n};
+  }
+  return best;
+}
+
+int64_t kv_block_pool::obtainable(int64_t except, int64_t keep_tokens) const {
+  int64_t n = free() + kept_blocks();
+  if (except >= 0)
+    n -= std::min(blocks_for(keep_tokens), static_cast<int64_t>(kept_[static_cast<size_t>(except)].blocks.size()));
+  return n;
+}
+
+std::vector<int64_t> kv_block_pool::take_over(const match& m) {
+  auto it = kept_.begin() + m.index;
+  std::vector<int64_t> blocks = std::move(it->blocks);
+  if (m.tokens < static_cast<int64_t>(it->tokens.size())) {
+    ++evictions_;  // the keys past the shared tokens are given up
+    remember_evicted(std::move(it->tokens));
+  }
+  kept_.erase(it);
+  std::vector<int64_t> rest(blocks.begin() + std::min(blocks_for(m.tokens), static_cast<int64_t>(blocks.size())),
+                            blocks.end());
+  blocks.resize(blocks.size() - rest.size());
+  give(rest);
+  return blocks;
+}
+
+void kv_block_pool::keep(std::vector<int32_t> tokens, std::vector<int64_t> blocks) {
+  const auto needed = static_cast<size_t>(blocks_for(static_cast<int64_t>(tokens.size())));
+  if (blocks.size() > needed) {
+    std::vector<int64_t> rest(blocks.begin() + static_cast<std::ptrdiff_t>(needed), blocks.end());
+    blocks.resize(needed);
+    give(rest);
+  }
+  kept_.push_back({std::move(tokens), std::move(blocks), ++clock_});
+}
+
+uint64_t kv_block_pool::drop_kept() {
+  const uint64_t n = kept_.size();
+  for (auto& k : kept_) give(k.blocks);
+  kept_.clear();
+  evicted_.clear();  // their tokens' keys under the old weights no longer count as computed
+  return n;
+}
+
+int64_t kv_block_pool::evicted_match(const std::vector<int32_t>& tokens, int64_t reused) {
+  auto best = evicted_.end();
+  int64_t best_n = reused;
+  for (auto it = evicted_.begin(); it != evicted_.end(); ++it)
+    if (const int64_t n = common_prefix(*it, tokens); n > best_n) {
+      best_n = n;
+      best = it;
+    }
+  if (best == evicted_.end()) return 0;
+  evicted_.erase(best);
+  return best_n;
+}
+
+bool kv_block_pool::evict_least_recent() {
+  if (kept_.empty()) return false;
+  auto oldest = std::min_element(kept_.begin(), kept_.end(),
+                                 [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+  give(oldest->blocks);
+  remember_evicted(std::move(oldest->tokens));
+  kept_.erase(oldest);
+  ++evictions_;
+  return true;
+}
+
+void kv_block_pool::remember_evicted(std::vector<int32_t> tokens) {
+  evicted_.push_back(std::move(tokens));
+  if (evicted_.size() > evicted_kept) evicted_.pop_front();
+}
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,81 @@
+#pragma once
+// kv_block_pool: the bookkeeping of the engine's paged KV cache (engine_options::kv_layout
+// "paged"), without tensors: which blocks are free, which finished sequences' keys are kept
+// (the prefix cache: their tokens and blocks, least recently used evicted first), and which
+// evicted prefixes were seen lately, so that their recomputation can be counted. Running
+// sequences own their block lists; the engine takes blocks from here and gives them back.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace caf_agent::policy {
+
+/// The free list and the kept prefixes of a paged KV cache of `blocks` blocks.
+class kv_block_pool {
+ public:
+  /// A finished sequence's cached keys: its tokens (keys at positions 0..size-1) and their blocks.
+  struct kept_prefix {
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> blocks;
+    uint64_t last_used = 0;
+  };
+  /// The kept prefix that a prompt continues furthest: its index and the shared token count.
+  struct match {
+    int64_t index = -1;  ///< -1: none shares a token
+    int64_t tokens = 0;
+  };
+
+  kv_block_pool(int64_t blocks, int64_t block_size);
+
+  /// Blocks that hold `tokens` keys.
+  int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+  int64_t block_size() const { return block_size_; }
+  /// Blocks in the pool, on the free list, and held by kept prefixes.
+  int64_t total() const { return total_; }
+  int64_t free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t kept_blocks() const;
+  /// Kept prefixes.
+  size_t kept() const { return kept_.size(); }
+  /// Kept prefixes given up, wholly or in part, since construction.
+  uint64_t evictions() const { return evictions_; }
+
+  /// A free block, evicting least recently used kept prefixes while none is free; nullopt when
+  /// no block is free and nothing is kept.
+  std::optional<int64_t> take();
+  /// Returns `blocks` to the free list and clears it.
+  void give(std::vector<int64_t>& blocks);
+
+  /// The kept prefix sharing the most leading tokens with `tokens`, counting at most `limit`.
+  match longest_match(const std::vector<int32_t>& tokens, int64_t limit) const;
+  /// Blocks that free() plus evicting every kept prefix would give, keeping the first
+  /// `keep_tokens` tokens of kept prefix `except` (-1: none).
+  int64_t obtainable(int64_t except, int64_t keep_tokens) const;
+  /// Removes kept prefix `m.index` and returns the blocks of its first `m.tokens` tokens; the
+  /// rest go to the free list (an eviction when that loses any key).
+  std::vector<int64_t> take_over(const match& m);
+  /// Keeps `tokens`' keys held in `blocks` (blocks beyond those tokens are freed).
+  void keep(std::vector<int32_t> tokens, std::vector<int64_t> blocks);
+  /// Frees every kept prefix (new weights: their keys are stale); returns how many there were.
+  uint64_t drop_kept();
+
+  /// How many leading tokens of `tokens` had their keys computed in an evicted prefix seen
+  /// lately (so prefilling them again is recomputation); when more than `reused` (the tokens
+  /// whose keys are still cached), that record is forgotten, else 0.
+  int64_t evicted_match(const std::vector<int32_t>& tokens, int64_t reused);
+
+ private:
+  bool evict_least_recent();
+  void remember_evicted(std::vector<int32_t> tokens);
+
+  int64_t total_ = 0;
+  int64_t block_size_ = 1;
+  std::vector<int64_t> free_;
+  std::vector<kept_prefix> kept_;
+  std::deque<std::vector<int32_t>> evicted_;
+  uint64_t clock_ = 0;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,288 @@
+// Unit tests of the engine's paged KV layout (engine_options::kv_layout "paged"): the same
+// tokens and logprobs as the slot layout, the prefix cache over blocks, eviction and
+// recomputation, admission by KV capacity, preemption, and contexts beyond a slot's share.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "policy/model/engine.hpp"
+#include "tests/policy/model/random_checkpoint.hpp"
+
+namespace fs = std::filesystem;
+using namespace caf_agent::policy;
+
+namespace {
+
+// A tiny random Qwen2-shaped model with 1024 positions.
+const std::string& model_dir() {
+  static const std::string dir = test_support::write_random_checkpoint(
+      test_support::tiny_qwen2_config(96, 1024),
+      fs::temp_directory_path() / ("policy_paged_kv_test_" + std::to_string(::getpid())), 4);
+  return dir;
+}
+
+struct layout {
+  std::string kv_layout = "paged";
+  int32_t block = 16;
+  int64_t cache_tokens = 0;
+  int32_t max_batch = 3;
+  int32_t max_context = 0;
+  int32_t prefill_chunk = 2048;
+  bool prefix_cache = true;
+};
+
+std::unique_ptr<generation_engine> open_engine(const layout& l) {
+  engine_options o;
+  o.model_dir = model_dir();
+  o.kv_layout = l.kv_layout;
+  o.kv_block_size = l.block;
+  o.kv_cache_tokens = l.cache_tokens;
+  o.max_batch = l.max_batch;
+  o.max_context = l.max_context;
+  o.prefill_chunk = l.prefill_chunk;
+  o.prefix_cache = l.prefix_cache;
+  auto engine = generation_engine::open(o);
+  EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
+  return std::move(engine.value());
+}
+
+layout slots(int32_t max_batch = 3, bool prefix_cache = false) {
+  layout l;
+  l.kv_layout = "slots";
+  l.max_batch = max_batch;
+  l.prefix_cache = prefix_cache;
+  return l;
+}
+
+generation_request greedy(std::vector<int32_t> prompt, int32_t new_tokens) {
+  generation_request r;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = new_tokens;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+std::vector<int32_t> tokens_of(int who, int turn, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((who * 31 + turn * 7 + i * 3) % 90 + 3));
+  return out;
+}
+
+// Submits every request, runs until idle; results by position in `requests`.
+std::vector<generation_result> run_all(generation_engine& engine, const std::vector<generation_request>& requests) {
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto id = engine.submit(requests[i]);
+    EXPECT_TRUE(id) << (id ? "" : id.error().message);
+    if (id) index[id.value()] = i;
+  }
+  std::vector<generation_result> out(requests.size());
+  auto done = engine.run_until_idle();
+  EXPECT_TRUE(done) << (done ? "" : done.error().message);
+  if (done)
+    for (auto& r : done.value()) out[index.at(r.id)] = std::move(r);
+  return out;
+}
+
+generation_result run_one(generation_engine& engine, const generation_request& r) {
+  return run_all(engine, {r}).front();
+}
+
+void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
+  EXPECT_EQ(a.tokens, b.tokens) << where;
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
+  for (size_t i = 0; i < a.logprobs.size(); ++i)
+    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
+}
+
+// Prompts of 3..70 tokens (up to 5 blocks of 16), one sampled.
+std::vector<generation_request> mixed_requests() {
+  std::vector<generation_request> r = {greedy(tokens_of(1, 0, 3), 12), greedy(tokens_of(2, 0, 40), 9),
+                                       greedy(tokens_of(3, 0, 17), 20), greedy(tokens_of(4, 0, 70), 8),
+                                       greedy(tokens_of(5, 0, 33), 15)};
+  r[2].sampling.temperature = 1.0f;
+  r[2].seed = 5;
+  return r;
+}
+
+}  // namespace
+
+TEST(paged_kv, gives_the_tokens_and_logprobs_of_the_slot_layout) {
+  const auto requests = mixed_requests();
+  for (int32_t chunk : {0, 16}) {
+    auto slot_layout = slots();
+    slot_layout.prefill_chunk = chunk;
+    const auto reference = run_all(*open_engine(slot_layout), requests);
+    for (int32_t block : {16, 256}) {
+      layout paged;
+      paged.block = block;
+      paged.prefill_chunk = chunk;
+      auto engine = open_engine(paged);
+      const auto got = run_all(*engine, requests);
+      for (size_t i = 0; i < requests.size(); ++i)
+        expect_same(
+            got[i], reference[i],
+            "block " + std::to_string(block) + " chunk " + std::to_string(chunk) + " request " + std::to_string(i));
+      const auto s = engine->stats();
+      EXPECT_EQ(s.kv_blocks, static_cast<uint64_t>((3 * 1024 + block - 1) / block));  // the slots' memory
+      EXPECT_EQ(s.preemptions, 0u);
+      EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_kept, s.kv_blocks);  // nothing runs: every block free or kept
+      EXPECT_EQ(engine->kept_prefixes(), requests.size());
+    }
+  }
+}
+
+TEST(paged_kv, a_conversation_prefills_only_its_new_tokens_and_matches_a_full_reprefill) {
+  auto paged = open_engine(layout{});
+  auto plain = open_engine(slots(2));
+  std::vector<int32_t> history = tokens_of(0, 0, 12);
+  size_t final_length = 0;
+  for (int turn = 0; turn < 20; ++turn) {
+    auto a = run_one(*paged, greedy(history, 6));
+    expect_same(a, run_one(*plain, greedy(history, 6)), "turn " + std::to_string(turn));
+    final_length = history.size() + a.tokens.size();
+    history.insert(history.end(), a.tokens.begin(), a.tokens.end());
+    auto obs = tokens_of(0, turn + 1, 8);
+    history.insert(history.end(), obs.begin(), obs.end());
+  }
+  const auto s = paged->stats();
+  // Every key of the final conversation was computed once (the last sampled token's is never needed).
+  EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, final_length - 1);
+  EXPECT_EQ(s.prefix_hits, 19u);
+  EXPECT_EQ(s.evictions, 0u);
+  EXPECT_EQ(s.recomputed_tokens, 0u);
+  EXPECT_EQ(paged->kept_prefixes(), 1u);
+  EXPECT_EQ(s.kv_blocks_kept, (final_length - 1 + 15) / 16);  // the kept conversation's blocks, no more
+}
+
+TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_their_recomputation) {
+  // 6 blocks of 16: a kept conversation of >= 49 tokens (4 blocks) and the other's next turn
+  // never fit together, so each turn evicts the other conversation's keys.
+  layout small;
+  small.cache_tokens = 96;
+  small.max_batch = 1;
+  auto paged = open_engine(small);
+  auto plain = open_engine(slots(1));
+  std::vector<std::vector<int32_t>> history = {tokens_of(1, 0, 50), tokens_of(2, 0, 50)};
+  uint64_t expected_recomputed = 0, prompts = 0;
+  std::vector<size_t> kept_length(2, 0);
+  for (int turn = 0; turn < 3; ++turn) {
+    for (int who = 0; who < 2; ++who) {
+      auto a = run_one(*paged, greedy(history[who], 5));
+      expect_same(a, run_one(*plain, greedy(history[who], 5)),
+                  "conversation " + std::to_string(who) + " turn " + std::to_string(turn));
+      expected_recomputed += kept_length[who];  // its earlier keys were evicted: all computed again
+      prompts += history[who].size();
+      kept_length[who] = history[who].size() + a.tokens.size() - 1;
+      history[who].insert(history[who].end(), a.tokens.begin(), a.tokens.end());
+      auto obs = tokens_of(who + 1, turn + 1, 8);
+      history[who].insert(history[who].end(), obs.begin(), obs.end());
+    }
+  }
+  const auto s = paged->stats();
+  EXPECT_GE(s.evictions, 5u);
+  EXPECT_EQ(s.reused_tokens, 0u);
+  EXPECT_EQ(s.prefilled_tokens, prompts);
+  EXPECT_EQ(s.recomputed_tokens, expected_recomputed);
+  EXPECT_EQ(expected_recomputed, 2u * ((50 + 5 - 1) + (63 + 5 - 1)));  // the kept keys of turns 0 and 1
+}
+
+TEST(paged_kv, requests_beyond_the_kv_capacity_wait_and_all_finish) {
+  // 8 blocks of 16 for 4 sequences of 20 prompt + 10 new tokens (2 blocks each, plus headroom).
+  layout tight;
+  tight.cache_tokens = 128;
+  tight.max_batch = 4;
+  std::vector<generation_request> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(greedy(tokens_of(10 + i, 0, 20), 10));
+  const auto reference = run_all(*open_engine(slots(4)), requests);
+  auto engine = open_engine(tight);
+  std::map<uint64_t, size_t> index;
+  for (size_t i = 0; i < requests.size(); ++i) index[engine->submit(requests[i]).value()] = i;
+  std::vector<generation_result> got(requests.size());
+  bool held_back = false;  // a request waited while a seat was free: back-pressure by KV capacity
+  while (!engine->idle()) {
+    auto done = engine->step();
+    ASSERT_TRUE(done) << done.error().message;
+    held_back = held_back || (engine->waiting() > 0 && engine->running() < 4);
+    for (auto& r : done.value()) got[index.at(r.id)] = std::move(r);
+  }
+  EXPECT_TRUE(held_back);
+  for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
+  EXPECT_EQ(engine->stats().preemptions, 0u);
+}
+
+TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_with_the_same_tokens) {
+  // 6 blocks of 16; three sequences of 10 + 40 tokens would need 12: the newest gives way.
+  layout tight;
+  tight.cache_tokens = 96;
+  tight.max_batch = 3;
+  std::vector<generation_request> requests = {greedy(tokens_of(20, 0, 10), 40), greedy(tokens_of(21, 0, 10), 40),
+                                              greedy(tokens_of(22, 0, 10), 40)};
+  requests[1].sampling.temperature = 1.0f;  // sampling continues from the same random stream
+  requests[1].seed = 3;
+  const auto reference = run_all(*open_engine(slots(3)), requests);
+  auto engine = open_engine(tight);
+  const auto got = run_all(*engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
+  const auto s = engine->stats();
+  EXPECT_GT(s.preemptions, 0u);
+  EXPECT_GT(s.recomputed_tokens, 0u);
+  // Keys computed = the three sequences' keys once each, plus what preemption made recompute.
+  EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, 3u * (10 + 40 - 1) + s.recomputed_tokens);
+}
+
+TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) {
+  // 512 tokens of KV for 4 sequences: a slot's share would be 128 tokens.
+  layout l;
+  l.cache_tokens = 512;
+  l.max_batch = 4;
+  l.max_context = 1000;
+  auto paged = open_engine(l);
+  auto reference_engine = open_engine(slots(1));
+  const auto long_one = greedy(tokens_of(30, 0, 300), 150);
+  expect_same(run_one(*paged, long_one), run_one(*reference_engine, long_one), "450 tokens");
+  // Longer than the whole cache: it ends with context_limit when its keys fill every block.
+  auto too_long = greedy(tokens_of(31, 0, 300), 400);
+  auto r = run_one(*paged, too_long);
+  EXPECT_EQ(r.reason, finish_reason::context_limit);
+  EXPECT_EQ(r.tokens.size(), 512u - 300 + 1);  // keys 0..511, then the token no block can hold
+  auto reference = run_one(*reference_engine, too_long);
+  reference.tokens.resize(r.tokens.size());
+  EXPECT_EQ(r.tokens, reference.tokens);
+}
+
+TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) {
+  layout l;
+  l.cache_tokens = 64;
+  auto engine = open_engine(l);
+  auto too_long = engine->submit(greedy(tokens_of(40, 0, 70), 4));
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(too_long.error().message.find("prompt of 70 tokens needs 5 KV blocks of 16 tokens"), std::string::npos)
+      << too_long.error().message;
+  EXPECT_NE(too_long.error().message.find("the whole cache has 4 blocks (64 tokens"), std::string::npos)
+      << too_long.error().message;
+  EXPECT_FALSE(engine->submit(greedy(tokens_of(40, 0, 64), 4)));  // its first new key needs a 5th block
+  EXPECT_TRUE(engine->submit(greedy(tokens_of(40, 0, 63), 4)));
+  auto refused = [](auto change) {
+    engine_options o;
+    o.model_dir = model_dir();
+    o.kv_layout = "paged";
+    change(o);
+    auto e = generation_engine::open(o);
+    return e ? std::string() : e.error().message;
+  };
+  EXPECT_NE(refused([](auto& o) {
+              o.cache_attention = "flash";
+            }).find("cache_attention 'flash' is not implemented for kv_layout 'paged'"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& o) { o.kv_layout = "pages"; }).find("kv_layout 'pages' is not one of slots, paged"),
+            std::string::npos);
+  EXPECT_NE(refused([](auto& o) { o.kv_block_size = 0; }).find("kv_block_size must be >= 1"), std::string::npos);
+  EXPECT_NE(refused([](auto& o) {
+              o.kv_layout = "slots";
+              o.kv_cache_tokens = 100;
+            }).find("kv_cache_tokens applies to kv_layout 'paged' only"),
+            std::string::npos);
+  EXPECT_EQ(refused([](auto& o) { o.cache_attention = "matmul"; }), "");
+}
