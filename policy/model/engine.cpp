@@ -168,6 +168,7 @@ struct generation_engine::impl {
   torch::Tensor decode_paged(std::vector<sequence*>& rows);
   bool admit_paged();
   void preempt(size_t seat);
+  void requeue(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
   bool finished(sequence& seq) const;
 };
@@ -271,7 +272,13 @@ void generation_engine::impl::apply_pending() {
         k.reset();
         ++stats.invalidations;
       }
-    if (pool) stats.invalidations += pool->drop_kept();
+    if (pool) {
+      stats.invalidations += pool->drop_kept();
+      // Rationale: a prompt partly prefilled may share blocks with running sequences (a common
+      // prefix), which starting over in place would overwrite: it goes back to the queue instead.
+      const std::deque<int64_t> partly = prefilling;
+      for (auto it = partly.rbegin(); it != partly.rend(); ++it) requeue(static_cast<size_t>(*it));
+    }
     // A prompt partly prefilled by the old weights starts over: its first token is the new policy's.
     for (int64_t slot : prefilling) slots[static_cast<size_t>(slot)]->cached = 0;
   }
@@ -390,6 +397,12 @@ void generation_engine::impl::preempt(size_t seat) {
   // tokens it generated when it is admitted again, at the front of the queue.
   ++stats.preemptions;
   seq.recompute_below = std::max(seq.recompute_below, seq.cached);
+  requeue(seat);
+}
+
+void generation_engine::impl::requeue(size_t seat) {
+  sequence& seq = *slots[seat];
+  std::erase(prefilling, static_cast<int64_t>(seat));
   pool->give(seq.blocks);
   seq.cached = 0;
   seq.prefilling = false;
@@ -407,15 +420,36 @@ bool generation_engine::impl::admit_paged() {
   const auto length = static_cast<int64_t>(target.size());
   // At least the last target token is prefilled: its logits give the next token.
   const auto reuse = options.prefix_cache ? pool->longest_match(target, length - 1) : kv_block_pool::match{};
-  const int64_t held = pool->blocks_for(reuse.tokens);
+  // A prompt that continues a kept prefix takes its blocks over; one that shares only its start
+  // (another episode's system prompt and task) shares its full blocks and copies the last
+  // partial one, so the kept prefix stays whole for its own next turn.
+  const bool take_over = reuse.index >= 0 && reuse.tokens == pool->kept_tokens(reuse.index);
+  const int64_t reused_blocks = take_over ? pool->blocks_for(reuse.tokens) : reuse.tokens / pool->block_size();
   // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
   // prompt and first new key, plus a block of decode headroom per running sequence, so that an
   // admission rarely forces a preemption soon after (back-pressure before the cache is full).
-  const int64_t needed = pool->blocks_for(length + 1) - held + static_cast<int64_t>(running());
-  if (pool->obtainable(reuse.index, reuse.tokens) < needed) return false;
+  const int64_t needed = pool->blocks_for(length + 1) - reused_blocks + static_cast<int64_t>(running());
+  if (pool->obtainable(reuse) < needed) return false;
   next.recompute_below = std::max(next.recompute_below, pool->evicted_match(target, reuse.tokens));
-  std::vector<int64_t> blocks = reuse.index >= 0 ? pool->take_over(reuse) : std::vector<int64_t>{};
+  std::vector<int64_t> blocks;
+  kv_block_pool::shared_prefix shared;
+  if (take_over) {
+    blocks = pool->take_over(reuse);
+  } else if (reuse.index >= 0) {
+    shared = pool->share(reuse);
+    blocks = shared.blocks;
+    stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);
+  }
   while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length)) blocks.push_back(*pool->take());
+  if (shared.partial >= 0) {  // the shared tokens' last block, copied: this sequence writes after them
+    const int64_t own = blocks[static_cast<size_t>(reuse.tokens / pool->block_size())];
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
+      cache.k_nkce[layer][own].copy_(cache.k_nkce[layer][shared.partial]);
+      cache.v_nkce[layer][own].copy_(cache.v_nkce[layer][shared.partial]);
+    }
+    std::vector<int64_t> source{shared.partial};
+    pool->give(source);
+  }
   sequence& seq = seat->emplace(std::move(next));
   waiting.pop_front();
   seq.slot = seat - slots.begin();

@@ -20,14 +20,25 @@ int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
 }  // namespace
 
 kv_block_pool::kv_block_pool(int64_t blocks, int64_t block_size)
-    : total_(blocks), block_size_(block_size), free_(static_cast<size_t>(blocks)) {
+    : total_(blocks),
+      block_size_(block_size),
+      free_(static_cast<size_t>(blocks)),
+      holders_(static_cast<size_t>(blocks), 0) {
   // Taken from the back: block 0 first.
   std::iota(free_.rbegin(), free_.rend(), int64_t{0});
 }
 
+std::vector<int32_t> kv_block_pool::kept_holders() const {
+  std::vector<int32_t> n(holders_.size(), 0);
+  for (const auto& k : kept_)
+    for (int64_t block : k.blocks) ++n[static_cast<size_t>(block)];
+  return n;
+}
+
 int64_t kv_block_pool::kept_blocks() const {
+  const auto kept = kept_holders();
   int64_t n = 0;
-  for (const auto& k : kept_) n += static_cast<int64_t>(k.blocks.size());
+  for (size_t b = 0; b < kept.size(); ++b) n += kept[b] > 0 && kept[b] == holders_[b];
   return n;
 }
 
@@ -36,11 +47,13 @@ std::optional<int64_t> kv_block_pool::take() {
     if (!evict_least_recent()) return std::nullopt;
   const int64_t block = free_.back();
   free_.pop_back();
+  holders_[static_cast<size_t>(block)] = 1;
   return block;
 }
 
 void kv_block_pool::give(std::vector<int64_t>& blocks) {
-  free_.insert(free_.end(), blocks.begin(), blocks.end());
+  for (int64_t block : blocks)
+    if (--holders_[static_cast<size_t>(block)] == 0) free_.push_back(block);
   blocks.clear();
 }
 
@@ -53,11 +66,30 @@ kv_block_pool::match kv_block_pool::longest_match(const std::vector<int32_t>& to
   return best;
 }
 
-int64_t kv_block_pool::obtainable(int64_t except, int64_t keep_tokens) const {
-  int64_t n = free() + kept_blocks();
-  if (except >= 0)
-    n -= std::min(blocks_for(keep_tokens), static_cast<int64_t>(kept_[static_cast<size_t>(except)].blocks.size()));
+int64_t kv_block_pool::obtainable(const match& m) const {
+  auto kept = kept_holders();
+  if (m.index >= 0) {  // the blocks about to be used count as held by someone else
+    const auto& blocks = kept_[static_cast<size_t>(m.index)].blocks;
+    for (size_t i = 0; i < blocks.size() && static_cast<int64_t>(i) < blocks_for(m.tokens); ++i)
+      kept[static_cast<size_t>(blocks[i])] = 0;
+  }
+  int64_t n = free();
+  for (size_t b = 0; b < kept.size(); ++b) n += kept[b] > 0 && kept[b] == holders_[b];
   return n;
+}
+
+kv_block_pool::shared_prefix kv_block_pool::share(const match& m) {
+  auto& k = kept_[static_cast<size_t>(m.index)];
+  k.last_used = ++clock_;
+  shared_prefix out;
+  const auto full = static_cast<size_t>(m.tokens / block_size_);
+  out.blocks.assign(k.blocks.begin(), k.blocks.begin() + static_cast<std::ptrdiff_t>(full));
+  for (int64_t block : out.blocks) ++holders_[static_cast<size_t>(block)];
+  if (m.tokens % block_size_ != 0) {
+    out.partial = k.blocks[full];
+    ++holders_[static_cast<size_t>(out.partial)];
+  }
+  return out;
 }
 
 std::vector<int64_t> kv_block_pool::take_over(const match& m) {

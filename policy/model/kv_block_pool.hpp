@@ -1,9 +1,10 @@
 #pragma once
 // kv_block_pool: the bookkeeping of the engine's paged KV cache (engine_options::kv_layout
-// "paged"), without tensors: which blocks are free, which finished sequences' keys are kept
-// (the prefix cache: their tokens and blocks, least recently used evicted first), and which
-// evicted prefixes were seen lately, so that their recomputation can be counted. Running
-// sequences own their block lists; the engine takes blocks from here and gives them back.
+// "paged"), without tensors: which blocks are free, how many holders each block has (running
+// sequences and kept prefixes share the full blocks of a common prefix), which finished
+// sequences' keys are kept (the prefix cache: their tokens and blocks, least recently used
+// evicted first), and which evicted prefixes were seen lately, so that their recomputation can
+// be counted. Running sequences hold block lists; the engine takes blocks here and gives them back.
 
 #include <cstdint>
 #include <deque>
@@ -32,29 +33,43 @@ class kv_block_pool {
   /// Blocks that hold `tokens` keys.
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
   int64_t block_size() const { return block_size_; }
-  /// Blocks in the pool, on the free list, and held by kept prefixes.
+  /// Blocks in the pool, on the free list, and held by kept prefixes only (evicting them all
+  /// would free these).
   int64_t total() const { return total_; }
   int64_t free() const { return static_cast<int64_t>(free_.size()); }
   int64_t kept_blocks() const;
+  /// The token count of kept prefix `index`.
+  int64_t kept_tokens(int64_t index) const {
+    return static_cast<int64_t>(kept_[static_cast<size_t>(index)].tokens.size());
+  }
   /// Kept prefixes.
   size_t kept() const { return kept_.size(); }
   /// Kept prefixes given up, wholly or in part, since construction.
   uint64_t evictions() const { return evictions_; }
 
-  /// A free block, evicting least recently used kept prefixes while none is free; nullopt when
-  /// no block is free and nothing is kept.
+  /// A free block (one holder), evicting least recently used kept prefixes while none is free;
+  /// nullopt when no block is free and nothing is kept.
   std::optional<int64_t> take();
-  /// Returns `blocks` to the free list and clears it.
+  /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.
   void give(std::vector<int64_t>& blocks);
 
   /// The kept prefix sharing the most leading tokens with `tokens`, counting at most `limit`.
   match longest_match(const std::vector<int32_t>& tokens, int64_t limit) const;
-  /// Blocks that free() plus evicting every kept prefix would give, keeping the first
-  /// `keep_tokens` tokens of kept prefix `except` (-1: none).
-  int64_t obtainable(int64_t except, int64_t keep_tokens) const;
+  /// Blocks that free() plus evicting every kept prefix would give, less those holding the
+  /// first `m.tokens` tokens of kept prefix `m.index` (which the caller is about to use).
+  int64_t obtainable(const match& m) const;
   /// Removes kept prefix `m.index` and returns the blocks of its first `m.tokens` tokens; the
-  /// rest go to the free list (an eviction when that loses any key).
+  /// rest are given back (an eviction when that loses any key).
   std::vector<int64_t> take_over(const match& m);
+  /// The first `m.tokens` tokens of kept prefix `m.index`, which stays kept (now the most
+  /// recently used): its full blocks among them, shared (one more holder each), and the block
+  /// holding the rest (-1 when the tokens end on a block boundary), which the caller copies into
+  /// a block of its own and then gives back (it has one more holder meanwhile).
+  struct shared_prefix {
+    std::vector<int64_t> blocks;
+    int64_t partial = -1;
+  };
+  shared_prefix share(const match& m);
   /// Keeps `tokens`' keys held in `blocks` (blocks beyond those tokens are freed).
   void keep(std::vector<int32_t> tokens, std::vector<int64_t> blocks);
   /// Frees every kept prefix (new weights: their keys are stale); returns how many there were.
@@ -68,10 +83,13 @@ class kv_block_pool {
  private:
   bool evict_least_recent();
   void remember_evicted(std::vector<int32_t> tokens);
+  /// Per block, how many kept prefixes hold it.
+  std::vector<int32_t> kept_holders() const;
 
   int64_t total_ = 0;
   int64_t block_size_ = 1;
   std::vector<int64_t> free_;
+  std::vector<int32_t> holders_;  // per block: running sequences and kept prefixes holding it
   std::vector<kept_prefix> kept_;
   std::deque<std::vector<int32_t>> evicted_;
   uint64_t clock_ = 0;

@@ -286,3 +286,70 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
             std::string::npos);
   EXPECT_EQ(refused([](auto& o) { o.cache_attention = "matmul"; }), "");
 }
+
+TEST(paged_kv, a_shared_prefix_shares_full_blocks_and_keeps_the_other_conversation_whole) {
+  auto paged = open_engine(layout{});
+  auto plain = open_engine(slots(3));
+  const auto system = tokens_of(5, 0, 30);  // one full block of 16 and 14 tokens of the next
+  auto first = system;
+  first.push_back(11);
+  const auto first_reply = run_one(*paged, greedy(first, 4));
+  expect_same(first_reply, run_one(*plain, greedy(first, 4)), "first");
+  // Two prompts sharing the system prompt run side by side, one of them sampled.
+  auto second = greedy(system, 8), third = greedy(system, 6);
+  second.prompt.push_back(12);
+  third.prompt.push_back(13);
+  second.sampling.temperature = 1.0f;
+  second.seed = 77;
+  const auto got = run_all(*paged, {second, third});
+  const auto want = run_all(*plain, {second, third});
+  expect_same(got[0], want[0], "second, sampled");
+  expect_same(got[1], want[1], "third");
+  auto s = paged->stats();
+  EXPECT_EQ(s.copied_tokens, 60u);  // 30 shared tokens each, not recomputed
+  EXPECT_EQ(paged->kept_prefixes(), 3u);
+  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_kept, s.kv_blocks);
+  // The first conversation's keys stayed whole: its next turn continues them.
+  auto next = first;
+  next.insert(next.end(), first_reply.tokens.begin(), first_reply.tokens.end());
+  next.push_back(40);
+  expect_same(run_one(*paged, greedy(next, 5)), run_one(*plain, greedy(next, 5)), "first, next turn");
+  EXPECT_EQ(paged->stats().reused_tokens - s.reused_tokens, first.size() + first_reply.tokens.size() - 1);
+  EXPECT_EQ(paged->stats().evictions, 0u);
+}
+
+TEST(paged_kv, new_weights_drop_every_kept_prefix) {
+  static const std::string model_b = test_support::write_random_checkpoint(
+      test_support::tiny_qwen2_config(96, 1024),
+      fs::temp_directory_path() / ("policy_paged_kv_test_b_" + std::to_string(::getpid())), 5);
+  auto paged = open_engine(layout{});
+  std::vector<int32_t> history = tokens_of(3, 0, 40);
+  auto first = run_one(*paged, greedy(history, 5));
+  history.insert(history.end(), first.tokens.begin(), first.tokens.end());
+  ASSERT_TRUE(paged->load_weights(model_b, 1));
+  auto after = run_one(*paged, greedy(history, 5));
+  engine_options o;
+  o.model_dir = model_b;
+  auto fresh = generation_engine::open(o);
+  ASSERT_TRUE(fresh);
+  expect_same(after, run_one(*fresh.value(), greedy(history, 5)), "after the swap");
+  EXPECT_EQ(paged->stats().invalidations, 1u);
+  EXPECT_EQ(paged->stats().reused_tokens, 0u);
+  EXPECT_EQ(paged->kept_prefixes(), 1u);
+  // A prompt partly prefilled by the old weights (it shares the kept conversation's first block)
+  // starts over under the new ones.
+  layout chunked;
+  chunked.prefill_chunk = 16;
+  auto engine = open_engine(chunked);
+  (void)run_one(*engine, greedy(tokens_of(6, 0, 20), 3));
+  auto long_prompt = tokens_of(6, 0, 20);
+  const auto rest = tokens_of(7, 0, 80);
+  long_prompt.insert(long_prompt.end(), rest.begin(), rest.end());
+  ASSERT_TRUE(engine->submit(greedy(long_prompt, 5)));
+  ASSERT_TRUE(engine->step());  // 16 of its 80 new tokens prefilled
+  ASSERT_TRUE(engine->load_weights(model_b, 1));
+  auto swapped = engine->run_until_idle();
+  ASSERT_TRUE(swapped && swapped.value().size() == 1);
+  EXPECT_EQ(swapped.value()[0].policy_version, 1u);
+  expect_same(swapped.value()[0], run_one(*fresh.value(), greedy(long_prompt, 5)), "partly prefilled, swapped");
+}
