@@ -763,6 +763,10 @@ size_t generation_engine::waiting() const {
 int32_t generation_engine::max_context() const {
   return static_cast<int32_t>(impl_->context);
 }
+int64_t generation_engine::kv_capacity_tokens() const {
+  const auto& s = *impl_;
+  return s.pool ? s.pool->total() * s.pool->block_size() : static_cast<int64_t>(s.options.max_batch) * s.context;
+}
 int32_t generation_engine::vocab_size() const {
   return static_cast<int32_t>(impl_->model.config().vocab_size);
 }

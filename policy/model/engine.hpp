@@ -135,6 +135,9 @@ class generation_engine {
   bool idle() const { return running() == 0 && waiting() == 0; }
   /// The context limit in tokens (prompt plus generated).
   int32_t max_context() const;
+  /// Tokens of KV storage: max_batch x max_context (slots), or blocks x block size (paged).
+  /// Fixed at open(), so safe from any thread.
+  int64_t kv_capacity_tokens() const;
   /// The vocabulary size of the model.
   int32_t vocab_size() const;
 

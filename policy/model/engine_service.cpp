@@ -169,6 +169,9 @@ uint64_t engine_service::policy_version() const {
 int32_t engine_service::max_context() const {
   return impl_->engine->max_context();
 }
+int64_t engine_service::kv_capacity_tokens() const {
+  return impl_->engine->kv_capacity_tokens();
+}
 int32_t engine_service::vocab_size() const {
   return impl_->engine->vocab_size();
 }

@@ -60,6 +60,8 @@ class engine_service {
   uint64_t policy_version() const;
   /// The context limit in tokens (prompt plus generated).
   int32_t max_context() const;
+  /// Tokens of KV storage (generation_engine::kv_capacity_tokens).
+  int64_t kv_capacity_tokens() const;
   /// The model's vocabulary size.
   int32_t vocab_size() const;
   /// The largest batch the engine decodes together.

@@ -353,3 +353,11 @@ TEST(paged_kv, new_weights_drop_every_kept_prefix) {
   EXPECT_EQ(swapped.value()[0].policy_version, 1u);
   expect_same(swapped.value()[0], run_one(*fresh.value(), greedy(long_prompt, 5)), "partly prefilled, swapped");
 }
+
+TEST(paged_kv, the_kv_capacity_is_the_pool_or_the_slots) {
+  layout paged;
+  paged.cache_tokens = 100;  // rounded up to 7 blocks of 16
+  EXPECT_EQ(open_engine(paged)->kv_capacity_tokens(), 112);
+  EXPECT_EQ(open_engine(layout{})->kv_capacity_tokens(), 3 * 1024);  // default: the slots' memory
+  EXPECT_EQ(open_engine(slots(2))->kv_capacity_tokens(), 2 * 1024);
+}
