@@ -121,6 +121,8 @@ def main():
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--cache-attention", default="auto", help="the engine's cache attention for every run")
+    parser.add_argument("--kv-layout", default="slots", choices=["slots", "paged"],
+                        help="the engine's KV layout for every run (paged: sdpa or matmul, no CUDA graphs)")
     parser.add_argument("--compare", nargs="*", default=[],
                         help="other cache attentions to run the cached agent workload and the long sequence with")
     parser.add_argument("--skip-uncached", action="store_true", help="leave out the re-prefilling run")
@@ -154,10 +156,11 @@ def main():
         SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
-    common = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"]]
+    common = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
-           "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention}
+           "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
+           "kv_layout": args.kv_layout}
 
     def save():
         if args.out:

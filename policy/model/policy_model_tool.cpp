@@ -23,7 +23,7 @@
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
-// --max-context.
+// --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -160,6 +160,8 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.graph_replays -= before.graph_replays;
   now.graph_captures -= before.graph_captures;
   now.graph_capture_seconds -= before.graph_capture_seconds;
+  now.preemptions -= before.preemptions;
+  now.recomputed_tokens -= before.recomputed_tokens;
   return now;
 }
 
@@ -170,6 +172,8 @@ void print_stats(const engine_stats& s) {
             << ",\"evictions\":" << s.evictions << ",\"decode_steps\":" << s.decode_steps
             << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays
             << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
+            << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
+            << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
 }
 
@@ -198,6 +202,9 @@ engine_options engine_options_of(const args& a) {
   options.prefix_cache = !a.count("no-prefix-cache");
   options.cache_attention = get(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
+  options.kv_layout = get(a, "kv-layout", options.kv_layout);
+  options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
+  options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
   return options;
 }
 
