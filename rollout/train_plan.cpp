@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "rollout/run_plan.hpp"
 
@@ -60,6 +61,7 @@ json to_json(const train_state& s) {
           {"next_episode_id", s.next_episode_id},
           {"store_cursor", s.store_cursor},
           {"pending", s.pending},
+          {"ahead", s.ahead},
           {"empty_iterations", s.empty_iterations},
           {"stage_data", s.stage_data},
           {"consumed", consumed},
@@ -69,8 +71,8 @@ json to_json(const train_state& s) {
 std::optional<std::string> from_json(const json& j, train_state& out) {
   try {
     out.format_version = j.at("format_version").get<uint32_t>();
-    if (out.format_version != train_state_format_version && out.format_version != 1)
-      return "format_version " + std::to_string(out.format_version) + " (this build reads " +
+    if (out.format_version < 1 || out.format_version > train_state_format_version)
+      return "format_version " + std::to_string(out.format_version) + " (this build reads 1 to " +
              std::to_string(train_state_format_version) + ")";
     out.settings = j.at("settings");
     out.stage_index = j.at("stage_index").get<size_t>();
@@ -84,6 +86,7 @@ std::optional<std::string> from_json(const json& j, train_state& out) {
     out.empty_iterations = j.at("empty_iterations").get<int64_t>();
     out.stage_data =
         out.format_version >= 2 ? j.at("stage_data").get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
+    out.ahead = out.format_version >= 3 ? j.at("ahead").get<std::vector<uint64_t>>() : std::vector<uint64_t>{};
     out.format_version = train_state_format_version;  // written back in this build's format
     out.consumed.clear();
     for (auto& c : j.at("consumed"))
@@ -131,9 +134,16 @@ std::string settings_mismatch(const json& saved, const json& current) {
 }
 
 const std::vector<uint64_t>& plan_iteration(train_state& s, int32_t count) {
+  if (s.pending.empty()) std::swap(s.pending, s.ahead);
   if (s.pending.empty())
     for (int32_t i = 0; i < count; ++i) s.pending.push_back(s.next_episode_id++);
   return s.pending;
+}
+
+const std::vector<uint64_t>& plan_ahead(train_state& s, int32_t count) {
+  if (s.ahead.empty())
+    for (int32_t i = 0; i < count; ++i) s.ahead.push_back(s.next_episode_id++);
+  return s.ahead;
 }
 
 std::vector<uint64_t> consumed_ids(const train_state& s) {

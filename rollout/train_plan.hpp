@@ -5,11 +5,13 @@
 /// `train_state.json` holds the stage (index into the configured stages, its step), the policy
 /// version and its checkpoint, the data cursor (the next episode id to plan; for a stage that
 /// reads a store, the index of its next record), the episodes of the iteration in progress
-/// (planned: re-running it plays only those without a record) and every consumed episode id by
-/// iteration. It is written atomically after each committed step; an iteration's episodes are
-/// consumed exactly when its step is committed. The settings that shape the run (stages and their
-/// rules, the batch, the model, the tasks) are kept beside it: a directory of another config is
-/// refused naming the first setting that differs.
+/// (planned: re-running it plays only those without a record), those of the iteration an
+/// asynchronous run plays ahead (the same rule: planned before they are played, re-played by id
+/// on resume) and every consumed episode id by iteration. It is written atomically after each
+/// committed step; an iteration's episodes are consumed exactly when its step is committed. The
+/// settings that shape the run (stages and their rules, the batch, the model, the tasks) are
+/// kept beside it: a directory of another config is refused naming the first setting that
+/// differs.
 
 #include <cstdint>
 #include <filesystem>
@@ -26,8 +28,9 @@
 namespace caf_agent::rollout {
 
 /// On-disk format version of train_state.json; bump on any field change.
-/// 2: `stage_data` (version 1 files are read with it empty).
-inline constexpr uint32_t train_state_format_version = 2;
+/// 2: `stage_data` (version 1 files are read with it empty). 3: `ahead` (older files are read
+/// with it empty).
+inline constexpr uint32_t train_state_format_version = 3;
 
 /// The state file's name inside the trainer's run directory.
 inline constexpr const char* train_state_file = "train_state.json";
@@ -62,6 +65,9 @@ struct train_state {
   uint64_t next_episode_id = 1;   ///< data cursor of fresh episodes
   int64_t store_cursor = 0;       ///< data cursor of a stage that reads a store (its next record)
   std::vector<uint64_t> pending;  ///< the iteration in progress (planned, not yet consumed)
+  /// The next iteration, planned while `pending`'s step runs (train.async); it becomes
+  /// `pending` when that one is committed (plan_iteration).
+  std::vector<uint64_t> ahead;
   /// The current stage's own data set, when it has one (train.rft.demonstrations: the episodes
   /// that played the recordings, consumed by the stage's first iteration and trained on by
   /// every later one); cleared when the stage ends.
@@ -86,15 +92,21 @@ std::optional<std::string> write_train_state(const std::filesystem::path& dir, c
 std::string settings_mismatch(const nlohmann::json& saved, const nlohmann::json& current);
 
 /// The episodes of the iteration in progress: `pending` when a resumed iteration has them, else
-/// the next `count` ids (the cursor moves past them; the caller writes the state before playing).
+/// the iteration played ahead (`ahead`, moved to `pending`), else the next `count` ids (the
+/// cursor moves past them; the caller writes the state before playing).
 const std::vector<uint64_t>& plan_iteration(train_state& s, int32_t count);
+
+/// The episodes of the iteration after `pending`, played while its step runs: `ahead` when a
+/// resumed run has them, else the next `count` ids (the caller writes the state before playing).
+const std::vector<uint64_t>& plan_ahead(train_state& s, int32_t count);
 
 /// Every episode id consumed so far, in order.
 std::vector<uint64_t> consumed_ids(const train_state& s);
 
 /// Commits the iteration in progress: its episodes are consumed (recorded in `batch`), the
-/// pending list is cleared; a step that was taken (`stepped`) counts toward the stage and moves
-/// the version to `batch.policy_version` with `checkpoint`.
+/// pending list is cleared (`ahead` stays: the next plan_iteration takes it); a step that was
+/// taken (`stepped`) counts toward the stage and moves the version to `batch.policy_version`
+/// with `checkpoint`.
 void commit_iteration(train_state& s, consumed_batch batch, bool stepped, const std::string& checkpoint);
 
 /// The stopping rule of a stage after its latest step: "" (go on), "iterations", "gate" or "cap".

@@ -35,6 +35,10 @@ int32_t max_repeated_tool_call(const messages::trajectory_record& record) {
 
 std::string training_exclusion(const messages::trajectory_record& r, const training_filter& f) {
   if (infrastructure_failure(r)) return "infrastructure failure";
+  if (f.max_policy_lag >= 0 && !r.policy_versions.empty()) {
+    const auto oldest = *std::min_element(r.policy_versions.begin(), r.policy_versions.end());
+    if (oldest + static_cast<uint64_t>(f.max_policy_lag) < f.base_version) return "stale";
+  }
   if (std::none_of(r.loss_mask.begin(), r.loss_mask.end(), [](uint8_t m) { return m != 0; }))
     return "no sampled tokens";
   if (r.tokens.size() != r.loss_mask.size() || r.tokens.size() != r.logprobs.size())

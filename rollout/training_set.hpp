@@ -28,6 +28,13 @@ struct training_filter {
   int32_t max_repeats = 3;
   /// RFT: the least reward a trajectory needs (the paper: r > 0).
   int32_t min_reward = 1;
+  /// Asynchronous training (train.max_policy_lag): a record whose oldest policy version is
+  /// below `base_version - max_policy_lag` is "stale"; < 0: no staleness check (synchronous
+  /// training, whose records are all at the base version, and data not sampled by this run's
+  /// policy: demonstrations, a stage's store).
+  int32_t max_policy_lag = -1;
+  /// The version the step starts from (it makes base_version + 1).
+  uint64_t base_version = 0;
 };
 
 /// The kept records and why the others were dropped (reason -> count).
@@ -36,9 +43,10 @@ struct training_selection {
   std::map<std::string, int64_t> dropped;
 };
 
-/// Applies `filter` to `records` (in order). Every stage drops infrastructure failures and
-/// records without sampled tokens; RFT also needs reward >= min_reward, a finished episode
-/// (no turn, context or wall limit), no malformed tool call and no redundant loop.
+/// Applies `filter` to `records` (in order). Every stage drops infrastructure failures, stale
+/// records (when `filter.max_policy_lag` >= 0) and records without sampled tokens; RFT also
+/// needs reward >= min_reward, a finished episode (no turn, context or wall limit), no
+/// malformed tool call and no redundant loop.
 training_selection select_for_training(const std::vector<messages::trajectory_record>& records,
                                        const training_filter& filter);
 

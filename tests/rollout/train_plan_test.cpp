@@ -84,6 +84,56 @@ TEST(train_plan, a_trainer_killed_at_any_point_consumes_every_episode_exactly_on
   fs::remove_all(dir);
 }
 
+TEST(train_plan, an_asynchronous_trainer_killed_at_any_point_consumes_every_episode_exactly_once) {
+  // train.async: iteration k + 1 is planned (and written) while k's step runs. Kill points:
+  // while both play, after k's commit was written (before k + 1 became the one in progress),
+  // and after k's step but before its commit was written.
+  const auto dir = fresh_dir("ahead");
+  train_state s;
+  ASSERT_FALSE(write_train_state(dir, s));
+  for (int iteration = 0; iteration < 6; ++iteration) {
+    const auto ids = plan_iteration(s, 3);
+    if (iteration > 0) {
+      EXPECT_TRUE(s.ahead.empty());  // the one played ahead became the current one
+    }
+    ASSERT_FALSE(write_train_state(dir, s));
+    const auto ahead = plan_ahead(s, 3);
+    EXPECT_EQ(ahead.front(), ids.back() + 1);
+    ASSERT_FALSE(write_train_state(dir, s));  // the trainer writes the plan before playing ahead
+    if (iteration == 1) {                     // killed while both play: the same ids, both
+      s = reload(dir);
+      EXPECT_EQ(s.pending, ids);
+      EXPECT_EQ(plan_ahead(s, 3), ahead);
+    }
+    auto before_commit = s;
+    commit_iteration(s, batch_of(s, "agentic_ppo"), true, "ck");
+    EXPECT_EQ(s.ahead, ahead);
+    if (iteration == 3) {  // killed after the step, before writing: the step is taken again
+      s = reload(dir);
+      EXPECT_EQ(s.pending, before_commit.pending);
+      EXPECT_EQ(s.ahead, ahead);
+      commit_iteration(s, batch_of(s, "agentic_ppo"), true, "ck");
+    }
+    ASSERT_FALSE(write_train_state(dir, s));
+    if (iteration == 4) {  // killed after the commit: the iteration played ahead comes next
+      s = reload(dir);
+      EXPECT_TRUE(s.pending.empty());
+      EXPECT_EQ(plan_iteration(s, 3), ahead);
+    }
+  }
+  // The last iteration of a stage plays nothing ahead: the state drains.
+  plan_iteration(s, 3);
+  commit_iteration(s, batch_of(s, "agentic_ppo"), true, "ck");
+  ASSERT_FALSE(write_train_state(dir, s));
+  s = reload(dir);
+  EXPECT_TRUE(s.pending.empty() && s.ahead.empty());
+  std::vector<uint64_t> expected(21);
+  for (uint64_t i = 0; i < 21; ++i) expected[i] = i + 1;
+  EXPECT_EQ(consumed_ids(s), expected);
+  EXPECT_EQ(s.next_episode_id, 22U);
+  fs::remove_all(dir);
+}
+
 TEST(train_plan, stopping_rules) {
   EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 1, 2, 0, 0.6, 20), "");
   EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 2, 2, 0, 0.6, 20), "iterations");
@@ -117,6 +167,19 @@ TEST(train_plan, state_round_trips_and_bad_files_are_named) {
   auto back = reload(dir);
   EXPECT_EQ(to_json(back), to_json(s));
   EXPECT_EQ(back.consumed.at(0).dropped.at("reward below the RFT threshold"), 1);
+  plan_ahead(s, 2);
+  ASSERT_FALSE(write_train_state(dir, s));
+  EXPECT_EQ(reload(dir).ahead, s.ahead);
+
+  // A format 2 file (before `ahead`) reads with nothing played ahead and is written back as 3.
+  auto old = to_json(s);
+  old.erase("ahead");
+  old["format_version"] = 2;
+  std::ofstream(dir / train_state_file) << old.dump();
+  back = reload(dir);
+  EXPECT_TRUE(back.ahead.empty());
+  EXPECT_EQ(back.pending, s.pending);
+  EXPECT_EQ(back.format_version, train_state_format_version);
 
   std::ofstream(dir / train_state_file) << "{\"format_version\": 1}";
   std::optional<train_state> out;

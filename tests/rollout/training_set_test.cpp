@@ -88,6 +88,37 @@ TEST(training_set, the_batch_is_the_records_tokens_as_stored) {
   EXPECT_EQ(j["policy_versions"], nlohmann::json({{7}, {9}}));
 }
 
+TEST(training_set, records_older_than_the_lag_are_dropped_as_stale) {
+  // The step starts from version 5: records sampled at 5, at 4, at 4 then 5 (a publication
+  // mid-episode: its oldest version counts), at 3, and an aborted one at 2.
+  std::vector<trajectory_record> recs = {episode(1, 1), episode(2, 1), episode(3, 1), episode(4, 1), episode(5, 1)};
+  recs[0].policy_versions = {5, 5};
+  recs[1].policy_versions = {4};
+  recs[2].policy_versions = {4, 5};
+  recs[3].policy_versions = {3, 3};
+  recs[4].policy_versions = {2};
+  recs[4].termination = caf_agent::messages::episode_end::aborted;
+  const std::map<int32_t, std::vector<uint64_t>> kept_by_lag = {{0, {1}}, {1, {1, 2, 3}}, {2, {1, 2, 3, 4}}};
+  for (const auto& [lag, want] : kept_by_lag) {
+    const auto sel =
+        select_for_training(recs, {.stage = messages::learner_stage::ppo, .max_policy_lag = lag, .base_version = 5});
+    std::vector<uint64_t> kept;
+    for (const auto* r : sel.kept) kept.push_back(r->episode_id);
+    EXPECT_EQ(kept, want) << "max_policy_lag " << lag;
+    EXPECT_EQ(sel.dropped.contains("stale") ? sel.dropped.at("stale") : 0, int64_t(4 - want.size())) << lag;
+    // An infrastructure failure is counted as such, whatever its version.
+    EXPECT_EQ(sel.dropped.at("infrastructure failure"), 1) << lag;
+  }
+  // No lag given (synchronous training, demonstrations, a stage's store): nothing is stale.
+  EXPECT_EQ(select_for_training(recs, {.stage = messages::learner_stage::ppo, .base_version = 5}).kept.size(), 4U);
+  // The first steps of a run: versions near 0 (no wrap-around below 0).
+  std::vector<trajectory_record> first = {episode(1, 1)};
+  first[0].policy_versions = {0};
+  EXPECT_EQ(select_for_training(first, {.max_policy_lag = 1, .base_version = 1}).kept.size(), 1U);
+  EXPECT_EQ(select_for_training(first, {.max_policy_lag = 2, .base_version = 0}).kept.size(), 1U);
+  EXPECT_EQ(select_for_training(first, {.max_policy_lag = 0, .base_version = 1}).dropped.at("stale"), 1);
+}
+
 TEST(training_set, inconsistent_records_are_dropped_not_trained_on) {
   std::vector<trajectory_record> recs = {episode(1, 3)};
   recs[0].logprobs.pop_back();
