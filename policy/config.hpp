@@ -35,6 +35,9 @@ struct policy_config {
   bool prefix_cache = true;
   int32_t prefill_chunk = 2048;
   std::string cache_attention = "auto";
+  std::string kv_layout = "slots";
+  int32_t kv_block_size = 256;
+  int64_t kv_cache_tokens = 0;
   bool cuda_graphs = true;
   std::string script;
   int64_t request_timeout_ms = 120000;
@@ -76,6 +79,14 @@ struct policy_config {
     f("cache_attention", c.cache_attention,
       "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
       one_of({"auto", "sdpa", "matmul", "flash"}));
+    f("kv_layout", c.kv_layout,
+      "libtorch: slots (a preallocated row of max_context tokens per sequence) or paged (blocks taken as "
+      "sequences grow, admission by KV capacity; sdpa / matmul, no CUDA graphs)",
+      one_of({"slots", "paged"}));
+    // Rationale: 256, the multiple FA2's paged kernels need.
+    f("kv_block_size", c.kv_block_size, "libtorch, paged: tokens per KV block", positive());
+    f("kv_cache_tokens", c.kv_cache_tokens, "libtorch, paged: tokens of KV storage in all; 0 = max_batch x max_context",
+      at_least(0, "must be >= 0 (0: max_batch x max_context)"));
     f("cuda_graphs", c.cuda_graphs,
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("script", c.script,
@@ -104,6 +115,10 @@ struct policy_config {
     if (!script.empty() && backend != backend_kind::libtorch)
       e.error("script",
               "teacher-forces replies through the libtorch engine; backend is \"" + to_string(backend) + "\"");
+    if (kv_layout == "slots" && kv_cache_tokens != 0)
+      e.error("kv_cache_tokens", "applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
+    if (kv_layout == "paged" && cache_attention == "flash")
+      e.error("cache_attention", "\"flash\" is not implemented for kv_layout = \"paged\" yet (auto, sdpa, matmul)");
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
   }

@@ -218,6 +218,9 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.prefix_cache = p.prefix_cache;
     o.engine.prefill_chunk = p.prefill_chunk;
     o.engine.cache_attention = p.cache_attention;
+    o.engine.kv_layout = p.kv_layout;
+    o.engine.kv_block_size = p.kv_block_size;
+    o.engine.kv_cache_tokens = p.kv_cache_tokens;
     o.engine.cuda_graphs = p.cuda_graphs;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side
@@ -227,7 +230,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     static std::map<std::string, std::weak_ptr<policy::engine_service>> shared_engines;
     const auto key = p.model_dir + "|" + p.device + "|" + p.dtype + "|" + std::to_string(p.max_batch) + "|" +
                      std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
-                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention + "|" +
+                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention + "|" + p.kv_layout + "|" +
+                     std::to_string(p.kv_block_size) + "|" + std::to_string(p.kv_cache_tokens) + "|" +
                      (p.cuda_graphs ? "graphs" : "eager");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;

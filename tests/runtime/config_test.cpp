@@ -62,6 +62,22 @@ TEST(config, policy_engine_keys_are_read_and_checked) {
   EXPECT_TRUE(has_error(bad, "policy.cache_attention"));
 }
 
+TEST(config, policy_kv_layout_keys_are_read_and_checked) {
+  auto r = parse_config("[policy]\nkv_layout = \"paged\"\nkv_block_size = 16\nkv_cache_tokens = 100000\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.policy.kv_layout, "paged");
+  EXPECT_EQ(r.config.policy.kv_block_size, 16);
+  EXPECT_EQ(r.config.policy.kv_cache_tokens, 100000);
+  EXPECT_EQ(parse_config("", "empty").config.policy.kv_layout, "slots");
+  auto bad = parse_config("[policy]\nkv_layout = \"pages\"\nkv_block_size = 0\n", "t.toml");
+  EXPECT_TRUE(has_error(bad, "policy.kv_layout"));
+  EXPECT_TRUE(has_error(bad, "policy.kv_block_size"));
+  // Rules between keys: a cache size only for paged, and no flash over pages yet.
+  EXPECT_TRUE(has_error(parse_config("[policy]\nkv_cache_tokens = 4096\n", "t.toml"), "policy.kv_cache_tokens"));
+  EXPECT_TRUE(has_error(parse_config("[policy]\nkv_layout = \"paged\"\ncache_attention = \"flash\"\n", "t.toml"),
+                        "policy.cache_attention"));
+}
+
 TEST(config, empty_text_gives_defaults) {
   auto r = parse_config("", "empty");
   ASSERT_TRUE(r.ok());
