@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 #include <caf/all.hpp>
 
@@ -36,6 +37,15 @@ struct shard_ref {
   caf::actor handle;
 };
 
+/// The iteration an asynchronous run plays ahead (train.async) while the step of the one in
+/// progress runs; its driver is the trainer's `driver` meanwhile.
+struct play_ahead {
+  bool playing = false;  ///< its driver plays and the iteration is not the current one yet
+  bool done = false;     ///< its driver finished first; `summary` says how
+  run_summary summary;
+  steady::time_point start, end;
+};
+
 /// What an iteration's records say about the policy (its log line).
 struct iteration_stats {
   int64_t episodes = 0, aborted = 0, correct = 0;
@@ -60,6 +70,8 @@ struct trainer_state {
   steady::time_point rollout_start;      // the iteration's episodes were planned
   json phases;                           // the iteration's phase times so far (null: none)
   bool reuse = false;                    // the iteration trains on the stage's data set
+  play_ahead ahead;                      // the next iteration, played while this one's step runs
+  bool played_ahead = false;             // the iteration in progress was played ahead
   std::vector<uint64_t> new_stage_data;  // a demonstration play's kept ids (saved with the commit)
   bool awaiting_weights = false;         // resumed: wait until a policy service holds the version
   std::string eval_name;                 // the evaluation round in progress
@@ -92,6 +104,13 @@ std::string fmt_lr(double x) {
   return buf;
 }
 
+/// "1 stale, 2 infrastructure failure": why records were not trained on.
+std::string dropped_text(const std::map<std::string, int64_t>& dropped) {
+  std::string out;
+  for (auto& [why, n] : dropped) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + why;
+  return out;
+}
+
 /// Appends one JSON line to iterations.jsonl (the run's outcome log); a failure is logged, not fatal.
 void record_event(trainer_state& s, json event) {
   std::ofstream out(fs::path{s.opts.run_dir} / "iterations.jsonl", std::ios::app);
@@ -119,6 +138,7 @@ bool persist(trainer_actor* self) {
 
 void start_iteration(trainer_actor* self);
 void send_batch(trainer_actor* self);
+bool start_playing_ahead(trainer_actor* self);
 
 /// The records' own clocks (trajectory_record::timings_ms), summed over the iteration's
 /// episodes: waiting for the policy (generation), the judge (evaluations) and the tools. The
@@ -346,6 +366,11 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   s.stats = stats_of(mine);
   if (!reuse && s.phases.is_object()) add_episode_times(s.phases, mine);
   rollout::training_filter filter{rollout::learner_stage(stage.kind), stage.max_repeats, stage.min_reward};
+  // Staleness is a property of this run's own sampling: demonstrations and a store are not
+  // sampled by the policy being trained, and synchronous records are all at the base version.
+  if (s.opts.async && !reuse && stage.demonstrations.empty() && stage.store.empty())
+    filter.max_policy_lag = s.opts.max_policy_lag;
+  filter.base_version = s.st.policy_version;
   rollout::training_selection sel;
   for (const auto* r : mine) {
     auto why = rollout::training_exclusion(*r, filter);
@@ -365,8 +390,7 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   if (!stage.demonstrations.empty() && !reuse)
     for (const auto* r : sel.kept) s.new_stage_data.push_back(r->episode_id);
   if (sel.kept.empty()) {
-    std::string why;
-    for (auto& [k, n] : sel.dropped) why += (why.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+    const auto why = dropped_text(sel.dropped);
     log_error("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(stage.kind) +
                            "): " + stats_text(s.stats) + "; no training data (" + why + "); no step taken");
     rollout::commit_iteration(s.st, s.consumed, false, {});
@@ -405,10 +429,10 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   b.temperature = stage.temperature > 0 ? stage.temperature : 0;
   s.batch = std::move(b);
   s.attempt = 0;
-  send_batch(self);
+  if (start_playing_ahead(self)) send_batch(self);
 }
 
-void rollout_done(trainer_actor* self, const run_summary& summary) {
+void rollout_done(trainer_actor* self, const run_summary& summary, steady::time_point end = steady::now()) {
   auto& s = self->state;
   if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
   s.driver = nullptr;
@@ -416,8 +440,7 @@ void rollout_done(trainer_actor* self, const run_summary& summary) {
     return finish(self, trainer_storage,
                   "storage failed: " + summary.storage_error + "; kept " + summary.kept + " (run again to resume)");
   rollout::scan_report scan;
-  if (s.phases.is_object())
-    s.phases["rollout_wall_s"] = std::chrono::duration<double>(steady::now() - s.rollout_start).count();
+  if (s.phases.is_object()) s.phases["rollout_wall_s"] = std::chrono::duration<double>(end - s.rollout_start).count();
   auto records = rollout::trajectory_store::read_all(store_dir(s), &scan);
   build_batch(self, records, s.st.pending);
 }
@@ -427,6 +450,83 @@ bool eval_due(const trainer_state& s, std::string& round) {
   round = s.st.stage_index == 0 ? std::string{"base"} : to_string(s.opts.stages.at(s.st.stage_index - 1).kind);
   std::error_code ec;
   return !fs::exists(eval_file(s, round), ec);
+}
+
+/// Spawns the driver that plays the training episodes `ids` of `stage` into the run's store
+/// (`demos`: the rollout nodes' replay plays them). False when it cannot start (the run stopped).
+bool play_episodes(trainer_actor* self, const trainer_stage& stage, const std::vector<uint64_t>& ids, bool demos) {
+  auto& s = self->state;
+  run_driver_options d;
+  d.tasks = s.opts.tasks;
+  d.mode = messages::episode_mode::train;
+  d.store_dir = store_dir(s);
+  d.retry_aborted = s.opts.retry_aborted;
+  d.coordinator = s.opts.coordinator;
+  for (auto id : ids) {
+    start_episode e;
+    e.episode_id = id;
+    e.task = s.opts.tasks[static_cast<size_t>(id - 1) % s.opts.tasks.size()];
+    e.mode = messages::episode_mode::train;
+    e.max_turns = stage.max_turns;
+    e.wall_limit_ms = s.opts.wall_limit_ms;
+    e.seed = s.opts.seed * 1000003 + id;
+    if (demos)
+      e.policy = messages::episode_policy::demonstrations;
+    else
+      e.temperature = stage.temperature;
+    d.planned.push_back(std::move(e));
+  }
+  d.episodes = static_cast<int>(d.planned.size());
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  d.on_finished = [me](const run_summary& summary) {
+    caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
+  };
+  std::string error;
+  s.driver = spawn_run_driver(self->system(), std::move(d), error);
+  if (s.driver) return true;
+  finish(self, trainer_storage, "the run driver cannot start: " + error);
+  return false;
+}
+
+/// train.async: the next iteration's episodes start as soon as this one's batch is built, and
+/// play while its step runs and its version is published. One iteration ahead at most: they
+/// start with the running step's base version, one behind the step that trains on them, so
+/// max_policy_lag = 1 keeps them unless a policy service lags behind the publications. Only
+/// within a stage that plays fresh episodes and has an iteration after this one: a stage
+/// boundary drains, and the next stage's episodes wait for the stage's last version. False
+/// when the run stopped.
+bool start_playing_ahead(trainer_actor* self) {
+  auto& s = self->state;
+  const auto& stage = current_stage(s);
+  // Rationale: value_pretrain ends when its gate opens, which is known only after the step, and
+  // its actor is frozen: playing ahead would gain nothing and might cross the stage boundary.
+  if (!s.opts.async || s.opts.max_policy_lag < 1 || s.reuse || !stage.demonstrations.empty() || !stage.store.empty() ||
+      stage.kind == rollout::stage_kind::value_pretrain || s.st.stage_step + 1 >= stage.iterations)
+    return true;
+  const auto& ids = rollout::plan_ahead(s.st, s.opts.episodes_per_iteration);
+  if (!persist(self)) return false;  // the plan is on disk before any episode starts
+  log_info("train", "iteration " + std::to_string(s.st.iteration + 2) + " (" + to_string(stage.kind) + " step " +
+                        std::to_string(s.st.stage_step + 2) + "): playing episodes " + format_id_ranges(ids) +
+                        " ahead with version " + std::to_string(s.st.policy_version) + " (the step of iteration " +
+                        std::to_string(s.st.iteration + 1) + " runs meanwhile)");
+  s.ahead = {true, false, {}, steady::now(), {}};
+  return play_episodes(self, stage, ids, false);
+}
+
+/// The iteration played ahead becomes the one in progress; its batch is built once its records
+/// are all there (now, or when its driver finishes).
+void take_over_ahead(trainer_actor* self) {
+  auto& s = self->state;
+  const auto ahead = std::exchange(s.ahead, {});
+  const auto ids = rollout::plan_iteration(s.st, s.opts.episodes_per_iteration);  // moves `ahead` to `pending`
+  if (!persist(self)) return;
+  log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(current_stage(s).kind) +
+                        " step " + std::to_string(s.st.stage_step + 1) + "): episodes " + format_id_ranges(ids) +
+                        " played ahead" + (ahead.done ? ", all recorded" : ", waiting for their records"));
+  s.played_ahead = true;
+  s.rollout_start = ahead.start;
+  s.phases = json::object();
+  if (ahead.done) rollout_done(self, ahead.summary, ahead.end);
 }
 
 void start_iteration(trainer_actor* self) {
@@ -457,45 +557,20 @@ void start_iteration(trainer_actor* self) {
       ids.push_back(records[static_cast<size_t>(s.st.store_cursor + i) % records.size()].episode_id);
     return build_batch(self, records, ids);
   }
+  if (s.ahead.playing || s.ahead.done) return take_over_ahead(self);
   // A demonstration stage's first iteration plays every task's recording once.
   const bool demos = !stage.demonstrations.empty();
   const auto& ids =
       rollout::plan_iteration(s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.episodes_per_iteration);
   if (!persist(self)) return;  // the plan is on disk before any episode starts
-  run_driver_options d;
-  d.tasks = s.opts.tasks;
-  d.mode = messages::episode_mode::train;
-  d.store_dir = store_dir(s);
-  d.retry_aborted = s.opts.retry_aborted;
-  d.coordinator = s.opts.coordinator;
-  for (auto id : ids) {
-    start_episode e;
-    e.episode_id = id;
-    e.task = s.opts.tasks[static_cast<size_t>(id - 1) % s.opts.tasks.size()];
-    e.mode = messages::episode_mode::train;
-    e.max_turns = stage.max_turns;
-    e.wall_limit_ms = s.opts.wall_limit_ms;
-    e.seed = s.opts.seed * 1000003 + id;
-    if (demos)
-      e.policy = messages::episode_policy::demonstrations;
-    else
-      e.temperature = stage.temperature;
-    d.planned.push_back(std::move(e));
-  }
-  d.episodes = static_cast<int>(d.planned.size());
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  d.on_finished = [me](const run_summary& summary) {
-    caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
-  };
   log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(stage.kind) + " step " +
                         std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
                         (demos ? " (the demonstrations of " + stage.demonstrations + ")"
                                : " with version " + std::to_string(s.st.policy_version)));
-  std::string error;
+  s.played_ahead = false;
   s.rollout_start = steady::now();
   s.phases = json::object();
-  s.driver = spawn_run_driver(self->system(), std::move(d), error);
-  if (!s.driver) finish(self, trainer_storage, "the run driver cannot start: " + error);
+  play_episodes(self, stage, ids, demos);
 }
 
 void send_batch(trainer_actor* self) {
@@ -610,9 +685,11 @@ void step_succeeded(trainer_actor* self) {
                         std::to_string(steps) + "): " +
                         (s.reuse ? std::to_string(s.stats.episodes) + " demonstrations (the stage's data set)"
                                  : stats_text(s.stats)) +
-                        "; trained on " + std::to_string(s.consumed.kept) + " (v" + std::to_string(from) + " -> v" +
-                        std::to_string(s.st.policy_version) + (lead.applied ? "" : ", skipped: " + lead.skip_reason) +
-                        optimizer + "): policy loss " + fmt(policy_loss, 4) +
+                        "; trained on " + std::to_string(s.consumed.kept) +
+                        (s.consumed.dropped.empty() ? "" : ", dropped " + dropped_text(s.consumed.dropped)) + " (v" +
+                        std::to_string(from) + " -> v" + std::to_string(s.st.policy_version) +
+                        (lead.applied ? "" : ", skipped: " + lead.skip_reason) + optimizer + "): policy loss " +
+                        fmt(policy_loss, 4) +
                         (s.batch.stage == messages::learner_stage::rft ? ", nll " + fmt(lead.nll, 4) : "") +
                         ", value loss " + fmt(value_loss, 4) + ", explained variance " + fmt(ev, 3) + ", step " +
                         fmt(seconds, 1) + " s" + (s.attempt > 1 ? " (attempt " + std::to_string(s.attempt) + ")" : ""));
@@ -650,7 +727,8 @@ void step_succeeded(trainer_actor* self) {
                    {"nll", lead.nll},
                    {"optimizer_steps", lead.optimizer_steps},
                    {"actor_lrs", lrs},
-                   {"reused_data", s.reuse}});
+                   {"reused_data", s.reuse},
+                   {"played_ahead", s.played_ahead}});
   if (!reason.empty())
     log_info("train", "stage " + to_string(stage.kind) + " done after " + std::to_string(steps) + " steps (" +
                           (reason == "gate"  ? "explained variance " + fmt(ev, 3) + " reached the gate"
@@ -793,7 +871,18 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
         if (self->state.ph == phase::waiting_shards) send_batch(self);
       },
       [=](atoms::done, std::string& storage_error, std::string& kept) {
-        if (self->state.ph != phase::rollout && self->state.ph != phase::evaluating) return;
+        auto& st2 = self->state;
+        if (st2.ahead.playing) {  // the iteration played ahead is recorded before it is the current one
+          if (st2.driver) caf::anon_send_exit(st2.driver, caf::exit_reason::user_shutdown);
+          st2.driver = nullptr;
+          st2.ahead.playing = false;
+          st2.ahead.done = true;
+          st2.ahead.summary.storage_error = storage_error;
+          st2.ahead.summary.kept = kept;
+          st2.ahead.end = steady::now();
+          return;
+        }
+        if (st2.ph != phase::rollout && st2.ph != phase::evaluating) return;
         run_summary summary;
         summary.storage_error = storage_error;
         summary.kept = kept;
@@ -832,7 +921,7 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
         return {{"iteration", double(st2.st.iteration)},   {"stage_index", double(st2.st.stage_index)},
                 {"stage_step", double(st2.st.stage_step)}, {"policy_version", double(st2.st.policy_version)},
                 {"shards", double(st2.shards.size())},     {"policy_services", double(st2.policies.size())},
-                {"attempt", double(st2.attempt)}};
+                {"attempt", double(st2.attempt)},          {"playing_ahead", st2.ahead.playing ? 1.0 : 0.0}};
       },
   };
 }

@@ -8,12 +8,19 @@
 /// records excluded and counted), send it to every learner shard (services "learner/<rank>"),
 /// and once every shard answered, commit the iteration (train_state.json, atomically: the
 /// episodes are consumed, the version moves on) and publish the new weights to every policy
-/// service, each one timed. Synchronous: iteration k's episodes start after version k - 1 was
-/// published. A shard lost or failing mid-step fails the attempt (recorded in iterations.jsonl);
-/// the same batch is sent again, with a new process-group generation, once every shard is back.
-/// A stage ends by its stopping rule (steps; value_pretrain: the explained-variance gate or its
-/// cap); the run ends after the last stage, or with a clear message and a resumable state when
-/// a step keeps failing, iterations bring no training data, or a policy service refuses weights.
+/// service, each one timed. Synchronous by default: iteration k's episodes start after version
+/// k - 1 was published. Asynchronous (`async`): iteration k + 1's episodes start as soon as
+/// iteration k's batch is built, and play while its step runs and version k is published (one
+/// iteration ahead, within a stage that plays fresh episodes: a stage boundary drains); its
+/// records whose oldest policy version is below the step's base version minus
+/// `max_policy_lag` are dropped as "stale" (counted with the other exclusions). The iteration
+/// played ahead is planned in train_state.json (`ahead`) before it plays, so a resumed run plays
+/// the same ids (the driver skips those with a record). A shard lost or failing mid-step fails
+/// the attempt (recorded in iterations.jsonl); the same batch is sent again, with a new
+/// process-group generation, once every shard is back. A stage ends by its stopping rule
+/// (steps; value_pretrain: the explained-variance gate or its cap); the run ends after the last
+/// stage, or with a clear message and a resumable state when a step keeps failing, iterations
+/// bring no training data, or a policy service refuses weights.
 ///
 /// An iteration may take several optimizer steps on its batch (`steps_per_iteration`, each on
 /// the next `batch_sequences` trajectories, at the stage's lr schedule's rate of the step); one
@@ -90,6 +97,8 @@ struct trainer_options {
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;
   bool retry_aborted = false;
+  bool async = false;          ///< play the next iteration while the step runs (see the file comment)
+  int32_t max_policy_lag = 1;  ///< async: the oldest version a trained record may carry, behind the base
   trainer_eval eval;
   nlohmann::json settings;  ///< the run-shaping settings (a run directory of other ones is refused)
   caf::actor coordinator;

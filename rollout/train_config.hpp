@@ -150,6 +150,10 @@ struct train_config {
   std::string run_dir;
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;
+  bool async = false;
+  // Rationale: one version behind is what one play-ahead iteration produces (slime's and
+  // verl's one-step off-policy); the importance ratio of records older than that drifts.
+  int32_t max_policy_lag = 1;
   train_stage_config single_turn_ppo{stage_kind::single_turn_ppo, 1, 1};
   train_stage_config rft{stage_kind::rft};
   train_stage_config value_pretrain{stage_kind::value_pretrain};
@@ -187,6 +191,13 @@ struct train_config {
       positive());
     f("max_empty_iterations", c.max_empty_iterations,
       "consecutive iterations without training data (every episode failed) stop the run", positive());
+    f("async", c.async,
+      "true: play the next iteration's episodes while the learner steps and publishes (one iteration ahead, "
+      "within a stage); false: after the new version is published");
+    f("max_policy_lag", c.max_policy_lag,
+      "async: train on a record only if its oldest policy version is >= the step's base version minus this "
+      "(older ones are dropped as stale); 0: async plays nothing ahead",
+      at_least(0, "must be >= 0 (0: no record older than the step's base version)"));
     f.section("single_turn_ppo", c.single_turn_ppo, "one reply holding model_new.py and the kernels, judged");
     f.section("rft", c.rft, "rejection fine-tuning of the actor on filtered trajectories");
     f.section("value_pretrain", c.value_pretrain,

@@ -54,6 +54,8 @@ trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
   t.max_step_attempts = cfg.train.max_step_attempts;
   t.max_empty_iterations = cfg.train.max_empty_iterations;
   t.retry_aborted = cfg.rollout.retry_aborted;
+  t.async = cfg.train.async;
+  t.max_policy_lag = cfg.train.max_policy_lag;
   t.settings = training_settings(cfg);
   return t;
 }
@@ -74,11 +76,12 @@ int run_training(caf::actor_system& sys, const app_config& cfg, caf::actor coord
     latch.trigger(code, "training finished");
   };
   const auto run_dir = t.run_dir;
-  log_info("train", "training " + std::to_string(t.stages.size()) + " stages, " +
-                        std::to_string(t.episodes_per_iteration) + " episodes per iteration, " +
-                        std::to_string(t.shards) + " learner shard(s), weights " +
-                        (t.stage_in_process ? "handed to the in-process engine" : "published from disk") +
-                        "; run directory " + run_dir);
+  log_info("train",
+           "training " + std::to_string(t.stages.size()) + " stages, " + std::to_string(t.episodes_per_iteration) +
+               " episodes per iteration, " + std::to_string(t.shards) + " learner shard(s), " +
+               (t.async ? "asynchronous (max_policy_lag " + std::to_string(t.max_policy_lag) + "), " : std::string{}) +
+               "weights " + (t.stage_in_process ? "handed to the in-process engine" : "published from disk") +
+               "; run directory " + run_dir);
   auto trainer = spawn_trainer(sys, std::move(t), error);
   if (!trainer) {
     log_error("caf-agent", error);

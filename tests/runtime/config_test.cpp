@@ -274,6 +274,24 @@ TEST(config, train_and_learner_sections_are_strict) {
   EXPECT_TRUE(has_error(old_key, "unknown config key 'learner.learning_rate'"));
 }
 
+TEST(config, train_async_and_its_policy_lag) {
+  auto defaults = parse_config("", "t.toml");
+  ASSERT_TRUE(defaults.ok()) << defaults.errors.front();
+  EXPECT_FALSE(defaults.config.train.async);  // synchronous unless asked
+  EXPECT_EQ(defaults.config.train.max_policy_lag, 1);
+  auto r = parse_config("[train]\nasync = true\nmax_policy_lag = 2\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_TRUE(r.config.train.async);
+  EXPECT_EQ(r.config.train.max_policy_lag, 2);
+  EXPECT_TRUE(parse_config("[train]\nmax_policy_lag = 0\n", "t.toml").ok());
+  EXPECT_TRUE(
+      has_error(parse_config("[train]\nmax_policy_lag = -1\n", "t.toml"), "'train.max_policy_lag': must be >= 0"));
+  EXPECT_TRUE(has_error(parse_config("[train]\nmax_policy_lag = 1.5\n", "t.toml"), "train.max_policy_lag"));
+  EXPECT_TRUE(has_error(parse_config("[train]\nasync = \"yes\"\n", "t.toml"), "'train.async' must be a boolean"));
+  EXPECT_TRUE(
+      has_error(parse_config("[train]\nasynchronous = true\n", "t.toml"), "unknown config key 'train.asynchronous'"));
+}
+
 TEST(config, train_stage_schedules_and_eval_rounds) {
   auto r = parse_config(
       "[train]\nstages = [\"rft\", \"agentic_ppo\"]\n"

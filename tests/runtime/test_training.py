@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from cafagent_testlib import REPO, free_port, records_in, train_config_head
+from cafagent_testlib import REPO, Node, free_port, records_in, train_config_head
 
 
 
@@ -129,3 +129,99 @@ def test_local_role_trains_with_in_process_weights_and_resumes(caf_agent, tmp_pa
     other = run()
     assert other.returncode == 2, other.stderr[-3000:]
     assert "belongs to another config (train.episodes_per_iteration" in other.stderr, other.stderr[-3000:]
+
+
+def write_async_config(tmp_path, *, iterations):
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(train_config_head(tmp_path, ("softmax", "layernorm"), max_new_tokens=16) + f"""[learner]
+actor_lr = 1e-4
+critic_lr = 1e-4
+[train]
+stages = ["agentic_ppo"]
+episodes_per_iteration = 2
+async = true
+max_policy_lag = 1
+[train.agentic_ppo]
+iterations = {iterations}
+max_turns = 1
+temperature = 1.0
+""")
+    return cfg
+
+
+def test_async_training_plays_the_next_iteration_while_the_step_runs(caf_agent, tmp_path):
+    """train.async: iteration k + 1's episodes start once iteration k's batch is built, before
+    version k is published; each step trains only records within max_policy_lag of its base
+    version (the others counted as stale); every episode is recorded and consumed once."""
+    cfg = write_async_config(tmp_path, iterations=3)
+    out = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--train"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-4000:]
+    log = out.stderr
+    assert "training finished: version 3" in log and "asynchronous (max_policy_lag 1)" in log, log[-4000:]
+    # Iteration k + 1 starts playing before version k is published; the last one plays nothing ahead.
+    for k, ids in ((1, "3-4"), (2, "5-6")):
+        ahead = log.index(f"iteration {k + 1} (agentic_ppo step {k + 1}): playing episodes {ids} ahead "
+                          f"with version {k - 1}")
+        assert ahead < log.index(f"published version {k} "), log[-4000:]
+        assert log.index(f"step of iteration {k} sent") > ahead  # it plays while the step runs
+    assert "iteration 4 (agentic_ppo" not in log and log.count(" ahead with version ") == 2, log[-4000:]
+
+    state = check_consumed_once(tmp_path, [1, 2, 3, 4, 5, 6])
+    assert state["format_version"] == 3 and state["ahead"] == [] and state["policy_version"] == 3, state
+    records = records_in(train_dir(tmp_path) / "trajectories")
+    assert sorted(r["episode_id"] for r in records) == [1, 2, 3, 4, 5, 6]  # each recorded once
+    versions = {r["episode_id"]: r["policy_versions"] for r in records}
+    steps = [e for e in events(tmp_path) if e["event"] == "step"]
+    assert [e["played_ahead"] for e in steps] == [False, True, True], steps
+    played_early = 0
+    for step in steps:
+        base = step["policy_version"] - 1
+        ids = sorted(step["episode_ids"])
+        for i in ids:
+            # Sampled by the running step's base version (played ahead) or by the one published meanwhile.
+            assert versions[i] and set(versions[i]) <= {max(base - 1, 0), base}, (step["iteration"], i, versions[i])
+            played_early += step["played_ahead"] and min(versions[i]) == base - 1
+        # Within the lag: nothing is stale, and the step trained on every record that is not
+        # an infrastructure failure.
+        stale = sum(1 for i in ids if min(versions[i]) < base - 1)
+        assert stale == 0 and step["dropped"].get("stale", 0) == 0, step
+        assert step["kept"] == len(ids) - sum(step["dropped"].values()), step
+    # The records show it too: episodes of iteration k + 1 sampled by version k - 1.
+    assert played_early > 0, versions
+
+
+
+def test_async_training_resumes_the_iteration_played_ahead(caf_agent, tmp_path):
+    """Killed once version 1 is published (iteration 2 played ahead, planned in train_state.json
+    before it played): the resumed run plays the same ids (those with a record are not played
+    again) and consumes every episode once. It resumes with max_policy_lag = 0, so a record of
+    iteration 2 that version 0 sampled is beyond the lag now: dropped and counted as stale."""
+    cfg = write_async_config(tmp_path, iterations=2)
+    node = Node(caf_agent, ["--role", "local", "--config", str(cfg), "--train"], tmp_path / "first.log")
+    node.wait_for("published version 1 ", timeout=240)
+    node.proc.send_signal(signal.SIGKILL)
+    node.proc.wait()
+    node.kill()
+    state = json.loads((train_dir(tmp_path) / "train_state.json").read_text())
+    # `ahead` until the iteration becomes the current one (`pending`) right after the publication.
+    assert state["pending"] + state["ahead"] == [3, 4] and state["policy_version"] == 1, state
+    before = {r["episode_id"]: r["policy_versions"] for r in records_in(train_dir(tmp_path) / "trajectories")}
+
+    cfg.write_text(cfg.read_text().replace("max_policy_lag = 1", "max_policy_lag = 0"))
+    again = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--train"],
+                           capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "playing episodes 3-4 with version 1" in again.stderr, again.stderr[-4000:]
+    assert " ahead with version " not in again.stderr  # max_policy_lag = 0: nothing played ahead
+    records = records_in(train_dir(tmp_path) / "trajectories")
+    ids = sorted(r["episode_id"] for r in records)
+    assert len(ids) == len(set(ids)) and ids[:4] == [1, 2, 3, 4], ids  # none played twice
+    versions = {r["episode_id"]: r["policy_versions"] for r in records}
+    for i, v in before.items():
+        assert versions[i] == v  # kept from before the kill
+    (it2,) = [e for e in events(tmp_path) if e["event"] in ("step", "no_training_data") and e["iteration"] == 2]
+    stale = sum(1 for i in (3, 4) if min(versions[i]) < 1)
+    assert it2["dropped"].get("stale", 0) == stale, (it2, versions)
+    # Both stale: no training data, so a third iteration (episodes 5-6) took the stage's step 2.
+    check_consumed_once(tmp_path, [1, 2, 3, 4] if it2["event"] == "step" else [1, 2, 3, 4, 5, 6])
