@@ -12,6 +12,7 @@
 #include "base/log.hpp"
 #include "gpu_pool/slot_backend.hpp"
 #include "messages/type_ids.hpp"
+#include "rollout/kv_admission.hpp"
 #include "rollout/pool_choice.hpp"
 #include "rollout/wire_limit.hpp"
 
@@ -49,6 +50,8 @@ struct manager_state {
   std::deque<uint64_t> held;                     // jobs waiting for any pool to exist
   std::map<std::string, std::string> task_pool;  // task -> node of its last pool (affinity)
   std::map<std::string, int64_t> served;         // evaluations answered, per pool node
+  rollout::kv_admission kv;                      // episodes at once the engine's KV cache holds
+  int kv_limit_logged = 0;                       // the limit last logged
   static inline const char* name = "rollout_manager";
 };
 
@@ -66,18 +69,33 @@ pool_entry* pool_by_addr(manager_state& st, const caf::actor_addr& addr) {
   return nullptr;
 }
 
+/// Episodes to run at once now: max_concurrent, or fewer when the KV cache bounds them.
+int episode_limit(manager_actor* self) {
+  auto& st = self->state;
+  const int limit = st.kv.limit(st.opts.max_concurrent);
+  if (st.kv.active() && limit != st.kv_limit_logged) {
+    st.kv_limit_logged = limit;
+    log_info("rollout", st.opts.node_id + ": " + std::to_string(limit) + " episodes at once (KV cache " +
+                            std::to_string(st.kv.capacity_tokens()) + " tokens / expected context " +
+                            std::to_string(st.kv.expected_context()) + " tokens; at most " +
+                            std::to_string(st.opts.max_concurrent) + ")");
+  }
+  return limit;
+}
+
 void report_capacity(manager_actor* self) {
   auto& st = self->state;
   if (!st.driver) return;
-  int free = st.opts.max_concurrent - static_cast<int>(st.running.size() + st.waiting.size());
-  self->send(st.driver, rollout_capacity{st.opts.node_id, std::max(0, free), static_cast<int32_t>(st.running.size()),
-                                         st.opts.max_concurrent});
+  const int limit = episode_limit(self);
+  int free = limit - static_cast<int>(st.running.size() + st.waiting.size());
+  self->send(st.driver,
+             rollout_capacity{st.opts.node_id, std::max(0, free), static_cast<int32_t>(st.running.size()), limit});
 }
 
 void admit(manager_actor* self) {
   auto& st = self->state;
   while (!st.waiting.empty() && rollout::any_pool_admitting(views(st)) &&
-         static_cast<int>(st.running.size()) < st.opts.max_concurrent) {
+         static_cast<int>(st.running.size()) < episode_limit(self)) {
     auto start = std::move(st.waiting.front());
     st.waiting.pop_front();
     auto env = st.opts.env;
@@ -218,6 +236,7 @@ void drop_pools(manager_actor* self, const std::string& node, const caf::actor_a
 caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
+  st.kv = rollout::kv_admission(st.opts.kv_capacity_tokens, st.opts.kv_initial_context);
   if (st.opts.pool) add_pool(self, st.opts.pool, "");
   if (st.opts.coordinator) {
     self->send(st.opts.coordinator, service_announce{st.opts.node_id, "rollout"});
@@ -266,6 +285,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
       [=](trajectory_record& rec) {
         auto& s = self->state;
         s.running.erase(rec.episode_id);
+        s.kv.observe(static_cast<int64_t>(rec.tokens.size()));
         if (rollout::fit_record_to_wire(rec))  // past BASP's limits: aborted, with the sizes
           log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);
         if (s.driver) self->send(s.driver, std::move(rec));

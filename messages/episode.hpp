@@ -52,7 +52,7 @@ struct rollout_capacity {
   std::string node_id;
   int32_t free_slots = 0;
   int32_t running = 0;
-  int32_t limit = 0;  ///< episodes the node runs at once (max_concurrent_episodes)
+  int32_t limit = 0;  ///< episodes the node runs at once (max_concurrent_episodes, or fewer: rollout.kv_admission)
   CAF_AGENT_FIELDS(rollout_capacity, node_id, free_slots, running, limit)
 };
 

@@ -29,6 +29,7 @@ struct rollout_config {
   int32_t attempts = 1;
   std::string mode = "eval";
   bool retry_aborted = false;
+  bool kv_admission = false;
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>
@@ -58,6 +59,10 @@ struct rollout_config {
     f("mode", c.mode, "train or eval", one_of({"train", "eval"}));
     f("retry_aborted", c.retry_aborted,
       "re-run a lost node's started episodes as the next attempt instead of recording them aborted");
+    // Rationale: off by default: past the cache, kept prefixes are recomputed, which may still
+    // beat idling the engine while episodes wait on tools (measure before turning it on).
+    f("kv_admission", c.kv_admission,
+      "libtorch: also bound episodes at once by the engine's KV cache over the mean context episodes reach");
   }
   /// Rules between fields: none.
   void validate(base::config_errors&) const {}

@@ -319,6 +319,12 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
     caf::send_as(caf::actor_cast<caf::actor>(policy), coord, messages::service_announce{node_id, "policy"});
   rollout_manager_options m;
   m.max_concurrent = r.max_concurrent_episodes;
+#ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
+  if (r.kv_admission && pol.engine) {
+    m.kv_capacity_tokens = pol.engine->kv_capacity_tokens();
+    m.kv_initial_context = pol.engine->max_context();  // the cautious start
+  }
+#endif
   m.node_id = node_id;
   m.coordinator = peer(peers, "coordinator");
   m.pool = pool_of(peer(peers, "gpu_pool"));

@@ -196,6 +196,34 @@ TEST_F(manager_test, never_more_episodes_in_flight_than_the_limit) {
   EXPECT_EQ(dl->capacity.back().free_slots, 2);
 }
 
+TEST_F(manager_test, the_kv_cache_bounds_episodes_at_once_by_the_contexts_episodes_reach) {
+  auto pl = std::make_shared<pool_log>();
+  auto opts = options(8);
+  opts.pool = pool_of(sys().spawn(fake_pool, pl));
+  opts.kv_capacity_tokens = 4000;  // an engine holding 4,000 tokens of keys
+  opts.kv_initial_context = 2000;  // its context limit: the cautious start
+  auto m = spawn_rollout_manager(sys(), opts);
+  run();
+  for (uint64_t id = 1; id <= 5; ++id) start(m, id);
+  run();
+  EXPECT_EQ(dl->started, (std::vector<uint64_t>{1, 2})) << "4,000 / 2,000: two conversations fit";
+  ASSERT_FALSE(dl->capacity.empty());
+  EXPECT_EQ(dl->capacity.back().limit, 2);
+  // Episodes (of another node's shape: records arrive as an episode sends them) that ended
+  // at 1,000 tokens: four fit, so two more are admitted.
+  for (uint64_t id = 100; id < 104; ++id) {
+    trajectory_record r;
+    r.episode_id = id;
+    r.tokens.assign(1000, 7);
+    caf::anon_send(m, std::move(r));
+  }
+  run();
+  EXPECT_EQ(dl->started, (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(dl->capacity.back().limit, 4);
+  for (uint64_t id : {1, 2, 3, 4}) finish(id);
+  EXPECT_EQ(dl->started.back(), 5u);
+}
+
 TEST_F(manager_test, no_admission_while_no_pool_admits_work) {
   auto opts = options(2);  // no pool known yet
   auto m = spawn_rollout_manager(sys(), opts);
