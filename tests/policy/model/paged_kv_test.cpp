@@ -30,6 +30,7 @@ struct layout {
   int32_t max_context = 0;
   int32_t prefill_chunk = 2048;
   bool prefix_cache = true;
+  std::string cache_attention = "auto";
 };
 
 std::unique_ptr<generation_engine> open_engine(const layout& l) {
@@ -42,6 +43,7 @@ std::unique_ptr<generation_engine> open_engine(const layout& l) {
   o.max_context = l.max_context;
   o.prefill_chunk = l.prefill_chunk;
   o.prefix_cache = l.prefix_cache;
+  o.cache_attention = l.cache_attention;
   auto engine = generation_engine::open(o);
   EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
   return std::move(engine.value());
@@ -110,20 +112,22 @@ std::vector<generation_request> mixed_requests() {
 
 TEST(paged_kv, gives_the_tokens_and_logprobs_of_the_slot_layout) {
   const auto requests = mixed_requests();
-  for (int32_t chunk : {0, 16}) {
+  for (const auto& [chunk, attention] : {std::pair{0, "sdpa"}, std::pair{16, "sdpa"}, std::pair{16, "matmul"}}) {
     auto slot_layout = slots();
     slot_layout.prefill_chunk = chunk;
+    slot_layout.cache_attention = attention;
     const auto reference = run_all(*open_engine(slot_layout), requests);
     for (int32_t block : {16, 256}) {
       layout paged;
       paged.block = block;
       paged.prefill_chunk = chunk;
+      paged.cache_attention = attention;
       auto engine = open_engine(paged);
       const auto got = run_all(*engine, requests);
       for (size_t i = 0; i < requests.size(); ++i)
-        expect_same(
-            got[i], reference[i],
-            "block " + std::to_string(block) + " chunk " + std::to_string(chunk) + " request " + std::to_string(i));
+        expect_same(got[i], reference[i],
+                    std::string(attention) + " block " + std::to_string(block) + " chunk " + std::to_string(chunk) +
+                        " request " + std::to_string(i));
       const auto s = engine->stats();
       EXPECT_EQ(s.kv_blocks, static_cast<uint64_t>((3 * 1024 + block - 1) / block));  // the slots' memory
       EXPECT_EQ(s.preemptions, 0u);
