@@ -14,10 +14,15 @@
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/engine_service.hpp"
+#include "tests/policy/model/engine_helpers.hpp"
 #include "tests/policy/model/random_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 using namespace caf_agent::policy;
+using test_support::expect_same;
+using test_support::greedy;
+using test_support::observation;
+using test_support::run_one;
 
 namespace {
 
@@ -45,14 +50,6 @@ std::unique_ptr<generation_engine> open_engine(const std::string& dir, int32_t m
   auto engine = generation_engine::open(o);
   EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
   return std::move(engine.value());
-}
-
-generation_request greedy(std::vector<int32_t> prompt, int32_t new_tokens) {
-  generation_request r;
-  r.prompt = std::move(prompt);
-  r.max_new_tokens = new_tokens;
-  r.sampling.temperature = 0.0f;
-  return r;
 }
 
 std::vector<int32_t> run_alone(const std::string& dir, generation_request r) {
@@ -267,10 +264,7 @@ namespace {
 
 // A model with room for long conversations (the default tiny one has 64 positions).
 const std::string& model_long() {
-  static const std::string dir = test_support::write_random_checkpoint(
-      test_support::tiny_qwen2_config(96, 1024),
-      fs::temp_directory_path() / ("policy_engine_test_long_" + std::to_string(::getpid())), 4);
-  return dir;
+  return test_support::long_model();
 }
 
 std::unique_ptr<generation_engine> open_cached(const std::string& dir, int32_t max_batch, bool prefix_cache) {
@@ -281,28 +275,6 @@ std::unique_ptr<generation_engine> open_cached(const std::string& dir, int32_t m
   auto engine = generation_engine::open(o);
   EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
   return std::move(engine.value());
-}
-
-generation_result run_one(generation_engine& engine, generation_request r) {
-  auto id = engine.submit(std::move(r));
-  EXPECT_TRUE(id) << (id ? "" : id.error().message);
-  auto done = engine.run_until_idle();
-  EXPECT_TRUE(done && done.value().size() == 1);
-  return done.value().front();
-}
-
-// The observation of turn `turn` of conversation `who`: tokens no reply depends on.
-std::vector<int32_t> observation(int who, int turn, int n = 8) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((who * 31 + turn * 7 + i * 3) % 90 + 3));
-  return out;
-}
-
-void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
-  EXPECT_EQ(a.tokens, b.tokens) << where;
-  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
-  for (size_t i = 0; i < a.logprobs.size(); ++i)
-    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
 }
 
 }  // namespace
@@ -407,9 +379,7 @@ TEST(prefix_cache, a_shared_prefix_is_copied_into_a_free_slot_and_sampling_is_un
 }
 
 TEST(prefix_cache, new_weights_drop_every_kept_prefix) {
-  static const std::string model_b = test_support::write_random_checkpoint(
-      test_support::tiny_qwen2_config(96, 1024),
-      fs::temp_directory_path() / ("policy_engine_test_long_b_" + std::to_string(::getpid())), 5);
+  const std::string& model_b = test_support::long_model_b();
   auto cached = open_cached(model_long(), 2, true);
   std::vector<int32_t> history = observation(3, 0, 16);
   auto first = run_one(*cached, greedy(history, 5));

@@ -3,23 +3,21 @@
 // recomputation, admission by KV capacity, preemption, and contexts beyond a slot's share.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 
 #include "policy/model/engine.hpp"
-#include "tests/policy/model/random_checkpoint.hpp"
+#include "tests/policy/model/engine_helpers.hpp"
 
-namespace fs = std::filesystem;
 using namespace caf_agent::policy;
+using test_support::expect_same;
+using test_support::greedy;
+using test_support::observation;
+using test_support::run_one;
 
 namespace {
 
-// A tiny random Qwen2-shaped model with 1024 positions.
 const std::string& model_dir() {
-  static const std::string dir = test_support::write_random_checkpoint(
-      test_support::tiny_qwen2_config(96, 1024),
-      fs::temp_directory_path() / ("policy_paged_kv_test_" + std::to_string(::getpid())), 4);
-  return dir;
+  return test_support::long_model();
 }
 
 struct layout {
@@ -57,20 +55,6 @@ layout slots(int32_t max_batch = 3, bool prefix_cache = false) {
   return l;
 }
 
-generation_request greedy(std::vector<int32_t> prompt, int32_t new_tokens) {
-  generation_request r;
-  r.prompt = std::move(prompt);
-  r.max_new_tokens = new_tokens;
-  r.sampling.temperature = 0.0f;
-  return r;
-}
-
-std::vector<int32_t> tokens_of(int who, int turn, int n) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((who * 31 + turn * 7 + i * 3) % 90 + 3));
-  return out;
-}
-
 // Submits every request, runs until idle; results by position in `requests`.
 std::vector<generation_result> run_all(generation_engine& engine, const std::vector<generation_request>& requests) {
   std::map<uint64_t, size_t> index;
@@ -87,22 +71,11 @@ std::vector<generation_result> run_all(generation_engine& engine, const std::vec
   return out;
 }
 
-generation_result run_one(generation_engine& engine, const generation_request& r) {
-  return run_all(engine, {r}).front();
-}
-
-void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
-  EXPECT_EQ(a.tokens, b.tokens) << where;
-  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
-  for (size_t i = 0; i < a.logprobs.size(); ++i)
-    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
-}
-
 // Prompts of 3..70 tokens (up to 5 blocks of 16), one sampled.
 std::vector<generation_request> mixed_requests() {
-  std::vector<generation_request> r = {greedy(tokens_of(1, 0, 3), 12), greedy(tokens_of(2, 0, 40), 9),
-                                       greedy(tokens_of(3, 0, 17), 20), greedy(tokens_of(4, 0, 70), 8),
-                                       greedy(tokens_of(5, 0, 33), 15)};
+  std::vector<generation_request> r = {greedy(observation(1, 0, 3), 12), greedy(observation(2, 0, 40), 9),
+                                       greedy(observation(3, 0, 17), 20), greedy(observation(4, 0, 70), 8),
+                                       greedy(observation(5, 0, 33), 15)};
   r[2].sampling.temperature = 1.0f;
   r[2].seed = 5;
   return r;
@@ -140,14 +113,14 @@ TEST(paged_kv, gives_the_tokens_and_logprobs_of_the_slot_layout) {
 TEST(paged_kv, a_conversation_prefills_only_its_new_tokens_and_matches_a_full_reprefill) {
   auto paged = open_engine(layout{});
   auto plain = open_engine(slots(2));
-  std::vector<int32_t> history = tokens_of(0, 0, 12);
+  std::vector<int32_t> history = observation(0, 0, 12);
   size_t final_length = 0;
   for (int turn = 0; turn < 20; ++turn) {
     auto a = run_one(*paged, greedy(history, 6));
     expect_same(a, run_one(*plain, greedy(history, 6)), "turn " + std::to_string(turn));
     final_length = history.size() + a.tokens.size();
     history.insert(history.end(), a.tokens.begin(), a.tokens.end());
-    auto obs = tokens_of(0, turn + 1, 8);
+    auto obs = observation(0, turn + 1, 8);
     history.insert(history.end(), obs.begin(), obs.end());
   }
   const auto s = paged->stats();
@@ -168,7 +141,7 @@ TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_th
   small.max_batch = 1;
   auto paged = open_engine(small);
   auto plain = open_engine(slots(1));
-  std::vector<std::vector<int32_t>> history = {tokens_of(1, 0, 50), tokens_of(2, 0, 50)};
+  std::vector<std::vector<int32_t>> history = {observation(1, 0, 50), observation(2, 0, 50)};
   uint64_t expected_recomputed = 0, prompts = 0;
   std::vector<size_t> kept_length(2, 0);
   for (int turn = 0; turn < 3; ++turn) {
@@ -180,7 +153,7 @@ TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_th
       prompts += history[who].size();
       kept_length[who] = history[who].size() + a.tokens.size() - 1;
       history[who].insert(history[who].end(), a.tokens.begin(), a.tokens.end());
-      auto obs = tokens_of(who + 1, turn + 1, 8);
+      auto obs = observation(who + 1, turn + 1, 8);
       history[who].insert(history[who].end(), obs.begin(), obs.end());
     }
   }
@@ -198,7 +171,7 @@ TEST(paged_kv, requests_beyond_the_kv_capacity_wait_and_all_finish) {
   tight.cache_tokens = 128;
   tight.max_batch = 4;
   std::vector<generation_request> requests;
-  for (int i = 0; i < 6; ++i) requests.push_back(greedy(tokens_of(10 + i, 0, 20), 10));
+  for (int i = 0; i < 6; ++i) requests.push_back(greedy(observation(10 + i, 0, 20), 10));
   const auto reference = run_all(*open_engine(slots(4)), requests);
   auto engine = open_engine(tight);
   std::map<uint64_t, size_t> index;
@@ -221,8 +194,8 @@ TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_wi
   layout tight;
   tight.cache_tokens = 96;
   tight.max_batch = 3;
-  std::vector<generation_request> requests = {greedy(tokens_of(20, 0, 10), 40), greedy(tokens_of(21, 0, 10), 40),
-                                              greedy(tokens_of(22, 0, 10), 40)};
+  std::vector<generation_request> requests = {greedy(observation(20, 0, 10), 40), greedy(observation(21, 0, 10), 40),
+                                              greedy(observation(22, 0, 10), 40)};
   requests[1].sampling.temperature = 1.0f;  // sampling continues from the same random stream
   requests[1].seed = 3;
   const auto reference = run_all(*open_engine(slots(3)), requests);
@@ -244,10 +217,10 @@ TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) 
   l.max_context = 1000;
   auto paged = open_engine(l);
   auto reference_engine = open_engine(slots(1));
-  const auto long_one = greedy(tokens_of(30, 0, 300), 150);
+  const auto long_one = greedy(observation(30, 0, 300), 150);
   expect_same(run_one(*paged, long_one), run_one(*reference_engine, long_one), "450 tokens");
   // Longer than the whole cache: it ends with context_limit when its keys fill every block.
-  auto too_long = greedy(tokens_of(31, 0, 300), 400);
+  auto too_long = greedy(observation(31, 0, 300), 400);
   auto r = run_one(*paged, too_long);
   EXPECT_EQ(r.reason, finish_reason::context_limit);
   EXPECT_EQ(r.tokens.size(), 512u - 300 + 1);  // keys 0..511, then the token no block can hold
@@ -260,14 +233,14 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
   layout l;
   l.cache_tokens = 64;
   auto engine = open_engine(l);
-  auto too_long = engine->submit(greedy(tokens_of(40, 0, 70), 4));
+  auto too_long = engine->submit(greedy(observation(40, 0, 70), 4));
   ASSERT_FALSE(too_long);
   EXPECT_NE(too_long.error().message.find("prompt of 70 tokens needs 5 KV blocks of 16 tokens"), std::string::npos)
       << too_long.error().message;
   EXPECT_NE(too_long.error().message.find("the whole cache has 4 blocks (64 tokens"), std::string::npos)
       << too_long.error().message;
-  EXPECT_FALSE(engine->submit(greedy(tokens_of(40, 0, 64), 4)));  // its first new key needs a 5th block
-  EXPECT_TRUE(engine->submit(greedy(tokens_of(40, 0, 63), 4)));
+  EXPECT_FALSE(engine->submit(greedy(observation(40, 0, 64), 4)));  // its first new key needs a 5th block
+  EXPECT_TRUE(engine->submit(greedy(observation(40, 0, 63), 4)));
   auto refused = [](auto change) {
     engine_options o;
     o.model_dir = model_dir();
@@ -294,7 +267,7 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
 TEST(paged_kv, a_shared_prefix_shares_full_blocks_and_keeps_the_other_conversation_whole) {
   auto paged = open_engine(layout{});
   auto plain = open_engine(slots(3));
-  const auto system = tokens_of(5, 0, 30);  // one full block of 16 and 14 tokens of the next
+  const auto system = observation(5, 0, 30);  // one full block of 16 and 14 tokens of the next
   auto first = system;
   first.push_back(11);
   const auto first_reply = run_one(*paged, greedy(first, 4));
@@ -323,11 +296,9 @@ TEST(paged_kv, a_shared_prefix_shares_full_blocks_and_keeps_the_other_conversati
 }
 
 TEST(paged_kv, new_weights_drop_every_kept_prefix) {
-  static const std::string model_b = test_support::write_random_checkpoint(
-      test_support::tiny_qwen2_config(96, 1024),
-      fs::temp_directory_path() / ("policy_paged_kv_test_b_" + std::to_string(::getpid())), 5);
+  const std::string& model_b = test_support::long_model_b();
   auto paged = open_engine(layout{});
-  std::vector<int32_t> history = tokens_of(3, 0, 40);
+  std::vector<int32_t> history = observation(3, 0, 40);
   auto first = run_one(*paged, greedy(history, 5));
   history.insert(history.end(), first.tokens.begin(), first.tokens.end());
   ASSERT_TRUE(paged->load_weights(model_b, 1));
@@ -345,9 +316,9 @@ TEST(paged_kv, new_weights_drop_every_kept_prefix) {
   layout chunked;
   chunked.prefill_chunk = 16;
   auto engine = open_engine(chunked);
-  (void)run_one(*engine, greedy(tokens_of(6, 0, 20), 3));
-  auto long_prompt = tokens_of(6, 0, 20);
-  const auto rest = tokens_of(7, 0, 80);
+  (void)run_one(*engine, greedy(observation(6, 0, 20), 3));
+  auto long_prompt = observation(6, 0, 20);
+  const auto rest = observation(7, 0, 80);
   long_prompt.insert(long_prompt.end(), rest.begin(), rest.end());
   ASSERT_TRUE(engine->submit(greedy(long_prompt, 5)));
   ASSERT_TRUE(engine->step());  // 16 of its 80 new tokens prefilled
