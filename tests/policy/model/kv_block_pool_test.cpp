@@ -1,0 +1,51 @@
+// Unit tests of kv_block_pool, the paged KV cache's bookkeeping: the free list, holder counts
+// of shared blocks, kept prefixes evicted least recently used first, and the record of evicted
+// prefixes that counts recomputation.
+#include <gtest/gtest.h>
+
+#include "policy/model/kv_block_pool.hpp"
+
+using caf_agent::policy::kv_block_pool;
+
+TEST(kv_block_pool, kept_prefixes_are_matched_taken_over_and_evicted_least_recently_used_first) {
+  kv_block_pool pool(6, 4);
+  EXPECT_EQ(pool.blocks_for(0), 0);
+  EXPECT_EQ(pool.blocks_for(9), 3);
+  std::vector<int64_t> a{*pool.take(), *pool.take()}, b{*pool.take(), *pool.take(), *pool.take()};
+  EXPECT_EQ(pool.free(), 1);
+  pool.keep({1, 2, 3, 4, 5}, a);            // 5 tokens: both blocks kept
+  pool.keep({7, 8, 9, 10, 11, 12, 13}, b);  // 7 tokens: 2 of its 3 blocks kept, 1 freed
+  EXPECT_EQ(pool.free(), 2);
+  EXPECT_EQ(pool.kept_blocks(), 4);
+  const auto m = pool.longest_match({1, 2, 3, 4, 5, 6}, 5);
+  EXPECT_EQ(m.tokens, 5);
+  EXPECT_EQ(pool.obtainable(m), 2 + 2);  // free, plus the other prefix's blocks
+  // Three takes empty the free list and evict the least recently used prefix ({1..5}).
+  std::vector<int64_t> c{*pool.take(), *pool.take(), *pool.take()};
+  EXPECT_EQ(pool.kept(), 1u);
+  EXPECT_EQ(pool.evictions(), 1u);
+  EXPECT_EQ(pool.evicted_match({1, 2, 3, 9}, 0), 3);  // its keys had been computed: recomputation
+  EXPECT_EQ(pool.evicted_match({1, 2, 3, 9}, 0), 0);  // counted once
+  const auto taken = pool.take_over(pool.longest_match({7, 8, 9, 10, 11, 12, 13, 14}, 7));
+  EXPECT_EQ(taken.size(), 2u);
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_EQ(pool.free(), 1);  // 6 blocks: 3 in c, 2 taken over
+  EXPECT_TRUE(pool.take());
+  EXPECT_FALSE(pool.take());  // nothing free, nothing kept
+}
+
+TEST(kv_block_pool, a_shared_block_is_free_only_when_its_last_holder_gives_it_back) {
+  kv_block_pool pool(4, 4);
+  std::vector<int64_t> a{*pool.take(), *pool.take()};
+  pool.keep({1, 2, 3, 4, 5, 6}, a);  // one full block and one partial
+  auto shared = pool.share(pool.longest_match({1, 2, 3, 4, 5, 9}, 5));
+  ASSERT_EQ(shared.blocks.size(), 1u);  // the full block, now held twice
+  EXPECT_GE(shared.partial, 0);         // the partial one, held until copied
+  std::vector<int64_t> partial{shared.partial};
+  pool.give(partial);
+  EXPECT_EQ(pool.kept_blocks(), 1);  // the partial block: the kept prefix alone holds it
+  EXPECT_EQ(pool.drop_kept(), 1u);
+  EXPECT_EQ(pool.free(), 3);  // the shared full block is still held by the sequence
+  pool.give(shared.blocks);
+  EXPECT_EQ(pool.free(), 4);
+}
