@@ -14,9 +14,7 @@
 #include <mutex>
 #include <random>
 
-#include "policy/model/decode_graphs.hpp"
-#include "policy/model/decoder.hpp"
-#include "policy/model/kv_block_pool.hpp"
+#include "policy/model/engine_impl.hpp"
 #include "policy/model/sampling.hpp"
 
 namespace caf_agent::policy {
@@ -61,6 +59,10 @@ status engine_options::validate() const {
   return {};
 }
 
+using engine_detail::kept_prefix;
+using engine_detail::sequence;
+using engine_detail::slot_choice;
+
 namespace {
 
 torch::ScalarType parse_dtype(const std::string& name) {
@@ -68,38 +70,6 @@ torch::ScalarType parse_dtype(const std::string& name) {
   if (name == "float16") return torch::kFloat16;
   return torch::kFloat32;
 }
-
-// One request from submit() to its result.
-struct sequence {
-  uint64_t id = 0;
-  generation_request request;
-  std::mt19937_64 rng;
-  int64_t slot = -1;
-  int64_t cached = 0;       // tokens whose keys are in the cache
-  bool prefilling = false;  // holds a slot, prompt keys not all computed yet (chunked prefill)
-  generation_result out;
-  // What prefill computes keys for: the prompt, or after a preemption (paged) the prompt and
-  // every generated token but the last, which the next decode step then takes as its input.
-  std::vector<int32_t> target;
-  // Paged: this sequence's blocks (its block table), when it was admitted, and the positions
-  // below which keys had been computed before (preempted or evicted: prefilling them is recomputation).
-  std::vector<int64_t> blocks;
-  uint64_t admitted_at = 0;
-  int64_t recompute_below = 0;
-};
-
-// The keys a finished sequence left in its slot: its tokens whose keys are cached.
-struct kept_prefix {
-  std::vector<int32_t> tokens;
-  uint64_t last_used = 0;
-};
-
-// Where an admitted request goes and which of its prompt's keys it finds cached.
-struct slot_choice {
-  int64_t slot = -1;       // -1: no slot can take it now
-  int64_t reuse = 0;       // prompt tokens whose keys will be in the slot before prefill
-  int64_t copy_from = -1;  // slot whose first `reuse` keys are copied in, or -1
-};
 
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -131,47 +101,6 @@ result<cache_attention> choose_cache_attention(const engine_options& options, to
 }
 
 }  // namespace
-
-struct generation_engine::impl {
-  engine_options options;
-  decoder model;
-  kv_cache cache;
-  std::unique_ptr<decode_graphs> graphs;  // set on CUDA devices unless disabled
-  int64_t context = 0;
-  std::deque<sequence> waiting;
-  std::vector<std::optional<sequence>> slots;
-  std::vector<std::optional<kept_prefix>> kept;  // per slot, only where no sequence runs
-  std::deque<int64_t> prefilling;                // slots whose prompts are partly prefilled, in admission order
-  uint64_t clock = 0;                            // orders kept prefixes by last use
-  engine_stats stats;
-  uint64_t next_id = 1;
-  std::atomic<uint64_t> version{0};
-  std::mutex pending_mutex;  // guards pending / pending_version
-  std::optional<tensor_map> pending;
-  uint64_t pending_version = 0;
-  // Paged layout: the block pool (free list, kept prefixes), admissions so far (orders the
-  // running sequences for preemption), and sequences that ended outside sample_and_advance.
-  std::optional<kv_block_pool> pool;
-  uint64_t admission_clock = 0;
-  std::vector<generation_result> ended;
-
-  size_t running() const {
-    return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); }));
-  }
-  void apply_pending();
-  torch::Tensor decode_running(std::vector<sequence*>& rows);
-  torch::Tensor admit(std::vector<sequence*>& rows);
-  void claim_slot(const slot_choice& choice);
-  slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
-  void keep_prefix(sequence& seq);
-  // Paged layout.
-  torch::Tensor decode_paged(std::vector<sequence*>& rows);
-  bool admit_paged();
-  void preempt(size_t seat);
-  void requeue(size_t seat);
-  std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
-  bool finished(sequence& seq) const;
-};
 
 generation_engine::generation_engine(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
 generation_engine::~generation_engine() = default;
@@ -324,145 +253,6 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   for (sequence* seq : rows) seq->cached += 1;
   if (static_cast<int64_t>(live.size()) == span) return logits_bv;
   return logits_bv.index_select(0, torch::tensor(live).to(model.device()));
-}
-
-torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows) {
-  // Every decoding sequence's next key needs room: a new block when it crosses into one. Oldest
-  // admission first, so that preemption (of the newest) never takes a sequence already served.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < slots.size(); ++i)
-    if (slots[i] && !slots[i]->prefilling) order.push_back(i);
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return slots[a]->admitted_at < slots[b]->admitted_at; });
-  for (size_t seat : order) {
-    while (slots[seat] &&
-           static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
-      if (auto block = pool->take()) {
-        slots[seat]->blocks.push_back(*block);
-        continue;
-      }
-      // Nothing free or kept: the most recently admitted running sequence gives its blocks up.
-      size_t newest = seat;
-      for (size_t i = 0; i < slots.size(); ++i)
-        if (slots[i] && slots[i]->admitted_at > slots[newest]->admitted_at) newest = i;
-      preempt(newest);
-    }
-  }
-  std::vector<int64_t> tokens, positions;
-  std::vector<std::vector<int64_t>*> tables;
-  int64_t keys = 1;
-  size_t width = 1;
-  for (size_t seat : order) {
-    if (!slots[seat]) continue;
-    sequence& seq = *slots[seat];
-    tokens.push_back(seq.out.tokens.back());
-    positions.push_back(seq.cached);
-    keys = std::max(keys, seq.cached + 1);
-    width = std::max(width, seq.blocks.size());
-    tables.push_back(&seq.blocks);
-    stats.attended_keys += static_cast<uint64_t>(seq.cached + 1);
-    rows.push_back(&seq);
-  }
-  if (tokens.empty()) return {};
-  const auto b = static_cast<int64_t>(tokens.size());
-  // Block tables [b, width], each padded with its own first block (read only under the mask).
-  std::vector<int64_t> table_bm;
-  for (const auto* blocks : tables) {
-    table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
-    table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
-  }
-  stats.decoded_tokens += static_cast<uint64_t>(b);
-  ++stats.decode_steps;
-  // One host-to-device copy: tokens, positions and tables end to end.
-  auto inputs =
-      torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
-  auto logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
-                                inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
-  for (sequence* seq : rows) seq->cached += 1;
-  return logits_bv;
-}
-
-void generation_engine::impl::preempt(size_t seat) {
-  sequence& seq = *slots[seat];
-  std::erase(prefilling, static_cast<int64_t>(seat));
-  if (!seq.prefilling && pool->blocks_for(seq.cached + 1) > pool->total()) {
-    // It alone fills the cache: it can never be recomputed and continue, so it ends here.
-    seq.out.reason = finish_reason::context_limit;
-    keep_prefix(seq);
-    ended.push_back(std::move(seq.out));
-    slots[seat].reset();
-    return;
-  }
-  // Recompute preemption (vLLM's): its keys are dropped and recomputed from its prompt and the
-  // tokens it generated when it is admitted again, at the front of the queue.
-  ++stats.preemptions;
-  seq.recompute_below = std::max(seq.recompute_below, seq.cached);
-  requeue(seat);
-}
-
-void generation_engine::impl::requeue(size_t seat) {
-  sequence& seq = *slots[seat];
-  std::erase(prefilling, static_cast<int64_t>(seat));
-  pool->give(seq.blocks);
-  seq.cached = 0;
-  seq.prefilling = false;
-  seq.slot = -1;
-  waiting.push_front(std::move(seq));
-  slots[seat].reset();
-}
-
-bool generation_engine::impl::admit_paged() {
-  auto seat = std::find_if(slots.begin(), slots.end(), [](const auto& s) { return !s.has_value(); });
-  if (seat == slots.end()) return false;
-  sequence& next = waiting.front();
-  std::vector<int32_t> target = next.request.prompt;
-  if (!next.out.tokens.empty()) target.insert(target.end(), next.out.tokens.begin(), next.out.tokens.end() - 1);
-  const auto length = static_cast<int64_t>(target.size());
-  // At least the last target token is prefilled: its logits give the next token.
-  const auto reuse = options.prefix_cache ? pool->longest_match(target, length - 1) : kv_block_pool::match{};
-  // A prompt that continues a kept prefix takes its blocks over; one that shares only its start
-  // (another episode's system prompt and task) shares its full blocks and copies the last
-  // partial one, so the kept prefix stays whole for its own next turn.
-  const bool take_over = reuse.index >= 0 && reuse.tokens == pool->kept_tokens(reuse.index);
-  const int64_t reused_blocks = take_over ? pool->blocks_for(reuse.tokens) : reuse.tokens / pool->block_size();
-  // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
-  // prompt and first new key, plus a block of decode headroom per running sequence, so that an
-  // admission rarely forces a preemption soon after (back-pressure before the cache is full).
-  const int64_t needed = pool->blocks_for(length + 1) - reused_blocks + static_cast<int64_t>(running());
-  if (pool->obtainable(reuse) < needed) return false;
-  next.recompute_below = std::max(next.recompute_below, pool->evicted_match(target, reuse.tokens));
-  std::vector<int64_t> blocks;
-  kv_block_pool::shared_prefix shared;
-  if (take_over) {
-    blocks = pool->take_over(reuse);
-  } else if (reuse.index >= 0) {
-    shared = pool->share(reuse);
-    blocks = shared.blocks;
-    stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);
-  }
-  while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length)) blocks.push_back(*pool->take());
-  if (shared.partial >= 0) {  // the shared tokens' last block, copied: this sequence writes after them
-    const int64_t own = blocks[static_cast<size_t>(reuse.tokens / pool->block_size())];
-    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
-      cache.k_nkce[layer][own].copy_(cache.k_nkce[layer][shared.partial]);
-      cache.v_nkce[layer][own].copy_(cache.v_nkce[layer][shared.partial]);
-    }
-    std::vector<int64_t> source{shared.partial};
-    pool->give(source);
-  }
-  sequence& seq = seat->emplace(std::move(next));
-  waiting.pop_front();
-  seq.slot = seat - slots.begin();
-  seq.target = std::move(target);
-  seq.blocks = std::move(blocks);
-  seq.cached = reuse.tokens;
-  seq.prefilling = true;
-  seq.admitted_at = ++admission_clock;
-  prefilling.push_back(seq.slot);
-  ++stats.admissions;
-  stats.reused_tokens += static_cast<uint64_t>(reuse.tokens);
-  if (reuse.tokens > 0) ++stats.prefix_hits;
-  return true;
 }
 
 slot_choice generation_engine::impl::choose_slot(const std::vector<int32_t>& prompt) const {

@@ -1,0 +1,103 @@
+#pragma once
+// engine_impl: the state of generation_engine (its pimpl), shared by engine.cpp (the public
+// calls, admission and decoding in the slot layout, sampling) and engine_paged.cpp (the paged
+// layout's decoding, admission and preemption). Internal to policy/model.
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "policy/model/decode_graphs.hpp"
+#include "policy/model/decoder.hpp"
+#include "policy/model/engine.hpp"
+#include "policy/model/kv_block_pool.hpp"
+
+namespace caf_agent::policy {
+namespace engine_detail {
+
+// One request from submit() to its result.
+struct sequence {
+  uint64_t id = 0;
+  generation_request request;
+  std::mt19937_64 rng;
+  int64_t slot = -1;
+  int64_t cached = 0;       // tokens whose keys are in the cache
+  bool prefilling = false;  // holds a slot, prompt keys not all computed yet (chunked prefill)
+  generation_result out;
+  // What prefill computes keys for: the prompt, or after a preemption (paged) the prompt and
+  // every generated token but the last, which the next decode step then takes as its input.
+  std::vector<int32_t> target;
+  // Paged: this sequence's blocks (its block table), when it was admitted, and the positions
+  // below which keys had been computed before (preempted or evicted: prefilling them is recomputation).
+  std::vector<int64_t> blocks;
+  uint64_t admitted_at = 0;
+  int64_t recompute_below = 0;
+};
+
+// The keys a finished sequence left in its slot: its tokens whose keys are cached.
+struct kept_prefix {
+  std::vector<int32_t> tokens;
+  uint64_t last_used = 0;
+};
+
+// Where an admitted request goes and which of its prompt's keys it finds cached.
+struct slot_choice {
+  int64_t slot = -1;       // -1: no slot can take it now
+  int64_t reuse = 0;       // prompt tokens whose keys will be in the slot before prefill
+  int64_t copy_from = -1;  // slot whose first `reuse` keys are copied in, or -1
+};
+
+}  // namespace engine_detail
+
+struct generation_engine::impl {
+  using sequence = engine_detail::sequence;
+  using kept_prefix = engine_detail::kept_prefix;
+  using slot_choice = engine_detail::slot_choice;
+
+  engine_options options;
+  decoder model;
+  kv_cache cache;
+  std::unique_ptr<decode_graphs> graphs;  // set on CUDA devices unless disabled
+  int64_t context = 0;
+  std::deque<sequence> waiting;
+  std::vector<std::optional<sequence>> slots;
+  std::vector<std::optional<kept_prefix>> kept;  // per slot, only where no sequence runs
+  std::deque<int64_t> prefilling;                // slots whose prompts are partly prefilled, in admission order
+  uint64_t clock = 0;                            // orders kept prefixes by last use
+  engine_stats stats;
+  uint64_t next_id = 1;
+  std::atomic<uint64_t> version{0};
+  std::mutex pending_mutex;  // guards pending / pending_version
+  std::optional<tensor_map> pending;
+  uint64_t pending_version = 0;
+  // Paged layout: the block pool (free list, kept prefixes), admissions so far (orders the
+  // running sequences for preemption), and sequences that ended outside sample_and_advance.
+  std::optional<kv_block_pool> pool;
+  uint64_t admission_clock = 0;
+  std::vector<generation_result> ended;
+
+  size_t running() const {
+    return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); }));
+  }
+  void apply_pending();
+  torch::Tensor decode_running(std::vector<sequence*>& rows);
+  torch::Tensor admit(std::vector<sequence*>& rows);
+  void claim_slot(const slot_choice& choice);
+  slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
+  void keep_prefix(sequence& seq);
+  // Paged layout.
+  torch::Tensor decode_paged(std::vector<sequence*>& rows);
+  bool admit_paged();
+  void preempt(size_t seat);
+  void requeue(size_t seat);
+  std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
+  bool finished(sequence& seq) const;
+};
+
+}  // namespace caf_agent::policy

@@ -1,0 +1,152 @@
+// The generation engine's paged KV layout (engine_options::kv_layout "paged"): decoding over
+// block tables, admission by KV capacity, preemption. Shape legend: b decode rows, m blocks per row.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "policy/model/engine_impl.hpp"
+
+namespace caf_agent::policy {
+
+using engine_detail::sequence;
+
+torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows) {
+  // Every decoding sequence's next key needs room: a new block when it crosses into one. Oldest
+  // admission first, so that preemption (of the newest) never takes a sequence already served.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i] && !slots[i]->prefilling) order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return slots[a]->admitted_at < slots[b]->admitted_at; });
+  for (size_t seat : order) {
+    while (slots[seat] &&
+           static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
+      if (auto block = pool->take()) {
+        slots[seat]->blocks.push_back(*block);
+        continue;
+      }
+      // Nothing free or kept: the most recently admitted running sequence gives its blocks up.
+      size_t newest = seat;
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] && slots[i]->admitted_at > slots[newest]->admitted_at) newest = i;
+      preempt(newest);
+    }
+  }
+  std::vector<int64_t> tokens, positions;
+  std::vector<std::vector<int64_t>*> tables;
+  int64_t keys = 1;
+  size_t width = 1;
+  for (size_t seat : order) {
+    if (!slots[seat]) continue;
+    sequence& seq = *slots[seat];
+    tokens.push_back(seq.out.tokens.back());
+    positions.push_back(seq.cached);
+    keys = std::max(keys, seq.cached + 1);
+    width = std::max(width, seq.blocks.size());
+    tables.push_back(&seq.blocks);
+    stats.attended_keys += static_cast<uint64_t>(seq.cached + 1);
+    rows.push_back(&seq);
+  }
+  if (tokens.empty()) return {};
+  const auto b = static_cast<int64_t>(tokens.size());
+  // Block tables [b, width], each padded with its own first block (read only under the mask).
+  std::vector<int64_t> table_bm;
+  for (const auto* blocks : tables) {
+    table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
+    table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
+  }
+  stats.decoded_tokens += static_cast<uint64_t>(b);
+  ++stats.decode_steps;
+  // One host-to-device copy: tokens, positions and tables end to end.
+  auto inputs =
+      torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
+  auto logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
+                                inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
+  for (sequence* seq : rows) seq->cached += 1;
+  return logits_bv;
+}
+
+void generation_engine::impl::preempt(size_t seat) {
+  sequence& seq = *slots[seat];
+  std::erase(prefilling, static_cast<int64_t>(seat));
+  if (!seq.prefilling && pool->blocks_for(seq.cached + 1) > pool->total()) {
+    // It alone fills the cache: it can never be recomputed and continue, so it ends here.
+    seq.out.reason = finish_reason::context_limit;
+    keep_prefix(seq);
+    ended.push_back(std::move(seq.out));
+    slots[seat].reset();
+    return;
+  }
+  // Recompute preemption (vLLM's): its keys are dropped and recomputed from its prompt and the
+  // tokens it generated when it is admitted again, at the front of the queue.
+  ++stats.preemptions;
+  seq.recompute_below = std::max(seq.recompute_below, seq.cached);
+  requeue(seat);
+}
+
+void generation_engine::impl::requeue(size_t seat) {
+  sequence& seq = *slots[seat];
+  std::erase(prefilling, static_cast<int64_t>(seat));
+  pool->give(seq.blocks);
+  seq.cached = 0;
+  seq.prefilling = false;
+  seq.slot = -1;
+  waiting.push_front(std::move(seq));
+  slots[seat].reset();
+}
+
+bool generation_engine::impl::admit_paged() {
+  auto seat = std::find_if(slots.begin(), slots.end(), [](const auto& s) { return !s.has_value(); });
+  if (seat == slots.end()) return false;
+  sequence& next = waiting.front();
+  std::vector<int32_t> target = next.request.prompt;
+  if (!next.out.tokens.empty()) target.insert(target.end(), next.out.tokens.begin(), next.out.tokens.end() - 1);
+  const auto length = static_cast<int64_t>(target.size());
+  // At least the last target token is prefilled: its logits give the next token.
+  const auto reuse = options.prefix_cache ? pool->longest_match(target, length - 1) : kv_block_pool::match{};
+  // A prompt that continues a kept prefix takes its blocks over; one that shares only its start
+  // (another episode's system prompt and task) shares its full blocks and copies the last
+  // partial one, so the kept prefix stays whole for its own next turn.
+  const bool take_over = reuse.index >= 0 && reuse.tokens == pool->kept_tokens(reuse.index);
+  const int64_t reused_blocks = take_over ? pool->blocks_for(reuse.tokens) : reuse.tokens / pool->block_size();
+  // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
+  // prompt and first new key, plus a block of decode headroom per running sequence, so that an
+  // admission rarely forces a preemption soon after (back-pressure before the cache is full).
+  const int64_t needed = pool->blocks_for(length + 1) - reused_blocks + static_cast<int64_t>(running());
+  if (pool->obtainable(reuse) < needed) return false;
+  next.recompute_below = std::max(next.recompute_below, pool->evicted_match(target, reuse.tokens));
+  std::vector<int64_t> blocks;
+  kv_block_pool::shared_prefix shared;
+  if (take_over) {
+    blocks = pool->take_over(reuse);
+  } else if (reuse.index >= 0) {
+    shared = pool->share(reuse);
+    blocks = shared.blocks;
+    stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);
+  }
+  while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length)) blocks.push_back(*pool->take());
+  if (shared.partial >= 0) {  // the shared tokens' last block, copied: this sequence writes after them
+    const int64_t own = blocks[static_cast<size_t>(reuse.tokens / pool->block_size())];
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
+      cache.k_nkce[layer][own].copy_(cache.k_nkce[layer][shared.partial]);
+      cache.v_nkce[layer][own].copy_(cache.v_nkce[layer][shared.partial]);
+    }
+    std::vector<int64_t> source{shared.partial};
+    pool->give(source);
+  }
+  sequence& seq = seat->emplace(std::move(next));
+  waiting.pop_front();
+  seq.slot = seat - slots.begin();
+  seq.target = std::move(target);
+  seq.blocks = std::move(blocks);
+  seq.cached = reuse.tokens;
+  seq.prefilling = true;
+  seq.admitted_at = ++admission_clock;
+  prefilling.push_back(seq.slot);
+  ++stats.admissions;
+  stats.reused_tokens += static_cast<uint64_t>(reuse.tokens);
+  if (reuse.tokens > 0) ++stats.prefix_hits;
+  return true;
+}
+
+}  // namespace caf_agent::policy
