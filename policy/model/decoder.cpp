@@ -28,25 +28,21 @@ bool ignorable_name(const std::string& name) {
   return name.ends_with("rotary_emb.inv_freq");
 }
 
-// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, k, block size, e] as
-// the contiguous [b, k, m * block size, e] that slot rows are in place. Rationale: a gather (one
-// copy of the attended keys per layer) keeps every attention mode's code unchanged; a kernel
-// that reads through the table (FA2's paged form) would avoid the copy on CUDA.
-torch::Tensor gather_blocks(const torch::Tensor& cache_nkce, const torch::Tensor& table_bm) {
+// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, block size, k, e] as
+// [b, k, m * block size, e], the shape slot rows have in place (here a strided view of one
+// copy). Rationale: a gather (one copy of the attended keys per layer) keeps every attention
+// mode's code unchanged; a kernel that reads through the table (FA2's paged form) would avoid it.
+torch::Tensor gather_blocks(const torch::Tensor& cache_nske, const torch::Tensor& table_bm) {
   const int64_t b = table_bm.size(0), m = table_bm.size(1);
-  const int64_t k = cache_nkce.size(1), bs = cache_nkce.size(2), e = cache_nkce.size(3);
-  return cache_nkce.index_select(0, table_bm.reshape({b * m}))
-      .view({b, m, k, bs, e})
-      .permute({0, 2, 1, 3, 4})
-      .reshape({b, k, m * bs, e});
+  const int64_t bs = cache_nske.size(1), k = cache_nske.size(2), e = cache_nske.size(3);
+  return cache_nske.index_select(0, table_bm.reshape({b * m})).view({b, m * bs, k, e}).transpose(1, 2);
 }
 
 // Paged cache: writes x_xke (x positions' keys or values, every KV head) into block blocks_x[i]
-// at offset offsets_x[i] of one layer's cache [blocks, k, block size, e].
-void write_blocks(torch::Tensor& cache_nkce, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
+// at offset offsets_x[i] of one layer's cache [blocks, block size, k, e].
+void write_blocks(torch::Tensor& cache_nske, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
                   const torch::Tensor& x_xke) {
-  auto heads_1k = torch::arange(cache_nkce.size(1), blocks_x.options()).view({1, -1});
-  cache_nkce.index_put_({blocks_x.view({-1, 1}), heads_1k, offsets_x.view({-1, 1})}, x_xke);
+  cache_nske.index_put_({blocks_x, offsets_x}, x_xke);
 }
 
 }  // namespace
@@ -101,8 +97,13 @@ kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t c
 
 kv_cache kv_cache::allocate_blocks(const model_config& config, int64_t blocks, int64_t block_size, torch::Device device,
                                    torch::ScalarType dtype) {
-  kv_cache cache = allocate(config, blocks, block_size, device, dtype);
+  kv_cache cache;
   cache.paged = true;
+  auto options = torch::TensorOptions().device(device).dtype(dtype);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    cache.k_nkce.push_back(torch::zeros({blocks, block_size, config.num_key_value_heads, config.head_dim}, options));
+    cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
+  }
   return cache;
 }
 
@@ -299,7 +300,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     torch::Tensor k_bkse, v_bkse;  // each row's first s keys and values
     if (use.cache->paged) {
       // Row i's key goes to its block table[i][p / block size] at offset p % block size.
-      const int64_t block = k_cache.size(2);
+      const int64_t block = use.cache->capacity();
       auto blocks_b = use.tables_bm.gather(1, torch::div(use.positions_b, block, "floor").view({b, 1})).view({b});
       auto offsets_b = torch::remainder(use.positions_b, block);
       write_blocks(k_cache, blocks_b, offsets_b, k_bkte.squeeze(2));

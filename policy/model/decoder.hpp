@@ -34,7 +34,10 @@ enum class value_head_mode {
 /// that a block table per sequence maps its positions to (position p in block table[p / block
 /// size] at offset p % block size).
 struct kv_cache {
-  std::vector<torch::Tensor> k_nkce;  ///< Keys per layer: [slots or blocks, kv heads, capacity or block size, e].
+  /// Keys per layer: slots [slots, kv heads, capacity, e]; paged [blocks, block size, kv heads, e].
+  /// Rationale: a block's tokens outermost is FA2's paged layout, and a gather of a row's blocks
+  /// is then its keys in order, viewed per head without a copy.
+  std::vector<torch::Tensor> k_nkce;
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
   bool paged = false;                 ///< Rows are blocks addressed through block tables.
 
@@ -47,7 +50,7 @@ struct kv_cache {
   /// The number of slots (paged: of blocks).
   int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
   /// The capacity in tokens per slot (paged: per block).
-  int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
+  int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(paged ? 1 : 2); }
 };
 
 /// How attention reads the KV cache (decode steps, and prefills that continue a cached prefix).
