@@ -5,6 +5,7 @@
 
 #include "base/log.hpp"
 #include "messages/type_ids.hpp"
+#include "rollout/shard_batches.hpp"
 
 namespace caf_agent {
 
@@ -22,10 +23,19 @@ struct shard_state {
 
 using shard_actor = caf::stateful_actor<shard_state>;
 
-learner::shard_batch batch_of(train_batch& b) {
-  return {to_string(b.stage),        std::move(b.tokens),  std::move(b.seq_offsets), std::move(b.loss_mask),
-          std::move(b.sampler_logp), std::move(b.rewards), std::move(b.actor_lrs),   b.sequences_per_step,
-          b.sequence_cursor,         b.temperature};
+learner::shard_batch batch_of(train_batch& b, std::vector<learner::step_plan> steps) {
+  return {to_string(b.stage),
+          std::move(b.tokens),
+          std::move(b.seq_offsets),
+          std::move(b.loss_mask),
+          std::move(b.sampler_logp),
+          std::move(b.rewards),
+          std::move(b.actor_lrs),
+          b.temperature,
+          std::move(steps),
+          b.rank,
+          b.shards,
+          b.max_tokens_per_microbatch};
 }
 
 train_step_done run_step(shard_actor* self, train_batch& b) {
@@ -41,7 +51,13 @@ train_step_done run_step(shard_actor* self, train_batch& b) {
   }
   learner::shard_step step{b.base_version, b.base_checkpoint, b.new_version, b.generation, true, b.stage_in_process};
   const auto episodes = b.episode_ids.size();
-  auto out = st.session->run(batch_of(b), step);
+  auto plan = rollout::plan_of(b);
+  if (!plan) {
+    done.error = plan.error().message;
+    log_error("learner", "batch " + std::to_string(done.batch_id) + ": " + done.error);
+    return done;
+  }
+  auto out = st.session->run(batch_of(b, std::move(plan.value())), step);
   done.policy_version = st.session->version();
   if (!out) {
     done.error = out.error().message;

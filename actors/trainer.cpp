@@ -17,6 +17,7 @@
 #include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "rollout/run_plan.hpp"
+#include "rollout/shard_batches.hpp"
 #include "rollout/train_plan.hpp"
 #include "rollout/training_set.hpp"
 #include "rollout/trajectory_store.hpp"
@@ -60,7 +61,8 @@ struct trainer_state {
   caf::actor driver;
   std::map<int32_t, shard_ref> shards;           // by rank
   std::map<std::string, policy_actor> policies;  // by node
-  train_batch batch;                             // the step in progress (resent on retry)
+  train_batch batch;                             // the step in progress: its header, no trajectories
+  std::vector<train_batch> slices;               // each shard's part of it, by rank (resent on retry)
   rollout::consumed_batch consumed;              // what committing it consumes
   iteration_stats stats;
   std::map<int32_t, train_step_done> replies;
@@ -424,9 +426,17 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   b.rewards = packed["rewards"].get<std::vector<float>>();
   const int64_t first_step = s.st.stage_step * stage.steps_per_iteration;
   for (int32_t i = 0; i < stage.steps_per_iteration; ++i) b.actor_lrs.push_back(stage.schedule.at(first_step + i));
-  b.sequences_per_step = stage.batch_sequences;
-  b.sequence_cursor = first_step * stage.batch_sequences;
   b.temperature = stage.temperature > 0 ? stage.temperature : 0;
+  auto slices = rollout::shard_batches(
+      b, {stage.batch_sequences, first_step * stage.batch_sequences, s.opts.max_tokens_per_microbatch, s.opts.shards});
+  if (!slices)
+    return finish(
+        self, trainer_step_failed,
+        "iteration " + std::to_string(b.batch_id) + ": cannot plan the shards' batches: " + slices.error().message);
+  s.slices = std::move(slices.value());
+  // Rationale: only the slices travel; the header stays for the step's log and events.
+  b.episode_ids.clear(), b.tokens.clear(), b.seq_offsets.clear(), b.loss_mask.clear();
+  b.sampler_logp.clear(), b.rewards.clear();
   s.batch = std::move(b);
   s.attempt = 0;
   if (start_playing_ahead(self)) send_batch(self);
@@ -592,7 +602,12 @@ void send_batch(trainer_actor* self) {
   s.replies.clear();
   s.ph = phase::training;
   s.step_start = steady::now();
-  for (auto& [rank, shard] : s.shards) self->send(shard.handle, s.batch);
+  for (auto& [rank, shard] : s.shards) {
+    auto& slice = s.slices.at(static_cast<size_t>(rank));
+    slice.attempt = s.attempt;
+    slice.generation = s.generation;
+    self->send(shard.handle, slice);
+  }
   log_info("train", "step of iteration " + std::to_string(s.batch.batch_id) + " sent to " +
                         std::to_string(s.shards.size()) + " shards (attempt " + std::to_string(s.attempt) + ")");
 }

@@ -92,7 +92,9 @@ struct trainer_options {
   std::vector<messages::task_spec> tasks;  ///< cycled by episode id
   int64_t wall_limit_ms = 0;
   uint64_t seed = 1;
-  int32_t shards = 1;             ///< learner shards a step needs
+  int32_t shards = 1;  ///< learner shards a step needs
+  /// The shards' learner.max_tokens_per_microbatch: the trainer plans each shard's slice with it.
+  int64_t max_tokens_per_microbatch = 0;
   bool stage_in_process = false;  ///< the engines share this process: hand them tensors, not files
   int32_t max_step_attempts = 5;
   int32_t max_empty_iterations = 3;

@@ -68,6 +68,22 @@ result<rollout_batch> to_batch(const shard_batch& b) {
   return out;
 }
 
+/// The plan must be the one made for this shard under its own settings: a trainer and a shard
+/// that read different [learner] settings would train different steps (or wait on each other).
+status check_plan(const shard_batch& b, const shard_options& o, size_t optimizer_steps) {
+  if (b.rank != o.rank || b.shards != o.shards)
+    return fail("the batch was planned for shard " + std::to_string(b.rank) + " of " + std::to_string(b.shards) +
+                "; this is shard " + std::to_string(o.rank) + " of learner.shards = " + std::to_string(o.shards));
+  if (b.max_tokens_per_microbatch != o.max_tokens_per_microbatch)
+    return fail("the trainer planned the batch with learner.max_tokens_per_microbatch = " +
+                std::to_string(b.max_tokens_per_microbatch) + "; this shard has " +
+                std::to_string(o.max_tokens_per_microbatch) + " (every node must read the same [learner] settings)");
+  if (b.steps.size() != optimizer_steps)
+    return fail("the batch plans " + std::to_string(b.steps.size()) + " optimizer steps for " +
+                std::to_string(optimizer_steps) + " learning rates");
+  return {};
+}
+
 /// The base model's tokenizer and chat template beside the actor's weights, so a checkpoint's
 /// actor/ is a model directory an engine serves (`./x eval --checkpoint`).
 status copy_tokenizer_files(const std::string& model_dir, const fs::path& actor_dir) {
@@ -191,20 +207,12 @@ result<shard_step_outcome> shard_session::run(const shard_batch& batch, const sh
     s.model->set_temperature(batch.temperature > 0 ? batch.temperature : s.options.temperature);
     const auto step_start = clock_type::now();
     const std::vector<double> lrs = batch.actor_lrs.empty() ? std::vector<double>{s.options.actor_lr} : batch.actor_lrs;
-    const int64_t n = b.value().sequences();
-    const int64_t per_step = batch.sequences_per_step > 0 ? std::min(batch.sequences_per_step, n) : n;
+    if (auto ok = check_plan(batch, s.options, lrs.size()); !ok) return failed(ok.error().message);
     result<step_report> report = fail("no step ran");
     double nll_sum = 0;
     for (size_t i = 0; i < lrs.size(); ++i) {
       s.model->set_actor_lr(lrs[i]);
-      if (per_step >= n) {
-        report = s.model->step(b.value(), stage.value());
-      } else {
-        std::vector<int64_t> pick;
-        for (int64_t k = 0; k < per_step; ++k)
-          pick.push_back((batch.sequence_cursor + static_cast<int64_t>(i) * per_step + k) % n);
-        report = s.model->step(b.value().select(pick), stage.value());
-      }
+      report = s.model->step(b.value(), stage.value(), batch.steps[i]);
       if (!report) return failed(report.error().message);
       nll_sum += report.value().nll;
     }

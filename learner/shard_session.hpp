@@ -1,15 +1,17 @@
 #pragma once
 // shard_session: one data-parallel learner shard (its actor and critic, optimizers, process group)
 // behind a header without torch types, so the actor that drives it (actors/learner_shard) compiles
-// without LibTorch's headers. Each run() takes the global batch as plain vectors and:
+// without LibTorch's headers. Each run() takes the shard's slice of the batch as plain vectors
+// (the trajectories its micro-batches use, and the plan of every step) and:
 //   1. joins the process group of the step's generation (a new generation after a shard was lost:
 //      the old group is poisoned, every shard rendezvouses again);
 //   2. makes sure the models hold the step's base version: a shard that is fresh, failed a step,
 //      or holds another version loads the base checkpoint (or the base model for version 0), so
 //      a restarted shard and a survivor start the retried step from the same weights;
 //   3. trains the step (learner/trainer: its share of the batch, gradients all-reduced): one
-//      optimizer step, or one per entry of `actor_lrs` (each on the next `sequences_per_step`
-//      trajectories, round robin: the RFT recipe's one trajectory a step);
+//      optimizer step, or one per entry of `actor_lrs`, each as the trainer planned it
+//      (learner/batch_plan: the shard's micro-batches of that step; the RFT recipe's one
+//      trajectory a step is a plan whose steps each hold one trajectory on one shard);
 //   4. on rank 0, writes the checkpoint of the new version (replacing one an unacknowledged
 //      earlier attempt left) and, when asked, stages the actor's tensors for an engine of this
 //      process (policy/model/weight_exchange).
@@ -20,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "learner/batch_plan.hpp"
 #include "learner/config.hpp"
 #include "learner/result.hpp"
 
@@ -34,7 +37,8 @@ struct shard_options : learner_config {
   double temperature = 1.0;     ///< the sampler's temperature (log-probabilities are recomputed under it)
 };
 
-/// The global batch of one step, as the rollout stored it (rollout/training_set).
+/// This shard's slice of the batch of one iteration, as the rollout stored it
+/// (rollout/training_set), and the plan of its optimizer steps (learner/batch_plan).
 struct shard_batch {
   std::string stage;  ///< ppo, rft or vp
   std::vector<int32_t> tokens;
@@ -45,9 +49,15 @@ struct shard_batch {
   /// The actor's lr of each optimizer step on this batch (an lr schedule's rates); empty: one
   /// step at the configured actor_lr.
   std::vector<double> actor_lrs;
-  int64_t sequences_per_step = 0;  ///< trajectories per step, round robin from sequence_cursor; 0: all
-  int64_t sequence_cursor = 0;
   double temperature = 0;  ///< the episodes' sampling temperature; 0: the configured one
+  /// One per optimizer step (as many as actor_lrs, or one): this shard's micro-batches in the
+  /// indices of the trajectories above, and the step's totals over every shard.
+  std::vector<step_plan> steps;
+  /// What the plan was made for: the shard (rank), the world and the token budget; a shard whose
+  /// own settings differ refuses the step (every node must read the same [learner] settings).
+  int64_t rank = 0;
+  int64_t shards = 1;
+  int64_t max_tokens_per_microbatch = 0;
 };
 
 /// What a step starts from and produces.

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 
 #include "learner/aggregation.hpp"
 #include "learner/data_parallel.hpp"
-#include "learner/packing.hpp"
 
 namespace caf_agent::learner {
 namespace {
@@ -87,6 +87,11 @@ rollout_batch rollout_batch::select(const std::vector<int64_t>& indices) const {
     if (sampler_logp_t.defined()) samp.push_back(sampler_logp_t.narrow(0, o[i], len));
     offsets.push_back(offsets.back() + len);
   }
+  if (indices.empty()) {  // torch::cat needs one part: an empty one of each
+    tok.push_back(tokens_t.narrow(0, 0, 0));
+    mask.push_back(loss_mask_t.narrow(0, 0, 0));
+    if (sampler_logp_t.defined()) samp.push_back(sampler_logp_t.narrow(0, 0, 0));
+  }
   rollout_batch out;
   out.tokens_t = torch::cat(tok);
   out.loss_mask_t = torch::cat(mask);
@@ -129,34 +134,10 @@ std::vector<checkpoint_part> trainer::checkpoint_parts() {
   return parts;
 }
 
-std::vector<rollout_batch> trainer::microbatches(const rollout_batch& batch, step_report& report) const {
+std::vector<rollout_batch> trainer::microbatches(const rollout_batch& batch, const step_plan& plan,
+                                                 step_report& report) const {
   std::vector<rollout_batch> out;
-  const bool dp = data_parallel();
-  if (options_.max_tokens_per_microbatch == 0 && !dp) {
-    out.push_back(to_device(batch, actor_.device()));
-  } else {
-    std::vector<int64_t> lengths;
-    auto off = batch.seq_offsets_n1.to(torch::kCPU).contiguous();
-    int64_t longest = 0, total = 0;
-    for (int64_t i = 0; i < batch.sequences(); ++i) {
-      lengths.push_back(off.data_ptr<int64_t>()[i + 1] - off.data_ptr<int64_t>()[i]);
-      longest = std::max(longest, lengths.back());
-      total += lengths.back();
-    }
-    const int64_t world = dp ? options_.group->world_size() : 1;
-    // Rationale: without a budget, a shard's share of the batch is one micro-batch: about
-    // 1 / world of the tokens, never less than the longest trajectory.
-    const int64_t budget = options_.max_tokens_per_microbatch > 0
-                               ? options_.max_tokens_per_microbatch
-                               : std::max<int64_t>({longest, (total + world - 1) / world, 1});
-    auto plan = pack_microbatches(lengths, {budget, world});
-    if (!plan) {
-      report.skip_reason = plan.error().message;
-      return {};
-    }
-    for (const auto& mb : plan.value().shards.at(dp ? options_.group->rank() : 0))
-      if (!mb.sequences.empty()) out.push_back(to_device(batch.select(mb.sequences), actor_.device()));
-  }
+  for (const auto& mb : plan.microbatches) out.push_back(to_device(batch.select(mb), actor_.device()));
   report.microbatches = static_cast<int64_t>(out.size());
   return out;
 }
@@ -207,24 +188,54 @@ result<policy::decoder> trainer::compute_model(bool critic) {
 }
 
 result<step_report> trainer::step(const rollout_batch& batch, train_stage stage) {
+  if (auto ok = batch.validate(); !ok) return ok.error();
+  auto off = batch.seq_offsets_n1.to(torch::kCPU).contiguous();
+  auto mask = batch.loss_mask_t.to(torch::kCPU, torch::kFloat64).contiguous();
+  auto rewards = batch.rewards_n.to(torch::kCPU, torch::kFloat64).contiguous();
+  const int64_t* o = off.data_ptr<int64_t>();
+  const double* m = mask.data_ptr<double>();
+  std::vector<int64_t> lengths, sampled;
+  std::vector<double> reward(rewards.data_ptr<double>(), rewards.data_ptr<double>() + batch.sequences());
+  for (int64_t i = 0; i < batch.sequences(); ++i) {
+    lengths.push_back(o[i + 1] - o[i]);
+    sampled.push_back(static_cast<int64_t>(std::accumulate(m + o[i], m + o[i + 1], 0.0)));
+  }
+  const bool dp = data_parallel();
+  batch_plan_options plan;
+  plan.max_tokens_per_microbatch = options_.max_tokens_per_microbatch;
+  plan.shards = dp ? options_.group->world_size() : 1;
+  auto slices = plan_batch(lengths, sampled, reward, plan);
+  if (!slices) return slices.error();
+  const auto& mine = slices.value().at(dp ? static_cast<size_t>(options_.group->rank()) : 0);
+  return step(batch.select(mine.sequences), stage, mine.steps.at(0));
+}
+
+result<step_report> trainer::step(const rollout_batch& batch, train_stage stage, const step_plan& plan) {
   const auto start = std::chrono::steady_clock::now();
   if (auto ok = batch.validate(); !ok) return ok.error();
   if ((stage == train_stage::ppo || stage == train_stage::value_pretrain) && !critic_)
     return fail(std::string("trainer: stage ") + stage_name(stage) + " needs a critic");
+  for (const auto& mb : plan.microbatches)
+    for (const int64_t i : mb)
+      if (i < 0 || i >= batch.sequences())
+        return fail("step plan: a micro-batch names trajectory " + std::to_string(i) + " of a batch of " +
+                    std::to_string(batch.sequences()));
   step_report report;
   report.stage = stage_name(stage);
   report.actor_lr = options_.actor_optimizer.lr;
-  report.sequences = batch.sequences();
-  report.tokens = batch.tokens_t.size(0);
-  report.sampled_tokens = static_cast<int64_t>(batch.loss_mask_t.sum().item<double>());
-  report.reward_mean = batch.rewards_n.to(torch::kFloat64).mean().item<double>();
+  report.sequences = plan.sequences;
+  report.tokens = plan.tokens;
+  report.sampled_tokens = plan.sampled_tokens;
+  report.reward_mean = plan.sequences > 0 ? plan.reward_sum / double(plan.sequences) : 0.0;
   if (report.sampled_tokens == 0) {
     report.skip_reason = "the batch has no sampled token (all masked)";
+  } else if (!plan.skip_reason.empty()) {
+    report.skip_reason = plan.skip_reason;  // every shard has it: no collective is left waiting
   } else {
     try {
-      status ok = stage == train_stage::ppo   ? ppo_step(batch, report)
-                  : stage == train_stage::rft ? rft_step(batch, report)
-                                              : vp_step(batch, report);
+      status ok = stage == train_stage::ppo   ? ppo_step(batch, plan, report)
+                  : stage == train_stage::rft ? rft_step(batch, plan, report)
+                                              : vp_step(batch, plan, report);
       if (!ok) {  // nothing half-accumulated may leak into the next step
         actor_opt_.zero_grad();
         if (critic_opt_) critic_opt_->zero_grad();
@@ -244,8 +255,8 @@ result<step_report> trainer::step(const rollout_batch& batch, train_stage stage)
   return report;
 }
 
-status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
-  auto mbs_in = microbatches(batch, report);
+status trainer::ppo_step(const rollout_batch& batch, const step_plan& plan, step_report& report) {
+  auto mbs_in = microbatches(batch, plan, report);
   if (!report.skip_reason.empty() || (mbs_in.empty() && !data_parallel())) return {};
   std::vector<prepared> mbs;
   const auto recompute_start = std::chrono::steady_clock::now();
@@ -379,8 +390,8 @@ status trainer::ppo_step(const rollout_batch& batch, step_report& report) {
   return {};
 }
 
-status trainer::rft_step(const rollout_batch& batch, step_report& report) {
-  auto mbs = microbatches(batch, report);
+status trainer::rft_step(const rollout_batch& batch, const step_plan& plan, step_report& report) {
+  auto mbs = microbatches(batch, plan, report);
   if (!report.skip_reason.empty() || (mbs.empty() && !data_parallel())) return {};
   auto agg = global_agg(options_.ppo.agg, mbs);
   if (!agg) return agg.error();
@@ -418,8 +429,8 @@ status trainer::rft_step(const rollout_batch& batch, step_report& report) {
   return {};
 }
 
-status trainer::vp_step(const rollout_batch& batch, step_report& report) {
-  auto mbs = microbatches(batch, report);
+status trainer::vp_step(const rollout_batch& batch, const step_plan& plan, step_report& report) {
+  auto mbs = microbatches(batch, plan, report);
   if (!report.skip_reason.empty() || (mbs.empty() && !data_parallel())) return {};
   auto agg = global_agg(options_.value.agg, mbs);
   if (!agg) return agg.error();

@@ -21,6 +21,7 @@
 
 #include <torch/types.h>
 
+#include "learner/batch_plan.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/flat_params.hpp"
 #include "learner/gae.hpp"
@@ -74,8 +75,8 @@ struct trainer_options {
   /// Weight of the entropy bonus in the actor loss (0: none).
   double entropy_coef = 0.0;
   /// Data-parallel shards (not owned; null or a world of one: this process alone). Every shard
-  /// steps on the same global batch and trains its share of the packing plan (token-budget
-  /// micro-batches dealt so every shard runs as many); the aggregation's denominator, the
+  /// trains its share of the step's packing plan (token-budget micro-batches dealt so every
+  /// shard runs as many; batch_plan.hpp); the aggregation's denominator, the
   /// advantage whitening, the skip decision and the gradients (a sum) are all-reduced, so the
   /// shards take the step one process would take on the whole batch.
   process_group* group = nullptr;
@@ -119,8 +120,14 @@ class trainer {
   static result<trainer> create(policy::decoder actor, std::optional<policy::decoder> critic,
                                 const trainer_options& options);
 
-  /// One step of `stage` over `batch` (moved to the models' device).
+  /// One step of `stage` over `batch`, the global batch: plans it (plan_batch, one step over
+  /// the group's shards) and runs this shard's part as the planned step below does.
   result<step_report> step(const rollout_batch& batch, train_stage stage);
+  /// One step of `stage` as `plan` says: `batch` holds this shard's trajectories (only those its
+  /// micro-batches use), `plan` its micro-batches in `batch`'s indices and the step's totals over
+  /// every shard (the all-masked skip and the report read those). Micro-batches move to the
+  /// models' device one at a time.
+  result<step_report> step(const rollout_batch& batch, train_stage stage, const step_plan& plan);
 
   /// The critic's explained variance on `batch` (values against the Monte-Carlo returns: the
   /// trajectory's reward at every sampled token, gamma = 1), without training.
@@ -153,10 +160,10 @@ class trainer {
  private:
   trainer(policy::decoder actor, std::optional<policy::decoder> critic, adamw actor_opt,
           std::optional<adamw> critic_opt, const trainer_options& options);
-  status ppo_step(const rollout_batch& batch, step_report& report);
-  status rft_step(const rollout_batch& batch, step_report& report);
-  status vp_step(const rollout_batch& batch, step_report& report);
-  std::vector<rollout_batch> microbatches(const rollout_batch& batch, step_report& report) const;
+  status ppo_step(const rollout_batch& batch, const step_plan& plan, step_report& report);
+  status rft_step(const rollout_batch& batch, const step_plan& plan, step_report& report);
+  status vp_step(const rollout_batch& batch, const step_plan& plan, step_report& report);
+  std::vector<rollout_batch> microbatches(const rollout_batch& batch, const step_plan& plan, step_report& report) const;
   result<aggregation> global_agg(aggregation agg, const std::vector<rollout_batch>& mbs);
   result<bool> sync_before_step(bool local_skip, bool actor, bool critic);
   bool data_parallel() const;

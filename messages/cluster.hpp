@@ -11,13 +11,14 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 12;  // 2: generate_request.messages_json; 3: node_info.notes;
+inline constexpr uint32_t protocol_version = 13;  // 2: generate_request.messages_json; 3: node_info.notes;
                                                   // 4: node_heartbeat.metrics; 5: enums (eval mode
                                                   // and status, tool status, finish reason); 6: node_state
                                                   // 7: episode_end (termination); 8: eval_mode baseline
                                                   // 9: episode_mode; 10: node_role
                                                   // 11: learner_stage (train_batch.stage)
                                                   // 12: episode_policy (start_episode.policy)
+                                                  // 13: train_batch per shard (its slice, the plan)
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {

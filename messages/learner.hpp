@@ -9,9 +9,18 @@
 
 namespace caf_agent::messages {
 
-/// Trainer -> every learner shard: one step over the global batch (each shard trains its share
-/// of the packing plan). The batch is the records as stored: token ids, loss mask, sampler
+/// Trainer -> each learner shard: its slice of one iteration's batch. The trainer plans every
+/// optimizer step for all shards at once (learner/batch_plan: the round robin of
+/// `batch_sequences` trajectories a step, the micro-batches dealt over the shards) and sends each
+/// shard only the trajectories its micro-batches use, with its plan; the shard runs the plan as
+/// given. The trajectories are the records as stored: token ids, loss mask, sampler
 /// log-probabilities, one reward per trajectory; never re-tokenised.
+///
+/// The plan, flattened (rollout/shard_batches encodes and decodes it): optimizer step i has
+/// step_microbatches[i] micro-batches; micro-batch j (counted over all steps) holds the next
+/// microbatch_sizes[j] entries of plan_sequences, indices into this message's trajectories in
+/// packing order. step_sequences, step_tokens, step_sampled_tokens, step_reward_sums and
+/// step_skip_reasons (empty: planned) are step i's totals over every shard.
 struct train_batch {
   uint64_t batch_id = 0;  ///< the iteration
   int32_t attempt = 0;    ///< 1, 2, ...: a retried step has the same batch and a new attempt
@@ -30,12 +39,25 @@ struct train_batch {
   /// The actor's learning rate of each optimizer step the iteration takes on this batch (an lr
   /// schedule's rates); empty: one step at the shard's learner.actor_lr.
   std::vector<double> actor_lrs;
-  int32_t sequences_per_step = 0;  ///< trajectories per optimizer step, round robin; 0: the whole batch
-  int64_t sequence_cursor = 0;  ///< the round robin's first trajectory (the stage's steps so far x sequences_per_step)
-  double temperature = 0;       ///< the episodes' sampling temperature (log-probabilities under it); 0: the shard's
+  double temperature = 0;  ///< the episodes' sampling temperature (log-probabilities under it); 0: the shard's
+  int32_t rank = 0;        ///< the shard the slice is for
+  int32_t shards = 1;      ///< the shards the plan deals over
+  /// The budget the plan was made with (learner.max_tokens_per_microbatch); a shard with
+  /// another refuses the step.
+  int64_t max_tokens_per_microbatch = 0;
+  std::vector<int32_t> step_microbatches;
+  std::vector<int32_t> microbatch_sizes;
+  std::vector<int32_t> plan_sequences;
+  std::vector<int64_t> step_sequences;
+  std::vector<int64_t> step_tokens;
+  std::vector<int64_t> step_sampled_tokens;
+  std::vector<double> step_reward_sums;
+  std::vector<std::string> step_skip_reasons;
   CAF_AGENT_FIELDS(train_batch, batch_id, attempt, stage, base_version, base_checkpoint, new_version, generation,
                    stage_in_process, episode_ids, tokens, seq_offsets, loss_mask, sampler_logp, rewards, actor_lrs,
-                   sequences_per_step, sequence_cursor, temperature)
+                   temperature, rank, shards, max_tokens_per_microbatch, step_microbatches, microbatch_sizes,
+                   plan_sequences, step_sequences, step_tokens, step_sampled_tokens, step_reward_sums,
+                   step_skip_reasons)
 };
 
 /// Learner shard -> trainer: one shard's step is done (or failed: `error`).

@@ -50,6 +50,7 @@ trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
   t.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;
   t.seed = cfg.policy.seed + 1;
   t.shards = in_process ? 1 : cfg.learner.shards;
+  t.max_tokens_per_microbatch = cfg.learner.max_tokens_per_microbatch;
   t.stage_in_process = in_process && cfg.learner.weight_sync == "auto";
   t.max_step_attempts = cfg.train.max_step_attempts;
   t.max_empty_iterations = cfg.train.max_empty_iterations;

@@ -195,6 +195,56 @@ int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
   return diff <= 1e-6 && moved > 1e-3 ? 0 : 8;
 }
 
+// The batch of the trainer scenarios: 6 trajectories of mixed lengths, the same on every rank.
+const std::vector<int64_t> trainer_lengths{9, 5, 7, 3, 6, 8};
+
+rollout_batch trainer_batch() {
+  torch::manual_seed(7);  // the same batch on every rank
+  const auto& lengths = trainer_lengths;
+  std::vector<int64_t> offsets{0};
+  for (auto l : lengths) offsets.push_back(offsets.back() + l);
+  const int64_t t = offsets.back();
+  rollout_batch batch;
+  batch.tokens_t = torch::randint(0, 11, {t}, torch::kInt64);
+  batch.seq_offsets_n1 = torch::tensor(offsets, torch::kInt64);
+  batch.loss_mask_t = (torch::rand({t}) < 0.6).to(torch::kFloat32);
+  for (auto o : offsets)
+    if (o < t) batch.loss_mask_t[o] = 0;  // each sequence starts with a prompt token
+  batch.sampler_logp_t = -torch::rand({t}) * 2;
+  batch.rewards_n = torch::randn({static_cast<int64_t>(lengths.size())});
+  return batch;
+}
+
+// A trainer of the scenarios' tiny decoder and critic (see shard_trainer for the settings).
+result<trainer> make_trainer(const policy::model_config& config, process_group* group) {
+  trainer_options o;
+  o.ppo_epochs = 1;
+  o.actor_optimizer.lr = 1e-3;
+  o.critic_optimizer.lr = 1e-3;
+  o.actor_optimizer.eps = 1e-3;
+  o.critic_optimizer.eps = 1e-3;
+  o.max_tokens_per_microbatch = 12;
+  o.normalize_advantages = true;
+  o.group = group;
+  return trainer::create(test_support::tiny_decoder(config, 21), test_support::tiny_decoder(config, 22), o);
+}
+
+// The scenarios' verdict: every parameter of both models within 1e-6 of one process's, and the
+// actor moved (the steps were applied). Prints the numbers.
+int agree(int64_t rank, const char* what, trainer& one, trainer& other, const policy::tensor_map& start) {
+  double diff = 0, moved = 0;
+  auto compare = [&](policy::decoder& x, policy::decoder& y) {
+    for (const auto& [name, p] : x.named_parameters())
+      diff = std::max(diff, (p - y.named_parameters().at(name)).abs().max().item<double>());
+  };
+  compare(one.actor(), other.actor());
+  compare(one.critic(), other.critic());
+  for (const auto& [name, p] : one.actor().named_parameters())
+    moved = std::max(moved, (p - start.at(name)).abs().max().item<double>());
+  std::cout << "rank " << rank << ": max |" << what << " - one| = " << diff << ", actor moved by " << moved << "\n";
+  return diff <= 1e-6 && moved > 1e-4 ? 0 : 8;
+}
+
 // learner::trainer with a process group: 3 PPO steps (AdamW, token-budget micro-batches, whitened
 // advantages) of a tiny random decoder and critic, once on the whole batch in this process and
 // once as `world` shards each training its share. Every parameter of both models must agree
@@ -208,33 +258,10 @@ int shard_equivalence(int64_t rank, int64_t world, uint16_t port) {
 int shard_trainer(int64_t rank, int64_t world, uint16_t port) {
   auto pg = process_group::create(options_for(rank, world, port, std::chrono::seconds(30)));
   if (!pg) return std::cerr << pg.error().message << "\n", 2;
-  torch::manual_seed(7);  // the same batch on every rank
-  const std::vector<int64_t> lengths{9, 5, 7, 3, 6, 8};
-  std::vector<int64_t> offsets{0};
-  for (auto l : lengths) offsets.push_back(offsets.back() + l);
-  const int64_t t = offsets.back();
-  rollout_batch batch;
-  batch.tokens_t = torch::randint(0, 11, {t}, torch::kInt64);
-  batch.seq_offsets_n1 = torch::tensor(offsets, torch::kInt64);
-  batch.loss_mask_t = (torch::rand({t}) < 0.6).to(torch::kFloat32);
-  for (auto o : offsets)
-    if (o < t) batch.loss_mask_t[o] = 0;  // each sequence starts with a prompt token
-  batch.sampler_logp_t = -torch::rand({t}) * 2;
-  batch.rewards_n = torch::randn({static_cast<int64_t>(lengths.size())});
-  trainer_options o;
-  o.ppo_epochs = 1;
-  o.actor_optimizer.lr = 1e-3;
-  o.critic_optimizer.lr = 1e-3;
-  o.actor_optimizer.eps = 1e-3;
-  o.critic_optimizer.eps = 1e-3;
-  o.max_tokens_per_microbatch = 12;
-  o.normalize_advantages = true;
+  const std::vector<int64_t> lengths = trainer_lengths;
+  const rollout_batch batch = trainer_batch();
   const auto config = test_support::tiny_config(11, 2);
-  auto make = [&](process_group* group) {
-    auto opts = o;
-    opts.group = group;
-    return trainer::create(test_support::tiny_decoder(config, 21), test_support::tiny_decoder(config, 22), opts);
-  };
+  auto make = [&](process_group* group) { return make_trainer(config, group); };
   auto one = make(nullptr);
   auto sharded = make(pg->get());
   if (!one || !sharded) return std::cerr << "trainer::create failed\n", 3;
@@ -245,17 +272,53 @@ int shard_trainer(int64_t rank, int64_t world, uint16_t port) {
     if (!a || !b) return std::cerr << (a ? b.error().message : a.error().message) << "\n", 4;
     if (!a->applied || !b->applied) return std::cerr << "a step was skipped\n", 5;
   }
-  double diff = 0, moved = 0;
-  auto compare = [&](policy::decoder& x, policy::decoder& y) {
-    for (const auto& [name, p] : x.named_parameters())
-      diff = std::max(diff, (p - y.named_parameters().at(name)).abs().max().item<double>());
-  };
-  compare(one->actor(), sharded->actor());
-  compare(one->critic(), sharded->critic());
-  for (const auto& [name, p] : one->actor().named_parameters())
-    moved = std::max(moved, (p - start.at(name)).abs().max().item<double>());
-  std::cout << "rank " << rank << ": max |sharded - one| = " << diff << ", actor moved by " << moved << "\n";
-  return diff <= 1e-6 && moved > 1e-4 ? 0 : 8;
+  return agree(rank, "sharded", one.value(), sharded.value(), start);
+}
+
+// The trainer's slices (learner/batch_plan, as rollout/shard_batches sends them): 2 iterations
+// of 2 optimizer steps of 4 of the 6 trajectories each (the round robin wraps), each shard
+// holding only the trajectories its micro-batches use and running its plan as given, against one
+// process stepping on each step's trajectories of the whole batch. The same tolerance and
+// settings as shard_trainer; the reports' totals are the whole step's on every shard.
+int shard_sliced(int64_t rank, int64_t world, uint16_t port) {
+  auto pg = process_group::create(options_for(rank, world, port, std::chrono::seconds(30)));
+  if (!pg) return std::cerr << pg.error().message << "\n", 2;
+  const std::vector<int64_t> lengths = trainer_lengths;
+  const rollout_batch batch = trainer_batch();
+  std::vector<int64_t> sampled;
+  std::vector<double> rewards;
+  for (size_t i = 0, offset = 0; i < lengths.size(); offset += static_cast<size_t>(lengths[i]), ++i) {
+    sampled.push_back(static_cast<int64_t>(
+        batch.loss_mask_t.narrow(0, static_cast<int64_t>(offset), lengths[i]).sum().item<double>()));
+    rewards.push_back(batch.rewards_n[static_cast<int64_t>(i)].item<double>());
+  }
+  const auto config = test_support::tiny_config(11, 2);
+  auto make = [&](process_group* group) { return make_trainer(config, group); };
+  auto one = make(nullptr);
+  auto sliced = make(pg->get());
+  if (!one || !sliced) return std::cerr << "trainer::create failed\n", 3;
+  auto start = test_support::tiny_decoder(config, 21).named_parameters();
+  const int64_t per_step = 4, steps = 2, n = static_cast<int64_t>(lengths.size());
+  for (int64_t iteration = 0; iteration < 2; ++iteration) {
+    const int64_t cursor = 2 + iteration * steps * per_step;
+    auto slices = plan_batch(lengths, sampled, rewards, {steps, per_step, cursor, 12, world});
+    if (!slices) return std::cerr << slices.error().message << "\n", 4;
+    const auto& mine = slices.value().at(static_cast<size_t>(rank));
+    if (mine.sequences.size() >= lengths.size())
+      return std::cerr << "shard " << rank << " was sent the whole batch\n", 9;
+    const auto local = batch.select(mine.sequences);  // all the shard receives
+    for (int64_t i = 0; i < steps; ++i) {
+      std::vector<int64_t> pick;
+      for (int64_t k = 0; k < per_step; ++k) pick.push_back((cursor + i * per_step + k) % n);
+      auto a = one->step(batch.select(pick), train_stage::ppo);
+      auto b = sliced->step(local, train_stage::ppo, mine.steps.at(static_cast<size_t>(i)));
+      if (!a || !b) return std::cerr << (a ? b.error().message : a.error().message) << "\n", 4;
+      if (!a->applied || !b->applied) return std::cerr << "a step was skipped\n", 5;
+      if (a->sequences != b->sequences || a->tokens != b->tokens || a->sampled_tokens != b->sampled_tokens)
+        return std::cerr << "the shard's report has other totals than the step's\n", 6;
+    }
+  }
+  return agree(rank, "sliced", one.value(), sliced.value(), start);
 }
 
 int run_shard(int argc, char** argv) {
@@ -267,6 +330,7 @@ int run_shard(int argc, char** argv) {
   if (scenario == "mean") return shard_mean(rank, world, port);
   if (scenario == "equivalence") return shard_equivalence(rank, world, port);
   if (scenario == "trainer") return shard_trainer(rank, world, port);
+  if (scenario == "sliced") return shard_sliced(rank, world, port);
   if (scenario == "die") return shard_peer_lost(rank, world, port, false);
   if (scenario == "hang") return shard_peer_lost(rank, world, port, true);
   return 64;
@@ -380,6 +444,15 @@ TEST(DataParallel, ShardsEqualOneProcessOnTheCombinedBatch) {
 TEST(DataParallel, TrainerShardsEqualOneProcessOnTheWholeBatch) {
   if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
   auto shards = start_shards("trainer", 2);
+  ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
+  for (int64_t r = 0; r < 2; ++r)
+    EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
+  remove_logs(shards);
+}
+
+TEST(DataParallel, ShardsOnTheirSlicesEqualOneProcessOnTheWholeBatch) {
+  if (!process_group::backend_available(dp_backend::gloo)) GTEST_SKIP() << "built without gloo's headers";
+  auto shards = start_shards("sliced", 2);
   ASSERT_TRUE(wait_shards(shards, shard_deadline)) << "shards did not finish";
   for (int64_t r = 0; r < 2; ++r)
     EXPECT_TRUE(exited_zero(shards[r])) << "rank " << r << ": " << read_file(shards[r].log);
