@@ -51,7 +51,7 @@ class Node:
     def log(self) -> str:
         return pathlib.Path(self.log_path).read_text(errors="replace")
 
-    def wait_for(self, needle: str, timeout: float = 10.0) -> float:
+    def wait_for(self, needle: str, timeout: float = 30.0) -> float:
         """Waits until `needle` appears in the log; returns when (monotonic)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
