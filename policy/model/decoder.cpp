@@ -412,7 +412,11 @@ result<decoder> decoder::with_parameters(const tensor_map& params) const {
     if (it->second.sizes() != tensor.sizes())
       return fail("with_parameters: tensor '" + name + "' has shape " + shape_text(it->second.sizes()) +
                   ", the model has " + shape_text(tensor.sizes()));
-    if (it->second.scalar_type() != dtype || it->second.device() != device_)
+    // A tensor on CUDA reports its index ("cuda:0"); the model's device may have none ("cuda").
+    const auto& d = it->second.device();
+    const bool same_device =
+        d.type() == device_.type() && (!d.has_index() || !device_.has_index() || d.index() == device_.index());
+    if (it->second.scalar_type() != dtype || !same_device)
       return fail("with_parameters: tensor '" + name + "' differs in dtype or device from the others");
   }
   decoder out;
