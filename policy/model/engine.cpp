@@ -49,7 +49,7 @@ status engine_options::validate() const {
   if (kv_layout != "slots" && kv_layout != "paged")
     return fail("engine: kv_layout '" + kv_layout + "' is not one of slots, paged");
   if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
-  if (kv_cache_tokens < 0) return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context)");
+  if (kv_cache_tokens < 0) return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
   if (kv_layout == "slots" && kv_cache_tokens != 0)
     return fail("engine: kv_cache_tokens applies to kv_layout 'paged' only (slots hold max_batch x max_context)");
   if (kv_layout == "paged" && cache_attention == "flash")
@@ -127,8 +127,13 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
     if (options.kv_layout == "paged") {
-      const int64_t tokens = options.kv_cache_tokens > 0 ? options.kv_cache_tokens : options.max_batch * state->context;
-      const int64_t blocks = (tokens + options.kv_block_size - 1) / options.kv_block_size;
+      // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
+      // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544
+      // need 192: the H200's 64 x 512 bench preempted 18 times and ran at 4,341 tok/s against the
+      // slots' 22,773 (bench/results/2026-12-02-h200.md).
+      const int64_t bs = options.kv_block_size;
+      const int64_t blocks = options.kv_cache_tokens > 0 ? (options.kv_cache_tokens + bs - 1) / bs
+                                                          : options.max_batch * ((state->context + bs - 1) / bs);
       state->pool.emplace(blocks, options.kv_block_size);
       state->cache =
           kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, parse_dtype(options.dtype));

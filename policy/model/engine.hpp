@@ -56,8 +56,9 @@ struct engine_options {
   /// Paged: tokens per block. Rationale: 256, the multiple FA2's paged kernels need.
   int32_t kv_block_size = 256;
   /// Paged: tokens of KV storage in all (rounded up to whole blocks); 0 means max_batch x
-  /// max_context, the memory of the slot layout. max_context may exceed it / max_batch (up to
-  /// max_position_embeddings): one sequence may use every block.
+  /// max_context with each seat's share rounded up to whole blocks (at least the slot layout's
+  /// memory: every seat can hold a max_context sequence). max_context may exceed it / max_batch
+  /// (up to max_position_embeddings): one sequence may use every block.
   int64_t kv_cache_tokens = 0;
 
   /// Checks ranges and names.

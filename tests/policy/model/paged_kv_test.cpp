@@ -335,4 +335,9 @@ TEST(paged_kv, the_kv_capacity_is_the_pool_or_the_slots) {
   EXPECT_EQ(open_engine(paged)->kv_capacity_tokens(), 112);
   EXPECT_EQ(open_engine(layout{})->kv_capacity_tokens(), 3 * 1024);  // default: the slots' memory
   EXPECT_EQ(open_engine(slots(2))->kv_capacity_tokens(), 2 * 1024);
+  // A context that is not whole blocks: each seat's share is rounded up, so every seat can hold
+  // a max_context sequence (3 x ceil(100 / 16) = 21 blocks, not ceil(300 / 16) = 19).
+  layout odd;
+  odd.max_context = 100;
+  EXPECT_EQ(open_engine(odd)->kv_capacity_tokens(), 3 * 7 * 16);
 }
