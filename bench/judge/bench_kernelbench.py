@@ -197,43 +197,21 @@ class ProcessMemory:
 
 
 def estimate_gib(path: str, mode: str = "verify"):
-    """The judge's own size estimate for a problem (task_check.needed_bytes, meta tensors)."""
+    """The judge's own size estimate for a problem (task_check.estimate_gib, meta tensors)."""
     from caf_agent_eval import task_check
-    from caf_agent_eval.task import Task
-    import tempfile
     with open(path) as f:
-        src = f.read()
-    try:
-        fp = task_check.footprint(Task(os.path.basename(path), src, tempfile.mkdtemp(prefix="kb_est_")))
-    except Exception:
-        return None
-    return None if fp is None else round(task_check.needed_bytes(fp, mode) / 2**30, 2)
+        return task_check.estimate_gib(os.path.basename(path), f.read(), mode)
 
 
 def estimates(todo: list, cache_path: str | None) -> list:
-    """estimate_gib of each problem, from the cache where it holds the problem's source hash
-    (the estimate depends on the source and the judge's copy counts, not on the device)."""
-    import hashlib
+    """estimate_gib of each problem's verify job, from the cache where it has the problem's
+    (task_check.cached_estimates)."""
     from caf_agent_eval import task_check
-    cache = {}
-    if cache_path and os.path.exists(cache_path):
-        with open(cache_path) as f:
-            cache = json.load(f)
-    # the judge's copy counts are part of the key: a changed estimate formula misses the cache
-    formula = (f"{task_check.input_copies('verify', 1)}/{task_check.output_copies('verify', 1)}/"
-               f"{task_check.FIXED_BYTES}/{task_check.GPU_MARGIN}")
-    out, changed = [], False
+    items = []
     for _, path in todo:
-        with open(path, "rb") as f:
-            key = hashlib.sha256(f.read() + formula.encode()).hexdigest()[:16]
-        if key not in cache:
-            cache[key] = estimate_gib(path)
-            changed = True
-        out.append(cache[key])
-    if cache_path and changed:
-        with open(cache_path, "w") as f:
-            json.dump(cache, f)
-    return out
+        with open(path) as f:
+            items.append((os.path.basename(path), f.read()))
+    return task_check.cached_estimates(items, "verify", cache_path)
 
 
 def _problem_id(lv: int, path: str) -> str:

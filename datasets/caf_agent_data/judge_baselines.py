@@ -57,46 +57,12 @@ def _client_mod():
     return protocol, WorkerClient
 
 
-def estimate_gib(source: str, name: str) -> float | None:
-    """The judge's estimate of a profile job's memory (task_check.needed_bytes on meta
-    tensors); None when the task does not run on meta tensors or does not load."""
-    _client_mod()
-    from caf_agent_eval import task_check
-    from caf_agent_eval.task import Task
-    try:
-        fp = task_check.footprint(Task(name, source, tempfile.mkdtemp(prefix="caf_est_")))
-    except Exception:
-        return None
-    return None if fp is None else round(task_check.needed_bytes(fp, "profile") / 2**30, 3)
-
-
-def _estimate_job(arg):
-    return estimate_gib(*arg)
-
-
 def estimates(tasks: list, cache_path: str | None, procs: int) -> list:
-    """estimate_gib per task, from a JSON cache by the source's sha256 where it has one (the
-    estimate depends on the source and the judge's copy counts only, not on the device; not
-    by identity: an AST dump differs between Python versions)."""
-    import hashlib
+    """The judge's estimate of each task's profile job in GiB (task_check.cached_estimates);
+    None where the task does not run on meta tensors."""
     _client_mod()
     from caf_agent_eval import task_check
-    formula = f"{task_check.input_copies('profile', 1)}/{task_check.output_copies('profile', 1)}/{task_check.FIXED_BYTES}"
-    cache = {}
-    if cache_path and os.path.exists(cache_path):
-        with open(cache_path) as f:
-            cache = json.load(f)
-    keys = [f"{hashlib.sha256(t.source.encode()).hexdigest()[:24]}:{formula}" for t in tasks]
-    missing = [i for i, k in enumerate(keys) if k not in cache]
-    if missing:
-        import multiprocessing as mp
-        with mp.get_context("spawn").Pool(max(1, procs)) as pool:
-            for i, g in zip(missing, pool.map(_estimate_job, [(tasks[i].source, tasks[i].name) for i in missing])):
-                cache[keys[i]] = g
-        if cache_path:
-            with open(cache_path, "w") as f:
-                json.dump(cache, f)
-    return [cache[k] for k in keys]
+    return task_check.cached_estimates([(t.name, t.source) for t in tasks], "profile", cache_path, procs)
 
 
 def worker_device(device: str) -> str:

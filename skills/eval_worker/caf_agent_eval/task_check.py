@@ -106,6 +106,54 @@ def needed_bytes(fp: dict, mode: str, cuda: bool = True) -> int:
     return int(counted_bytes(fp, mode, cuda) * (GPU_MARGIN if cuda and mode == "verify" else 1.0))
 
 
+def estimate_gib(name: str, source: str, mode: str) -> float | None:
+    """needed_bytes of a `mode` job of the task in `source`, in GiB (a forward on meta tensors);
+    None when the task does not load or does not run on meta tensors."""
+    import tempfile
+    try:
+        with tempfile.TemporaryDirectory(prefix="caf_est_") as d:
+            fp = footprint(Task(name, source, d))
+    except Exception:
+        return None
+    return None if fp is None else round(needed_bytes(fp, mode) / 2**30, 3)
+
+
+def _estimate_job(arg):
+    return estimate_gib(*arg)
+
+
+def cached_estimates(items: list, mode: str, cache_path: str | None = None, procs: int = 1) -> list:
+    """estimate_gib of each (name, source) in `items`, from a JSON cache where it has one. The
+    key is the source's sha256 with the estimate's formula (this mode's copy counts, the fixed
+    bytes, the margin), so a changed formula misses the cache; not the task's identity, since an
+    AST dump differs between Python versions (a cache made on one machine missed on another).
+    The estimate does not depend on the device. procs > 1: the missing ones in that many
+    spawned processes."""
+    import hashlib
+    import json
+    formula = f"{mode}/{input_copies(mode, 1)}/{output_copies(mode, 1)}/{FIXED_BYTES}/{GPU_MARGIN}"
+    cache = {}
+    if cache_path and os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache = json.load(f)
+    keys = [hashlib.sha256(source.encode() + formula.encode()).hexdigest()[:24] for _, source in items]
+    missing = [i for i, k in enumerate(keys) if k not in cache]
+    if missing:
+        jobs = [(items[i][0], items[i][1], mode) for i in missing]
+        if procs > 1:
+            import multiprocessing as mp
+            with mp.get_context("spawn").Pool(procs) as pool:
+                got = pool.map(_estimate_job, jobs)
+        else:
+            got = [_estimate_job(j) for j in jobs]
+        for i, g in zip(missing, got):
+            cache[keys[i]] = g
+        if cache_path:
+            with open(cache_path, "w") as f:
+                json.dump(cache, f)
+    return [cache[k] for k in keys]
+
+
 def memory_limit(device: str) -> int | None:
     """The slot's memory: CAF_EVAL_MEMORY_LIMIT_BYTES, else the device's memory (CUDA), else
     the smaller of the cgroup's memory.max and the host's MemTotal (CPU); None: unknown."""
