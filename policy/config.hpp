@@ -85,7 +85,8 @@ struct policy_config {
       one_of({"slots", "paged"}));
     // Rationale: 256, the multiple FA2's paged kernels need.
     f("kv_block_size", c.kv_block_size, "libtorch, paged: tokens per KV block", positive());
-    f("kv_cache_tokens", c.kv_cache_tokens, "libtorch, paged: tokens of KV storage in all; 0 = max_batch x max_context in whole blocks",
+    f("kv_cache_tokens", c.kv_cache_tokens,
+      "libtorch, paged: tokens of KV storage in all; 0 = max_batch x max_context in whole blocks",
       at_least(0, "must be >= 0 (0: max_batch x max_context in whole blocks)"));
     f("cuda_graphs", c.cuda_graphs,
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");

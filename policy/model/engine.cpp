@@ -49,7 +49,8 @@ status engine_options::validate() const {
   if (kv_layout != "slots" && kv_layout != "paged")
     return fail("engine: kv_layout '" + kv_layout + "' is not one of slots, paged");
   if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
-  if (kv_cache_tokens < 0) return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
+  if (kv_cache_tokens < 0)
+    return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
   if (kv_layout == "slots" && kv_cache_tokens != 0)
     return fail("engine: kv_cache_tokens applies to kv_layout 'paged' only (slots hold max_batch x max_context)");
   if (kv_layout == "paged" && cache_attention == "flash")
@@ -133,7 +134,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
       // slots' 22,773 (bench/results/2026-12-02-h200.md).
       const int64_t bs = options.kv_block_size;
       const int64_t blocks = options.kv_cache_tokens > 0 ? (options.kv_cache_tokens + bs - 1) / bs
-                                                          : options.max_batch * ((state->context + bs - 1) / bs);
+                                                         : options.max_batch * ((state->context + bs - 1) / bs);
       state->pool.emplace(blocks, options.kv_block_size);
       state->cache =
           kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, parse_dtype(options.dtype));
