@@ -9,7 +9,9 @@
 #    with the prefix cache, one sequence at 131,072 context, the prefills of turns 5, 10, ..., 30 of
 #    the re-prefilling run timed alone (its lower bound), then the whole re-prefilling run until
 #    START + BUDGET seconds.
-# Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json.
+# 4. PAGED=1: first, the 64 x 512 bench and the cached agent workload again with kv_layout = paged
+#    (bench_agent.py --kv-layout paged --skip-uncached --skip long, capped at PAGED_S seconds).
+# Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
 set -u
 OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -26,6 +28,11 @@ echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
 CAF_AGENT_BUILD_DIR=$BUILD timeout 120 $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
+if [ "${PAGED:-0}" = 1 ]; then
+  timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
+    --skip long --out "$OUT/agent-paged.json" > "$OUT/agent-paged.log" 2>&1
+  echo "paged bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-paged.log" | tail -4
+fi
 timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" \
   --uncached-sample-turns 5,10,15,20,25,30 --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
