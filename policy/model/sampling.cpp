@@ -18,15 +18,40 @@ torch::Tensor to_device(const std::vector<T>& host, torch::ScalarType dtype, tor
   return view.pin_memory().to(device, /*non_blocking=*/true);
 }
 
-// Inverse-CDF draw from unnormalised non-negative weights: the first index whose cumulative
-// weight exceeds u * total. Zero-weight entries can never be picked.
-torch::Tensor draw(const torch::Tensor& weights_bv, const torch::Tensor& uniform_b) {
-  auto cdf_bv = weights_bv.cumsum(-1);
-  auto target_b1 = (uniform_b * cdf_bv.select(1, -1)).unsqueeze(1);
-  return torch::searchsorted(cdf_bv, target_b1, /*out_int32=*/false, /*right=*/true).clamp_max(weights_bv.size(1) - 1);
+// The index of the last true entry of each row of `mask_bn`, or 0 for a row without one.
+torch::Tensor last_true(const torch::Tensor& mask_bn) {
+  auto index_1n = torch::arange(mask_bn.size(1), torch::TensorOptions().dtype(torch::kInt64).device(mask_bn.device()));
+  return (mask_bn.to(torch::kInt64) * index_1n.unsqueeze(0)).amax(1, /*keepdim=*/true);
 }
 
 }  // namespace
+
+torch::Tensor draw_inverse_cdf(const torch::Tensor& weights_bv, const torch::Tensor& uniform_b, int64_t block) {
+  // Rationale: two levels, not one cumsum over the vocabulary. A scan along a 152k-entry row
+  // runs one thread block per row (0.25 ms of a 2.2 ms decode step on an H200 at 64 rows);
+  // block sums are a plain reduction, and the two scans left are over n blocks and one block.
+  const int64_t b = weights_bv.size(0), v = weights_bv.size(1);
+  const int64_t n = (v + block - 1) / block;
+  auto padded_bv = v == n * block ? weights_bv : at::constant_pad_nd(weights_bv, {0, n * block - v}, 0.0);
+  auto blocks_bnk = padded_bv.view({b, n, block});
+  auto sums_bn = blocks_bnk.sum(-1);
+  auto cdf_bn = sums_bn.cumsum(-1);
+  auto target_b1 = (uniform_b * cdf_bn.select(1, -1)).unsqueeze(1);
+  // The first block whose cumulative weight exceeds the target; never past the last block with
+  // weight (u * total can round up to total).
+  auto chosen_b1 = torch::minimum(torch::searchsorted(cdf_bn, target_b1, /*out_int32=*/false, /*right=*/true),
+                                  last_true(sums_bn > 0));
+  auto before_b1 =
+      torch::where(chosen_b1 > 0, cdf_bn.gather(1, (chosen_b1 - 1).clamp_min(0)), torch::zeros_like(target_b1));
+  auto inside_bk = blocks_bnk.gather(1, chosen_b1.view({b, 1, 1}).expand({b, 1, block})).squeeze(1);
+  auto rest_b1 = (target_b1 - before_b1).clamp_min(0.0);
+  // Within the block the same rule; never past its last entry with weight, so a zero-weight
+  // entry (a filtered token, the padding) is never drawn.
+  auto offset_b1 =
+      torch::minimum(torch::searchsorted(inside_bk.cumsum(-1), rest_b1, /*out_int32=*/false, /*right=*/true),
+                     last_true(inside_bk > 0));
+  return chosen_b1 * block + offset_b1;
+}
 
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
                              const std::vector<double>& uniforms, const std::vector<int64_t>& forced) {
@@ -60,9 +85,9 @@ sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<s
       auto keep_bv = rank_1v < to_device(top_k, torch::kInt64, device).unsqueeze(1);
       auto mass_before_bv = sorted_bv.cumsum(-1) - sorted_bv;
       keep_bv = keep_bv.logical_and(mass_before_bv < to_device(top_p, torch::kFloat32, device).unsqueeze(1));
-      drawn_b1 = order_bv.gather(1, draw(sorted_bv * keep_bv, uniform_b));
+      drawn_b1 = order_bv.gather(1, draw_inverse_cdf(sorted_bv * keep_bv, uniform_b));
     } else {
-      drawn_b1 = draw(probs_bv, uniform_b);
+      drawn_b1 = draw_inverse_cdf(probs_bv, uniform_b);
     }
     std::vector<uint8_t> greedy_rows;
     for (const auto& p : params) greedy_rows.push_back(p.temperature <= 0.0f ? 1 : 0);

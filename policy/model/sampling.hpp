@@ -27,4 +27,10 @@ struct sampled_tokens {
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
                              const std::vector<double>& uniforms, const std::vector<int64_t>& forced = {});
 
+/// Inverse-CDF draw from unnormalised non-negative weights [b, v]: per row, the first index
+/// whose cumulative weight exceeds uniform_b[i] * the row's total, in two levels (blocks of
+/// `block` entries, then within the chosen block). An entry of weight zero is never drawn; a
+/// row needs some weight. Int64 [b, 1].
+torch::Tensor draw_inverse_cdf(const torch::Tensor& weights_bv, const torch::Tensor& uniform_b, int64_t block = 1024);
+
 }  // namespace caf_agent::policy
