@@ -146,6 +146,11 @@ def main():
     parser.add_argument("--profile-out", type=pathlib.Path,
                         help="a directory: the 64-row bench (130 new tokens) again with its steps 101-120 under the "
                              "profiler, with CUDA graphs and without (profile-graphs.json, profile-eager.json)")
+    parser.add_argument("--profile-keys", type=int, default=0,
+                        help="with --profile-out: also profile the 64-row step with prompts of this many tokens "
+                             "(profile-graphs-long.json)")
+    parser.add_argument("--prefill-chunk", type=int, default=-1,
+                        help="the engine's prefill_chunk (tokens prefilled per step) for every run; -1: its default")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -157,10 +162,12 @@ def main():
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
     common = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
+    if args.prefill_chunk >= 0:
+        common += ["--prefill-chunk", args.prefill_chunk]
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
-           "kv_layout": args.kv_layout}
+           "kv_layout": args.kv_layout, "prefill_chunk": args.prefill_chunk}
 
     def save():
         if args.out:
@@ -202,6 +209,19 @@ def main():
                 summary = json.loads(path.read_text())
                 summary["kernels"] = summary["kernels"][:12]
                 report("profile_64_rows_" + name, summary)
+            if args.profile_keys > 0:
+                # The same 64-row step at an agent episode's late context: where decode time goes
+                # when the attended keys, not the weights, are most of what a step reads.
+                path = args.profile_out / "profile-graphs-long.json"
+                # One prompt prefilled per step (64 steps), so steps 75-94 decode all 64 rows.
+                run(tool, "bench", "--model", tmp, *common, "--max-batch", 64,
+                    "--max-context", args.profile_keys + 128, "--random-prompts", 64, "--prompt-len",
+                    args.profile_keys, "--prefill-chunk", args.profile_keys, "--max-new-tokens", 100,
+                    "--temperature", 1, "--cache-attention", mode, "--profile", path, "--profile-skip", 74,
+                    "--profile-steps", 20)
+                summary = json.loads(path.read_text())
+                summary["kernels"] = summary["kernels"][:16]
+                report(f"profile_64_rows_{args.profile_keys}_keys", summary)
         cached = None
         if "cached" not in args.skip:
             turns = []

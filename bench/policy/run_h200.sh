@@ -11,6 +11,8 @@
 #    START + BUDGET seconds.
 # 4. PAGED=1: first, the 64 x 512 bench and the cached agent workload again with kv_layout = paged
 #    (bench_agent.py --kv-layout paged --skip-uncached --skip long, capped at PAGED_S seconds).
+# GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
+# timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
 # Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
 set -u
 OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
@@ -25,15 +27,17 @@ START=$(date +%s)
 timeout 200 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
+if [ "${GPU_TESTS:-1}" = 1 ]; then
 CAF_AGENT_BUILD_DIR=$BUILD timeout 120 $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
+fi
 if [ "${PAGED:-0}" = 1 ]; then
   timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
     --skip long --out "$OUT/agent-paged.json" > "$OUT/agent-paged.log" 2>&1
   echo "paged bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-paged.log" | tail -4
 fi
 timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" \
-  --uncached-sample-turns 5,10,15,20,25,30 --deadline $(( START + BUDGET )) --profile-out "$OUT" \
+  --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent.log" | tail -20
