@@ -161,9 +161,8 @@ def main():
         SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
-    common = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
-    if args.prefill_chunk >= 0:
-        common += ["--prefill-chunk", args.prefill_chunk]
+    layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
+    common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
@@ -214,7 +213,7 @@ def main():
                 # when the attended keys, not the weights, are most of what a step reads.
                 path = args.profile_out / "profile-graphs-long.json"
                 # One prompt prefilled per step (64 steps), so steps 75-94 decode all 64 rows.
-                run(tool, "bench", "--model", tmp, *common, "--max-batch", 64,
+                run(tool, "bench", "--model", tmp, *layout, "--max-batch", 64,
                     "--max-context", args.profile_keys + 128, "--random-prompts", 64, "--prompt-len",
                     args.profile_keys, "--prefill-chunk", args.profile_keys, "--max-new-tokens", 100,
                     "--temperature", 1, "--cache-attention", mode, "--profile", path, "--profile-skip", 74,

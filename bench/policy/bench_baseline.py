@@ -19,7 +19,6 @@ Prints one JSON object (and writes it to --out).
 import argparse
 import datetime
 import json
-import os
 import pathlib
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_agent  # noqa: E402  (make_model, turn_lines, SHAPE)
+import bench_generate  # noqa: E402  (build_tool)
 
 HERE = pathlib.Path(__file__).resolve().parent
 DRIVER = HERE / "baseline" / "agent_workload.cpp"
@@ -48,19 +48,8 @@ def build(source, build_dir):
     cmake_lists = model_dir / "CMakeLists.txt"
     if "agent_workload" not in cmake_lists.read_text():
         cmake_lists.write_text(cmake_lists.read_text() + CMAKE_LINES)
-    if not (build_dir / "build.ninja").exists():
-        configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                     "-DCAF_AGENT_LIBTORCH_ONLY=ON", f"-DPython3_EXECUTABLE={sys.executable}"]
-        if subprocess.run(configure).returncode != 0:
-            stub = build_dir / "gtest_stub"
-            stub.mkdir(parents=True, exist_ok=True)
-            (stub / "GTestConfig.cmake").write_text(
-                "add_library(GTest::gtest INTERFACE IMPORTED)\nadd_library(GTest::gtest_main INTERFACE IMPORTED)\n"
-                "set(GTest_FOUND TRUE)\n")
-            subprocess.run(configure + [f"-DGTest_DIR={stub}"], check=True)
-    subprocess.run(["cmake", "--build", str(build_dir), "--target", "policy_model_tool", "agent_workload",
-                    "-j", str(os.cpu_count() or 4)], check=True)
-    return build_dir / "policy/model/policy_model_tool", build_dir / "policy/model/agent_workload"
+    tool = bench_generate.build_tool(build_dir, source, ("policy_model_tool", "agent_workload"))
+    return tool, build_dir / "policy/model/agent_workload"
 
 
 def main():

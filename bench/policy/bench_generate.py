@@ -37,10 +37,10 @@ set(GTest_FOUND TRUE)
 """
 
 
-def build_tool(build_dir):
-    """Configures (LibTorch only, Release) and builds policy_model_tool; returns its path."""
+def build_tool(build_dir, source=REPO, targets=("policy_model_tool",)):
+    """Configures `source` (LibTorch only, Release) and builds `targets`; returns policy_model_tool's path."""
     if not (build_dir / "build.ninja").exists():
-        configure = ["cmake", "-S", str(REPO), "-B", str(build_dir), "-G", "Ninja",
+        configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-G", "Ninja",
                      "-DCMAKE_BUILD_TYPE=Release", "-DCAF_AGENT_LIBTORCH_ONLY=ON",
                      f"-DPython3_EXECUTABLE={sys.executable}"]
         if subprocess.run(configure).returncode != 0:
@@ -49,7 +49,7 @@ def build_tool(build_dir):
             (stub / "GTestConfig.cmake").write_text(GTEST_STUB)
             print("configure failed; retrying with a stand-in GTest package", file=sys.stderr)
             subprocess.run(configure + [f"-DGTest_DIR={stub}"], check=True)
-    subprocess.run(["cmake", "--build", str(build_dir), "--target", "policy_model_tool",
+    subprocess.run(["cmake", "--build", str(build_dir), "--target", *targets,
                     "-j", str(os.cpu_count() or 4)], check=True)
     return build_dir / "policy/model/policy_model_tool"
 
