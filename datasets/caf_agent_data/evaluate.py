@@ -40,9 +40,9 @@ def _geo(xs: list) -> float | None:
 
 
 def _run(pool, jobs: list, what: str, stopped: list) -> list:
-    """Results in job order; after a stop (pipeline.Stopped: SIGTERM, SIGINT) the jobs not
+    """Results in job order; after a stop (stop.Stopped: SIGTERM, SIGINT) the jobs not
     finished are None and `stopped` holds the reason."""
-    from .pipeline import Stopped
+    from .stop import Stopped
     out, t0 = [None] * len(jobs), time.time()
     try:
         for n, (idx, r) in enumerate(pool.map(jobs), start=1):
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     import signal
     import tempfile
     import torch
-    from .pipeline import _stop
+    from .stop import on_signal as _stop
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     opts = {}

@@ -22,6 +22,7 @@ from . import MANIFEST_VERSION
 from .decontam import DEFAULT_THRESHOLD, build_index, features, similarity, summary
 from .manifest import write_manifest
 from .readers import TaskSetError, read_task_set
+from .stop import Stopped, on_signal as _stop  # noqa: F401 (callers import them from here)
 
 # Rationale: names of the files a run writes; --force removes only these from --out.
 OUTPUT_FILES = ("manifest.jsonl", "report.json")
@@ -166,15 +167,6 @@ def _llm_candidates(args, crawl_result, rng, limit):
             continue
         yield c["name"], c["source"], {"origin": f"llm:{args.llm_model}", "ops": c["ops"], "level": c["level"],
                                        "n_ops": len(c["ops"]), "meta_check": True}
-
-
-class Stopped(BaseException):
-    """The run was asked to stop (SIGTERM, SIGINT): the outputs so far are still written. A
-    BaseException, so no handler of a task's own errors swallows it."""
-
-
-def _stop(signum, frame):
-    raise Stopped(f"stopped by signal {signum}; the tasks kept until then are written")
 
 
 def run(args) -> dict:

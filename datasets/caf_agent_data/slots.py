@@ -11,6 +11,8 @@ import multiprocessing as mp
 import time
 from multiprocessing.connection import wait
 
+from . import stop
+
 
 def _slot_main(conn, threads: int) -> None:
     from .filter import _EVAL  # noqa: F401  (puts the judge's package on sys.path)
@@ -89,6 +91,7 @@ class SlotPool:
         exhausted, busy = False, 0
         started = time.monotonic()
         while not (exhausted and busy == 0):
+            stop.check()  # a stop whose raise was lost in a finalizer still stops here
             for s in self.slots:
                 if s.ready and s.job is None and not exhausted:
                     try:

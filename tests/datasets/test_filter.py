@@ -68,3 +68,30 @@ def test_slots_survive_a_hang_and_a_crash():
     assert got[0]["kept"], got[0]
     assert got[1]["stage"] == "timeout" and "restarted" in got[1]["reason"]
     assert got[2]["stage"] == "crash" and "exit code 3" in got[2]["reason"]
+
+
+def test_a_stop_whose_raise_was_lost_in_a_finalizer_still_stops_the_pool():
+    # Python runs a signal handler wherever the main thread is; inside a finalizer its
+    # exception is printed as "Exception ignored" and dropped. The request it recorded must
+    # still stop the pool's loop (the class behind a SIGTERM that let a pipeline run to its end).
+    import gc
+    from caf_agent_data import stop
+
+    class Finalized:
+        def __del__(self):
+            stop.on_signal(15, None)
+
+    stop.reset()
+    try:
+        Finalized()
+        gc.collect()
+        assert stop.requested() is not None  # the raise itself went nowhere
+        jobs = [("ok", bundled("add_relu"), FAST)] * 3
+        got = []
+        with pytest.raises(stop.Stopped, match="signal 15"):
+            with SlotPool(1, timeout_s=30.0) as pool:
+                for r in pool.map(jobs):
+                    got.append(r)
+        assert got == []
+    finally:
+        stop.reset()
