@@ -7,6 +7,7 @@
 #include <span>
 
 #include "base/log.hpp"
+#include "policy/text/stop_strings.hpp"
 
 namespace caf_agent::rollout {
 
@@ -38,21 +39,6 @@ backend_reply failed(uint64_t request_id, std::string why) {
   return r;
 }
 
-// A stop-string check over the decoded tail (stop lists are short and rare).
-policy::stop_predicate stop_strings(std::shared_ptr<const policy::tokenizer> tok, std::vector<std::string> stops) {
-  if (stops.empty()) return nullptr;
-  size_t longest = 0;
-  for (auto& s : stops) longest = std::max(longest, s.size());
-  return [tok, stops = std::move(stops), longest](const std::vector<int32_t>& generated) {
-    // Each token decodes to >= 1 byte, so the last `longest` tokens cover any stop string.
-    const size_t from = generated.size() > longest ? generated.size() - longest : 0;
-    auto tail = tok->decode_bytes(std::span<const int32_t>(generated).subspan(from));
-    for (auto& s : stops)
-      if (!s.empty() && tail.size() >= s.size() && tail.compare(tail.size() - s.size(), s.size(), s) == 0) return true;
-    return false;
-  };
-}
-
 class engine_policy final : public policy_backend {
  public:
   engine_policy(std::shared_ptr<policy::engine_service> engine, std::shared_ptr<const policy::tokenizer> tok,
@@ -78,7 +64,7 @@ class engine_policy final : public policy_backend {
     g.sampling.top_p = req.sampling.top_p;
     g.sampling.top_k = req.sampling.top_k;
     g.stop_token_ids = {stop_token_};
-    g.stop_check = stop_strings(tok_, req.sampling.stop);
+    g.stop_check = policy::watch_stop_strings(*tok_, req.sampling.stop);
     // Rationale: a fixed per-request seed makes a run reproducible while every
     // episode and turn still draws differently.
     g.seed = req.sampling.seed * 0x9E3779B97F4A7C15ull + req.request_id;

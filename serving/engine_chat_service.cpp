@@ -5,6 +5,7 @@
 #include <random>
 #include <span>
 
+#include "policy/text/stop_strings.hpp"
 #include "policy/text/tool_call_parser.hpp"
 
 namespace caf_agent::serving {
@@ -13,26 +14,6 @@ namespace {
 
 // Qwen's end-of-text token, which a model may emit instead of its end of turn.
 constexpr std::string_view end_of_text = "<|endoftext|>";
-
-// Watches the sampled bytes for stop strings; runs on the engine's thread after every token,
-// so it decodes only the new tokens and searches only where a new match can end.
-policy::stop_predicate make_stop_check(const policy::tokenizer& tok, std::vector<std::string> stops) {
-  struct scan {
-    std::string text;
-    size_t consumed = 0;
-  };
-  size_t longest = 0;
-  for (const auto& s : stops) longest = std::max(longest, s.size());
-  auto state = std::make_shared<scan>();
-  return [tok, stops = std::move(stops), state, longest](const std::vector<int32_t>& generated) {
-    const size_t before = state->text.size();
-    for (; state->consumed < generated.size(); ++state->consumed)
-      state->text += tok.decode_bytes(std::span(&generated[state->consumed], 1));
-    const size_t from = before >= longest ? before - longest + 1 : 0;
-    return std::any_of(stops.begin(), stops.end(),
-                       [&](const std::string& s) { return state->text.find(s, from) != std::string::npos; });
-  };
-}
 
 uint64_t random_seed() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -139,7 +120,7 @@ void engine_chat_service::complete(chat_request request, chat_handler done) {
   gen.sampling = policy::sampling_params{request.temperature, request.top_p, request.top_k};
   gen.stop_token_ids = stop_ids_;
   gen.seed = request.seed ? *request.seed : random_seed();
-  if (!request.stop.empty()) gen.stop_check = make_stop_check(tokenizer_, request.stop);
+  if (!request.stop.empty()) gen.stop_check = policy::watch_stop_strings(tokenizer_, request.stop);
   // The callback holds copies, not `this`: the engine may be shared and outlive this service.
   auto submitted = engine_->submit(
       std::move(gen), [tok = tokenizer_, fmt = format_, model = model_name_, stop = std::move(request.stop),
