@@ -92,7 +92,9 @@ struct learner_config {
     if (backend == "gloo" && device != "cpu")
       e.error("backend", "gloo trains CPU tensors: set device = \"cpu\" or backend = \"nccl\"");
     if (backend == "nccl" && device == "cpu") e.error("backend", "nccl needs device = \"cuda\"");
-    if (clip_low <= 0 || clip_high < clip_low) e.error("clip_high", "must be >= clip_low > 0");
+    // As ppo_policy_loss requires, so that a run is refused at start, not at its first update.
+    if (!(clip_low > 0 && clip_low < 1)) e.error("clip_low", "must be in (0, 1)");
+    if (!(clip_high >= clip_low)) e.error("clip_high", "must be >= learner.clip_low");
   }
 };
 

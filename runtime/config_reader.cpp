@@ -1,6 +1,8 @@
 // runtime/config_reader.cpp: see config_reader.hpp.
 #include "runtime/config_reader.hpp"
 
+#include <cmath>
+
 #include <limits>
 
 namespace caf_agent::runtime {
@@ -91,7 +93,11 @@ void section_reader::read(std::string_view key, uint64_t& out) {
 
 void section_reader::read(std::string_view key, double& out) {
   if (auto* n = lookup(key)) {
-    if (auto v = n->value_exact<double>())
+    // Rationale: NaN compares false with every bound, so no range check would refuse it; and no
+    // key means anything by an infinite value (a learning rate, a factor, a latency).
+    if (auto v = n->value_exact<double>(); v && !std::isfinite(*v))
+      error(key, std::string("must be a finite number, got ") + (std::isnan(*v) ? "nan" : *v > 0 ? "inf" : "-inf"));
+    else if (v)
       out = *v;
     else if (auto i = n->value_exact<int64_t>())
       out = static_cast<double>(*i);
@@ -137,6 +143,7 @@ void section_reader::read(std::string_view key, std::vector<std::pair<int64_t, d
     if (!second)
       if (auto i = (*pair)[1].value_exact<int64_t>()) second = static_cast<double>(*i);
     if (!first || !second) return type_error(key, "an array of [integer, number] pairs", e);
+    if (!std::isfinite(*second)) return error(key, "must be [integer, number] pairs of finite numbers");
     values.emplace_back(*first, *second);
   }
   out = std::move(values);

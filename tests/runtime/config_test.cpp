@@ -3,10 +3,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 
 #include "runtime/config.hpp"
 
@@ -375,4 +377,67 @@ TEST(config, train_stages_are_read_once_as_stage_kinds) {
       << bad.errors.front();
   auto typed = parse_config("[train]\nstages = \"rft\"\n", "t.toml");
   EXPECT_TRUE(has_error(typed, "'train.stages' must be an array of strings"));
+}
+
+// Every key of every section, set to each value of a list of bad ones (the wrong type, the
+// extremes of its type, empty, NaN): the config is read without a crash, and a refusal names
+// the key it refuses. The keys come from print_config, so a new key is covered when it lands.
+TEST(config, every_key_with_a_bad_value_is_refused_by_name_or_read) {
+  const auto printed = print_config(app_config{});
+  auto defaults = toml::parse(printed);
+  const std::vector<std::string> bad = {"-1",
+                                        "0",
+                                        "9223372036854775807",
+                                        "-9223372036854775808",
+                                        "1e308",
+                                        "-1e308",
+                                        "nan",
+                                        "inf",
+                                        "0.5",
+                                        "\"\"",
+                                        "\"x\"",
+                                        "true",
+                                        "[]",
+                                        "[1, 2]",
+                                        "[\"a\", \"\"]",
+                                        "{}",
+                                        "{ a = 1 }",
+                                        "\"../../../../etc/passwd\"",
+                                        "\"" + std::string(5000, 'y') + "\""};
+  size_t cases = 0, refused = 0;
+  for (auto&& [section, table] : defaults) {
+    if (!table.is_table()) continue;
+    for (auto&& [key, value] : *table.as_table()) {
+      if (value.is_table() || value.is_array_of_tables()) continue;  // sub-tables have their own tests
+      const std::string name = std::string(section.str()) + "." + std::string(key.str());
+      for (const auto& v : bad) {
+        const std::string text = "[" + std::string(section.str()) + "]\n" + std::string(key.str()) + " = " + v + "\n";
+        auto r = parse_config(text, "t.toml");
+        ++cases;
+        if (r.ok()) {
+          EXPECT_TRUE(v != "nan" && v != "inf") << name << " accepted " << v;
+          continue;
+        }
+        ++refused;
+        // A key that goes with others (TLS's three files) may be refused as "the others must be set".
+        EXPECT_TRUE(has_error(r, name) || has_error(r, "must be set"))
+            << text << "refused without naming " << name << ": " << r.errors.front();
+      }
+    }
+  }
+  EXPECT_GT(cases, 1000u);
+  EXPECT_GT(refused, cases / 2);  // wrong types at least
+}
+
+TEST(config, non_finite_numbers_and_an_inverted_clip_range_are_named) {
+  auto r = parse_config("[policy]\ntemperature = nan\n[learner]\nactor_lr = inf\n", "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r, "'policy.temperature': must be a finite number, got nan"));
+  EXPECT_TRUE(has_error(r, "'learner.actor_lr': must be a finite number, got inf"));
+  r = parse_config("[learner]\nclip_low = 1.5\nclip_high = 2\n", "t.toml");  // ppo_policy_loss would refuse it
+  EXPECT_TRUE(has_error(r, "'learner.clip_low': must be in (0, 1)"));
+  r = parse_config("[learner]\nclip_low = 0.3\nclip_high = 0.2\n", "t.toml");
+  EXPECT_TRUE(has_error(r, "'learner.clip_high': must be >= learner.clip_low"));
+  r = parse_config("[train.agentic_ppo]\nlr_schedule = \"phases\"\nlr_phases = [[1, 1e-3], [1, nan]]\n", "t.toml");
+  EXPECT_TRUE(has_error(r, "'train.agentic_ppo.lr_phases': must be [integer, number] pairs of finite numbers"));
 }
