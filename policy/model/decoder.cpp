@@ -12,6 +12,8 @@
 #include <map>
 #include <sstream>
 
+#include "policy/model/host_copy.hpp"
+
 namespace caf_agent::policy {
 namespace {
 
@@ -467,7 +469,7 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
   }
   torch::Tensor order_t;
   if (!identity) {
-    order_t = torch::tensor(order, torch::kInt64).to(x_1td.device());
+    order_t = to_device(order, x_1td.device());
     q_1hte = q_1hte.index_select(2, order_t);
     k_1kte = k_1kte.index_select(2, order_t);
     v_1kte = v_1kte.index_select(2, order_t);
@@ -570,7 +572,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
         offsets.push_back(p % block);
       }
       const auto used = static_cast<size_t>((end + block - 1) / block);
-      auto on_device = [&](const std::vector<int64_t>& v) { return torch::tensor(v).to(tokens_t.device()); };
+      auto on_device = [&](const std::vector<int64_t>& v) { return to_device(v, tokens_t.device()); };
       use.part_pages.push_back(
           {on_device(blocks), on_device(offsets),
            on_device(std::vector<int64_t>(part.blocks.begin(), part.blocks.begin() + used)).view({1, -1})});
@@ -586,10 +588,10 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
-  auto positions_1t = torch::tensor(positions, torch::kInt64).to(tokens_t.device()).unsqueeze(0);
+  auto positions_1t = to_device(positions, tokens_t.device()).unsqueeze(0);
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
   auto hidden_1td = run_layers(x_1td, positions_1t, use);
-  auto last_t = torch::tensor(last, torch::kInt64).to(tokens_t.device());
+  auto last_t = to_device(last, tokens_t.device());
   return lm_head(hidden_1td[0].index_select(0, last_t));
 }
 

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "policy/model/engine_impl.hpp"
+#include "policy/model/host_copy.hpp"
 #include "policy/model/sampling.hpp"
 
 namespace caf_agent::policy {
@@ -258,7 +259,7 @@ torch::Tensor generation_engine::impl::decode_running(std::vector<sequence*>& ro
   }
   for (sequence* seq : rows) seq->cached += 1;
   if (static_cast<int64_t>(live.size()) == span) return logits_bv;
-  return logits_bv.index_select(0, torch::tensor(live).to(model.device()));
+  return logits_bv.index_select(0, to_device(live, model.device()));
 }
 
 slot_choice generation_engine::impl::choose_slot(const std::vector<int32_t>& prompt) const {
@@ -372,7 +373,7 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
     budget -= n;
   }
   if (parts.empty()) return {};
-  auto last_pv = model.prefill(torch::tensor(fresh).to(model.device()), parts, cache);
+  auto last_pv = model.prefill(to_device(fresh, model.device()), parts, cache);
   std::vector<int64_t> done;  // rows of last_pv whose prompt is now wholly prefilled
   for (size_t i = 0; i < parts.size(); ++i) {
     sequence& seq = *slots[static_cast<size_t>(parts[i].slot)];
@@ -390,7 +391,7 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   }
   if (done.empty()) return {};
   if (done.size() == parts.size()) return last_pv;
-  return last_pv.index_select(0, torch::tensor(done).to(model.device()));
+  return last_pv.index_select(0, to_device(done, model.device()));
 }
 
 bool generation_engine::impl::finished(sequence& seq) const {

@@ -5,20 +5,13 @@
 
 #include <algorithm>
 
+#include "policy/model/host_copy.hpp"
+
 namespace caf_agent::policy {
 namespace {
 
 // A small host vector as a device tensor. On CUDA the copy goes through pinned memory and does
 // not block the host (a pageable copy would wait for the queued forward pass).
-template <class T>
-torch::Tensor to_device(const std::vector<T>& host, torch::ScalarType dtype, torch::Device device) {
-  auto view = torch::from_blob(const_cast<T*>(host.data()), {static_cast<int64_t>(host.size())},
-                               torch::TensorOptions().dtype(dtype));
-  if (!device.is_cuda()) return view.clone();
-  return view.pin_memory().to(device, /*non_blocking=*/true);
-}
-
-// The index of the last true entry of each row of `mask_bn`, or 0 for a row without one.
 torch::Tensor last_true(const torch::Tensor& mask_bn) {
   auto index_1n = torch::arange(mask_bn.size(1), torch::TensorOptions().dtype(torch::kInt64).device(mask_bn.device()));
   return (mask_bn.to(torch::kInt64) * index_1n.unsqueeze(0)).amax(1, /*keepdim=*/true);
