@@ -19,10 +19,8 @@ OLD_BUILD=${OLD_BUILD:-/tmp/policy-build-a0d4fec}
 SRC=${BASELINE_SRC:-bench/policy/baseline/src}
 BUDGET=${BUDGET:-585}
 START=$(date +%s)
-[ -x /opt/gcc/bin/g++ ] && export CXX=${CXX:-/opt/gcc/bin/g++}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
-  $PY -c 'import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)'; nproc; } \
-  > "$OUT/env.txt" 2>&1
+. bench/policy/device_env.sh
+write_device_env "$OUT"
 timeout 240 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1 &
 timeout 240 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_baseline; \

@@ -20,10 +20,8 @@ PY=${PY:-python3}
 BUILD=${BUILD:-/tmp/policy-build}
 BUDGET=${BUDGET:-300}
 START=$(date +%s)
-[ -x /opt/gcc/bin/g++ ] && export CXX=${CXX:-/opt/gcc/bin/g++}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
-  $PY -c 'import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)'; nproc; } \
-  > "$OUT/env.txt" 2>&1
+. bench/policy/device_env.sh
+write_device_env "$OUT"
 timeout 200 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
