@@ -2,7 +2,6 @@
 #include "runtime/config_reader.hpp"
 
 #include <cmath>
-
 #include <limits>
 
 namespace caf_agent::runtime {

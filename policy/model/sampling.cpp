@@ -10,8 +10,7 @@
 namespace caf_agent::policy {
 namespace {
 
-// A small host vector as a device tensor. On CUDA the copy goes through pinned memory and does
-// not block the host (a pageable copy would wait for the queued forward pass).
+// The index of the last true entry of each row of `mask_bn`, or 0 for a row without one.
 torch::Tensor last_true(const torch::Tensor& mask_bn) {
   auto index_1n = torch::arange(mask_bn.size(1), torch::TensorOptions().dtype(torch::kInt64).device(mask_bn.device()));
   return (mask_bn.to(torch::kInt64) * index_1n.unsqueeze(0)).amax(1, /*keepdim=*/true);

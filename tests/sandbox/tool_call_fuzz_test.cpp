@@ -16,12 +16,54 @@ using tool_call_fuzz_test = sandbox_fixture;
 nlohmann::json bad_value(std::mt19937_64& rng) {
   static const std::vector<nlohmann::json> values = [] {
     std::vector<nlohmann::json> v = {
-        nullptr, true, false, 0, -1, 1, 3, INT64_MAX, INT64_MIN, UINT64_MAX, 1e308, -1e308, 0.5, "",
-        "a.txt", "model.py", "/workspace/a.txt", "../../../etc/passwd", "/etc/passwd", "/proc/self/environ",
-        "link", "link/new.txt", "dir/../../escape.txt", "dir", "dir/", ".", "..", "//", "a.txt/x", std::string(5000, 'x'), std::string("nul\0byte", 8),
-        "\xff\xfe invalid utf-8", "*", "**/*", "{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}", "[", "(", "(a*)*b", "\\",
-        "content", "files_with_matches", "count", "pending", "high", nlohmann::json::array(),
-        nlohmann::json::array({1, "x", nullptr}), nlohmann::json::object(), nlohmann::json{{"a", 1}},
+        nullptr,
+        true,
+        false,
+        0,
+        -1,
+        1,
+        3,
+        INT64_MAX,
+        INT64_MIN,
+        UINT64_MAX,
+        1e308,
+        -1e308,
+        0.5,
+        "",
+        "a.txt",
+        "model.py",
+        "/workspace/a.txt",
+        "../../../etc/passwd",
+        "/etc/passwd",
+        "/proc/self/environ",
+        "link",
+        "link/new.txt",
+        "dir/../../escape.txt",
+        "dir",
+        "dir/",
+        ".",
+        "..",
+        "//",
+        "a.txt/x",
+        std::string(5000, 'x'),
+        std::string("nul\0byte", 8),
+        "\xff\xfe invalid utf-8",
+        "*",
+        "**/*",
+        "{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}",
+        "[",
+        "(",
+        "(a*)*b",
+        "\\",
+        "content",
+        "files_with_matches",
+        "count",
+        "pending",
+        "high",
+        nlohmann::json::array(),
+        nlohmann::json::array({1, "x", nullptr}),
+        nlohmann::json::object(),
+        nlohmann::json{{"a", 1}},
         nlohmann::json::array({nlohmann::json{{"old_string", "a"}, {"new_string", "b"}}}),
         nlohmann::json::array({nlohmann::json{{"content", "t"}, {"status", "pending"}, {"id", "1"}}}),
         nlohmann::json::array({nlohmann::json{{"old_string", 1}}, "x"})};
@@ -75,7 +117,7 @@ TEST_F(tool_call_fuzz_test, bad_arguments_give_observations_not_internal_failure
     ASSERT_NE(r.status, tool_status::internal) << c.tool << " " << args.dump() << ": " << r.output;
     if (i % 500 == 0) put_file(ws_ / "a.txt", "alpha\nbeta\n");  // the edits change it
   }
-  EXPECT_GT(errors, calls / 2);        // most of these calls are wrong, and say so
+  EXPECT_GT(errors, calls / 2);           // most of these calls are wrong, and say so
   EXPECT_GT(calls - errors, calls / 50);  // and the valid paths ran too
   // Nothing was written outside the workspace, through the link to /etc or past its root.
   EXPECT_FALSE(std::filesystem::exists("/etc/new.txt"));
