@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every tracked C++/CUDA file is formatted by .clang-format (120 columns, Google base).
+# Every C++/CUDA file (tracked, or new and not ignored) is formatted by .clang-format (120 columns, Google base).
 # Debian 12's clang-format 14 is the reference: another major version formats a few
 # constructs differently, so this check refuses to judge with one.
 #   tools/check_format.sh          list the files that differ; exit 1 if any
@@ -14,7 +14,8 @@ if [ -z "$cf" ]; then
   echo "format: clang-format 14 not found (Debian 12 package clang-format; ./x setup installs it)" >&2
   exit 1
 fi
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+# Tracked files and new ones git does not ignore, so a file is checked before its first commit.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
 if [ "${1:-}" = "--fix" ]; then
   "$cf" -i "${files[@]}"
   exit 0
