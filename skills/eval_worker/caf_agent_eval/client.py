@@ -17,7 +17,9 @@ class WorkerClient:
     """Starts `python -m caf_agent_eval.worker` and exchanges frames with it."""
 
     def __init__(self, device: str = "cpu", threads: int = 0, build_root: str | None = None,
-                 env: dict | None = None, python: str | None = None, build_only: bool = False):
+                 env: dict | None = None, python: str | None = None, build_only: bool = False,
+                 stderr=None):
+        """stderr: where the worker's log goes (a file object or descriptor; default: ours)."""
         e = dict(os.environ)
         e["PYTHONPATH"] = PACKAGE_ROOT + os.pathsep + e.get("PYTHONPATH", "")
         if build_root:
@@ -25,7 +27,7 @@ class WorkerClient:
         e.update(env or {})
         cmd = [python or sys.executable, "-m", "caf_agent_eval.worker", "--device", device,
                "--threads", str(threads)] + (["--build-only"] if build_only else [])
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=e)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=e, stderr=stderr)
 
     def request(self, obj: dict, timeout_s: float = 600.0) -> dict:
         protocol.write_frame(self.proc.stdin.fileno(), obj)
