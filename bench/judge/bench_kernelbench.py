@@ -19,6 +19,12 @@ new problems after that many seconds.
 limit (so each verdict is the one a dedicated slot gives); a job starts only while the
 judge's own size estimates (task_check.needed_bytes) of the jobs running add up to at most
 --fill of the device, largest first. Times per problem are then times beside other jobs.
+--constant judges, instead of the reference copy, the constant-answer attack on each
+problem (constant_submission): the problem's Model renamed (so the reference's state_dict
+loads), with a forward that writes the mean of the reference's output as KernelBench
+initialises it, for one seeded input, without reading its input (bench/judge/kernels/fill*).
+On a task whose output barely depends on its input that passes KernelBench's elementwise
+test; every one must get reward -1.
 --honest-relu first verifies an honest CUDA kernel (bench/judge/kernels/relu*) on
 level1/19_ReLU on one worker (beside the others): all five checks at 6 GiB, with the peak
 GPU memory of that worker's processes against the estimate.
@@ -81,6 +87,48 @@ def relu_submission() -> dict:
     runs all five checks at 6 GiB, where the reference copy stops at check 1."""
     files = {"model_new.py": RELU_MODEL_NEW}
     for name in ("relu.cu", "relu_op.cpp"):
+        with open(os.path.join(KERNELS, name)) as f:
+            files[f"kernels/{name}"] = f.read()
+    return files
+
+
+def constant_submission(path: str, device: str) -> dict:
+    """The constant-answer attack on the problem at path (see --constant): the reference's
+    output as KernelBench initialises it, for one seeded input, reduced to its mean, written
+    by a CUDA kernel at the shape of the call's batch."""
+    import torch
+    from caf_agent_eval.task import Task, as_outputs
+    with open(path) as f:
+        src = f.read()
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="kb_const_") as d:
+        t = Task(os.path.basename(path), src, d)
+        model = t.make_model(t.init_inputs(1), 2, device)
+        x = t.inputs(3, device)
+        with torch.no_grad():
+            outs = [o.detach() for o in as_outputs(model(*x))]
+        batch = x[0].shape[0] if x and isinstance(x[0], torch.Tensor) and x[0].dim() else None
+        specs = [(list(o.shape), float(o.float().mean())) for o in outs]
+        del model, x, outs
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    lines = []
+    for shape, value in specs:
+        if shape and batch is not None and shape[0] == batch:  # follows the call's batch
+            dims = "[args[0].shape[0]" + "".join(f", {d}" for d in shape[1:]) + "]"
+        else:
+            dims = repr(shape)
+        rest = 1
+        for d in shape[1:]:
+            rest *= d
+        rows = dims + "[0]" if shape else "1"
+        lines.append(f"caf_ext.fill(args[0], {rows}, {rest if shape else 1}, {value!r}).view({dims})")
+    body = lines[0] if len(lines) == 1 else "(" + ", ".join(lines) + ")"
+    base = re.sub(r"\bModel\b", "RefBase", src)
+    model_new = (base + "\n\nimport caf_ext\n\n\nclass ModelNew(RefBase):\n"
+                 "    def forward(self, *args):\n        return " + body + "\n")
+    files = {"model_new.py": model_new}
+    for name in ("fill.cu", "fill_op.cpp"):
         with open(os.path.join(KERNELS, name)) as f:
             files[f"kernels/{name}"] = f.read()
     return files
@@ -248,6 +296,11 @@ class Runner:
         return c
 
     def judge(self, lv: int, path: str, files: dict | None = None, label: str = "") -> dict:
+        if files is None and self.a.constant:
+            try:
+                files, label = constant_submission(path, self.a.device), "constant"
+            except Exception as e:  # the reference itself fails: the judge's verdict says so
+                print(f"constant submission for {path}: {type(e).__name__}: {e}"[:300], flush=True)
         with open(path) as f:
             src = f.read()
         name = os.path.basename(path)
@@ -256,12 +309,21 @@ class Runner:
         if label:
             row["submission"] = label
         try:
+            mode = self.a.relu_mode if label == "honest relu kernel" else "verify"
             r = self.client.evaluate(name, src, files or {"model_new.py": reference_copy(src)},
-                                     mode="verify", timeout_s=self.a.job_timeout)
+                                     mode=mode, timeout_s=self.a.job_timeout)
             v = r.get("verdict") or {}
             row.update(status=r.get("status"), flags=v.get("flags"), correct=v.get("correct"),
+                       reward=v.get("reward"), kernelbench_correct=v.get("kernelbench_correct"),
                        reason=(v.get("reason") or r.get("error") or "")[:300],
                        phases_s=v.get("phases_s"))
+            if v.get("timings"):  # a profile or final job: what was timed
+                row["timings"] = {k: v["timings"].get(k) for k in
+                                  ("candidate_ms", "eager_ms", "compile_ms", "iterations", "roofline_floor_ms")}
+                row["speedup_eager"], row["speedup_compile"] = v.get("speedup_eager"), v.get("speedup_compile")
+            for k in ("task_degenerate", "task_conditioning", "task_constant"):
+                if v.get(k):
+                    row[k] = v[k]
         except protocol.FrameError as e:  # no answer in time (or the worker died): restart it
             row.update(status="no_verdict", reason=f"{type(e).__name__}: {e}"[:300])
             self.client.proc.kill()
@@ -290,8 +352,12 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads per worker")
     p.add_argument("--memory-bytes", type=float, default=None,
                    help="the device's memory (default: torch's total_memory of --device)")
+    p.add_argument("--constant", action="store_true",
+                   help="judge the constant-answer attack on each problem instead of the reference copy")
     p.add_argument("--honest-relu", action="store_true",
                    help="also verify an honest CUDA kernel on level1/19_ReLU (6 GiB), alone")
+    p.add_argument("--relu-mode", default="verify", choices=["verify", "profile", "final"],
+                   help="the honest relu job's mode (final: verify, then timing against eager and compile)")
     p.add_argument("--estimates", default=None,
                    help="JSON cache of the size estimates by problem path (read, and written with "
                         "what was missing): computing all 250 on meta tensors took 105 s on the H200 host")
@@ -433,6 +499,11 @@ def main() -> int:
             "no_verdict": sum(r["status"] == "no_verdict" for r in rs),
             "infra_error": sum(r["status"] == "infra_error" for r in rs),
             "task_error": sum("task_error" in (r.get("flags") or []) for r in rs),
+            "degenerate": sum(bool(r.get("task_degenerate")) for r in rs),
+            "param_scaled": sum(bool(r.get("task_conditioning")) for r in rs),
+            "constant_task": sum(bool(r.get("task_constant")) for r in rs),
+            "reward_minus_1": sum(r.get("reward") == -1 for r in rs),
+            "kernelbench_correct": sum(r.get("kernelbench_correct") is True for r in rs),
             "flags": flags,
             "wall_s_median": statistics.median(ws), "wall_s_max": max(ws), "wall_s_total": round(sum(ws), 1)}
     extra["total_s"] = round(time.perf_counter() - t_start, 1)

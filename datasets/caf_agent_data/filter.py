@@ -152,13 +152,19 @@ def _checks(task: Task, cfg: dict, res: dict) -> None:
         task_check.check_size(task, "profile", limit)
     except task_check.TaskError as e:
         raise Rejected("size", str(e)) from None
+    half = task.check_batch(1)  # before check_reference, which turns it off for a task that fails it
     try:
         task_check.check_reference(task, dev, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
     except task_check.TaskError as e:
         raise Rejected("reference", str(e)) from None
+    # Rationale: the judge scores a task whose output barely depends on its input (scaled
+    # parameters, the variation check), but a training problem should not need that: its
+    # reward would rest on the judge's remedies, not on the task's own numbers.
+    why = task_check.degenerate_as_initialised(task, cfg["atol"], cfg["rtol"], cfg["rel_l2"])
+    if why:
+        raise Rejected("reference", why)
     init = task.init_inputs(seed)
     model = task.make_model(init, seed + 1, dev)
-    half = task.check_batch(1)
     if half is not None:
         try:
             with torch.no_grad():

@@ -67,9 +67,13 @@ def test_a_baseline_job_times_the_reference_and_a_second_worker_reads_it_from_di
 
 def test_a_task_the_judge_cannot_judge_is_a_task_error_and_files_are_refused(worker_factory):
     w = worker_factory({"CAF_EVAL_BASELINE_DIR": "off"})
-    r = w.evaluate("const", task("return torch.zeros_like(x)"), {}, mode="baseline", options=EAGER)
+    r = w.evaluate("raises", task("return x @ torch.ones(3, 3)"), {}, mode="baseline", options=EAGER)
     v = r["verdict"]
-    assert r["status"] == "ok" and "task_error" in v["flags"] and "does not depend" in v["task_error"]
+    assert r["status"] == "ok" and "task_error" in v["flags"] and "reference raised" in v["task_error"]
+    # a task whose output never changes is timed like any other (KernelBench's level2/80 is one)
+    r = w.evaluate("const", task("return torch.zeros_like(x)"), {}, mode="baseline", options=EAGER)
+    assert r["status"] == "ok" and "task_error" not in r["verdict"]["flags"], r["verdict"]
+    assert r["verdict"]["timings"]["eager_ms"] > 0
     r = w.evaluate("relu", task("return torch.relu(x)"), {"model_new.py": "x = 1\n"}, mode="baseline",
                    options=EAGER)
     assert r["status"] == "infra_error" and "takes no files" in r["error"]
@@ -91,16 +95,15 @@ def test_judge_baselines_over_a_kernelbench_checkout(tmp_path, capsys):
     rows = {x["name"]: x for x in r["rows"]}
     assert set(rows) == {"level1/1_relu", "level1/2_constant", "level3/1_raises", "2_unparsable.py"}
     assert rows["level1/1_relu"]["status"] == "measured" and rows["level1/1_relu"]["eager_ms"] > 0
-    assert rows["level1/2_constant"]["status"] == "task_error"
-    assert "does not depend" in rows["level1/2_constant"]["reason"]
+    assert rows["level1/2_constant"]["status"] == "measured"  # judged: its output never changes
     assert rows["level3/1_raises"]["status"] == "task_error" and "reference raised" in rows["level3/1_raises"]["reason"]
     assert rows["2_unparsable.py"]["status"] == "refused"
     s = r["summary"]
-    assert s["level1"]["tasks"] == 2 and s["level1"]["eager_measured"] == 1
+    assert s["level1"]["tasks"] == 2 and s["level1"]["eager_measured"] == 2
     assert s["level3"]["not_measured"] == {"task_error": 1} and s["all"]["tasks"] == 4
     assert r["gpu"] == "cpu" and r["seconds"]["eager"] > 0
     text = md.read_text()
-    assert "| level1 | 2 | 1 | 0 | 0 | task_error 1 |" in text and "L3 level3/1_raises: task_error" in text
+    assert "| level1 | 2 | 2 | 0 | 0 |" in text and "L3 level3/1_raises: task_error" in text
 
 
 @pytest.mark.slow

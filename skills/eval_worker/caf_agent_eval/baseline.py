@@ -34,7 +34,7 @@ import traceback
 import torch
 
 from . import baseline_cache, profile
-from .task import derive_seed
+from .task import as_outputs, derive_seed
 
 ENV_LOCK = "CAF_EVAL_TIMING_LOCK"
 
@@ -127,15 +127,25 @@ def timing_turn():
 
 def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict, str, dict]:
     """(base, compile error or "", seconds per phase): eager and torch.compile timed in
-    rounds of fresh input sets, as measure.py times the baselines of a profile job."""
-    from .measure import GPU_WARMUP_S, MAX_WARMUP_CALLS, calls_per_round, set_bytes
+    rounds of fresh input sets, as measure.py times the baselines of a profile job. On the
+    low-memory path (measure.low_memory: a large input set and output) one warm-up set and
+    rounds of one set, as a candidate of the task is timed; every call's outputs are dropped
+    as soon as it returns (profile.time_calls, keep=False), so this process holds one set
+    and one call's outputs."""
+    from .measure import GPU_WARMUP_S, MAX_WARMUP_CALLS, calls_per_round, low_memory, set_bytes
     dev = ctx.device
     seconds = {}
     t0 = time.monotonic()
     init = task.init_inputs(derive_seed(secret, job_id, "init", 0))
     model = task.make_model(init, derive_seed(secret, job_id, "weights", 0), dev)
     k_warm = max(1, int(t["input_sets"]))
-    warm_sets = [task.inputs(derive_seed(secret, job_id, "warmup", i), dev) for i in range(k_warm)]
+    first = task.inputs(derive_seed(secret, job_id, "warmup", 0), dev)
+    with torch.no_grad():  # the outputs' size decides the path; they are dropped at once
+        in_bytes, out_bytes = set_bytes(first), set_bytes(as_outputs(model(*first)))
+    low = low_memory(t, in_bytes, out_bytes)
+    warm_sets = [first] + [task.inputs(derive_seed(secret, job_id, "warmup", i), dev)
+                           for i in range(1, 1 if low else k_warm)]
+    del first
     seconds["setup"] = time.monotonic() - t0
     fns = {"eager": _no_grad(model)}
     compile_error = ""
@@ -151,7 +161,7 @@ def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict
             compile_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
         seconds["compile"] = time.monotonic() - t0
     hold_ms = baseline_cache.hold_ms_of(ctx, t)
-    n_round = calls_per_round(t, set_bytes(warm_sets[0]))
+    n_round = 1 if low else calls_per_round(t, in_bytes)
     samples = {name: {s: [] for s in baseline_cache.SERIES} for name in fns}
     with timing_turn() as waited:
         seconds["lock_wait"] = waited

@@ -246,17 +246,33 @@ class Child:
         on the GPU's nanosecond timer, so its length is known to the parent without trusting
         this process's clock) that returns fresh outputs of the reference's sizes. The parent
         times both kinds of round on its own clock; their difference is the submission's
-        real time (measure.py, the wall-clock cross-check)."""
+        real time (measure.py, the wall-clock cross-check).
+
+        The low-memory path (measure.low_memory) sends drop_previous: the previous round's
+        outputs are freed before the calls, so this round's are checked against the checks'
+        kept outputs and each other only; and keep=False (its warm-up): none of this round's
+        outputs are kept.
+        Rationale: on that path a round is one call and the worker fetches and compares every
+        timed call's output with its own reference on that call's fresh input set, so a
+        cached or reused buffer returns a stale answer the comparison fails; holding the
+        previous round's outputs (one more output of 6-8 GiB on KernelBench's largest
+        problems) is not needed for that defence there. What goes unflagged there is a
+        submission that writes the right answer into a buffer it reuses: it computed the
+        answer, and the allocation it saves costs microseconds against these tasks'
+        milliseconds. Other tasks keep the previous round's outputs."""
         from . import profile
         torch = self.torch
         tampered = self.timers.tampered()
         t0 = self.timers.perf()
+        if req.get("drop_previous") is True:
+            self.round_outputs = []
+        keep = req.get("keep") is not False
         calibrate = req.get("calibrate")
         fn = self._calibration_call(float(calibrate.get("ms") or 0.0)) \
             if isinstance(calibrate, dict) else self.model
         try:
             with torch.no_grad():
-                r = profile.time_calls(fn, self.sets, req["order"], self.timers, keep=True,
+                r = profile.time_calls(fn, self.sets, req["order"], self.timers, keep=keep,
                                        flush_in_stream=bool(req.get("flush_in_stream")),
                                        hold_ms=float(req.get("hold_ms") or 0.0))
         except BaseException as e:
@@ -391,6 +407,10 @@ class Child:
                 write_lying_frame(self.fd_out, self.fd_sock, reply, lie)
             else:
                 self.protocol.write_frame(self.fd_out, reply, self.fd_sock)
+            # The reply's tensors (a check's inputs and snapshot, by memfd) are freed now, not
+            # once the next request's handler has returned: a large task's check held the
+            # previous check's input set and output beside its own.
+            req = reply = None
 
 
 def _test_lie() -> str:

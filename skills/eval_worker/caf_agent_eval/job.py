@@ -97,6 +97,16 @@ def run(ctx, req: dict) -> dict:
         v["reward"], v["reward_reason"] = None, "the task cannot be judged (not the submission's doing)"
         return v
     clock.lap("task")
+    tol = (float(o["atol"]), float(o["rtol"]), float(o["rel_l2"]))
+    degenerate = task.degenerate.get(tol)
+    if degenerate:  # judged on how its outputs change between inputs too (_variation)
+        v["task_degenerate"] = degenerate
+    constant = task.constant.get(tol)
+    if constant:  # judged (KernelBench's test), never correct: a constant is its answer
+        v["task_constant"] = constant
+    scale = task.param_scale.get(tol, 1.0)
+    if scale != 1.0:  # task_check.PARAM_SCALES: judged with the parameters scaled
+        v["task_conditioning"] = {"param_scale": scale, "why": task.degenerate_default.get(tol, "")}
     files, problems = validate_files(req.get("files", {}))
     problems += static_checks.check_files(files)
     if problems:
@@ -107,7 +117,12 @@ def run(ctx, req: dict) -> dict:
     if not secret:
         raise opts_mod.OptionError("seed_secret is required")
     clock.lap("static")
-    ref = _reference(ctx, task, o, secret, job_id)
+    ref = _reference(ctx, task, o, secret, job_id, scale)
+    ref["degenerate"] = bool(degenerate) and not constant
+    if constant:
+        ref["strict_fail"] = (f"{constant}: a constant is this task's answer, so the judge cannot "
+                              "certify a kernel on it (kernelbench_correct holds KernelBench's own "
+                              "verdict)", "constant_task")
     clock.lap("reference")
     base = None
     if mode in ("profile", "final") and not o["timing"]["fresh_baselines"]:
@@ -137,6 +152,9 @@ def run(ctx, req: dict) -> dict:
             _check(child, ref, k, o, v)
         clock.lap("checks")
         open_phase = ""
+        v["kernelbench_correct"] = True  # every check's outputs within atol/rtol
+        if ref["strict_fail"]:  # within KernelBench's tolerance, not the judge's stricter tests
+            raise JobFailed(*ref["strict_fail"])
         v["correct"] = True
         if mode in ("profile", "final"):
             phase = "timing"
@@ -145,7 +163,8 @@ def run(ctx, req: dict) -> dict:
             ctx.quiesce(o["start_timeout_s"])
             clock.lap("quiesce")
             open_phase = "timing"
-            measure(ctx, child, task, ref["model"], secret, job_id, o, v, base)
+            measure(ctx, child, task, ref["model"], secret, job_id, o, v, base,
+                    anchor=ref["anchors"].get(None))
             clock.lap("timing")
             open_phase = ""
     except JobFailed as e:
@@ -223,7 +242,7 @@ def _baselines(ctx, task, o, secret, job_id) -> tuple[dict, str]:
     return base, "measured"
 
 
-def _reference(ctx, task, o, secret, job_id) -> dict:
+def _reference(ctx, task, o, secret, job_id, param_scale: float = 1.0) -> dict:
     """Reference model and the checks' seeds; they stay in this process. A check's inputs
     and reference outputs are drawn when the check runs (_check_reference) and dropped
     before the next one's: one set at a time, not num_checks (for KernelBench's 6 GiB
@@ -232,9 +251,15 @@ def _reference(ctx, task, o, secret, job_id) -> dict:
     dev = ctx.device
     init = task.init_inputs(derive_seed(secret, job_id, "init", 0))
     model = task.make_model(init, derive_seed(secret, job_id, "weights", 0), dev)
+    if param_scale != 1.0:  # before the state_dict is taken: the child's ModelNew gets these
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.is_floating_point():
+                    p.mul_(param_scale)
     draws = [(derive_seed(secret, job_id, "check", k), task.check_batch(k)) for k in range(o["num_checks"])]
     ref = {"init": init, "model": model, "task": task, "draws": draws, "current": None, "device": dev,
-           "state_dict": {k: t.detach() for k, t in model.state_dict().items()}}
+           "state_dict": {k: t.detach() for k, t in model.state_dict().items()},
+           "degenerate": False, "anchors": {}, "strict_fail": None}
     ref["specs"] = [[t.numel(), str(t.dtype).removeprefix("torch.")] for t in _check_reference(ref, 0)[1]]
     return ref
 
@@ -288,6 +313,11 @@ def _first_problem(log: str) -> str:
 
 
 def _check(child, ref, k, o, v):
+    """Check k: the child's call on the check's inputs, judged here. A miss of KernelBench's
+    own test (atol/rtol) ends the job; a miss of only the judge's stricter tests (relative L2,
+    a degenerate task's variation check) is kept in ref["strict_fail"] and the job fails
+    after the last check, so the verdict also says whether KernelBench's harness would have
+    passed it (kernelbench_correct)."""
     seed, batch = ref["draws"][k]  # the child draws the same inputs on its device (no transfer)
     # settle: the child compares this check's outputs, and the earlier checks' it deferred,
     # with their snapshots after its late-write wait (child.DEFER_LATE_BYTES): at the last.
@@ -315,19 +345,82 @@ def _check(child, ref, k, o, v):
     changed = verify.inputs_unchanged(inputs, [protocol.decode_value(x) for x in rep["inputs_after"]])
     if changed:
         fail(changed, "input_mutation")
-    compare_outputs(outputs, rep["outputs"], o, fail)
+    cands = decode_outputs(outputs, rep["outputs"], fail)
+    strict = None  # the first miss of the judge's stricter tests, within KernelBench's tolerance
+    for i, (r, c) in enumerate(zip(outputs, cands)):
+        ok, why, stats = verify.compare(r, c, o["atol"], o["rtol"], o["rel_l2"])
+        if not ok and not stats.get("allclose"):
+            v["kernelbench_correct"] = False
+            fail(f"output {i} {why}", "nan_inf" if "NaN" in why else "mismatch")
+        if not ok and strict is None:
+            strict = (f"output {i} {why}", "mismatch")
+    if ref["degenerate"]:
+        why = _variation(ref["anchors"], batch, outputs, cands, entry)
+        if why and strict is None:
+            strict = (why, "variation_mismatch")
+    if strict:  # the remaining checks still run: they decide the KernelBench-standard verdict
+        entry["reason"] = strict[0]
+        if ref["strict_fail"] is None:
+            ref["strict_fail"] = (f"{where}: {strict[0]}", strict[1])
+        return
     entry["passed"] = True
 
 
-def compare_outputs(refs, encoded, o, fail):
-    """Compares a call's outputs with the reference's; calls fail(reason, flag) on a miss."""
+def _variation(anchors: dict, batch, refs: list, cands: list, entry: dict) -> str:
+    """The variation check of a degenerate task: the first check of each batch size is the
+    anchor (its reference and candidate outputs are kept); each later check's outputs must
+    change from the anchor's as the reference's do (verify.variation_error within
+    VARIATION_REL_L2). Returns the reason of a miss, else ""."""
+    if batch not in anchors:
+        anchors[batch] = (refs, cands)
+        return ""
+    return variation_miss(anchors[batch], refs, cands, entry)
+
+
+def variation_miss(anchor: tuple, refs: list, cands: list, entry: dict | None = None) -> str:
+    """The reason the candidate's outputs do not change from the anchor's (ref outputs,
+    candidate outputs) as the reference's do, else ""; entry gets the worst error."""
+    worst = 0.0
+    for i, (ra, ca, r, c) in enumerate(zip(anchor[0], anchor[1], refs, cands)):
+        if ra.shape != r.shape:  # another size: nothing to difference against
+            continue
+        err, _ = verify.variation_error(ra, r, ca, c)
+        worst = max(worst, err)
+        if entry is not None:
+            entry["variation_rel_err"] = round(worst, 6) if worst != float("inf") else "inf"
+        if err > verify.VARIATION_REL_L2:
+            return (f"output {i} does not change with the input as the reference's does: relative L2 "
+                    f"error of its change {err:.3g} > {verify.VARIATION_REL_L2} (the task's output "
+                    "barely depends on its input, so a constant passes the elementwise test; the "
+                    "change between two inputs is judged instead)")
+    return ""
+
+
+def decode_outputs(refs, encoded, fail) -> list:
+    """A call's outputs as tensors; calls fail(reason, flag) on a wrong count or a part that
+    is not a tensor map."""
     if len(encoded) != len(refs):
         fail(f"returned {len(encoded)} outputs, expected {len(refs)}", "wrong_output")
-    for i, (r, e) in enumerate(zip(refs, encoded)):
+    out = []
+    for i, e in enumerate(encoded):
         if e is None:
             fail(f"output {i} is not a plain tensor", "bad_output")
         if not isinstance(e, dict) or "__tensor__" not in e:
             fail(f"output {i} arrived as {type(e).__name__}, not a tensor map", "bad_frame")
-        ok, why, _ = verify.compare(r, protocol.decode_tensor(e), o["atol"], o["rtol"], o["rel_l2"])
+        out.append(protocol.decode_tensor(e))
+    return out
+
+
+def compare_outputs(refs, encoded, o, fail, anchor=None):
+    """Compares a call's outputs with the reference's (the judge's full test: elementwise and
+    relative L2; with anchor, a degenerate task's variation check against it); calls
+    fail(reason, flag) on a miss."""
+    cands = decode_outputs(refs, encoded, fail)
+    for i, (r, c) in enumerate(zip(refs, cands)):
+        ok, why, _ = verify.compare(r, c, o["atol"], o["rtol"], o["rel_l2"])
         if not ok:
             fail(f"output {i} {why}", "nan_inf" if "NaN" in why else "mismatch")
+    if anchor is not None:
+        why = variation_miss(anchor, refs, cands)
+        if why:
+            fail(why, "variation_mismatch")

@@ -31,7 +31,7 @@ MAX_WARMUP_CALLS = 5000
 CLOCK_READY_FRAC = 0.97
 
 
-def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
+def measure(ctx, child, task, model, secret, job_id, o, v, base=None, anchor=None):
     """Fills v["timings"], speedups and flags; raises job.JobFailed on a bad timed call.
 
     base: the task's baselines (job._baselines: baseline_cache.py, measured before the submission was
@@ -42,18 +42,31 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
     call of the job saw: each round's sets are drawn from new seeds and sent to the child
     between rounds (outside the timed region), so a cache keyed on an input's address or a
     few of its values never hits, and one keyed on the address alone returns wrong values
-    that the sampled comparisons catch. The warm-up uses sets of its own."""
-    from .job import JobFailed, PhaseClock, compare_outputs
+    that the sampled comparisons catch. The warm-up uses sets of its own.
+
+    A task whose input set and output are large takes the low-memory path (low_memory):
+    one warm-up set, rounds of one call, every call's output compared, each side holding
+    only the current set and output."""
+    from .job import JobFailed, PhaseClock
     t = o["timing"]
     dev = ctx.device
     lap = PhaseClock(v, prefix="m_").lap  # where the timing phase's time goes (benchmarks)
     fresh = bool(t["fresh_inputs"])
     k_warm = max(1, int(t["input_sets"]))
     warm_seeds = [derive_seed(secret, job_id, "warmup", i) for i in range(k_warm)]
-    warm_sets = [task.inputs(s, dev) for s in warm_seeds]
-    n_round = calls_per_round(t, set_bytes(warm_sets[0]))
-    with torch.no_grad():
-        ref0 = [x.clone() for x in as_outputs(model(*warm_sets[0]))]  # for the roofline floor
+    first = task.inputs(warm_seeds[0], dev)
+    with torch.no_grad():  # its outputs' sizes: the path and the roofline floor (bytes only)
+        in_bytes, out_bytes = set_bytes(first), set_bytes(as_outputs(model(*first)))
+    low = low_memory(t, in_bytes, out_bytes)
+    if low:
+        k_warm, warm_seeds = 1, warm_seeds[:1]
+    warm_sets = [first] + [task.inputs(s, dev) for s in warm_seeds[1:]]
+    del first
+    n_round = 1 if low else calls_per_round(t, in_bytes)
+    # Rationale: on the low-memory path every timed call's output is compared (one call a
+    # round, at least one sample), which is what lets the child drop the previous round's
+    # outputs (child.time_round, drop_previous).
+    n_picks = max(1, int(t["samples_per_round"])) if low else int(t["samples_per_round"])
     lap("sets")
     _gen_sets(child, warm_seeds, o)
     lap("load_sets")
@@ -63,16 +76,18 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
     medians: list = []
     clock = ctx.timers.clock_cycles_per_ms if dev.startswith("cuda") and t["warmup_clock"] else None
     early_before = ctx.gpu_clock.get("early", 0)
-    warm_s = warm_up(child, k_warm, t, o, dev, hold_ms, medians, clock, ctx.gpu_clock)
+    warm_s = warm_up(child, k_warm, t, o, dev, hold_ms, medians, clock, ctx.gpu_clock, low)
     warm_early = ctx.gpu_clock.get("early", 0) > early_before
     warm_median = medians[-1] if medians else 0.0
     perf = ctx.timers.perf
     lap("warmup")
     # The same path with a known call length, on the parent's clock (check_wall_clock): one
     # calibration round now, one after the last timed round.
-    calib = [calibration_round(child, n_round, warm_median, t, o, hold_ms, perf)]
+    calib = [calibration_round(child, n_round, warm_median, t, o, hold_ms, perf, low)]
     lap("calibration")
     fns = {} if base else _baseline_fns(ctx, model, warm_sets, t)
+    if low:  # the rounds draw their own sets (fresh inputs): the warm-up's is not held
+        warm_sets = None
     lap("baseline_setup")
     samples = {"candidate": [], "candidate_wall": [], "candidate_launch": [], "eager": [], "compile": []}
     launches = {"eager": [], "compile": []}
@@ -102,7 +117,7 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
         else:
             order = [(rounds * n_round + i) % k_warm for i in range(n_round)]
         w0 = perf()
-        rep = child.request(_time_request(order, t, hold_ms), o["round_timeout_s"], "timing")
+        rep = child.request(_time_request(order, t, hold_ms, low), o["round_timeout_s"], "timing")
         parent_ms = (perf() - w0) * 1e3
         lap("rounds")
         if rep.get("error"):
@@ -119,24 +134,9 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
             raise JobFailed(rep["flags"][0], "bad_output")
         _check_round_reply(rep, n_round, ctx.timers.cuda)
         wall_rounds.append(round_claim(rep, n_round, parent_ms))
-        picks = sorted(rng.sample(range(n_round), min(n_round, int(t["samples_per_round"]))))
-        # Outputs only: a timed call's inputs are compared after the last round (a sample of
-        # its sets, _check_sets_unchanged); each set crossing the host costs ~0.1 s at 64 MiB.
-        out = child.request({"op": "fetch", "indices": picks, "sets": []},
-                            o["call_timeout_s"], "timing")
-        if out.get("error"):
-            raise JobFailed(out["error"], "bad_output")
-        if not isinstance(out.get("calls"), list) or len(out["calls"]) != len(picks):
-            raise JobFailed("the evaluation process sent an invalid reply (fetch)", "bad_frame")
-        for j, outputs in zip(picks, out["calls"]):
-            where = f"timed call {rounds * n_round + j + 1} (input set {order[j]})"
-
-            def fail(reason, flag, where=where):
-                raise JobFailed(f"{where}: {reason} -- the kernel behaves differently while timed",
-                                "timed_mismatch")
-            with torch.no_grad():
-                ref = [x.clone() for x in as_outputs(model(*set_at(order[j])))]
-            compare_outputs(ref, outputs, o, fail)
+        picks = sorted(rng.sample(range(n_round), min(n_round, n_picks)))
+        _compare_sampled(child, model, picks, order, set_at, rounds * n_round, o, anchor,
+                         clone=not low)
         lap("fetch")
         samples["candidate"] += rep["primary"]
         samples["candidate_wall"] += rep["wall"]
@@ -169,8 +169,9 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
     if not base:  # timed here, interleaved (timing.fresh_baselines): this job's own
         base = {name: {"primary": samples[name], "gap": gaps[name][0], "ref_gap": gaps[name][1],
                        "launch": launches[name]} for name in fns}
-    _summarise(ctx, warm_sets[0], ref0, samples, gaps["candidate"], base, t, v)
+    _summarise(ctx, in_bytes + out_bytes, samples, gaps["candidate"], base, t, v)
     v["timings"]["warmup_s"] = warm_s
+    v["timings"]["low_memory"] = low  # the path taken (low_memory)
     if clock is not None:  # the warm-up ended at the clock a full one reaches (warm_up)
         v["timings"]["warmup_clock"] = {"ended_early": warm_early,
                                         "max_mhz": round(ctx.gpu_clock.get("max", 0.0) / 1e3, 1)}
@@ -186,6 +187,26 @@ def measure(ctx, child, task, model, secret, job_id, o, v, base=None):
 
 def set_bytes(inputs: list) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def low_memory(t: dict, in_bytes: int, out_bytes: int) -> bool:
+    """Whether a task with one input set of in_bytes and one call's outputs of out_bytes is
+    timed on the low-memory path (measure, baseline.measure, and task_check's count of the
+    copies held): one warm-up set instead of timing.input_sets (both sides), rounds of one
+    call, each side holding only the current set and one call's outputs (the child drops
+    the previous round's outputs, and keeps none of the warm-up's), every call's output
+    compared with a fresh reference (not cloned), the roofline floor from byte counts.
+
+    Rationale: timing.round_set_bytes (1 GiB) is what the options let a side hold of a
+    round's sets; a call whose set and output together exceed it cannot have a round within
+    it, and the regular path holds 3 warm-up sets and two rounds' outputs on top (KernelBench's
+    6-16 GiB level-1 problems: 158-210 GiB estimated, over an H200's 139.8). Below it the
+    regular path's copies cost at most a few tens of GiB. The path is a function of the task
+    and the options, not of the slot: a task is timed the same way on every slot, and a
+    cached baseline (shared by slots of different limits) was measured the way its own
+    profile jobs are. Needs fresh inputs (the rotation of timing.input_sets sets needs them
+    all held)."""
+    return bool(t["fresh_inputs"]) and in_bytes + out_bytes > int(t["round_set_bytes"])
 
 
 def calls_per_round(t: dict, one_set_bytes: int) -> int:
@@ -210,13 +231,51 @@ def _gen_sets(child, seeds: list, o: dict) -> None:
                         "exception")
 
 
-def _time_request(order: list[int], t: dict, hold_ms: float) -> dict:
-    return {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"],
-            "hold_ms": hold_ms}
+def _time_request(order: list[int], t: dict, hold_ms: float, low: bool = False,
+                  keep: bool = True) -> dict:
+    """A `time` request (child.time_round). low (low_memory): the child frees the previous
+    round's outputs first; keep=False (the low path's warm-up): it keeps none of this round's."""
+    req = {"op": "time", "order": order, "flush_in_stream": t["flush_in_stream"],
+           "hold_ms": hold_ms}
+    if low:
+        req["drop_previous"] = True
+        if not keep:
+            req["keep"] = False
+    return req
+
+
+def _compare_sampled(child, model, picks: list, order: list, set_at, first_call: int,
+                     o: dict, anchor=None, clone: bool = True) -> None:
+    """Fetches the outputs of the round's calls at `picks` and compares each with this
+    process's reference on the same set (set_at); raises job.JobFailed on a miss. Outputs
+    only: a timed call's inputs are compared after the last round (a sample of its sets,
+    _check_sets_unchanged); each set crossing the host costs ~0.1 s at 64 MiB. clone=False
+    (low_memory): the reference's outputs are compared as the forward returned them. What
+    it fetched and computed is freed when it returns."""
+    from .job import JobFailed, compare_outputs
+    out = child.request({"op": "fetch", "indices": picks, "sets": []},
+                        o["call_timeout_s"], "timing")
+    if out.get("error"):
+        raise JobFailed(out["error"], "bad_output")
+    if not isinstance(out.get("calls"), list) or len(out["calls"]) != len(picks):
+        raise JobFailed("the evaluation process sent an invalid reply (fetch)", "bad_frame")
+    for j, outputs in zip(picks, out["calls"]):
+        where = f"timed call {first_call + j + 1} (input set {order[j]})"
+
+        def fail(reason, flag, where=where):
+            raise JobFailed(f"{where}: {reason} -- the kernel behaves differently while timed",
+                            "timed_mismatch")
+        ref = None  # the previous pick's reference is freed before the next forward
+        with torch.no_grad():
+            ref = as_outputs(model(*set_at(order[j])))
+        if clone:
+            ref = [x.clone() for x in ref]
+        compare_outputs(ref, outputs, o, fail, anchor)  # anchor: a degenerate task's (job._variation)
 
 
 def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0,
-            medians: list | None = None, clock=None, seen: dict | None = None) -> float:
+            medians: list | None = None, clock=None, seen: dict | None = None,
+            low: bool = False) -> float:
     """`warmup` calls, then more rounds until their call times add up to timing.warmup_s
     (each round sized from the calls seen so far). Returns the seconds of calls made.
     Errors are left for the timed rounds, which report them.
@@ -226,14 +285,16 @@ def warm_up(child, k_sets: int, t: dict, o: dict, dev: str, hold_ms: float = 0.0
     the warm-up ends early once the clock is within CLOCK_READY_FRAC of the highest this
     worker has measured at the end of a warm-up (seen["max"]): the GPU is already at the
     clock a full warm-up reaches, as it is when the previous job's timing just ended. The
-    first warm-up of a worker always runs in full and sets that mark."""
+    first warm-up of a worker always runs in full and sets that mark.
+
+    low (low_memory): the child keeps no warm-up output (a round of n calls would hold n)."""
     target = t["warmup_s"]
     if target is None:
         target = GPU_WARMUP_S if dev.startswith("cuda") else 0.0
     n = max(1, int(t["warmup"]))
     spent_ms, calls = 0.0, 0
     while True:
-        rep = child.request(_time_request([i % k_sets for i in range(n)], t, hold_ms),
+        rep = child.request(_time_request([i % k_sets for i in range(n)], t, hold_ms, low, keep=False),
                             o["round_timeout_s"], "warm-up")
         if rep.get("error") or not rep.get("wall"):
             break
@@ -278,14 +339,15 @@ def round_claim(rep: dict, n: int, parent_ms: float) -> tuple:
 
 
 def calibration_round(child, n: int, call_ms: float, t: dict, o: dict,
-                      hold_ms: float, perf) -> tuple:
+                      hold_ms: float, perf, low: bool = False) -> tuple:
     """One calibration round in the child (child.time_round): n calls of the judge's own
     wait of call_ms (the claimed median call), outputs of the reference's sizes kept, the
     same flush, hold, syncs and reference calls as a timed round. Returns (parent ms, ms of
     waits the parent knows it contains, the child's span). Without the hold kernel (a CPU,
-    or a GPU where none was built) the calls do not wait."""
+    or a GPU where none was built) the calls do not wait. low: as the low-memory path's
+    timed rounds (the previous round's outputs freed first)."""
     from .job import JobFailed
-    req = _time_request([0] * n, t, hold_ms)  # the calls ignore their inputs
+    req = _time_request([0] * n, t, hold_ms, low)  # the calls ignore their inputs
     # Only the hold kernel waits a time this process knows; without it the calls do not wait
     # (the reference calls' waits are then taken off the timed rounds alone: same result).
     wait_ms = max(0.0, min(float(call_ms), 1e4)) if hold_ms > 0 else 0.0
@@ -408,7 +470,7 @@ def _check_sets_unchanged(child, sets: dict, o):
             raise JobFailed(f"timing input set {i}: {why}", "input_mutation")
 
 
-def _summarise(ctx, inputs, outputs, samples, cand_gaps, base, t, v):
+def _summarise(ctx, io_bytes, samples, cand_gaps, base, t, v):
     from .job import JobFailed
     event, lo, hi = profile.median_ci(samples["candidate"])
     hidden = profile.hidden_work_ms(cand_gaps[0], cand_gaps[1], event)
@@ -433,7 +495,7 @@ def _summarise(ctx, inputs, outputs, samples, cand_gaps, base, t, v):
             timings["cv"][name] = profile.cv(b["primary"])
             timings["hidden_work_ms"][name] = extra
     gbps = profile.peak_gbps(ctx.device, t["peak_gbps"])
-    floor = profile.roofline_floor_ms(list(inputs) + list(outputs), gbps)
+    floor = profile.roofline_floor_bytes_ms(io_bytes, gbps)  # one input set + one call's outputs
     timings["roofline_floor_ms"] = floor
     v["timings"] = timings
     if "eager_ms" in timings:

@@ -291,7 +291,12 @@ def peak_gbps(device: str, override: float | None = None) -> float:
 
 def roofline_floor_ms(tensors: list, gbps: float) -> float:
     """Minimum time to read the inputs and write the outputs once at peak bandwidth."""
+    nbytes = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    return roofline_floor_bytes_ms(nbytes, gbps)
+
+
+def roofline_floor_bytes_ms(nbytes: int, gbps: float) -> float:
+    """roofline_floor_ms from a byte count (no tensor need be held for it)."""
     if gbps <= 0:
         return 0.0
-    nbytes = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
     return nbytes / (gbps * 1e9) * 1e3

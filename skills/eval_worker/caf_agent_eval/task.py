@@ -44,6 +44,19 @@ class Task:
                 raise ValueError(f"task {name}: model.py defines no `{attr}`")
         self.strict = bool(getattr(self.module, "STATE_DICT_STRICT", True))
         self.checked: set = set()  # validations passed (task_check.py), by mode and tolerance
+        # False when the reference cannot run at half the batch (KernelBench's level1/100
+        # broadcasts a (B, B) input against a (B,) one): check 2 then keeps the full batch
+        self.half_batch = True
+        # (atol, rtol, rel_l2) -> why the task's output barely depends on its input, or None
+        # (task_check.check_reference); a degenerate task is judged with the variation check
+        self.degenerate: dict = {}
+        # the factor every floating parameter is scaled by for judging (1: as initialised),
+        # and, where that is not 1 or the task stays degenerate, why it was degenerate as
+        # initialised (task_check.PARAM_SCALES)
+        self.param_scale: dict = {}
+        self.degenerate_default: dict = {}
+        # why the task's output is the same for every input (judged, never correct)
+        self.constant: dict = {}
 
     def init_inputs(self, seed: int):
         torch.manual_seed(seed)
@@ -61,7 +74,7 @@ class Task:
     def check_batch(self, index: int) -> int | None:
         """The batch size of check `index`: half the nominal batch on check 2 (0-based 1)."""
         b = getattr(self.module, "batch_size", None)
-        if isinstance(b, int) and b >= 2 and index == 1:
+        if isinstance(b, int) and b >= 2 and index == 1 and self.half_batch:
             return b // 2
         return None
 

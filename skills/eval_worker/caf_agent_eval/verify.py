@@ -52,6 +52,7 @@ def compare(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float,
         if k and over_at is None:
             over_at = lo + int(over.nonzero()[0])
         n_over += k
+    stats["allclose"] = nan_at is None and not ref_nan and n_over == 0  # KernelBench's own test
     if nan_at is not None:
         return False, f"NaN/Inf at index {_unravel(nan_at, ref.shape)} where the reference is finite", stats
     if ref_nan:
@@ -68,6 +69,39 @@ def compare(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float,
         return False, (f"mismatch: relative L2 error {stats['rel_l2_err']:.3g} > {rel_l2_tol} "
                        "(outputs are within atol but not the reference's values)"), stats
     return True, "", stats
+
+
+# Rationale: a task whose output barely depends on its input (task_check: deep random
+# networks, sums of millions of terms, losses) is judged on how its outputs *change* between
+# two seeded inputs, since there a constant passes the elementwise test. The change is
+# compared like an output: 5% relative L2, the same room the scale-aware test above leaves
+# for reordered fp32 arithmetic. A constant or input-independent answer has error 1.
+VARIATION_REL_L2 = 0.05
+
+
+def variation_error(ref_a: torch.Tensor, ref_b: torch.Tensor, cand_a: torch.Tensor,
+                    cand_b: torch.Tensor) -> tuple[float, float]:
+    """(relative L2 error of the candidate's change between two inputs against the
+    reference's change, the reference change's norm): ||(cand_b - cand_a) - (ref_b - ref_a)||
+    / ||ref_b - ref_a||, in float64 chunks of CHUNK_ELEMS on the reference's device. inf
+    when the reference does not change at all but the candidate does; NaN in the candidate
+    where the reference is finite gives inf. Shapes and dtypes must already match."""
+    ra, rb = ref_a.detach().reshape(-1), ref_b.detach().reshape(-1)
+    ca, cb = cand_a.detach().reshape(-1), cand_b.detach().reshape(-1)
+    err_sq, var_sq = 0.0, 0.0
+    for lo in range(0, ra.numel(), CHUNK_ELEMS):
+        sl = slice(lo, lo + CHUNK_ELEMS)
+        d_ref = rb[sl].to(torch.float64) - ra[sl].to(torch.float64)
+        d_cand = cb[sl].to(ra.device).to(torch.float64) - ca[sl].to(ra.device).to(torch.float64)
+        fin = torch.isfinite(d_ref)
+        if bool((fin & ~torch.isfinite(d_cand)).any()):
+            return float("inf"), float(var_sq ** 0.5)
+        err_sq += float((d_cand - d_ref).where(fin, torch.zeros_like(d_ref)).square().sum())
+        var_sq += float(d_ref.where(fin, torch.zeros_like(d_ref)).square().sum())
+    err, var = err_sq ** 0.5, var_sq ** 0.5
+    if var == 0:
+        return (0.0 if err == 0 else float("inf")), 0.0
+    return err / var, var
 
 
 def _unravel(flat: int, shape) -> tuple:

@@ -168,6 +168,9 @@ class WorkerContext:
         key = hashlib.sha256(model_py.encode()).hexdigest()[:16]
         check_key = (key, "verify" if mode == "verify" else "profile",
                      float(o["atol"]), float(o["rtol"]), float(o["rel_l2"]))
+        if check_key[1] == "profile":  # the timing path, hence the size, depends on these
+            check_key += (bool(o["timing"]["fresh_inputs"]), int(o["timing"]["round_set_bytes"]),
+                          int(o["timing"]["iters_per_round"]))
         if check_key in self.task_errors:
             raise task_check.TaskError(self.task_errors[check_key])
         t = self.tasks.get(key)
@@ -185,8 +188,12 @@ class WorkerContext:
                 drop_task_module(old)  # its baselines stay in baseline_cache (a few KiB each)
         if check_key not in t.checked:
             try:
-                task_check.check_size(t, check_key[1], self.memory_limit, self.flavour == "cuda")
-                task_check.check_reference(t, self.device, *check_key[2:])
+                task_check.check_size(t, check_key[1], self.memory_limit, self.flavour == "cuda",
+                                      o["timing"])
+                task_check.check_reference(t, self.device, *check_key[2:5])
+                if t.degenerate.get(check_key[2:5]):  # the variation check's anchors too
+                    task_check.check_size(t, check_key[1], self.memory_limit, self.flavour == "cuda",
+                                          o["timing"], task_check.ANCHOR_OUTPUTS)
             except task_check.TaskError as e:
                 self._task_failed(check_key, str(e))
             t.checked.add(check_key)

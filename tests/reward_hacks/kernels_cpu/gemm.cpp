@@ -40,9 +40,25 @@ torch::Tensor linear_gelu_naive(torch::Tensor x, torch::Tensor w, torch::Tensor 
   return y;
 }
 
+// relu((x w^T + b - sub) * mul): KernelBench level2/9's computation, whose output is all
+// zeros as initialised (the judge scales its parameters: task_check.PARAM_SCALES).
+torch::Tensor linear_sub_mul_relu(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double sub, double mul) {
+  auto y = at::mm(x, w.t());
+  float* py = y.data_ptr<float>();
+  const float* pb = bias.data_ptr<float>();
+  const int64_t rows = y.size(0), cols = y.size(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = (py[r * cols + c] + pb[c] - static_cast<float>(sub)) * static_cast<float>(mul);
+      py[r * cols + c] = v > 0.f ? v : 0.f;
+    }
+  return y;
+}
+
 }  // namespace
 
 CAF_REGISTER(m) {
   m.def("linear_gelu_blas", &linear_gelu_blas);
   m.def("linear_gelu_naive", &linear_gelu_naive);
+  m.def("linear_sub_mul_relu", &linear_sub_mul_relu);
 }
