@@ -7,7 +7,9 @@ gpu-pool nodes joining it).
 The policy is a recording that changes nothing (the replay backend's wildcard episode), so
 each episode's final evaluation judges the workspace's starting files against the task: a
 task the judge cannot judge is answered `task error: <why>` (load failure, too large for the
-slot, a degenerate reference) and the episode is recorded aborted with that reason; a task
+slot, a reference that raises) and the episode is recorded aborted with that reason (the
+judge scores a degenerate reference, so the in-process filter, filter.py, is what rejects
+those); a task
 it judges ends with the starting files' verdict (they are no kernel: reward -1), which is
 the acceptance. What the judge answered is read back from the trajectory store.
 """

@@ -63,12 +63,12 @@ def test_the_judge_on_a_gpu_pool_slot_accepts_and_refuses_with_reasons(tmp_path)
     import pathlib
     require_binary(pathlib.Path(DEFAULT_BINARY))
     res = judge_through_pool([("good", task("return torch.relu(x) * 2.0")),
-                              ("constant", task("return torch.zeros_like(x) + 1.0")),
+                              ("raises", task("return x @ torch.ones(3, 3)")),
                               ("no_module", "import no_such_module\n" + task("return x"))], slots=2)
     v = res["verdicts"]
     assert v["good"]["accepted"], v["good"]
-    assert not v["constant"]["accepted"] and v["constant"]["stage"] == "judge"
-    assert "does not depend on its input" in v["constant"]["reason"]
+    assert not v["raises"]["accepted"] and v["raises"]["stage"] == "judge"
+    assert "the task's reference raised" in v["raises"]["reason"]
     assert not v["no_module"]["accepted"] and "no_such_module" in v["no_module"]["reason"]
 
 
