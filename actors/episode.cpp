@@ -48,19 +48,20 @@ struct episode_state {
   static inline const char* name = "episode";
 };
 
-using episode_actor = observed_actor<episode_state>;
+/// The episode itself: its state behind its typed protocol.
+using episode_self = observed_actor<episode_state, episode_actor::base>;
 
 double since_ms(steady::time_point t) {
   return std::chrono::duration<double, std::milli>(steady::now() - t).count();
 }
 
 /// Posts the episode's progress to the node's registry (the inspector's episodes view).
-void progress(episode_actor* self, const std::function<void(episode_progress&)>& f) {
+void progress(episode_self* self, const std::function<void(episode_progress&)>& f) {
   observe::metrics_registry::process().episode_update(self->state.start.episode_id, f);
 }
 
 /// A tool call or evaluation starts: its phase, and whether it repeats the last call.
-void progress_call(episode_actor* self, const rollout::action& a, const std::string& phase) {
+void progress_call(episode_self* self, const rollout::action& a, const std::string& phase) {
   // Rationale: 200 characters tell two calls apart for a human and bound the heartbeat.
   auto call = (a.name + " " + a.arguments_json).substr(0, 200);
   progress(self, [&](episode_progress& e) {
@@ -72,18 +73,18 @@ void progress_call(episode_actor* self, const rollout::action& a, const std::str
 }
 
 /// A completion, tool result or verdict arrived.
-void progress_made(episode_actor* self, double waited_ms, bool tool) {
+void progress_made(episode_self* self, double waited_ms, bool tool) {
   progress(self, [&](episode_progress& e) {
     e.last_progress_ms = unix_ms();
     if (tool) e.tool_ms += waited_ms;
   });
 }
 
-void next_turn(episode_actor* self);
-void next_action(episode_actor* self);
-void final_eval(episode_actor* self, episode_end termination);
+void next_turn(episode_self* self);
+void next_action(episode_self* self);
+void final_eval(episode_self* self, episode_end termination);
 
-void send_record(episode_actor* self) {
+void send_record(episode_self* self) {
   auto& st = self->state;
   auto& r = st.rec;
   r.turns = st.conv ? st.conv->turns() : 0;
@@ -107,20 +108,20 @@ void send_record(episode_actor* self) {
   self->quit();
 }
 
-void close_and_record(episode_actor* self) {
+void close_and_record(episode_self* self) {
   auto& st = self->state;
   if (!st.workspace_open) return send_record(self);
   self->request(st.env.tools, ms(60000), atoms::close::value, st.start.episode_id)
       .then([=](bool) { send_record(self); }, [=](caf::error&) { send_record(self); });
 }
 
-void abort_episode(episode_actor* self, const std::string& reason) {
+void abort_episode(episode_self* self, const std::string& reason) {
   self->state.rec.termination = episode_end::aborted;
   self->state.rec.abort_reason = reason;
   close_and_record(self);
 }
 
-void end_turn(episode_actor* self) {
+void end_turn(episode_self* self) {
   auto& st = self->state;
   double overhead_ms = since_ms(st.turn_start) - st.turn_wait_ms;
   st.overhead_us.push_back(static_cast<uint32_t>(std::max(0.0, overhead_ms) * 1000));
@@ -130,7 +131,7 @@ void end_turn(episode_actor* self) {
 
 /// Adds an observation and goes on: a tool's output as it is (the sandbox cut it, at most at the
 /// observation limit: rollout_config::tool_sandbox), the episode's own texts cut to that limit.
-void observe(episode_actor* self, const std::string& call_id, const std::string& text, bool tool_output = false) {
+void observe(episode_self* self, const std::string& call_id, const std::string& text, bool tool_output = false) {
   if (tool_output)
     self->state.conv->add_tool_output(call_id, text);
   else
@@ -139,7 +140,7 @@ void observe(episode_actor* self, const std::string& call_id, const std::string&
 }
 
 /// Asks the tool router for the workspace's submission, then the pool for a verdict.
-void evaluate(episode_actor* self, eval_mode mode, std::function<void(eval_result&)> callback) {
+void evaluate(episode_self* self, eval_mode mode, std::function<void(eval_result&)> callback) {
   auto& st = self->state;
   auto started = steady::now();
   auto seq = ++st.eval_seq;
@@ -200,7 +201,7 @@ std::string verdict_text(eval_mode mode, const eval_result& r) {
   return out;
 }
 
-void run_tool(episode_actor* self, rollout::action a) {
+void run_tool(episode_self* self, rollout::action a) {
   auto& st = self->state;
   auto started = steady::now();
   tool_request req{st.start.episode_id, a.call_id, a.name, a.arguments_json};
@@ -223,7 +224,7 @@ void run_tool(episode_actor* self, rollout::action a) {
           [=](caf::error& err) { abort_episode(self, "tool executor failed: " + self->system().render(err)); });
 }
 
-void next_action(episode_actor* self) {
+void next_action(episode_self* self) {
   auto& st = self->state;
   if (st.actions.empty()) return end_turn(self);
   auto a = std::move(st.actions.front());
@@ -237,7 +238,7 @@ void next_action(episode_actor* self) {
   evaluate(self, mode, [=](eval_result& r) { observe(self, a.call_id, verdict_text(mode, r)); });
 }
 
-void on_completion(episode_actor* self, completion& c) {
+void on_completion(episode_self* self, completion& c) {
   auto& st = self->state;
   if (c.finish_reason == completion_finish::error) return abort_episode(self, "policy backend failed: " + c.error);
   st.rec.policy_versions.push_back(c.policy_version);
@@ -263,7 +264,7 @@ void on_completion(episode_actor* self, completion& c) {
   next_action(self);
 }
 
-void next_turn(episode_actor* self) {
+void next_turn(episode_self* self) {
   auto& st = self->state;
   if (st.conv->turns() >= st.start.max_turns) return final_eval(self, episode_end::turn_limit);
   if (st.conv->context_exhausted()) return final_eval(self, episode_end::context_limit);
@@ -304,7 +305,7 @@ void next_turn(episode_actor* self) {
           [=](caf::error& err) { abort_episode(self, "policy backend failed: " + self->system().render(err)); });
 }
 
-void final_eval(episode_actor* self, episode_end termination) {
+void final_eval(episode_self* self, episode_end termination) {
   auto& st = self->state;
   st.rec.termination = termination;
   progress(self, [&](episode_progress& e) {
@@ -329,7 +330,7 @@ void final_eval(episode_actor* self, episode_end termination) {
   });
 }
 
-caf::behavior episode(episode_actor* self, start_episode start, episode_env env) {
+episode_actor::behavior_type episode(episode_self* self, start_episode start, episode_env env) {
   auto& st = self->state;
   st.t0 = steady::now();
   st.wall_t0 = self->clock().now();
@@ -391,7 +392,7 @@ caf::behavior episode(episode_actor* self, start_episode start, episode_env env)
 
 }  // namespace
 
-caf::actor spawn_episode(caf::actor_system& sys, start_episode start, episode_env env) {
+episode_actor spawn_episode(caf::actor_system& sys, start_episode start, episode_env env) {
   return sys.spawn(episode, std::move(start), std::move(env));
 }
 

@@ -28,8 +28,10 @@ struct job_entry {
   int64_t build_us = 0;  // time in a builder (0: none)
 };
 
+/// The pool's name in the log and the node's metrics.
+constexpr const char* pool_name = "gpu_pool";
+
 struct manager_state {
-  gpu_pool_options opts;
   std::unique_ptr<gpu_pool::pool_policy> policy;
   std::vector<slot_actor> slots;
   std::map<uint64_t, job_entry> jobs;  // known to the policy
@@ -79,7 +81,7 @@ void publish_credits(manager_actor* self) {
   pool_credits pc{p.open() ? static_cast<int32_t>(sched.credits()) : 0,
                   static_cast<int32_t>(sched.queued() + p.parked()), static_cast<int32_t>(sched.busy()),
                   static_cast<int32_t>(sched.healthy())};
-  observe::metrics_registry::process().pool_update({st.opts.name,
+  observe::metrics_registry::process().pool_update({pool_name,
                                                     static_cast<int32_t>(sched.slots()),
                                                     pc.healthy_slots,
                                                     pc.busy_slots,
@@ -132,9 +134,8 @@ void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nu
            bool slot_gone = false) {
   auto& st = self->state;
   for (auto slot : step.quarantined)
-    log_error(st.opts.name,
-              "slot" + std::to_string(slot) +
-                  (slot_gone ? " quarantined: its actor is gone" : " quarantined after repeated failures"));
+    log_error(pool_name, "slot" + std::to_string(slot) +
+                             (slot_gone ? " quarantined: its actor is gone" : " quarantined after repeated failures"));
   for (auto& e : step.ended) {
     auto it = st.jobs.find(e.job_id);
     if (it == st.jobs.end()) continue;
@@ -157,7 +158,7 @@ void apply(manager_actor* self, gpu_pool::pool_step& step, eval_result* own = nu
     account(self);
     auto& e = st.jobs.at(a.job.job_id);
     st.queue_us_total += static_cast<double>(steady_us() - e.enqueued_us);
-    observe::metrics_registry::process().pool_wait(st.opts.name, steady_us() - e.enqueued_us);
+    observe::metrics_registry::process().pool_wait(pool_name, steady_us() - e.enqueued_us);
     self->send(st.slots[a.slot], atoms::run::value, e.req);  // deadline 0: the slot's default
   }
   for (auto& b : step.builds) self->send(st.builders.at(b.builder), atoms::build::value, st.jobs.at(b.job_id).req);
@@ -188,8 +189,8 @@ void on_built(manager_actor* self, int32_t builder, uint64_t id, bool ok, bool i
   if (auto it = st.jobs.find(id); it != st.jobs.end()) it->second.build_us = build_us;
   if (infra) {
     st.build_infra += 1;
-    log_error(st.opts.name, "builder" + std::to_string(builder) + " failed on job " + std::to_string(id) + " (" +
-                                log.substr(0, 500) + "); its slot builds it instead");
+    log_error(pool_name, "builder" + std::to_string(builder) + " failed on job " + std::to_string(id) + " (" +
+                             log.substr(0, 500) + "); its slot builds it instead");
   } else if (!ok) {
     st.build_failures += 1;
   }
@@ -206,7 +207,7 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra, bo
   auto running = st.policy->running(static_cast<size_t>(slot));
   if (!running || *running != res.job_id) {
     // A late answer of a slot the pool already gave up on (its actor died).
-    log_error(st.opts.name,
+    log_error(pool_name,
               "slot" + std::to_string(slot) + ": dropped a late result of job " + std::to_string(res.job_id));
     return;
   }
@@ -217,8 +218,8 @@ void on_done(manager_actor* self, int32_t slot, eval_result& res, bool infra, bo
     observe::metrics_registry::process().note_restart("gpu_slot", "slot" + std::to_string(slot) + ": " + res.reason);
   auto step = st.policy->finished(static_cast<size_t>(slot), infra, retry);
   for (auto id : step.retried)
-    log_error(st.opts.name, "job " + std::to_string(id) + " hit an infrastructure failure on slot" +
-                                std::to_string(slot) + " (" + res.reason + "); retrying");
+    log_error(pool_name, "job " + std::to_string(id) + " hit an infrastructure failure on slot" + std::to_string(slot) +
+                             " (" + res.reason + "); retrying");
   apply(self, step, &res);
 }
 
@@ -229,7 +230,7 @@ void on_slot_down(manager_actor* self, size_t slot, const caf::error& reason) {
   auto& st = self->state;
   account(self);
   auto detail = "eval slot" + std::to_string(slot) + " died: " + to_string(reason);
-  log_error(st.opts.name, detail);
+  log_error(pool_name, detail);
   observe::metrics_registry::process().note_restart("gpu_slot", detail);
   auto running = st.policy->running(slot);
   bool retry = true;
@@ -238,14 +239,14 @@ void on_slot_down(manager_actor* self, size_t slot, const caf::error& reason) {
     retry = gpu_pool::judge({gpu_pool::outcome::slot_lost, st.jobs.at(*running).req.mode, {}, detail}).retry;
   }
   auto step = st.policy->slot_lost(slot, retry);
-  for (auto id : step.retried) log_error(st.opts.name, "job " + std::to_string(id) + " was on it; retrying");
+  for (auto id : step.retried) log_error(pool_name, "job " + std::to_string(id) + " was on it; retrying");
   apply(self, step, nullptr, detail, true);
 }
 
-pool_manager_actor::behavior_type manager(manager_actor* self, gpu_pool_options opts, size_t slot_count) {
+pool_manager_actor::behavior_type manager(manager_actor* self, gpu_pool::pool_config cfg, size_t slot_count) {
   auto& st = self->state;
-  st.opts = opts;
-  st.policy = std::make_unique<gpu_pool::pool_policy>(slot_count, opts.queue_capacity, opts.quarantine_after);
+  st.policy = std::make_unique<gpu_pool::pool_policy>(slot_count, static_cast<size_t>(cfg.queue_capacity),
+                                                      cfg.quarantine_after_failures);
   st.started_us = st.last_event_us = steady_us();
   publish_credits(self);  // nobody subscribed yet: this only shows the idle pool in the node's metrics
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -321,10 +322,10 @@ pool_manager_actor::behavior_type manager(manager_actor* self, gpu_pool_options 
 
 }  // namespace
 
-pool_actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
+pool_actor spawn_gpu_pool(caf::actor_system& sys, const gpu_pool::pool_config& cfg,
                           std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
                           std::vector<std::unique_ptr<gpu_pool::build_backend>> builders) {
-  auto mgr = sys.spawn(manager, opts, backends.size());
+  auto mgr = sys.spawn(manager, cfg, backends.size());
   slot_manager_actor reports = mgr;
   // The builders' list is in the manager's mailbox before this returns, so before any job.
   std::vector<builder_actor> build_actors;

@@ -59,16 +59,11 @@ inline pool_actor pool_of(const caf::actor& service) {
   return caf::actor_cast<pool_actor>(service);
 }
 
-/// Settings of a pool (defaults: [gpu_pool]'s, gpu_pool/pool_config.hpp).
-struct gpu_pool_options {
-  size_t queue_capacity = static_cast<size_t>(gpu_pool::pool_config{}.queue_capacity);
-  int quarantine_after = gpu_pool::pool_config{}.quarantine_after_failures;
-  std::string name = "gpu_pool";
-};
-
-/// Spawns the manager, one slot per backend (detached slots for blocking backends) and one
-/// detached build-stage actor per builder (none: jobs build on their slot).
-pool_actor spawn_gpu_pool(caf::actor_system& sys, gpu_pool_options opts,
+/// Spawns the manager over [gpu_pool] as read (`cfg`: its queue_capacity and
+/// quarantine_after_failures; the backends stand for its slots), one slot per backend
+/// (detached slots for blocking backends) and one detached build-stage actor per builder
+/// (none: jobs build on their slot).
+pool_actor spawn_gpu_pool(caf::actor_system& sys, const gpu_pool::pool_config& cfg,
                           std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends,
                           std::vector<std::unique_ptr<gpu_pool::build_backend>> builders = {});
 

@@ -36,7 +36,7 @@ struct job_entry {
 };
 
 struct running_episode {
-  caf::actor handle;
+  episode_actor handle;
   start_episode start;  // for the record of an episode actor that dies without one
 };
 
@@ -121,7 +121,7 @@ void admit(manager_actor* self) {
     // Evaluations go through the manager, which knows every pool: it answers eval_request as
     // a pool does (an untyped actor, so the handle is cast; its handler is below).
     env.pool = caf::actor_cast<evaluator_actor>(self);
-    env.sink = self;
+    env.sink = caf::actor_cast<record_sink_actor>(self);
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
     auto start_copy = start;

@@ -546,7 +546,8 @@ void start_iteration(trainer_actor* self) {
   if (s.st.stage_index >= s.opts.stages.size()) {
     std::string stages;
     for (auto& o : s.st.stages_done)
-      stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" + o.outcome + ")";
+      stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" +
+                to_string(o.outcome) + ")";
     return finish(self, trainer_ok,
                   "training finished: version " + std::to_string(s.st.policy_version) + " in " + s.st.checkpoint +
                       " after " + std::to_string(s.st.iteration) + " iterations (" + stages + "); checkpoints in " +
@@ -689,7 +690,7 @@ void step_succeeded(trainer_actor* self) {
   const auto reason = rollout::stage_stop_reason(stage.kind, s.st.stage_step, stage.iterations, ev,
                                                  stage.min_explained_variance, stage.max_steps);
   const auto steps = s.st.stage_step;
-  if (!reason.empty()) rollout::advance_stage(s.st, stage.kind, reason, ev);
+  if (reason) rollout::advance_stage(s.st, stage.kind, *reason, ev);
   if (!persist(self)) return;
   const auto& lrs = s.batch.actor_lrs;
   const std::string optimizer = lrs.empty() ? std::string{}
@@ -744,14 +745,15 @@ void step_succeeded(trainer_actor* self) {
                    {"actor_lrs", lrs},
                    {"reused_data", s.reuse},
                    {"played_ahead", s.played_ahead}});
-  if (!reason.empty())
-    log_info("train", "stage " + to_string(stage.kind) + " done after " + std::to_string(steps) + " steps (" +
-                          (reason == "gate"  ? "explained variance " + fmt(ev, 3) + " reached the gate"
-                           : reason == "cap" ? "the step cap; explained variance " + fmt(ev, 3) + " stayed below " +
-                                                   fmt(stage.min_explained_variance, 3)
-                                             : "its iterations") +
-                          ")");
-  const bool stop = reason == "cap" && stage.stop_at_cap;
+  if (reason)
+    log_info("train",
+             "stage " + to_string(stage.kind) + " done after " + std::to_string(steps) + " steps (" +
+                 (reason == rollout::stage_end::gate  ? "explained variance " + fmt(ev, 3) + " reached the gate"
+                  : reason == rollout::stage_end::cap ? "the step cap; explained variance " + fmt(ev, 3) +
+                                                            " stayed below " + fmt(stage.min_explained_variance, 3)
+                                                      : "its iterations") +
+                 ")");
+  const bool stop = reason == rollout::stage_end::cap && stage.stop_at_cap;
   const auto path =
       lead.in_process_path.empty() ? (fs::path{lead.checkpoint} / "actor").string() : lead.in_process_path;
   publish(self, s.st.policy_version, path, [self, stop, name = to_string(stage.kind)] {

@@ -15,10 +15,14 @@ namespace caf_agent::gpu_pool {
 enum class pool_backend : uint8_t { worker, sim };
 CAF_AGENT_ENUM_NAMES(pool_backend, "worker", "sim")
 
+/// What a node's slots evaluate on ([gpu_pool] device): CPU cores, or one GPU per slot.
+enum class pool_device : uint8_t { cpu, cuda };
+CAF_AGENT_ENUM_NAMES(pool_device, "cpu", "cuda")
+
 /// [gpu_pool]: what each member means is said once, in fields().
 struct pool_config {
   int32_t slots = 1;
-  std::string device = "cpu";
+  pool_device device = pool_device::cpu;
   int32_t queue_capacity = 64;
   int64_t job_deadline_s = 300;
   int32_t quarantine_after_failures = 3;
@@ -29,7 +33,7 @@ struct pool_config {
 
   /// build_workers with -1 resolved: one per slot on cuda (compiles stay off GPU time), none on
   /// cpu (a CPU slot's build and its cores are the same resource).
-  int32_t builders() const { return build_workers >= 0 ? build_workers : device == "cuda" ? slots : 0; }
+  int32_t builders() const { return build_workers >= 0 ? build_workers : device == pool_device::cuda ? slots : 0; }
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>
@@ -37,7 +41,7 @@ struct pool_config {
     using namespace base;
     // Rationale for the bounds: a node has at most a few dozen GPUs; 4096 CPU slots is already absurd.
     f("slots", c.slots, "evaluation slots (one per GPU; on cpu, CPU slots)", positive(), range(1, 4096));
-    f("device", c.device, "cpu or cuda", one_of({"cpu", "cuda"}));
+    f("device", c.device, "cpu or cuda");
     f("queue_capacity", c.queue_capacity, "admission queue; full = episodes wait", positive(), range(1, 1000000));
     f("job_deadline_s", c.job_deadline_s, "a job running longer is killed and its worker restarted", positive());
     f("quarantine_after_failures", c.quarantine_after_failures,

@@ -7,14 +7,33 @@
 #include <string>
 
 #include "base/config_fields.hpp"
+#include "base/named_enum.hpp"
 
 namespace caf_agent::learner {
+
+/// The c10d backend of a process group ([learner] backend holds its name).
+enum class dp_backend : uint8_t {
+  gloo,  ///< CPU tensors, TCP.
+  nccl,  ///< CUDA tensors, NVLink / InfiniBand; one GPU per rank (rank modulo device count).
+};
+CAF_AGENT_ENUM_NAMES(dp_backend, "gloo", "nccl")
+
+/// The dtype a shard's forward and backward passes compute in ([learner] compute_dtype); the
+/// master weights and the optimizer stay float32.
+enum class compute_dtype_kind : uint8_t { float32, bfloat16 };
+CAF_AGENT_ENUM_NAMES(compute_dtype_kind, "float32", "bfloat16")
+
+/// How new weights reach the policy services ([learner] weight_sync): `automatic` ("auto")
+/// hands tensors to an engine in the learner's process and a checkpoint to the others; `disk`
+/// always goes through the checkpoint.
+enum class weight_sync_mode : uint8_t { automatic, disk };
+CAF_AGENT_ENUM_NAMES(weight_sync_mode, "auto", "disk")
 
 /// [learner]: what each member means is said once, in fields().
 struct learner_config {
   std::string model_dir;
   int32_t shards = 1;
-  std::string backend = "gloo";
+  dp_backend backend = dp_backend::gloo;
   std::string device = "cpu";
   std::string master_addr = "127.0.0.1";
   /// Shard 0's rendezvous store listens on master_port + generation % 16: a shard that comes
@@ -39,9 +58,9 @@ struct learner_config {
   double entropy_coef = 0.0;
   bool normalize_advantages = false;
   double max_grad_norm = 1.0;
-  std::string compute_dtype = "float32";
+  compute_dtype_kind compute_dtype = compute_dtype_kind::float32;
   bool checkpoint_layers = false;
-  std::string weight_sync = "auto";
+  weight_sync_mode weight_sync = weight_sync_mode::automatic;
   int32_t weight_sync_bucket_mb = 64;
   int32_t rank = 0;  ///< this shard (`--shard R`; not a TOML key)
 
@@ -53,7 +72,7 @@ struct learner_config {
     // Rationale for the bound: one shard per GPU; 4096 is far beyond any cluster this runs on.
     f("shards", c.shards, "data-parallel shards the trainer waits for (one `--role learner` process each)", positive(),
       range(1, 4096));
-    f("backend", c.backend, "gloo (CPU tensors) or nccl (one GPU per shard)", one_of({"gloo", "nccl"}));
+    f("backend", c.backend, "gloo (CPU tensors) or nccl (one GPU per shard)");
     f("device", c.device, "cpu, cuda, cuda:N (nccl: cuda:<rank % GPUs>)");
     f("master_addr", c.master_addr, "shard 0 serves the rendezvous store here", not_empty());
     f("master_port", c.master_port, "rendezvous port (and the next 15: a new port after a shard was lost)",
@@ -75,12 +94,10 @@ struct learner_config {
     f("entropy_coef", c.entropy_coef, "entropy bonus in the actor loss", at_least(0, "must be >= 0"));
     f("normalize_advantages", c.normalize_advantages, "whiten advantages over the global batch");
     f("max_grad_norm", c.max_grad_norm, "global gradient-norm clip; <= 0: off");
-    f("compute_dtype", c.compute_dtype, "float32, or bfloat16 over fp32 master weights",
-      one_of({"float32", "bfloat16"}));
+    f("compute_dtype", c.compute_dtype, "float32, or bfloat16 over fp32 master weights");
     f("checkpoint_layers", c.checkpoint_layers, "per-layer activation recomputation");
     f("weight_sync", c.weight_sync,
-      "auto: tensors to an engine in this process, checkpoint + reload for others; disk: always the checkpoint",
-      one_of({"auto", "disk"}));
+      "auto: tensors to an engine in this process, checkpoint + reload for others; disk: always the checkpoint");
     f("weight_sync_bucket_mb", c.weight_sync_bucket_mb,
       "in-process hand-off copies the tensors in buckets of this size", positive());
   }
@@ -89,9 +106,9 @@ struct learner_config {
   void validate(base::config_errors& e) const {
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
-    if (backend == "gloo" && device != "cpu")
+    if (backend == dp_backend::gloo && device != "cpu")
       e.error("backend", "gloo trains CPU tensors: set device = \"cpu\" or backend = \"nccl\"");
-    if (backend == "nccl" && device == "cpu") e.error("backend", "nccl needs device = \"cuda\"");
+    if (backend == dp_backend::nccl && device == "cpu") e.error("backend", "nccl needs device = \"cuda\"");
     // As ppo_policy_loss requires, so that a run is refused at start, not at its first update.
     if (!(clip_low > 0 && clip_low < 1)) e.error("clip_low", "must be in (0, 1)");
     if (!(clip_high >= clip_low)) e.error("clip_high", "must be >= learner.clip_low");

@@ -82,10 +82,6 @@ std::vector<std::vector<size_t>> make_buckets(const std::vector<torch::Tensor>& 
 
 }  // namespace
 
-const char* to_string(dp_backend backend) {
-  return backend == dp_backend::nccl ? "nccl" : "gloo";
-}
-
 struct process_group::impl {
   process_group_options options;
   c10::intrusive_ptr<c10d::Store> store;

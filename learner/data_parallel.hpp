@@ -18,18 +18,12 @@
 
 #include <torch/types.h>
 
+#include "learner/config.hpp"
 #include "learner/result.hpp"
 
 namespace caf_agent::learner {
 
-/// The c10d backend of a process group.
-enum class dp_backend {
-  gloo,  ///< CPU tensors, TCP.
-  nccl,  ///< CUDA tensors, NVLink / InfiniBand; one GPU per rank (rank modulo device count).
-};
-
-/// The name of a backend, "gloo" or "nccl".
-const char* to_string(dp_backend backend);
+// dp_backend, the c10d backend of a process group, and its names: learner/config.hpp.
 
 /// How to join a group.
 struct process_group_options {

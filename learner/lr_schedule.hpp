@@ -18,12 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/named_enum.hpp"
 #include "learner/result.hpp"
 
 namespace caf_agent::learner {
 
-/// The kinds of schedule.
+/// The kinds of schedule ([train.<stage>] lr_schedule holds its name).
 enum class lr_schedule_kind { constant, phases, cosine };
+CAF_AGENT_ENUM_NAMES(lr_schedule_kind, "constant", "phases", "cosine")
 
 /// Parses "constant", "phases" or "cosine" (an error names the others).
 result<lr_schedule_kind> parse_lr_schedule_kind(const std::string& name);
@@ -52,10 +54,8 @@ result<std::vector<std::pair<int64_t, double>>> parse_lr_phases(const std::strin
 // Implementation.
 
 inline result<lr_schedule_kind> parse_lr_schedule_kind(const std::string& name) {
-  if (name == "constant") return lr_schedule_kind::constant;
-  if (name == "phases") return lr_schedule_kind::phases;
-  if (name == "cosine") return lr_schedule_kind::cosine;
-  return fail("lr schedule '" + name + "': expected constant, phases or cosine");
+  if (auto kind = base::parse_name<lr_schedule_kind>(name)) return *kind;
+  return fail("lr schedule '" + name + "': expected one of " + base::names_list<lr_schedule_kind>());
 }
 
 inline status lr_schedule::validate() const {

@@ -36,7 +36,7 @@ std::string device_of(const shard_options& o) {
 
 trainer_options trainer_options_of(const shard_options& o) {
   trainer_options t;
-  t.forward.compute_dtype = o.compute_dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  t.forward.compute_dtype = o.compute_dtype == compute_dtype_kind::bfloat16 ? torch::kBFloat16 : torch::kFloat32;
   t.forward.checkpoint_layers = o.checkpoint_layers;
   t.forward.temperature = o.temperature;
   t.actor_optimizer.lr = o.actor_lr;
@@ -119,7 +119,7 @@ struct shard_session::impl {
     g.master_addr = options.master_addr;
     g.master_port = static_cast<uint16_t>(options.master_port + static_cast<int32_t>(generation % 16));
     g.timeout = std::chrono::milliseconds(options.timeout_ms);
-    g.backend = options.backend == "nccl" ? dp_backend::nccl : dp_backend::gloo;
+    g.backend = options.backend;
     auto created = process_group::create(g);
     if (!created)
       return fail("rendezvous of generation " + std::to_string(generation) + ": " + created.error().message);
@@ -156,8 +156,8 @@ struct shard_session::impl {
 shard_session::shard_session(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
 shard_session::~shard_session() = default;
 
-bool shard_session::backend_available(const std::string& backend) {
-  return process_group::backend_available(backend == "nccl" ? dp_backend::nccl : dp_backend::gloo);
+bool shard_session::backend_available(dp_backend backend) {
+  return process_group::backend_available(backend);
 }
 
 result<std::unique_ptr<shard_session>> shard_session::create(const shard_options& options) {
@@ -166,7 +166,7 @@ result<std::unique_ptr<shard_session>> shard_session::create(const shard_options
     return fail("learner: shard rank " + std::to_string(options.rank) + " is outside 0.." +
                 std::to_string(options.shards - 1));
   if (options.shards > 1 && !backend_available(options.backend))
-    return fail("learner: this build has no " + options.backend + " process group (see learner/README.md)");
+    return fail("learner: this build has no " + to_string(options.backend) + " process group (see learner/README.md)");
   if (options.device == "cpu" && (options.cpu_threads > 0 || options.shards > 1)) {
     const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
     at::set_num_threads(

@@ -108,7 +108,7 @@ class shard_session {
   /// The weights version the shard holds (0 before the first step).
   uint64_t version() const;
   /// True when gloo (CPU) or NCCL (CUDA) groups can be built here.
-  static bool backend_available(const std::string& backend);
+  static bool backend_available(dp_backend backend);
 
  private:
   struct impl;

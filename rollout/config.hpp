@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/config_fields.hpp"
+#include "messages/enums.hpp"
 #include "sandbox/settings.hpp"
 
 namespace caf_agent::rollout {
@@ -27,7 +28,7 @@ struct rollout_config {
   std::vector<std::string> prompt_tools;
   int32_t episodes = 0;
   int32_t attempts = 1;
-  std::string mode = "eval";
+  messages::episode_mode mode = messages::episode_mode::eval;
   bool retry_aborted = false;
   bool kv_admission = false;
 
@@ -56,7 +57,7 @@ struct rollout_config {
     f("episodes", c.episodes, "episodes the local main job runs; 0: one per task and attempt",
       at_least(0, "must be >= 0"));
     f("attempts", c.attempts, "evaluation mode: attempts per task", positive());
-    f("mode", c.mode, "train or eval", one_of({"train", "eval"}));
+    f("mode", c.mode, "train or eval");
     f("retry_aborted", c.retry_aborted,
       "re-run a lost node's started episodes as the next attempt instead of recording them aborted");
     // Rationale: off by default: past the cache, kept prefixes are recomputed, which may still

@@ -11,6 +11,7 @@
 
 #include "base/config_fields.hpp"
 #include "base/named_enum.hpp"
+#include "learner/lr_schedule.hpp"
 
 namespace caf_agent::rollout {
 
@@ -36,7 +37,7 @@ struct train_stage_config {
   int32_t steps_per_iteration = 1;
   int32_t batch_sequences = 0;
   double actor_lr = 0;
-  std::string lr_schedule = "constant";
+  learner::lr_schedule_kind lr_schedule = learner::lr_schedule_kind::constant;
   std::vector<std::pair<int64_t, double>> lr_phases;
   int64_t warmup_steps = 0;
   double min_lr = 0;
@@ -89,7 +90,8 @@ struct train_stage_config {
   void validate(base::config_errors& e) const {
     if (!demonstrations.empty() && !store.empty())
       e.error("demonstrations", "and store both name the stage's data; set one");
-    if (lr_schedule == "phases") {
+    using learner::lr_schedule_kind;
+    if (lr_schedule == lr_schedule_kind::phases) {
       if (lr_phases.empty()) e.error("lr_phases", "is empty; lr_schedule = \"phases\" needs [[steps, lr], ...]");
       int64_t sum = 0;
       for (size_t i = 0; i < lr_phases.size(); ++i) {
@@ -103,16 +105,15 @@ struct train_stage_config {
         e.error("lr_phases", "the phases hold " + std::to_string(sum) +
                                  " optimizer steps, the stage takes iterations x steps_per_iteration = " +
                                  std::to_string(optimizer_steps()));
-    } else if (lr_schedule == "cosine") {
+    } else if (lr_schedule == lr_schedule_kind::cosine) {
       if (warmup_steps < 0 || warmup_steps > optimizer_steps())
         e.error("warmup_steps",
                 "must lie in [0, iterations x steps_per_iteration = " + std::to_string(optimizer_steps()) + "]");
       if (!(min_lr >= 0)) e.error("min_lr", "must be >= 0");
-    } else if (lr_schedule != "constant") {
-      e.error("lr_schedule", base::check_message(base::one_of({"constant", "phases", "cosine"}), lr_schedule));
     }
-    if (!lr_phases.empty() && lr_schedule != "phases")
-      e.error("lr_phases", "is set but lr_schedule is \"" + lr_schedule + "\" (set lr_schedule = \"phases\")");
+    if (!lr_phases.empty() && lr_schedule != lr_schedule_kind::phases)
+      e.error("lr_phases",
+              "is set but lr_schedule is \"" + to_string(lr_schedule) + "\" (set lr_schedule = \"phases\")");
     // Rationale: PPO recomputes the sampler's log-probabilities under its temperature; greedy
     // decoding (0) has none.
     if (temperature == 0 && kind != stage_kind::rft && kind != stage_kind::value_pretrain)

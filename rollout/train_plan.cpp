@@ -49,8 +49,10 @@ json to_json(const train_state& s) {
                         {"dropped", c.dropped}});
   json stages = json::array();
   for (auto& o : s.stages_done)
-    stages.push_back(
-        {{"stage", o.stage}, {"steps", o.steps}, {"outcome", o.outcome}, {"explained_variance", o.explained_variance}});
+    stages.push_back({{"stage", o.stage},
+                      {"steps", o.steps},
+                      {"outcome", to_string(o.outcome)},
+                      {"explained_variance", o.explained_variance}});
   return {{"format_version", s.format_version},
           {"settings", s.settings},
           {"stage_index", s.stage_index},
@@ -94,9 +96,14 @@ std::optional<std::string> from_json(const json& j, train_state& out) {
                               c.at("policy_version").get<uint64_t>(), c.at("episode_ids").get<std::vector<uint64_t>>(),
                               c.at("kept").get<int64_t>(), c.at("dropped").get<std::map<std::string, int64_t>>()});
     out.stages_done.clear();
-    for (auto& o : j.at("stages_done"))
-      out.stages_done.push_back({o.at("stage").get<std::string>(), o.at("steps").get<int64_t>(),
-                                 o.at("outcome").get<std::string>(), o.at("explained_variance").get<double>()});
+    for (auto& o : j.at("stages_done")) {
+      const auto outcome = o.at("outcome").get<std::string>();
+      const auto end = base::parse_name<stage_end>(outcome);
+      if (!end)
+        return "malformed: stages_done outcome '" + outcome + "' is not one of: " + base::names_list<stage_end>();
+      out.stages_done.push_back({o.at("stage").get<std::string>(), o.at("steps").get<int64_t>(), *end,
+                                 o.at("explained_variance").get<double>()});
+    }
   } catch (const json::exception& e) {
     return std::string("malformed: ") + e.what();
   }
@@ -167,16 +174,19 @@ void commit_iteration(train_state& s, consumed_batch batch, bool stepped, const 
   s.pending.clear();
 }
 
-std::string stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations, double explained_variance,
-                              double min_explained_variance, int32_t max_steps) {
+std::optional<stage_end> stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations,
+                                           double explained_variance, double min_explained_variance,
+                                           int32_t max_steps) {
   if (stage == stage_kind::value_pretrain) {
-    if (steps > 0 && explained_variance >= min_explained_variance) return "gate";
-    return steps >= max_steps ? "cap" : "";
+    if (steps > 0 && explained_variance >= min_explained_variance) return stage_end::gate;
+    if (steps >= max_steps) return stage_end::cap;
+    return std::nullopt;
   }
-  return steps >= iterations ? "iterations" : "";
+  if (steps >= iterations) return stage_end::iterations;
+  return std::nullopt;
 }
 
-void advance_stage(train_state& s, stage_kind stage, const std::string& outcome, double explained_variance) {
+void advance_stage(train_state& s, stage_kind stage, stage_end outcome, double explained_variance) {
   s.stages_done.push_back({to_string(stage), s.stage_step, outcome, explained_variance});
   ++s.stage_index;
   s.stage_step = 0;

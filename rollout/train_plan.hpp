@@ -45,11 +45,17 @@ struct consumed_batch {
   std::map<std::string, int64_t> dropped;  ///< why the others were not
 };
 
+/// Why a stage ended (train_state.json `stages_done[].outcome` holds its name): its iterations
+/// were reached, value pretraining's explained variance reached the gate, or its step cap came
+/// first (the gate never opened).
+enum class stage_end : uint8_t { iterations, gate, cap };
+CAF_AGENT_ENUM_NAMES(stage_end, "iterations", "gate", "cap")
+
 /// How a finished stage ended.
 struct stage_outcome {
   std::string stage;
   int64_t steps = 0;
-  std::string outcome;  ///< iterations (its count reached), gate (explained variance), cap (the gate never opened)
+  stage_end outcome = stage_end::iterations;
   double explained_variance = 0;
 };
 
@@ -109,14 +115,14 @@ std::vector<uint64_t> consumed_ids(const train_state& s);
 /// with `checkpoint`.
 void commit_iteration(train_state& s, consumed_batch batch, bool stepped, const std::string& checkpoint);
 
-/// The stopping rule of a stage after its latest step: "" (go on), "iterations", "gate" or "cap".
+/// The stopping rule of a stage after its latest step: nullopt (go on), or why it ends.
 /// `iterations` applies to every stage but value_pretrain, which stops when `explained_variance`
 /// reaches `min_explained_variance` (gate) or after `max_steps` steps (cap).
-std::string stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations, double explained_variance,
-                              double min_explained_variance, int32_t max_steps);
+std::optional<stage_end> stage_stop_reason(stage_kind stage, int64_t steps, int32_t iterations,
+                                           double explained_variance, double min_explained_variance, int32_t max_steps);
 
 /// Moves to the next stage, recording how the current one ended.
-void advance_stage(train_state& s, stage_kind stage, const std::string& outcome, double explained_variance);
+void advance_stage(train_state& s, stage_kind stage, stage_end outcome, double explained_variance);
 
 /// The learner's stage of a trainer stage: ppo (single_turn_ppo, agentic_ppo), rft, vp (value_pretrain).
 messages::learner_stage learner_stage(stage_kind stage);

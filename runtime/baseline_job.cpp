@@ -85,7 +85,7 @@ int run_baselines(caf::actor_system& sys, const cli_options& opts, const app_con
   for (auto& t : set.tasks) st->rows.push_back({t, {}, false});
   log_info("baselines", "timing the references of " + std::to_string(st->rows.size()) + " tasks from " +
                             cfg.rollout.tasks_dir + " on the GPU pool (" + std::to_string(cfg.gpu_pool.slots) +
-                            " slots, device " + cfg.gpu_pool.device + ")");
+                            " slots, device " + to_string(cfg.gpu_pool.device) + ")");
   auto window = static_cast<size_t>(std::max(1, 2 * cfg.gpu_pool.slots));
   auto sender = sys.spawn(baseline_sender, pool_of(it->second), st, window, cfg.policy.seed, &latch);
   latch.wait();

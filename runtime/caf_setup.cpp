@@ -29,7 +29,7 @@ void configure_caf(caf::actor_system_config& caf_cfg, const app_config& cfg) {
   auto threads = cfg.runtime.scheduler_threads > 0 ? static_cast<size_t>(cfg.runtime.scheduler_threads)
                                                    : std::max<size_t>(2, std::thread::hardware_concurrency());
   caf_cfg.set("scheduler.max-threads", threads);
-  if (cfg.runtime.scheduler_idle == "sleep") {
+  if (cfg.runtime.scheduler_idle == idle_mode::sleep) {
     // Rationale: CAF's idle workers first poll (100 attempts) and then nap 50 us at a time (500
     // attempts) before they wait on their condition variable. With more processes than cores
     // (a whole cluster on one host) those naps are runnable threads that preempt the busy ones:

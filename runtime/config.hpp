@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/config_fields.hpp"
+#include "base/log.hpp"
 #include "gpu_pool/pool_config.hpp"
 #include "learner/config.hpp"
 #include "messages/enums.hpp"
@@ -82,12 +83,27 @@ struct cluster_config {
   }
 };
 
+}  // namespace caf_agent::runtime
+
+namespace caf_agent {
+/// The names of the log's levels, as [runtime] log_level holds them (beside the one reader of
+/// them: base/log.hpp stays a header of the log alone).
+CAF_AGENT_ENUM_NAMES(log_level, "quiet", "info", "debug")
+}  // namespace caf_agent
+
+namespace caf_agent::runtime {
+
+/// How idle CAF workers wait ([runtime] scheduler_idle): spin (poll, then nap: CAF's default)
+/// or sleep (wait on their condition variable at once).
+enum class idle_mode : uint8_t { spin, sleep };
+CAF_AGENT_ENUM_NAMES(idle_mode, "spin", "sleep")
+
 /// [runtime]: process-level settings; what each member means is said in fields().
 struct process_config {
   int32_t scheduler_threads = 0;
   std::string run_dir = "runs/local";
-  std::string log_level = "info";
-  std::string scheduler_idle = "spin";
+  caf_agent::log_level log_level = caf_agent::log_level::info;
+  idle_mode scheduler_idle = idle_mode::spin;
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>
@@ -96,11 +112,10 @@ struct process_config {
     f("scheduler_threads", c.scheduler_threads, "CAF worker threads; 0 = one per core", at_least(0, "must be >= 0"));
     f("run_dir", c.run_dir, "trajectories, checkpoints, metrics, workspaces (relative to the working directory)",
       not_empty());
-    f("log_level", c.log_level, "quiet, info, debug", one_of({"quiet", "info", "debug"}));
+    f("log_level", c.log_level, "quiet, info, debug");
     f("scheduler_idle", c.scheduler_idle,
       "idle CAF workers: spin (poll, then nap; CAF's default) or sleep (wait at once: for hosts with more busy "
-      "processes than cores)",
-      one_of({"spin", "sleep"}));
+      "processes than cores)");
   }
   /// Rules between fields: none.
   void validate(base::config_errors&) const {}

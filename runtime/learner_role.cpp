@@ -40,7 +40,7 @@ nlohmann::json training_settings(const app_config& cfg) {
     if (s.steps_per_iteration != 1) j["steps_per_iteration"] = s.steps_per_iteration;
     if (s.batch_sequences != 0) j["batch_sequences"] = s.batch_sequences;
     if (s.actor_lr != 0) j["actor_lr"] = s.actor_lr;
-    if (s.lr_schedule != "constant") j["lr_schedule"] = s.lr_schedule;
+    if (s.lr_schedule != learner::lr_schedule_kind::constant) j["lr_schedule"] = to_string(s.lr_schedule);
     if (!s.lr_phases.empty()) j["lr_phases"] = s.lr_phases;
     if (s.warmup_steps != 0) j["warmup_steps"] = s.warmup_steps;
     if (s.min_lr != 0) j["min_lr"] = s.min_lr;
@@ -62,7 +62,7 @@ nlohmann::json training_settings(const app_config& cfg) {
                         {"learner.ppo_epochs", l.ppo_epochs},
                         {"learner.entropy_coef", l.entropy_coef},
                         {"learner.normalize_advantages", l.normalize_advantages},
-                        {"learner.compute_dtype", l.compute_dtype}};
+                        {"learner.compute_dtype", to_string(l.compute_dtype)}};
   if (cfg.train.eval.episodes > 0)
     out["train.eval"] = {{"episodes", cfg.train.eval.episodes},
                          {"temperature", cfg.train.eval.temperature},
@@ -87,8 +87,8 @@ std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, co
   out.actors.push_back(shard);
   out.named["learner_shard"] = shard;
   out.counts["learner_shards"] = 1;
-  out.notes.push_back("learner shard " + std::to_string(l.rank) + "/" + std::to_string(l.shards) + " (" + l.backend +
-                      " on " + l.device + ") training " +
+  out.notes.push_back("learner shard " + std::to_string(l.rank) + "/" + std::to_string(l.shards) + " (" +
+                      to_string(l.backend) + " on " + l.device + ") training " +
                       (o.model_dir.empty() ? "(no model configured)" : o.model_dir));
   log_info("learner", out.notes.back());
   auto it = peers.find("coordinator");

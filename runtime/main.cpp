@@ -133,9 +133,7 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < errors.size(); ++i) std::fprintf(stderr, "caf-agent: error: %s\n", errors[i].c_str());
     return fail(errors.front());
   }
-  set_log_level(cfg.runtime.log_level == "quiet"   ? log_level::quiet
-                : cfg.runtime.log_level == "debug" ? log_level::debug
-                                                   : log_level::info);
+  set_log_level(cfg.runtime.log_level);
   observe::metrics_registry::process().set_enabled(cfg.observe.instrument);
   if (opts.role == node_role::inspector) return run_inspector(opts, cfg);
   return run_node(opts, cfg);

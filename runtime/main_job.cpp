@@ -37,10 +37,7 @@ std::string plan_new_run(const cli_options& opts, const app_config& cfg, run_dri
   d.tasks = std::move(set.tasks);
   d.episodes =
       cfg.rollout.episodes > 0 ? cfg.rollout.episodes : static_cast<int>(d.tasks.size()) * cfg.rollout.attempts;
-  // [rollout] mode is checked to be a name of episode_mode when the config is read.
-  d.mode = opts.eval
-               ? messages::episode_mode::eval
-               : messages::parse_name<messages::episode_mode>(cfg.rollout.mode).value_or(messages::episode_mode::eval);
+  d.mode = opts.eval ? messages::episode_mode::eval : cfg.rollout.mode;
   d.max_turns = d.mode == messages::episode_mode::eval ? cfg.rollout.max_turns_eval : cfg.rollout.max_turns_train;
   d.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;
   d.store_dir = store_dir_for(cfg);
@@ -129,8 +126,8 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   auto report = rollout::make_eval_report(records, level_of);
   std::printf("\n%s episodes: %zu records in %s\n%s", to_string(d.mode).c_str(), records.size(), d.store_dir.c_str(),
               rollout::format_eval_report(report).c_str());
-  std::printf("evaluated on: gpu_pool device %s, %d slot(s)%s\n", cfg.gpu_pool.device.c_str(), cfg.gpu_pool.slots,
-              gpu_names().empty() ? "" : (" (" + gpu_names() + ")").c_str());
+  std::printf("evaluated on: gpu_pool device %s, %d slot(s)%s\n", to_string(cfg.gpu_pool.device).c_str(),
+              cfg.gpu_pool.slots, gpu_names().empty() ? "" : (" (" + gpu_names() + ")").c_str());
   if (!summary->evaluations_per_pool.empty()) {
     std::printf("evaluations per GPU pool:\n");
     for (auto& [pool, n] : summary->evaluations_per_pool) std::printf("  %s: %lld\n", pool.c_str(), (long long)n);

@@ -87,7 +87,7 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     gpu_pool::worker_slot_options w;
     w.python = g.worker_python;
     w.package_dir = cfg.rollout.skills_dir + "/eval_worker";
-    w.device = g.device == "cuda" ? "cuda:" + std::to_string(gpu) : "cpu";
+    w.device = g.device == gpu_pool::pool_device::cuda ? "cuda:" + std::to_string(gpu) : "cpu";
     w.threads = threads;
     w.deadline_ms = g.job_deadline_s * 1000;
     w.stderr_path = cfg.runtime.run_dir + "/" + log_name;
@@ -109,10 +109,9 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
     return "gpu_pool.worker_python '" + g.worker_python + "' does not exist (run ./x setup)";
   std::error_code ec;
   fs::create_directories(cfg.runtime.run_dir, ec);
-  gpu_pool_options opts{static_cast<size_t>(g.queue_capacity), g.quarantine_after_failures, "gpu_pool"};
   const auto builder_count = static_cast<int32_t>(builders.size());
   // A role's actors and peers are kept untyped, by name (pool_of converts back).
-  auto pool = caf::actor_cast<caf::actor>(spawn_gpu_pool(sys, opts, std::move(backends), std::move(builders)));
+  auto pool = caf::actor_cast<caf::actor>(spawn_gpu_pool(sys, g, std::move(backends), std::move(builders)));
   out.actors.push_back(pool);
   out.named["gpu_pool"] = pool;
   out.counts["gpu_pool_manager"] = 1;
@@ -309,8 +308,9 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto tools = spawn_tool_executors(sys, t);
   if (t.mode == tool_mode::sandbox) {
     const auto& cg = sandbox::probe_cgroups();
-    out.notes.push_back(cg.mode == "none" ? "sandbox: no per-episode cgroup: " + cg.detail
-                                          : "sandbox: per-episode cgroups (" + cg.mode + "), " + cg.detail);
+    out.notes.push_back(cg.mode == sandbox::cgroup_mode::none
+                            ? "sandbox: no per-episode cgroup: " + cg.detail
+                            : "sandbox: per-episode cgroups (" + to_string(cg.mode) + "), " + cg.detail);
     log_info("rollout", out.notes.back());
   }
   auto policy = pol.server;

@@ -33,8 +33,7 @@ trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
     s.steps_per_iteration = c.steps_per_iteration;
     s.batch_sequences = c.batch_sequences;
     s.temperature = static_cast<float>(c.temperature);
-    auto kind = learner::parse_lr_schedule_kind(c.lr_schedule);
-    s.schedule.kind = kind ? kind.value() : learner::lr_schedule_kind::constant;  // validated with the config
+    s.schedule.kind = c.lr_schedule;
     s.schedule.lr = c.actor_lr > 0 ? c.actor_lr : cfg.learner.actor_lr;
     s.schedule.phases = c.lr_phases;
     s.schedule.warmup_steps = c.warmup_steps;
@@ -51,7 +50,7 @@ trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
   t.seed = cfg.policy.seed + 1;
   t.shards = in_process ? 1 : cfg.learner.shards;
   t.max_tokens_per_microbatch = cfg.learner.max_tokens_per_microbatch;
-  t.stage_in_process = in_process && cfg.learner.weight_sync == "auto";
+  t.stage_in_process = in_process && cfg.learner.weight_sync == learner::weight_sync_mode::automatic;
   t.max_step_attempts = cfg.train.max_step_attempts;
   t.max_empty_iterations = cfg.train.max_empty_iterations;
   t.retry_aborted = cfg.rollout.retry_aborted;

@@ -87,7 +87,7 @@ spawn_spec sandboxed_bash(const sandbox_config& cfg, const std::string& host_wor
   s.limits = cfg.limits;
   s.uid = uid;
   s.gid = uid;
-  if (cfg.isolation == "none") {
+  if (cfg.isolation == isolation_kind::none) {
     s.argv = {cfg.bash_path, "-c", command};
     s.cwd = host_workspace;
     s.env = sandbox_env(cfg, host_workspace);

@@ -42,8 +42,6 @@ std::string check_binds(const sandbox_config& c) {
 }  // namespace
 
 std::string sandbox_config::validate() const {
-  if (isolation != "bwrap" && isolation != "none")
-    return fmt::format("isolation must be \"bwrap\" or \"none\", got \"{}\"", isolation);
   if (workspace.empty() || !workspace.is_absolute()) return "workspace must be an absolute path";
   std::error_code ec;
   if (!std::filesystem::is_directory(workspace, ec))
@@ -68,8 +66,6 @@ std::string sandbox_config::validate() const {
   if (bwrap_path.empty()) return "bwrap_path must not be empty";
   if (bash_path.empty() || bash_path[0] != '/') return "bash_path must be absolute";
   if (auto e = check_limits(limits); !e.empty()) return e;
-  if (cgroup != "auto" && cgroup != "required" && cgroup != "off")
-    return fmt::format("cgroup must be \"auto\", \"required\" or \"off\", got \"{}\"", cgroup);
   // Rationale: below 256 MiB a compiler or the Python interpreter cannot start.
   if (episode_limits.memory_bytes != 0 && episode_limits.memory_bytes < (256ULL << 20))
     return "episode_limits.memory_bytes must be 0 (no limit) or >= 256 MiB";

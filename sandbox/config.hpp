@@ -42,11 +42,16 @@ struct resource_limits {
   std::uint64_t open_files = 1024;
 };
 
+/// Whether an episode gets its own cgroup (sandbox_config::cgroup): `automatic` ("auto": one
+/// where the host lets us make it, else none, reported by probe_cgroups and in the metrics),
+/// `required` (no sandbox without one), or `off`.
+enum class cgroup_policy : uint8_t { automatic, required, off };
+CAF_AGENT_ENUM_NAMES(cgroup_policy, "auto", "required", "off")
+
 /// Everything an `episode_sandbox` needs; `validate()` before use.
 struct sandbox_config {
-  /// "bwrap" (default, required in production) or "none" (development only: rlimits,
-  /// process-group kill and workspace confinement of file tools, but no namespaces).
-  std::string isolation = "bwrap";
+  /// bwrap (default, required in production) or none (development only: see isolation_kind).
+  isolation_kind isolation = isolation_kind::bwrap;
   /// Host directory of the episode's workspace; must exist (the caller fills it).
   std::filesystem::path workspace;
   /// Where the workspace appears inside the sandbox (bwrap only); also HOME and cwd.
@@ -98,10 +103,8 @@ struct sandbox_config {
   // Rationale: 64 MiB, Docker's default, is what torch's and Python's shared-memory users
   // expect; it is RAM, so it is bounded like /tmp.
   std::uint64_t shm_bytes = 64ULL << 20;
-  /// The episode's cgroup: "auto" (one per episode where the host lets us make it, else none,
-  /// reported by probe_cgroups and in the metrics), "required" (no sandbox without one), or
-  /// "off".
-  std::string cgroup = "auto";
+  /// The episode's cgroup: auto, required or off (see cgroup_policy).
+  cgroup_policy cgroup = cgroup_policy::automatic;
   /// Limits of the episode's cgroup (memory, processes, CPU of the whole episode).
   cgroup_limits episode_limits;
   /// Size cap of the workspace, bytes (0: none). When the node may mount (root), the

@@ -24,6 +24,19 @@ setter field(T sandbox_config::*member) {
   };
 }
 
+/// A named enum from its name: another string is "'x' is not one of: <the names>".
+template <base::named_enum E>
+setter named(E sandbox_config::*member) {
+  return [member](const json& v, sandbox_config& c) -> std::string {
+    if (!v.is_string()) return "must be a string";
+    const auto name = v.get<std::string>();
+    auto e = base::parse_name<E>(name);
+    if (!e) return "'" + name + "' is not one of: " + base::names_list<E>();
+    c.*member = *e;
+    return {};
+  };
+}
+
 template <class T>
 setter limit(T resource_limits::*member) {
   return [member](const json& v, sandbox_config& c) -> std::string {
@@ -59,7 +72,7 @@ std::string read_binds(const json& v, sandbox_config& c) {
 
 const std::map<std::string, setter>& setters() {
   static const std::map<std::string, setter> table = {
-      {"isolation", field(&sandbox_config::isolation)},
+      {"isolation", named(&sandbox_config::isolation)},
       {"workspace",
        [](const json& v, sandbox_config& c) -> std::string {
          if (!v.is_string()) return "must be a string";
@@ -97,7 +110,7 @@ const std::map<std::string, setter>& setters() {
       {"limits.max_processes", limit(&resource_limits::max_processes)},
       {"limits.file_size_bytes", limit(&resource_limits::file_size_bytes)},
       {"limits.open_files", limit(&resource_limits::open_files)},
-      {"cgroup", field(&sandbox_config::cgroup)},
+      {"cgroup", named(&sandbox_config::cgroup)},
       {"workspace_bytes", field(&sandbox_config::workspace_bytes)},
       {"episode_limits.memory_bytes", episode_limit(&cgroup_limits::memory_bytes)},
       {"episode_limits.max_pids", episode_limit(&cgroup_limits::max_pids)},

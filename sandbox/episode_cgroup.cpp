@@ -21,7 +21,7 @@ namespace {
 
 /// One mounted hierarchy and the node's own group in it.
 struct hierarchy {
-  std::string version;  ///< "v1" or "v2".
+  cgroup_mode version = cgroup_mode::none;  ///< v1 or v2.
   std::set<std::string> controllers;
   std::string own_dir;  ///< Absolute directory of the node's group.
 };
@@ -86,7 +86,7 @@ std::vector<hierarchy> find_hierarchies() {
       return mount_point + (rel == "/" ? "" : rel);
     };
     if (post[0] == "cgroup2" && has_v2) {
-      hierarchy h{"v2", {}, inside(v2_path)};
+      hierarchy h{cgroup_mode::v2, {}, inside(v2_path)};
       for (const auto& c : split(read_text(h.own_dir + "/cgroup.controllers"), ' ')) {
         std::string name = c;
         while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
@@ -94,7 +94,7 @@ std::vector<hierarchy> find_hierarchies() {
       }
       out.push_back(std::move(h));
     } else if (post[0] == "cgroup") {
-      hierarchy h{"v1", {}, {}};
+      hierarchy h{cgroup_mode::v1, {}, {}};
       std::string path;
       for (const auto& opt : split(post[2], ','))
         if (opt == "memory" || opt == "pids" || opt == "cpu") {
@@ -111,7 +111,7 @@ std::vector<hierarchy> find_hierarchies() {
 
 /// The directories (one per hierarchy) in which a group `name` goes, and the version.
 struct placement {
-  std::string mode;
+  cgroup_mode mode = cgroup_mode::none;
   std::vector<hierarchy> parents;
   std::string error;
 };
@@ -119,23 +119,24 @@ struct placement {
 placement choose_placement() {
   const auto all = find_hierarchies();
   for (const auto& h : all) {
-    if (h.version != "v2") continue;
+    if (h.version != cgroup_mode::v2) continue;
     if (!(h.controllers.count("memory") && h.controllers.count("pids"))) continue;
     // Delegation: the controllers must be on in our group's subtree_control. Enabling them
     // fails (EBUSY) in a non-root group that holds processes: then v2 is not ours to use.
     const std::string want = h.controllers.count("cpu") ? "+memory +pids +cpu" : "+memory +pids";
-    if (write_control(h.own_dir + "/cgroup.subtree_control", want).empty()) return {"v2", {h}, {}};
+    if (write_control(h.own_dir + "/cgroup.subtree_control", want).empty()) return {cgroup_mode::v2, {h}, {}};
   }
-  placement p{"v1", {}, {}};
+  placement p{cgroup_mode::v1, {}, {}};
   std::set<std::string> covered;
   for (const auto& h : all) {
-    if (h.version != "v1") continue;
+    if (h.version != cgroup_mode::v1) continue;
     p.parents.push_back(h);
     covered.insert(h.controllers.begin(), h.controllers.end());
   }
   if (covered.count("memory") && covered.count("pids")) return p;
-  return {
-      "none", {}, "no cgroup v2 group with memory and pids delegated, and no cgroup v1 memory and pids hierarchies"};
+  return {cgroup_mode::none,
+          {},
+          "no cgroup v2 group with memory and pids delegated, and no cgroup v1 memory and pids hierarchies"};
 }
 
 std::string trim(std::string s) {
@@ -158,7 +159,7 @@ const cgroup_support& probe_cgroups() {
     std::string error;
     const auto probe = episode_cgroup::create(fmt::format("caf-agent-probe-{}", ::getpid()), {}, error);
     if (!probe) {
-      support = {"none", error};
+      support = {cgroup_mode::none, error};
       return;
     }
     support.mode = probe->mode_;
@@ -172,7 +173,7 @@ const cgroup_support& probe_cgroups() {
 std::unique_ptr<episode_cgroup> episode_cgroup::create(const std::string& name, const cgroup_limits& limits,
                                                        std::string& error) {
   const auto place = choose_placement();
-  if (place.mode == "none") {
+  if (place.mode == cgroup_mode::none) {
     error = place.error;
     return nullptr;
   }
@@ -186,7 +187,7 @@ std::unique_ptr<episode_cgroup> episode_cgroup::create(const std::string& name, 
     }
     g->dirs_.push_back(dir);
     std::vector<std::pair<std::string, std::string>> settings;
-    const bool v2 = place.mode == "v2";
+    const bool v2 = place.mode == cgroup_mode::v2;
     if (h.controllers.count("memory")) {
       g->memory_dir_ = dir;
       if (limits.memory_bytes)
@@ -227,7 +228,7 @@ void episode_cgroup::kill_all() {
   using namespace std::chrono_literals;
   for (const auto& dir : dirs_) {
     // v2 (5.14+): one write kills the whole group, including processes forking right now.
-    if (mode_ == "v2") (void)write_control(dir + "/cgroup.kill", "1");
+    if (mode_ == cgroup_mode::v2) (void)write_control(dir + "/cgroup.kill", "1");
   }
   // Rationale: 200 rounds of 5 ms; a fork racing the kill is caught in the next round, and the
   // pids limit bounds how many there can be.
@@ -247,13 +248,14 @@ void episode_cgroup::kill_all() {
 
 std::uint64_t episode_cgroup::memory_peak_bytes() const {
   if (memory_dir_.empty()) return 0;
-  const auto text = trim(read_text(memory_dir_ + (mode_ == "v2" ? "/memory.peak" : "/memory.max_usage_in_bytes")));
+  const auto text =
+      trim(read_text(memory_dir_ + (mode_ == cgroup_mode::v2 ? "/memory.peak" : "/memory.max_usage_in_bytes")));
   return text.empty() ? 0 : std::stoull(text);
 }
 
 std::uint64_t episode_cgroup::memory_limit_hits() const {
   if (memory_dir_.empty()) return 0;
-  if (mode_ == "v1") {
+  if (mode_ == cgroup_mode::v1) {
     const auto text = trim(read_text(memory_dir_ + "/memory.failcnt"));
     return text.empty() ? 0 : std::stoull(text);
   }

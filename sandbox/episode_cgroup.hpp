@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "base/named_enum.hpp"
+
 namespace caf_agent::sandbox {
 
 /// Limits of one episode's cgroup; zero means "no limit" for that controller.
@@ -32,10 +34,13 @@ struct cgroup_limits {
   double cpus = 2.0;
 };
 
+/// Which cgroup version episode groups are made in (reported by its name: none, v1, v2).
+enum class cgroup_mode : uint8_t { none, v1, v2 };
+CAF_AGENT_ENUM_NAMES(cgroup_mode, "none", "v1", "v2")
+
 /// What this host offers.
 struct cgroup_support {
-  /// "v2", "v1" or "none".
-  std::string mode = "none";
+  cgroup_mode mode = cgroup_mode::none;
   /// Why there is no cgroup (mode "none"), or where groups are made.
   std::string detail;
 };
@@ -64,15 +69,15 @@ class episode_cgroup {
   std::uint64_t memory_peak_bytes() const;
   /// Times the memory limit was hit (v1 failcnt, v2 "max" events; 0 when unknown).
   std::uint64_t memory_limit_hits() const;
-  /// "v1" or "v2".
-  const std::string& mode() const { return mode_; }
+  /// v1 or v2.
+  cgroup_mode mode() const { return mode_; }
   /// The directories, one per hierarchy.
   const std::vector<std::string>& dirs() const { return dirs_; }
 
  private:
   friend const cgroup_support& probe_cgroups();
   episode_cgroup() = default;
-  std::string mode_;
+  cgroup_mode mode_ = cgroup_mode::none;
   std::vector<std::string> dirs_;
   std::string memory_dir_;
   std::vector<int> procs_fds_;

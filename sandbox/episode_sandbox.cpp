@@ -120,14 +120,14 @@ create_result episode_sandbox::create(sandbox_config cfg) {
   auto s = std::make_unique<state>();
   s->cfg = std::move(cfg);
   const auto& c = s->cfg;
-  const bool bwrap = c.isolation == "bwrap";
+  const bool bwrap = c.isolation == isolation_kind::bwrap;
   const std::string host = std::filesystem::canonical(c.workspace).string();
-  if (c.cgroup != "off") {
+  if (c.cgroup != cgroup_policy::off) {
     static std::atomic<unsigned long> serial{0};
     std::string err;
     s->cgroup = episode_cgroup::create(fmt::format("caf-agent-{}-{}", ::getpid(), serial++), c.episode_limits, err);
     if (!s->cgroup) {
-      if (c.cgroup == "required")
+      if (c.cgroup == cgroup_policy::required)
         return {nullptr, "sandbox: no cgroup for the episode (cgroup = \"required\"): " + err};
       s->cgroup_note = err;
     }
@@ -239,7 +239,7 @@ const sandbox_config& episode_sandbox::config() const {
 
 nlohmann::json episode_sandbox::containment() const {
   nlohmann::json j;
-  j["cgroup"] = s_->cgroup ? s_->cgroup->mode() : "none: " + s_->cgroup_note;
+  j["cgroup"] = s_->cgroup ? to_string(s_->cgroup->mode()) : "none: " + s_->cgroup_note;
   j["memory_peak_bytes"] = s_->cgroup ? s_->cgroup->memory_peak_bytes() : 0;
   j["memory_limit_hits"] = s_->cgroup ? s_->cgroup->memory_limit_hits() : 0;
   if (s_->workspace_mounted)

@@ -255,7 +255,7 @@ void die_with_parent(pid_t parent) noexcept {
 }
 
 node_child_guard::node_child_guard(const std::string& name) : parent_(::getpid()) {
-  if (probe_cgroups().mode == "none") return;
+  if (probe_cgroups().mode == cgroup_mode::none) return;
   std::string error;
   // No limits: the group only holds the child's descendants for the kill.
   cgroup_ = episode_cgroup::create(name, cgroup_limits{0, 0, 0.0}, error);

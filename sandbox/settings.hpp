@@ -7,10 +7,17 @@
 #include <string>
 
 #include "base/config_fields.hpp"
+#include "base/named_enum.hpp"
 
 namespace caf_agent::sandbox {
 
 struct sandbox_config;  // sandbox/config.hpp: one episode's sandbox
+
+/// How an episode's tools are isolated ([sandbox] isolation, sandbox_config::isolation):
+/// bubblewrap namespaces (required in production), or none (development only: rlimits,
+/// process-group kill and workspace confinement of file tools, but no namespaces).
+enum class isolation_kind : uint8_t { bwrap, none };
+CAF_AGENT_ENUM_NAMES(isolation_kind, "bwrap", "none")
 
 /// A Bash call's timeout when it names none, seconds (the one default; sandbox_config uses it).
 // Rationale: Claude-Code-style default of 2 minutes, enough for one kernel build.
@@ -21,7 +28,7 @@ inline constexpr int64_t default_max_output_bytes = 30000;
 
 /// [sandbox]: what each member means is said once, in fields().
 struct sandbox_settings {
-  std::string isolation = "bwrap";
+  isolation_kind isolation = isolation_kind::bwrap;
   std::string workspace_root = "runs/local/workspaces";
   int64_t bash_timeout_s = default_bash_timeout_s;
   int64_t max_output_bytes = default_max_output_bytes;
@@ -35,7 +42,7 @@ struct sandbox_settings {
   template <class F, class Self>
   static void fields(F& f, Self& c) {
     using namespace base;
-    f("isolation", c.isolation, "bwrap, or none (development only: no isolation)", one_of({"bwrap", "none"}));
+    f("isolation", c.isolation, "bwrap, or none (development only: no isolation)");
     f("workspace_root", c.workspace_root, "episode workspaces are made under it", not_empty());
     f("bash_timeout_s", c.bash_timeout_s, "a Bash call that names no timeout ends after this", positive());
     f("max_output_bytes", c.max_output_bytes, "a tool's output is cut to this (head and tail kept)", positive());

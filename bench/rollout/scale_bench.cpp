@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<gpu_pool::slot_backend>> backends;
   for (int i = 0; i < slots; ++i) backends.push_back(gpu_pool::make_sim_slot(eval_ms, 0.7, 100 + i));
-  auto pool = spawn_gpu_pool(sys, {static_cast<size_t>(slots) * 2, 3, "gpu_pool"}, std::move(backends));
+  auto pool = spawn_gpu_pool(sys, {.queue_capacity = slots * 2, .quarantine_after_failures = 3}, std::move(backends));
   tool_executor_options t;
   t.mode = tool_mode::sim;
   t.sim_latency_ms = tool_ms;

@@ -64,13 +64,13 @@ void row(const char* name, const stats& s, const char* target) {
 /// Which containment an arm has (the A/B rows).
 enum class arm { deployed, no_cgroup_no_cap, cgroup_only };
 
-std::unique_ptr<sb::episode_sandbox> make(const std::filesystem::path& ws, const char* isolation,
+std::unique_ptr<sb::episode_sandbox> make(const std::filesystem::path& ws, sb::isolation_kind isolation,
                                           arm a = arm::deployed) {
   sb::sandbox_config c;
   c.workspace = ws;
   c.isolation = isolation;
   if (a != arm::deployed) c.workspace_bytes = 0;
-  if (a == arm::no_cgroup_no_cap) c.cgroup = "off";
+  if (a == arm::no_cgroup_no_cap) c.cgroup = sb::cgroup_policy::off;
   c.protected_paths = {"model.py"};
   c.require_read_before_edit = false;
   auto r = sb::episode_sandbox::create(c);
@@ -90,10 +90,10 @@ int main(int argc, char** argv) {
   if (::mkdtemp(tmpl.data()) == nullptr) return 1;
   ::chmod(tmpl.c_str(), 0711);
   const std::filesystem::path root(tmpl);
-  auto bw = make(make_workspace(root, "bwrap"), "bwrap");
-  auto none = make(make_workspace(root, "none"), "none");
-  auto bw_plain = make(make_workspace(root, "plain"), "bwrap", arm::no_cgroup_no_cap);
-  auto bw_cg = make(make_workspace(root, "cgroup"), "bwrap", arm::cgroup_only);
+  auto bw = make(make_workspace(root, "bwrap"), sb::isolation_kind::bwrap);
+  auto none = make(make_workspace(root, "none"), sb::isolation_kind::none);
+  auto bw_plain = make(make_workspace(root, "plain"), sb::isolation_kind::bwrap, arm::no_cgroup_no_cap);
+  auto bw_cg = make(make_workspace(root, "cgroup"), sb::isolation_kind::bwrap, arm::cgroup_only);
   time_calls(*bw, 10, "Bash", {{"command", "true"}});  // warm-up: page cache, probe
   time_calls(*bw_plain, 10, "Bash", {{"command", "true"}});
   // Interleaved A/B, so both arms see the same machine load: with and without the cgroup.

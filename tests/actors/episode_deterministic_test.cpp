@@ -131,7 +131,7 @@ struct episode_test : caf_agent::testing::deterministic {
     env.policy = caf::actor_cast<policy_generator>(policy);
     env.tools = caf::actor_cast<tool_router_actor>(tools);
     env.pool = caf::actor_cast<evaluator_actor>(pool);
-    env.sink = sink;
+    env.sink = caf::actor_cast<record_sink_actor>(sink);
     env.node_id = "node";
     env.system_text = "SKILL";
     env.render_prompt = true;  // the prompt text shows what the episode observed
@@ -139,7 +139,8 @@ struct episode_test : caf_agent::testing::deterministic {
 
   /// Spawns the episode and runs its initialisation (it sends its first message).
   caf::actor spawn_episode_now() {
-    auto ep = spawn_episode(sys(), start, env);
+    // The test's helpers take untyped handles; the typed one's protocol is the episode's.
+    auto ep = caf::actor_cast<caf::actor>(spawn_episode(sys(), start, env));
     sched().prioritize(ep);
     sched().run_once();
     return ep;

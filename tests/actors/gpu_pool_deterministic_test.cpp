@@ -94,10 +94,10 @@ struct pool_test : caf_agent::testing::deterministic {
       if (raise) t = [raise, i](const eval_request& r) { return raise(i, r); };
       backends.push_back(std::make_unique<scripted_slot>(i, trace, c, t));
     }
-    gpu_pool_options o;
-    o.queue_capacity = queue_capacity;
-    o.quarantine_after = quarantine_after;
-    pool = spawn_gpu_pool(sys(), o, std::move(backends));
+    gpu_pool::pool_config c;
+    c.queue_capacity = static_cast<int32_t>(queue_capacity);
+    c.quarantine_after_failures = quarantine_after;
+    pool = spawn_gpu_pool(sys(), c, std::move(backends));
     run();
     episodes = sys().spawn(client, pool, log);
     run();

@@ -95,7 +95,7 @@ struct pool_fixture {
     for (int i = 0; i < slots; ++i) s.push_back(std::make_unique<fake_slot>(l));
     std::vector<std::unique_ptr<gpu_pool::build_backend>> b;
     for (int i = 0; i < builders; ++i) b.push_back(std::make_unique<fake_builder>(l));
-    pool = spawn_gpu_pool(*sys, {64, 3, "gpu_pool"}, std::move(s), std::move(b));
+    pool = spawn_gpu_pool(*sys, {.queue_capacity = 64, .quarantine_after_failures = 3}, std::move(s), std::move(b));
   }
   ~pool_fixture() {
     caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
@@ -223,7 +223,8 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   slots.push_back(gpu_pool::make_worker_slot(w));
   std::vector<std::unique_ptr<gpu_pool::build_backend>> builders;
   builders.push_back(gpu_pool::make_worker_builder(w));
-  auto pool = spawn_gpu_pool(sys, {8, 3, "gpu_pool"}, std::move(slots), std::move(builders));
+  auto pool =
+      spawn_gpu_pool(sys, {.queue_capacity = 8, .quarantine_after_failures = 3}, std::move(slots), std::move(builders));
 
   const std::string nonce = "p" + std::to_string(::getpid());
   eval_request req;
@@ -258,7 +259,7 @@ TEST(gpu_pool_build_stage, real_builder_compiles_so_the_real_slot_does_not) {
   std::filesystem::remove_all(build_root);
 }
 
-// A task the judge refuses (here: its output does not depend on its input) answers
+// A task the judge refuses (here: its reference raises) answers
 // "task_error" and never counts towards quarantine: more such jobs than quarantine_after on
 // the only slot, then an honest job, which the slot still takes.
 TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
@@ -278,7 +279,8 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   std::vector<std::unique_ptr<gpu_pool::slot_backend>> slots;
   slots.push_back(gpu_pool::make_worker_slot(w));
   const int quarantine_after = 2;
-  auto pool = spawn_gpu_pool(sys, {8, quarantine_after, "gpu_pool"}, std::move(slots));
+  auto pool =
+      spawn_gpu_pool(sys, {.queue_capacity = 8, .quarantine_after_failures = quarantine_after}, std::move(slots));
   caf::scoped_actor self{sys};
   auto ask = [&](const eval_request& r) {
     eval_result out;
@@ -291,17 +293,17 @@ TEST(gpu_pool_task_errors, refused_tasks_do_not_quarantine_the_slot) {
   eval_request req;
   req.episode_id = 1;
   req.mode = eval_mode::final;
-  req.task.task_id = "degenerate";
+  req.task.task_id = "raises";
   req.task.model_py =
       "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
-      "    def forward(self, x):\n        return x.t().contiguous() * 0\n\n"
+      "    def forward(self, x):\n        return x @ torch.ones(3, 3)\n\n"
       "def get_inputs():\n    return [torch.randn(8, 33)]\n\ndef get_init_inputs():\n    return []\n";
   req.files = test_support::transpose_kernel_submission(nonce);
   for (int i = 0; i < quarantine_after + 1; ++i) {
     req.job_id = 10 + i;
     auto r = ask(req);
     EXPECT_EQ(r.status, eval_status::task_error) << r.reason;
-    EXPECT_NE(r.reason.find("does not depend on its input"), std::string::npos) << r.reason;
+    EXPECT_NE(r.reason.find("the task's reference raised"), std::string::npos) << r.reason;
     EXPECT_EQ(r.reward, 0);
   }
   req.job_id = 20;

@@ -50,6 +50,8 @@ TEST(LrSchedule, BadSchedulesNameTheField) {
             std::string::npos);
   EXPECT_NE(message({.lr = NAN}).find("lr must be finite"), std::string::npos);
   EXPECT_FALSE(parse_lr_schedule_kind("linear"));
+  EXPECT_NE(parse_lr_schedule_kind("linear").error().message.find("constant, phases, cosine"), std::string::npos);
+  EXPECT_EQ(to_string(lr_schedule_kind::phases), "phases");
   EXPECT_EQ(parse_lr_schedule_kind("cosine").value(), lr_schedule_kind::cosine);
 }
 

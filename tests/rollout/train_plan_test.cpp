@@ -135,22 +135,23 @@ TEST(train_plan, an_asynchronous_trainer_killed_at_any_point_consumes_every_epis
 }
 
 TEST(train_plan, stopping_rules) {
-  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 1, 2, 0, 0.6, 20), "");
-  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 2, 2, 0, 0.6, 20), "iterations");
-  EXPECT_EQ(stage_stop_reason(stage_kind::rft, 1, 1, 0, 0.6, 20), "iterations");
-  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 1, 1, 0.59, 0.6, 3), "");  // iterations do not apply
-  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 2, 1, 0.61, 0.6, 3), "gate");
-  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 3, 1, 0.2, 0.6, 3), "cap");
+  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 1, 2, 0, 0.6, 20), std::nullopt);
+  EXPECT_EQ(stage_stop_reason(stage_kind::agentic_ppo, 2, 2, 0, 0.6, 20), stage_end::iterations);
+  EXPECT_EQ(stage_stop_reason(stage_kind::rft, 1, 1, 0, 0.6, 20), stage_end::iterations);
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 1, 1, 0.59, 0.6, 3),
+            std::nullopt);  // iterations do not apply
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 2, 1, 0.61, 0.6, 3), stage_end::gate);
+  EXPECT_EQ(stage_stop_reason(stage_kind::value_pretrain, 3, 1, 0.2, 0.6, 3), stage_end::cap);
   train_state s;
   s.stage_step = 3;
   s.store_cursor = 8;
-  advance_stage(s, stage_kind::value_pretrain, "cap", 0.2);
+  advance_stage(s, stage_kind::value_pretrain, stage_end::cap, 0.2);
   EXPECT_EQ(s.stage_index, 1U);
   EXPECT_EQ(s.stage_step, 0);
   EXPECT_EQ(s.store_cursor, 0);
   ASSERT_EQ(s.stages_done.size(), 1U);
   EXPECT_EQ(s.stages_done[0].steps, 3);
-  EXPECT_EQ(s.stages_done[0].outcome, "cap");
+  EXPECT_EQ(s.stages_done[0].outcome, stage_end::cap);
   EXPECT_EQ(name_of(learner_stage(stage_kind::single_turn_ppo)), "ppo");
   EXPECT_EQ(name_of(learner_stage(stage_kind::value_pretrain)), "vp");
 }
@@ -161,7 +162,7 @@ TEST(train_plan, state_round_trips_and_bad_files_are_named) {
   s.settings = {{"learner.actor_lr", 3e-6}, {"train.stages", {"rft", "agentic_ppo"}}};
   plan_iteration(s, 2);
   commit_iteration(s, {0, "rft", 1, s.pending, 1, {{"reward below the RFT threshold", 1}}}, true, "ck/1");
-  advance_stage(s, stage_kind::rft, "iterations", 0);
+  advance_stage(s, stage_kind::rft, stage_end::iterations, 0);
   plan_iteration(s, 2);
   ASSERT_FALSE(write_train_state(dir, s));
   auto back = reload(dir);
@@ -180,6 +181,20 @@ TEST(train_plan, state_round_trips_and_bad_files_are_named) {
   EXPECT_TRUE(back.ahead.empty());
   EXPECT_EQ(back.pending, s.pending);
   EXPECT_EQ(back.format_version, train_state_format_version);
+
+  // A stage's outcome is written and read as its name (the strings the field held before it was
+  // an enum); a name not in the list is named.
+  auto named = to_json(s);
+  EXPECT_EQ(named["stages_done"][0]["outcome"], "iterations");
+  named["stages_done"][0]["outcome"] = "gate";
+  std::ofstream(dir / train_state_file) << named.dump();
+  EXPECT_EQ(reload(dir).stages_done.at(0).outcome, stage_end::gate);
+  named["stages_done"][0]["outcome"] = "stalled";
+  std::ofstream(dir / train_state_file) << named.dump();
+  std::optional<train_state> unnamed;
+  auto unnamed_err = read_train_state(dir, unnamed);
+  ASSERT_TRUE(unnamed_err);
+  EXPECT_NE(unnamed_err->find("'stalled' is not one of: iterations, gate, cap"), std::string::npos) << *unnamed_err;
 
   std::ofstream(dir / train_state_file) << "{\"format_version\": 1}";
   std::optional<train_state> out;

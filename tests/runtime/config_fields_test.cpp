@@ -82,7 +82,7 @@ TEST(config_fields, printed_values_keep_odd_strings_and_exact_doubles) {
   c.learner.actor_lr = 3e-6;
   c.learner.critic_lr = 0.1 + 0.2;  // not 0.3: the shortest form must still read back exactly
   c.policy.temperature = 7;         // a whole double stays a float ("7.0")
-  c.train.rft.lr_schedule = "phases";
+  c.train.rft.lr_schedule = learner::lr_schedule_kind::phases;
   c.train.rft.iterations = 5;
   c.train.rft.lr_phases = {{3, 1e-2}, {2, 5}};
   auto r = parse_config(print_config(c), "printed");
@@ -112,12 +112,19 @@ TEST(config_fields, every_key_is_commented_once) {
 TEST(config_fields, a_library_struct_validates_without_toml) {
   sandbox::sandbox_settings s;
   s.bash_timeout_s = 0;
-  s.isolation = "chroot";
+  s.max_output_bytes = 0;
   base::error_list errors;
   base::validate_config(s, errors);
   ASSERT_EQ(errors.lines.size(), 2U);
-  EXPECT_EQ(errors.lines[0], "isolation: 'chroot' is not one of: bwrap, none");
-  EXPECT_EQ(errors.lines[1], "bash_timeout_s: must be > 0, got 0");
+  EXPECT_EQ(errors.lines[0], "bash_timeout_s: must be > 0, got 0");
+  EXPECT_EQ(errors.lines[1], "max_output_bytes: must be > 0, got 0");
+
+  policy::policy_config p;  // a closed set still held as a string is checked by its one_of
+  p.dtype = "float64";
+  base::error_list policy_errors;
+  base::validate_config(p, policy_errors);
+  ASSERT_EQ(policy_errors.lines.size(), 1U);
+  EXPECT_EQ(policy_errors.lines[0], "dtype: 'float64' is not one of: float32, bfloat16, float16");
 
   rollout::train_config t;  // nested sections are checked too, their keys prefixed
   t.rft.max_repeats = 0;

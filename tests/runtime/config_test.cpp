@@ -35,7 +35,7 @@ TEST(config, embedded_default_is_valid_and_is_local_toml) {
   ASSERT_TRUE(r.ok()) << r.errors.front();
   auto file = load_config_file(source_dir() + "/config/local.toml");
   ASSERT_TRUE(file.ok()) << file.errors.front();
-  EXPECT_EQ(r.config.gpu_pool.device, "cpu");
+  EXPECT_EQ(r.config.gpu_pool.device, caf_agent::gpu_pool::pool_device::cpu);
   EXPECT_EQ(r.config.cluster.port, file.config.cluster.port);
   EXPECT_EQ(r.config.rollout.max_turns_eval, 200);
   EXPECT_EQ(r.config.rollout.max_turns_train, 150);
@@ -45,7 +45,7 @@ TEST(config, embedded_default_is_valid_and_is_local_toml) {
 TEST(config, cluster_example_is_valid) {
   auto r = load_config_file(source_dir() + "/config/cluster.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
-  EXPECT_EQ(r.config.gpu_pool.device, "cuda");
+  EXPECT_EQ(r.config.gpu_pool.device, caf_agent::gpu_pool::pool_device::cuda);
   EXPECT_EQ(r.config.cluster.port, 4242);
 }
 
@@ -229,10 +229,10 @@ TEST(config, referenced_paths_are_checked_for_the_role) {
 }
 
 TEST(config, scheduler_idle_is_spin_or_sleep) {
-  EXPECT_EQ(parse_config("", "t.toml").config.runtime.scheduler_idle, "spin");  // CAF's default polling
+  EXPECT_EQ(parse_config("", "t.toml").config.runtime.scheduler_idle, idle_mode::spin);  // CAF's default polling
   auto r = parse_config("[runtime]\nscheduler_idle = \"sleep\"\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
-  EXPECT_EQ(r.config.runtime.scheduler_idle, "sleep");
+  EXPECT_EQ(r.config.runtime.scheduler_idle, idle_mode::sleep);
   EXPECT_TRUE(has_error(parse_config("[runtime]\nscheduler_idle = \"nap\"\n", "t.toml"), "runtime.scheduler_idle"));
 }
 
@@ -440,4 +440,79 @@ TEST(config, non_finite_numbers_and_an_inverted_clip_range_are_named) {
   EXPECT_TRUE(has_error(r, "'learner.clip_high': must be >= learner.clip_low"));
   r = parse_config("[train.agentic_ppo]\nlr_schedule = \"phases\"\nlr_phases = [[1, 1e-3], [1, nan]]\n", "t.toml");
   EXPECT_TRUE(has_error(r, "'train.agentic_ppo.lr_phases': must be [integer, number] pairs of finite numbers"));
+}
+
+// The config's other closed sets read as enums too ([rollout] mode, [gpu_pool] device,
+// [runtime] log_level and scheduler_idle): the names TOML held when they were strings read the
+// same, print back as themselves, and a name not in the list is an error naming every name.
+TEST(config, closed_sets_read_their_old_names_as_enums) {
+  using caf_agent::log_level;
+  using caf_agent::gpu_pool::pool_device;
+  using caf_agent::messages::episode_mode;
+  auto r = parse_config(
+      "[rollout]\nmode = \"train\"\n[gpu_pool]\ndevice = \"cuda\"\n[runtime]\nlog_level = \"debug\"\n"
+      "scheduler_idle = \"sleep\"\n",
+      "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.rollout.mode, episode_mode::train);
+  EXPECT_EQ(r.config.gpu_pool.device, pool_device::cuda);
+  EXPECT_EQ(r.config.runtime.log_level, log_level::debug);
+  EXPECT_EQ(r.config.runtime.scheduler_idle, idle_mode::sleep);
+  const auto printed = print_config(r.config);
+  for (auto line : {"mode = \"train\"", "device = \"cuda\"", "log_level = \"debug\"", "scheduler_idle = \"sleep\""})
+    EXPECT_NE(printed.find(line), std::string::npos) << line;
+  auto back = parse_config(printed, "printed");
+  ASSERT_TRUE(back.ok()) << back.errors.front();
+  EXPECT_EQ(back.config.rollout.mode, episode_mode::train);
+  EXPECT_EQ(back.config.gpu_pool.device, pool_device::cuda);
+  EXPECT_EQ(back.config.runtime.log_level, log_level::debug);
+
+  const app_config defaults;
+  EXPECT_EQ(defaults.rollout.mode, episode_mode::eval);
+  EXPECT_EQ(defaults.gpu_pool.device, pool_device::cpu);
+  EXPECT_EQ(defaults.runtime.log_level, log_level::info);
+
+  auto mode = parse_config("[rollout]\nmode = \"test\"\n", "t.toml");
+  EXPECT_TRUE(has_error(mode, "config key 'rollout.mode': 'test' is not one of: train, eval")) << mode.errors.front();
+  auto device = parse_config("[gpu_pool]\ndevice = \"tpu\"\n", "t.toml");
+  EXPECT_TRUE(has_error(device, "config key 'gpu_pool.device': 'tpu' is not one of: cpu, cuda"))
+      << device.errors.front();
+  auto level = parse_config("[runtime]\nlog_level = \"warn\"\n", "t.toml");
+  EXPECT_TRUE(has_error(level, "config key 'runtime.log_level': 'warn' is not one of: quiet, info, debug"))
+      << level.errors.front();
+  auto idle = parse_config("[runtime]\nscheduler_idle = \"nap\"\n", "t.toml");
+  EXPECT_TRUE(has_error(idle, "config key 'runtime.scheduler_idle': 'nap' is not one of: spin, sleep"))
+      << idle.errors.front();
+}
+
+// The same for [learner] and [sandbox]: backend, compute_dtype, weight_sync ("auto" is the
+// enumerator `automatic`: the name, not the identifier, is what files hold), isolation.
+TEST(config, learner_and_sandbox_closed_sets_read_their_old_names_as_enums) {
+  namespace ln = caf_agent::learner;
+  auto r = parse_config(
+      "[learner]\nbackend = \"nccl\"\ndevice = \"cuda\"\ncompute_dtype = \"bfloat16\"\nweight_sync = \"disk\"\n"
+      "[sandbox]\nisolation = \"none\"\n",
+      "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.learner.backend, ln::dp_backend::nccl);
+  EXPECT_EQ(r.config.learner.compute_dtype, ln::compute_dtype_kind::bfloat16);
+  EXPECT_EQ(r.config.learner.weight_sync, ln::weight_sync_mode::disk);
+  EXPECT_EQ(r.config.sandbox.isolation, caf_agent::sandbox::isolation_kind::none);
+  const app_config defaults;
+  EXPECT_EQ(defaults.learner.backend, ln::dp_backend::gloo);
+  EXPECT_EQ(defaults.learner.weight_sync, ln::weight_sync_mode::automatic);
+  EXPECT_NE(print_config(defaults).find("weight_sync = \"auto\""), std::string::npos);
+  EXPECT_EQ(defaults.sandbox.isolation, caf_agent::sandbox::isolation_kind::bwrap);
+
+  auto backend = parse_config("[learner]\nbackend = \"mpi\"\n", "t.toml");
+  EXPECT_TRUE(has_error(backend, "config key 'learner.backend': 'mpi' is not one of: gloo, nccl"))
+      << backend.errors.front();
+  auto sync = parse_config("[learner]\nweight_sync = \"ipc\"\n", "t.toml");
+  EXPECT_TRUE(has_error(sync, "config key 'learner.weight_sync': 'ipc' is not one of: auto, disk"))
+      << sync.errors.front();
+  auto gloo_gpu = parse_config("[learner]\ndevice = \"cuda\"\n", "t.toml");  // the rule between fields still holds
+  EXPECT_TRUE(has_error(gloo_gpu, "learner.backend")) << gloo_gpu.errors.front();
+  auto isolation = parse_config("[sandbox]\nisolation = \"docker\"\n", "t.toml");
+  EXPECT_TRUE(has_error(isolation, "config key 'sandbox.isolation': 'docker' is not one of: bwrap, none"))
+      << isolation.errors.front();
 }

@@ -245,15 +245,15 @@ TEST_F(submission_test, size_limits_name_the_file) {
 // -- the episode as a whole ----------------------------------------------------
 
 /// Skips (saying why) where this host lets us make no cgroup.
-#define REQUIRE_CGROUPS()                                                                             \
-  do {                                                                                                \
-    if (probe_cgroups().mode == "none") GTEST_SKIP() << "no cgroup here: " << probe_cgroups().detail; \
+#define REQUIRE_CGROUPS()                                                                                        \
+  do {                                                                                                           \
+    if (probe_cgroups().mode == cgroup_mode::none) GTEST_SKIP() << "no cgroup here: " << probe_cgroups().detail; \
   } while (0)
 
 class episode_limits_test : public sandbox_fixture {
  protected:
   void customize(sandbox_config& c) override {
-    c.cgroup = probe_cgroups().mode == "none" ? "off" : "required";
+    c.cgroup = probe_cgroups().mode == cgroup_mode::none ? cgroup_policy::off : cgroup_policy::required;
     c.episode_limits.memory_bytes = 256ULL << 20;
     c.episode_limits.max_pids = 40;
     c.limits.max_processes = 256;  // the cgroup, not RLIMIT_NPROC, must be what stops it
@@ -270,7 +270,7 @@ TEST_F(episode_limits_test, memory_is_bounded_for_all_processes_together) {
       "done",
       30000);
   const auto c = sb_->containment();
-  EXPECT_EQ(c["cgroup"], probe_cgroups().mode) << c.dump();
+  EXPECT_EQ(c["cgroup"], to_string(probe_cgroups().mode)) << c.dump();
   EXPECT_GT(c["memory_limit_hits"].get<std::uint64_t>(), 0U) << c.dump() << "\n" << r.output;
   EXPECT_LE(c["memory_peak_bytes"].get<std::uint64_t>(), (256ULL << 20) + (1ULL << 20)) << c.dump();
   std::size_t held = 0;
@@ -336,7 +336,9 @@ TEST_F(episode_limits_test, close_leaves_no_group_and_no_mount) {
 
 TEST(cgroup_probe, says_what_it_found) {
   const auto& s = probe_cgroups();
-  EXPECT_TRUE(s.mode == "v1" || s.mode == "v2" || s.mode == "none") << s.mode;
+  const auto name = to_string(s.mode);  // reported by name: none, v1 or v2
+  EXPECT_TRUE(name == "v1" || name == "v2" || name == "none") << name;
+  EXPECT_EQ(base::parse_name<cgroup_mode>(name), s.mode);
   EXPECT_FALSE(s.detail.empty());
 }
 

@@ -87,7 +87,7 @@ TEST(node_reaper, process_group_member_without_parent_death_signal_dies_with_the
 }
 
 TEST(node_reaper, grandchild_in_a_new_session_dies_with_the_node_through_its_cgroup) {
-  if (probe_cgroups().mode == "none") GTEST_SKIP() << "no cgroup on this host: " << probe_cgroups().detail;
+  if (probe_cgroups().mode == cgroup_mode::none) GTEST_SKIP() << "no cgroup on this host: " << probe_cgroups().detail;
   const auto pids_file = temp_file("cgroup");
   std::remove(pids_file.c_str());
   const pid_t node = ::fork();

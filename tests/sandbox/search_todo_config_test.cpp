@@ -92,7 +92,6 @@ TEST(config_test, validate_names_the_bad_field) {
     mutate(x);
     EXPECT_NE(x.validate().find(field), std::string::npos) << field << ": " << x.validate();
   };
-  bad([](auto& x) { x.isolation = "docker"; }, "isolation");
   bad([](auto& x) { x.default_timeout_s = 0; }, "default_timeout_s");
   bad([](auto& x) { x.max_timeout_s = 1; }, "max_timeout_s");
   bad([](auto& x) { x.output_cap_bytes = 10; }, "output_cap_bytes");
@@ -109,6 +108,23 @@ TEST(config_test, validate_names_the_bad_field) {
   EXPECT_EQ(config_from_json({{"keep_workspace", true}, {"limits", {{"max_processes", 64}}}}, from), "");
   EXPECT_TRUE(from.keep_workspace);
   EXPECT_EQ(from.limits.max_processes, 64u);
+  // isolation is an enum read by the names it had as a string; another name is refused naming both.
+  EXPECT_EQ(config_from_json({{"isolation", "none"}}, from), "");
+  EXPECT_EQ(from.isolation, isolation_kind::none);
+  EXPECT_EQ(to_string(from.isolation), "none");
+  EXPECT_EQ(config_from_json({{"isolation", "bwrap"}}, from), "");
+  EXPECT_EQ(from.isolation, isolation_kind::bwrap);
+  EXPECT_NE(config_from_json({{"isolation", "docker"}}, from).find("'docker' is not one of: bwrap, none"),
+            std::string::npos)
+      << config_from_json({{"isolation", "docker"}}, from);
+  EXPECT_NE(config_from_json({{"isolation", 1}}, from).find("isolation"), std::string::npos);
+  // So is cgroup ("auto" is the enumerator `automatic`: files hold the name).
+  EXPECT_EQ(config_from_json({{"cgroup", "off"}}, from), "");
+  EXPECT_EQ(from.cgroup, cgroup_policy::off);
+  EXPECT_EQ(config_from_json({{"cgroup", "auto"}}, from), "");
+  EXPECT_EQ(from.cgroup, cgroup_policy::automatic);
+  EXPECT_NE(config_from_json({{"cgroup", "maybe"}}, from).find("'maybe' is not one of: auto, required, off"),
+            std::string::npos);
 }
 
 TEST(sandbox_create_test, bad_config_and_missing_bwrap_fail_with_the_cause) {
