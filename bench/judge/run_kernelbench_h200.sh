@@ -47,7 +47,7 @@ for s in "$@"; do
       --problems bench/results/2026-12-02-judge-h200/kernelbench.json --out "$OUT/margin.json" > "$OUT/margin.log" 2>&1
     echo "margin rc=$?"; grep SUMMARY "$OUT/margin.log" ;;
   baselines)
-    OUT="$OUT" bash datasets/run_baselines_h200.sh $KB $KB/caf_estimates_profile.json ;;
+    OUT="$OUT" bash datasets/run_baselines_h200.sh $KB $KB/caf_estimates_baseline.json ;;
   report)
     R=/tmp/kb_report
     PYTHONPATH=datasets timeout "${RT:-200}" $PY -m caf_agent_data.kernelbench_eval --tasks skills/tasks \

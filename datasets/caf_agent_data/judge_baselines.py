@@ -10,7 +10,7 @@ Two passes: eager for every task first (compile_baseline off), then eager and
 torch.compile, so a budget that runs out during the compile pass still leaves every task's
 eager baseline. The workers load, validate and compile side by side; they take turns
 timing (CAF_EVAL_TIMING_LOCK), so no two measurements share the GPU. A job starts only while
-the judge's own size estimates of the jobs running (task_check.needed_bytes, profile mode,
+the judge's own size estimates of the jobs running (task_check.needed_bytes, baseline mode,
 from meta tensors) add up to at most --fill of the device, largest first; each worker has
 the whole device as its slot's limit, so a refusal for size is the one a dedicated slot
 gives. A job without an answer within --job-timeout (a hang, a worker that died: out of
@@ -58,11 +58,14 @@ def _client_mod():
 
 
 def estimates(tasks: list, cache_path: str | None, procs: int) -> list:
-    """The judge's estimate of each task's profile job in GiB (task_check.cached_estimates);
-    None where the task does not run on meta tensors."""
+    """The judge's estimate of each task's baseline job in GiB (task_check.cached_estimates,
+    mode "baseline": validation's copies or the timing's, one model); None where the task does
+    not run on meta tensors. Rationale: a baseline job holds far less than a profile (no
+    child, no checks): packing by the profile's estimate ran KernelBench's 6 GiB tasks one at
+    a time (96-128 GiB each against 26-34 for what a baseline job holds)."""
     _client_mod()
     from caf_agent_eval import task_check
-    return task_check.cached_estimates([(t.name, t.source) for t in tasks], "profile", cache_path, procs)
+    return task_check.cached_estimates([(t.name, t.source) for t in tasks], "baseline", cache_path, procs)
 
 
 def worker_device(device: str) -> str:
