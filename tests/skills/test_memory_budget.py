@@ -50,7 +50,7 @@ def test_low_memory_copies_are_the_verify_s_and_fewer_than_the_regular_path_s():
         # the regular path adds 3 warm-up sets, a round's sets and two rounds' outputs per side
         assert regular == (verify[0] + 8, verify[1] + 6)
     assert task_check.input_copies("baseline", 10) == 10 and task_check.input_copies("baseline", 1) == 3
-    assert task_check.input_copies("baseline", 1, low=True) == 1
+    assert task_check.input_copies("baseline", 1, low=True) == 2  # task validation: two inputs
     assert task_check.output_copies("baseline", 1, low=True) == 3  # task validation's
     assert task_check.param_copies("baseline") == 1 and task_check.param_copies("profile") == 3
 

@@ -51,14 +51,14 @@ class TaskError(Exception):
 # the parent's and the one received: 3, 5; on a CPU the fetched output and that set are the
 # arena). The verify's counts are the largest: such a profile job needs what its verify does.
 # baseline (a baseline job: baseline.measure alone in the worker, after task validation):
-# validation's 1 input and 3 outputs, or the warm-up sets (3; 1 on the low path) and a
+# validation's 2 inputs and 3 outputs, or the warm-up sets (3; 1 on the low path) and a
 # round's sets (calls), one call's outputs at a time (time_calls, keep=False).
 def input_copies(mode: str, calls: int, cuda: bool = True, low: bool = False) -> int:
     n = 3 + (0 if cuda else 1)
     if mode == "verify":
         return n
-    if mode == "baseline":
-        return 1 if low else max(3, calls)
+    if mode == "baseline":  # validation holds two inputs (check_reference)
+        return 2 if low else max(3, calls)
     return n if low else n + 2 * (3 + calls)
 
 
@@ -81,8 +81,9 @@ def param_copies(mode: str) -> int:
 
 # Rationale: part of the estimates' cache key (cached_estimates) beside the copy counts:
 # bump it when what an estimate counts changes in a way those numbers do not show (2: the
-# low-memory path, a profile job's need at least its verify's, the baseline mode).
-ESTIMATE_VERSION = 2
+# low-memory path, a profile job's need at least its verify's, the baseline mode; 3: a
+# baseline job's validation holds two inputs, and the GPU margin applies to it).
+ESTIMATE_VERSION = 3
 # Rationale: beside the tensors, each of the two processes holds a CUDA context, the L2
 # flush buffer (128 MiB) and allocator slack; the comparison's float64 temporaries are ~9
 # chunks (verify.CHUNK_ELEMS) of 8 bytes an element.
@@ -157,10 +158,13 @@ def counted_bytes(fp: dict, mode: str, cuda: bool = True, t: dict | None = None)
 
 
 def needed_bytes(fp: dict, mode: str, cuda: bool = True, t: dict | None = None) -> int:
-    """counted_bytes, times GPU_MARGIN for a verify on a GPU: what the slot must have. A
+    """counted_bytes, times GPU_MARGIN for a verify or baseline on a GPU: what the slot must have. A
     profile job's checks are a verify's, so it needs at least what its verify needs (on the
     low-memory path exactly that: its other phases hold less)."""
-    need = int(counted_bytes(fp, mode, cuda, t) * (GPU_MARGIN if cuda and mode == "verify" else 1.0))
+    # Rationale (baseline): 14 baseline jobs packed by the bare count ran out of memory on the
+    # H200 (2026-12-03: level1's 6 GiB tasks held ~37 GiB in validation against 34 counted,
+    # beside each other), so the verify's margin applies there too.
+    need = int(counted_bytes(fp, mode, cuda, t) * (GPU_MARGIN if cuda and mode in ("verify", "baseline") else 1.0))
     if mode not in ("verify", "baseline"):
         need = max(need, needed_bytes(fp, "verify", cuda, t))
     return need
@@ -345,6 +349,8 @@ def check_reference(task: Task, device: str, atol: float, rtol: float, rel_l2: f
             if reasons and variation > best[0]:
                 best = (variation, scale, at)
     except TaskError:
+        raise
+    except torch.OutOfMemoryError:  # the slot's memory (other jobs beside it), not the task's fault
         raise
     except Exception as e:
         last = traceback.format_exception_only(type(e), e)[-1].strip()
