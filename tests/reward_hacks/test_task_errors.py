@@ -82,7 +82,7 @@ def test_kernelbench_6gib_activations_fit_a_verify_and_a_profile_on_an_h200():
     counted = task_check.counted_bytes(relu, "verify")
     assert 70 << 30 < counted < 80 << 30, counted / 2**30
     need = task_check.needed_bytes(relu, "verify")
-    assert 93.2 * 2**30 < need == task_check.needed_bytes(relu, "profile") < H200_BYTES, need / 2**30
+    assert 93.2 * 2**30 < need <= task_check.needed_bytes(relu, "profile") < H200_BYTES, need / 2**30
     assert task_check.counted_bytes(relu, "verify", cuda=False) == counted + (12 << 30)  # the arena copy
 
 

@@ -61,7 +61,7 @@ def test_kernelbench_6_to_16_gib_problems_fit_a_profile_on_an_h200():
     for gib_in, gib_out in ((6, 6), (7, 7), (8, 8), (16, 0.13), (4, 8), (8, 16 / 3)):
         big = fp(int(gib_in * GIB), int(gib_out * GIB))
         profile = task_check.needed_bytes(big, "profile")
-        assert profile == task_check.needed_bytes(big, "verify") < H200_BYTES, (gib_in, profile / GIB)
+        assert task_check.needed_bytes(big, "verify") <= profile < H200_BYTES, (gib_in, profile / GIB)
         assert task_check.needed_bytes(big, "baseline") < profile
         regular = task_check.counted_bytes(big, "profile", t=dict(options.DEFAULTS["timing"],
                                                                    round_set_bytes=1 << 40))

@@ -31,8 +31,8 @@ def test_estimates_scale_with_the_inputs_and_a_profile_holds_more_than_a_verify(
     small = task_check.estimate_gib("small", SMALL, "verify")
     assert verify > 2 * 2  # at least the input and the output, 2 GiB each, held once
     # 2 GiB in and out: the low-memory timing path (measure.low_memory) holds no more than
-    # the checks, so a profile job needs what its verify needs
-    assert profile == verify
+    # the checks; a profile job needs what its verify needs, with the timing phase's margin
+    assert verify <= profile <= verify * task_check.PROFILE_GPU_MARGIN / task_check.GPU_MARGIN + 0.01
     # 256 MiB in and out: the regular path, whose warm-up sets and rounds come on top
     assert task_check.estimate_gib("mid", MID, "profile") > task_check.estimate_gib("mid", MID, "verify")
     assert small < verify
