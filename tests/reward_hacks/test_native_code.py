@@ -60,6 +60,7 @@ def test_symbol_classification_table():
     ok = [("memcpy", "memcpy"), ("expf", "expf"), ("__expf_finite", "__expf_finite"),
           ("GOMP_parallel", "GOMP_parallel"), ("cudaLaunchKernel", "cudaLaunchKernel"),
           ("cublasSgemm_v2", "cublasSgemm_v2"), ("printf", "printf"), ("stderr", "stderr"),
+          ("exit", "exit"),
           ("_ZN2at4_ops5addmm4callE", "at::_ops::addmm::call(at::Tensor const&)"),
           ("_ZN2at4_ops16empty_like4callE", "at::_ops::empty_like::call(at::Tensor const&)"),
           ("_ZNK2at10TensorBase8data_ptrIfEEPT_v", "float* at::TensorBase::data_ptr<float>() const"),
@@ -84,3 +85,14 @@ def test_symbol_classification_table():
         assert classify(mangled, demangled) is None, demangled
     for mangled, demangled in bad:
         assert classify(mangled, demangled), demangled
+
+
+def test_native_exit_zero_fails_the_job(judge):
+    """`exit` is allowed by the native-code check (nvcc's host stubs for device functions
+    link it), so a library may end the child with status 0: the child's missing result
+    still fails the job."""
+    v = judge("add_relu", AB + "        return caf_ext.add_relu_exit(a, b)\n",
+              kernels=native("exit_zero.cpp"))
+    assert v["reward"] == -1 and v["correct"] is False, v
+    assert "native" not in v["flags"], v  # the symbol check let it through
+    assert "exited with status 0" in v["reason"], v["reason"]

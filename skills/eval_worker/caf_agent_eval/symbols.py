@@ -53,6 +53,11 @@ _C_EXACT = {
     "__errno_location", "atexit", "_GLOBAL_OFFSET_TABLE_", "__once_proxy",
     "__cxa_thread_atexit", "__isnan", "__isnanf", "__isinf", "__isinff", "__finite",
     "__finitef", "nan", "nanf",
+    # nvcc's host-side stub for every `__device__` function with external linkage is
+    # `::exit(1)` (the host must never call it): a .cu with a non-static device function
+    # needs it. Ending the process ends only the judge's child, whose verdict the parent
+    # gives (a child that exits without its result fails the job, even with status 0).
+    "exit",
     # printing to the streams the process already has (its log): what debugging needs;
     # opening a stream (fopen) is refused, and the system-call filter refuses write-opens
     "printf", "__printf_chk", "vprintf", "puts", "putchar", "fputs", "fputc", "putc",
