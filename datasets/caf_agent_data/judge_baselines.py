@@ -131,6 +131,14 @@ class Slot:
             pass
 
 
+# Rationale: a job that got no verdict or an infrastructure error (the worker's answer was
+# not a verdict: e.g. CUDA out of memory with other slots' jobs beside it, whose estimates
+# undercount torch.compile's own buffers) is the packing's failure, not the task's: it runs
+# once more at the end of its pass with the device to itself. On the H200 (2026-12-03) the
+# compile jobs of level1/19_ReLU and level1/76 ran out of memory beside 13 other slots.
+RETRIED_ALONE = ("no_verdict", "infra_error")
+
+
 def run_pass(slots: list, tasks: list, est: list, rows: list, compile_: bool, a, t_start: float,
              total_bytes: float) -> None:
     """One pass over the tasks whose rows are still open for it, on every slot."""
@@ -165,7 +173,7 @@ def run_pass(slots: list, tasks: list, est: list, rows: list, compile_: bool, a,
                 state["running"] -= 1
                 state["done"] += 1
                 rows[pick].pop("in_flight", None)
-                if res["status"] == "no_verdict":
+                if res["status"] in RETRIED_ALONE:
                     again.append((pick, res))  # once more at the end, alone on the device
                 else:
                     rows[pick]["pass_" + key] = res
@@ -179,14 +187,14 @@ def run_pass(slots: list, tasks: list, est: list, rows: list, compile_: bool, a,
     for t in threads:
         while t.is_alive():  # with a timeout: a signal handler runs between the waits
             t.join(0.5)
-    for pick, res in again:  # a hang or a worker that died (out of memory beside others?)
+    for pick, res in again:  # a hang, a worker that died, out of memory beside the others
         if time.monotonic() - t_start > a.budget_s:
             res["reason"] += "; not run again alone: --budget-s reached"
             retry = res
         else:
             retry = slots[0].run(tasks[pick], compile_)
             retry["retried_alone"] = True
-            if retry["status"] == "no_verdict":
+            if retry["status"] in RETRIED_ALONE:
                 retry["reason"] = f"{res['reason']}; alone: {retry['reason']}"
         rows[pick]["pass_" + key] = retry
         _fold(rows[pick], retry, compile_)

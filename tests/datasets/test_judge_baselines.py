@@ -126,3 +126,35 @@ def test_workers_that_do_not_start_end_the_run_with_a_clear_error(tmp_path, caps
     assert rc == 2
     err = capsys.readouterr().err
     assert "an eval worker did not start" in err and "no eval worker started" in err
+
+
+def test_a_job_that_failed_beside_others_runs_again_alone():
+    """An infrastructure error (out of memory beside other slots' jobs) or no verdict is
+    retried once at the end of the pass, alone; a second failure keeps both reasons."""
+    import threading
+    from types import SimpleNamespace
+
+    class Slot:
+        def __init__(self):
+            self.calls = {}
+            self.lock = threading.Lock()
+
+        def run(self, task, compile_):
+            with self.lock:
+                n = self.calls[task.name] = self.calls.get(task.name, 0) + 1
+            if task.name == "oom" and n == 1:
+                return {"status": "infra_error", "reason": "CUDA out of memory", "wall_s": 0.1}
+            if task.name == "dies":
+                return {"status": "no_verdict", "reason": f"worker died ({n})", "wall_s": 0.1}
+            return {"status": "measured", "eager_ms": 1.0, "compile_ms": 0.5, "wall_s": 0.1}
+
+    slots = [Slot(), Slot()]
+    tasks = [SimpleNamespace(name=n) for n in ("ok", "oom", "dies")]
+    rows = [{"name": t.name} for t in tasks]
+    a = SimpleNamespace(fill=0.85, budget_s=60)
+    judge_baselines.run_pass(slots, tasks, [1.0, 1.0, 1.0], rows, True, a, __import__("time").monotonic(), 0)
+    ok, oom, dies = rows
+    assert ok["status"] == "measured" and "retried_alone" not in ok["pass_compile"]
+    assert oom["status"] == "measured" and oom["compile_ms"] == 0.5 and oom["pass_compile"]["retried_alone"]
+    assert dies["status"] == "no_verdict" and "; alone: worker died" in dies["reason"]
+    assert slots[0].calls.get("oom", 0) + slots[1].calls.get("oom", 0) == 2
