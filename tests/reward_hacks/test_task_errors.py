@@ -101,3 +101,22 @@ def test_a_6gib_task_is_judged_on_a_slot_that_fits_it_and_refused_on_one_that_do
     task_check.check_size(t, "profile", H200_BYTES)  # timed on the low-memory path
     with pytest.raises(task_check.TaskError, match="profile job needs .*low-memory timing"):
         task_check.check_size(t, "profile", 64 << 30)
+
+
+def test_a_reference_state_the_child_cannot_decode_is_the_judges_failure():
+    """The reference's state is decoded in the child before any submission code runs, so a
+    failure there (e.g. out of memory beside other jobs) is an infrastructure error, not
+    the submission's `init` failure (a reference copy of level2/45 got reward -1 that way
+    on the H200, 2026-12-03)."""
+    from hack_helpers import FAST_TIMING, MODEL_NEW_HEADER, WorkerClient, build_root, cpu_kernels, task_source
+    client = WorkerClient(device="cpu", threads=1, build_root=build_root(),
+                          env={"CAF_EVAL_TEST_HOOKS": "1", "CAF_EVAL_TEST_BAD_STATE": "1"})
+    try:
+        files = dict(cpu_kernels())
+        files["model_new.py"] = (MODEL_NEW_HEADER + "class ModelNew(nn.Module):\n"
+                                 "    def forward(self, a, b):\n        return caf_ext.add_relu(a, b)\n")
+        resp = client.evaluate("add_relu", task_source("add_relu"), files, mode="verify", options=FAST_TIMING)
+    finally:
+        client.close()
+    assert resp["status"] == "infra_error", resp
+    assert "decoding the reference's state" in resp["error"], resp["error"]

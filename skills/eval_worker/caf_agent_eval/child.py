@@ -105,6 +105,15 @@ class Child:
                 return {"ok": False, "stage": "setup", "error": _err(e)}
         if seccomp.wanted():
             seccomp.install(allow_rdwr_open=self.device.startswith("cuda"))
+        # The reference's init inputs and state_dict are decoded before any submission code
+        # runs (the library's initialisers, the import): a failure here (e.g. out of memory
+        # beside other jobs) is the judge's, never blamed on the submission, and submission
+        # code cannot fake one (its own failures come after, as load/import/init).
+        try:
+            init_inputs = self.protocol.decode_value(req["init_inputs"])
+            sd = self.protocol.decode_value(req["state_dict"], self.device)
+        except BaseException as e:
+            return {"ok": False, "stage": "setup", "error": "decoding the reference's state: " + _err(e)}
         try:
             build.load(self.library)
         except Exception as e:
@@ -119,11 +128,8 @@ class Child:
         except BaseException as e:
             return {"ok": False, "stage": "import", "error": _err(e), "compile_log": log}
         try:
-            decode = self.protocol.decode_value
-            init_inputs = decode(req["init_inputs"])
             from .task import build_on
             model = build_on(lambda: mod.ModelNew(*init_inputs), self.device).eval()
-            sd = decode(req["state_dict"], self.device)
             if sd or list(model.state_dict()):
                 model.load_state_dict(sd, strict=bool(req.get("strict", True)))
         except BaseException as e:

@@ -290,7 +290,7 @@ def _setup(ctx, child, task, ref, files, job_dir, o, v):
         specs = ref["specs"]
         rep = child.request({
             "op": "load", "job_dir": job_dir, "init_inputs": protocol.encode_value(ref["init"]),
-            "state_dict": protocol.encode_value(ref["state_dict"]), "strict": task.strict,
+            "state_dict": _test_state(protocol.encode_value(ref["state_dict"])), "strict": task.strict,
             "out_specs": specs, "task_py": task.source}, o["load_timeout_s"], "load and import")
     v["compile_log"] = rep.get("compile_log", "")
     if not rep.get("ok"):
@@ -305,6 +305,14 @@ def _setup(ctx, child, task, ref, files, job_dir, o, v):
         detail = rep.get("error", "") if stage not in ("compile", "native") else \
             (_first_problem(v["compile_log"]) if stage == "native" else "")
         raise JobFailed(f"{what.get(stage, stage)}: {detail}".strip().rstrip(":"), stage)
+
+
+def _test_state(encoded):
+    """Tests only (CAF_EVAL_TEST_HOOKS=1 and CAF_EVAL_TEST_BAD_STATE=1): a state_dict the
+    child cannot decode, to show such a failure is reported as the judge's."""
+    if os.environ.get("CAF_EVAL_TEST_HOOKS") == "1" and os.environ.get("CAF_EVAL_TEST_BAD_STATE") == "1":
+        return {"__dict__": 5}
+    return encoded
 
 
 def _first_problem(log: str) -> str:
