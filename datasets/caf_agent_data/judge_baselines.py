@@ -9,7 +9,9 @@ an eval worker over the slot protocol, the frames a GPU-pool slot sends
 Two passes: eager for every task first (compile_baseline off), then eager and
 torch.compile, so a budget that runs out during the compile pass still leaves every task's
 eager baseline. The workers load, validate and compile side by side; they take turns
-timing (CAF_EVAL_TIMING_LOCK), so no two measurements share the GPU. A job starts only while
+timing (CAF_EVAL_TIMING_LOCK: exclusive for a timing, shared for validation and a model's
+first call, baseline.gpu_turn), so a measurement shares the GPU with no other measurement and
+no validation. A job starts only while
 the judge's own size estimates of the jobs running (task_check.needed_bytes, baseline mode,
 from meta tensors) add up to at most --fill of the device, largest first; each worker has
 the whole device as its slot's limit, so a refusal for size is the one a dedicated slot

@@ -13,9 +13,13 @@ max_iters or after budget_s). Nothing of an agent runs here. The result goes int
 baseline cache (baseline_cache.py), where later baseline jobs, other slots (with
 CAF_EVAL_BASELINE_DIR) and this worker's profile jobs find it.
 
-With CAF_EVAL_TIMING_LOCK naming a file, the timed part (warm-up and rounds, not the
-compile) holds an exclusive lock on it, so slots sharing one GPU take turns timing while
-they load, validate and compile side by side.
+With CAF_EVAL_TIMING_LOCK naming a file, slots sharing one GPU take turns timing: the timed
+part (warm-up and rounds) holds an exclusive lock on it, and the job's other GPU work (the
+task's validation, the model's first call) a shared one (gpu_turn), so they load, validate
+and compile side by side but never validate beside another slot's timing (torch.compile,
+mostly CPU, runs outside the lock). A timing turn
+that waits keeps new shared turns out (a gate file beside the lock), so a stream of
+validations cannot starve it.
 
 Verdict: correct False (there is no submission), flags ["baseline"], reward None,
 timings {candidate_ms: None, eager_ms, compile_ms (None when compile failed, with
@@ -51,7 +55,8 @@ def run(ctx, req: dict, o: dict) -> dict:
     info = {"device": baseline_cache.device_name(ctx.device), "torch": torch.__version__}
     v["baseline"] = info
     try:
-        task = ctx.task(task_req["name"], task_req["model_py"], "profile", o)
+        with gpu_turn():  # validation runs the reference on the GPU: never beside a timing turn
+            task = ctx.task(task_req["name"], task_req["model_py"], "profile", o)
     except TaskError as e:
         v["flags"].append("task_error")
         v["task_error"] = str(e)
@@ -109,20 +114,43 @@ def summarise(base: dict, v: dict) -> None:
     v["timings"] = timings
 
 
+# Rationale: with 14 baseline slots on one H200 (2026-12-03) and only the timing locked,
+# other slots' validations ran beside the timed rounds: level1/19_ReLU's eager read 7.22 ms
+# (CV 0.23) against 3.04 ms (CV 0.0007) with the GPU to itself, same options. Timing is
+# exclusive, every other GPU phase of a baseline job shared (a readers-writer lock).
 @contextlib.contextmanager
-def timing_turn():
-    """The exclusive lock on CAF_EVAL_TIMING_LOCK while timing (no lock when unset)."""
+def _turn(exclusive: bool):
     path = os.environ.get(ENV_LOCK, "").strip()
     if not path:
         yield 0.0
         return
     t0 = time.monotonic()
-    with open(path, "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    with open(path + ".gate", "a") as gate, open(path, "a") as f:
+        # Through the gate one at a time: a timing turn holds it until it has the lock, so
+        # shared turns asked for after it wait behind it (flock alone would let them pass).
+        fcntl.flock(gate.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
         try:
             yield time.monotonic() - t0
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def timing_turn():
+    """The exclusive lock on CAF_EVAL_TIMING_LOCK while timing (no lock when unset): no
+    other slot's timing or GPU work (gpu_turn) runs meanwhile. Yields the seconds waited."""
+    return _turn(True)
+
+
+def gpu_turn():
+    """The shared lock on CAF_EVAL_TIMING_LOCK for a baseline job's GPU work other than
+    timing (validation, the first call): side by side with other slots' such work,
+    never beside a timing turn. Yields the seconds waited. Not re-entrant with timing_turn
+    in one process (release it first)."""
+    return _turn(False)
 
 
 def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict, str, dict]:
@@ -132,7 +160,16 @@ def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict
     rounds of one set, as a candidate of the task is timed; every call's outputs are dropped
     as soon as it returns (profile.time_calls, keep=False), so this process holds one set
     and one call's outputs."""
-    from .measure import GPU_WARMUP_S, MAX_WARMUP_CALLS, calls_per_round, low_memory, set_bytes
+    with gpu_turn() as waited:
+        model, warm_sets, in_bytes, low, seconds = _prepare(ctx, task, secret, job_id, t)
+        seconds["gpu_wait"] = waited
+    fns, compile_error = _compile(model, warm_sets, t, seconds)
+    return _time(ctx, task, secret, job_id, t, fns, warm_sets, in_bytes, low, compile_error, seconds)
+
+
+def _prepare(ctx, task, secret: str, job_id: str, t: dict):
+    """The model, its warm-up sets and a first call (measure's GPU work before compile)."""
+    from .measure import low_memory, set_bytes
     dev = ctx.device
     seconds = {}
     t0 = time.monotonic()
@@ -147,6 +184,14 @@ def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict
                            for i in range(1, 1 if low else k_warm)]
     del first
     seconds["setup"] = time.monotonic() - t0
+    return model, warm_sets, in_bytes, low, seconds
+
+
+def _compile(model, warm_sets: list, t: dict, seconds: dict) -> tuple[dict, str]:
+    """The functions to time: eager, and torch.compile's (compiled on the warm-up sets).
+    Outside the GPU lock (gpu_turn): inductor's compile is seconds of CPU work, and holding a
+    shared turn through it would keep every timing turn waiting; its GPU share (the compiled
+    kernels' first calls) is small."""
     fns = {"eager": _no_grad(model)}
     compile_error = ""
     if t["compile_baseline"]:
@@ -160,6 +205,13 @@ def measure(ctx, task, secret: str, job_id: str, t: dict, o: dict) -> tuple[dict
         except Exception as e:
             compile_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
         seconds["compile"] = time.monotonic() - t0
+    return fns, compile_error
+
+
+def _time(ctx, task, secret, job_id, t, fns, warm_sets, in_bytes, low, compile_error, seconds):
+    """measure's timed part, in its timing turn."""
+    from .measure import GPU_WARMUP_S, MAX_WARMUP_CALLS, calls_per_round
+    dev = ctx.device
     hold_ms = baseline_cache.hold_ms_of(ctx, t)
     n_round = 1 if low else calls_per_round(t, in_bytes)
     samples = {name: {s: [] for s in baseline_cache.SERIES} for name in fns}
