@@ -66,7 +66,7 @@ void episode_transcript(coordinator_actor* self, const std::string& arg, caf::re
   }
   std::vector<caf::actor> managers;
   for (auto& s : self->state.services)
-    if (s.name == "rollout") managers.push_back(s.handle);
+    if (is_service(s.name, service_kind::rollout)) managers.push_back(s.handle);
   auto missing = "{\"error\": \"episode " + std::to_string(id) + " is not in flight on any rollout node\"}";
   if (managers.empty()) return rp.deliver(missing);
   auto left = std::make_shared<size_t>(managers.size());
@@ -153,13 +153,13 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
       },
       [=](get_view& req) -> caf::response_promise {
         auto rp = self->make_response_promise();
-        if (req.what == "episode") {
+        if (req.what == view_kind::episode) {
           episode_transcript(self, req.arg, rp);
           return rp;
         }
         auto in = view_inputs_of(self);
         rp.deliver(
-            req.what == "prometheus"
+            req.what == view_kind::prometheus
                 ? self->state.view.prometheus(in)
                 : self->state.view.render(req.what, in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         return rp;
@@ -185,7 +185,8 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
         // The registry holds services untyped; a "policy" service is a policy server.
         std::vector<std::pair<std::string, policy_actor>> targets;
         for (auto& s : self->state.services)
-          if (s.name == "policy") targets.emplace_back(s.node_id, caf::actor_cast<policy_actor>(s.handle));
+          if (is_service(s.name, service_kind::policy))
+            targets.emplace_back(s.node_id, caf::actor_cast<policy_actor>(s.handle));
         if (targets.empty()) {
           rp.deliver(std::string{"no policy service has joined"});
           return rp;

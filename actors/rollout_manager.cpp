@@ -69,16 +69,17 @@ pool_entry* pool_by_addr(manager_state& st, const caf::actor_addr& addr) {
   return nullptr;
 }
 
-/// Episodes to run at once now: max_concurrent, or fewer when the KV cache bounds them.
+/// Episodes to run at once now: rollout.max_concurrent_episodes, or fewer when the KV cache
+/// bounds them.
 int episode_limit(manager_actor* self) {
   auto& st = self->state;
-  const int limit = st.kv.limit(st.opts.max_concurrent);
+  const int limit = st.kv.limit(st.opts.rollout.max_concurrent_episodes);
   if (st.kv.active() && limit != st.kv_limit_logged) {
     st.kv_limit_logged = limit;
     log_info("rollout", st.opts.node_id + ": " + std::to_string(limit) + " episodes at once (KV cache " +
                             std::to_string(st.kv.capacity_tokens()) + " tokens / expected context " +
                             std::to_string(st.kv.expected_context()) + " tokens; at most " +
-                            std::to_string(st.opts.max_concurrent) + ")");
+                            std::to_string(st.opts.rollout.max_concurrent_episodes) + ")");
   }
   return limit;
 }
@@ -236,10 +237,11 @@ void drop_pools(manager_actor* self, const std::string& node, const caf::actor_a
 caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  st.kv = rollout::kv_admission(st.opts.kv_capacity_tokens, st.opts.kv_initial_context);
+  if (st.opts.rollout.kv_admission)
+    st.kv = rollout::kv_admission(st.opts.kv_capacity_tokens, st.opts.kv_initial_context);
   if (st.opts.pool) add_pool(self, st.opts.pool, "");
   if (st.opts.coordinator) {
-    self->send(st.opts.coordinator, service_announce{st.opts.node_id, "rollout"});
+    self->send(st.opts.coordinator, service_announce{st.opts.node_id, service_name(service_kind::rollout)});
     // Every pool (those that joined before us are replayed), pool changes, node losses.
     self->send(st.opts.coordinator, atoms::subscribe::value);
   }
@@ -307,7 +309,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         return rp;
       },
       [=](service_announce& svc, caf::actor& handle) {
-        if (svc.name == "gpu_pool") add_pool(self, pool_of(handle), svc.node_id);
+        if (is_service(svc.name, service_kind::gpu_pool)) add_pool(self, pool_of(handle), svc.node_id);
       },
       [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
       // The inspector's `episode ID` (through the coordinator): its transcript so far, "" if not here.

@@ -1,8 +1,9 @@
 #pragma once
 /// actors/rollout_manager.hpp: a rollout node's episode admission.
 ///
-/// Receives start_episode from the run driver, admits at most `max_concurrent` episodes (fewer
-/// when the policy engine's KV cache would not hold their conversations: kv_capacity_tokens)
+/// Receives start_episode from the run driver, admits at most rollout.max_concurrent_episodes
+/// episodes (fewer with rollout.kv_admission, when the policy engine's KV cache would not hold
+/// their conversations: kv_capacity_tokens)
 /// and only while some GPU pool admits work (back-pressure: no new episodes
 /// while every pool's queue is full), spawns episode actors (telling the driver each
 /// one started: episode_started), forwards their trajectory records to the driver and
@@ -22,15 +23,18 @@
 
 #include "actors/episode.hpp"
 #include "actors/gpu_pool.hpp"
+#include "rollout/config.hpp"
 
 namespace caf_agent {
 
-/// Settings of a rollout manager.
+/// Settings of a rollout manager: [rollout] as TOML gave it, and what the node adds.
 struct rollout_manager_options {
-  int max_concurrent = 4;
-  /// The policy engine's KV storage in tokens when it runs in this process (0: unknown, or
-  /// rollout.kv_admission off): episodes at once are then also bounded by it over the expected
-  /// context (rollout/kv_admission.hpp), starting from `kv_initial_context` tokens.
+  /// [rollout]: max_concurrent_episodes (episodes at once), kv_admission (also bound them by
+  /// the engine's KV cache, below).
+  rollout::rollout_config rollout;
+  /// The policy engine's KV storage in tokens when it runs in this process (0: unknown): with
+  /// rollout.kv_admission, episodes at once are also bounded by it over the expected context
+  /// (rollout/kv_admission.hpp), starting from `kv_initial_context` tokens.
   int64_t kv_capacity_tokens = 0;
   int64_t kv_initial_context = 0;
   std::string node_id;

@@ -198,7 +198,7 @@ caf::behavior driver(driver_actor* self, run_driver_options opts,
   maybe_finish(self);
   return {
       [=](service_announce& svc, caf::actor handle) {
-        if (svc.name == "rollout") on_rollout_service(self, svc.node_id, handle);
+        if (is_service(svc.name, service_kind::rollout)) on_rollout_service(self, svc.node_id, handle);
       },
       [=](rollout_capacity& cap) {
         // Only the limit is taken: the counts are the driver's own.

@@ -84,14 +84,19 @@ struct trainer_state {
 using trainer_actor = caf::stateful_actor<trainer_state>;
 
 std::string store_dir(const trainer_state& s) {
-  return (fs::path{s.opts.run_dir} / "trajectories").string();
+  return (fs::path{s.opts.train.run_dir} / "trajectories").string();
 }
 std::string checkpoint_root(const std::string& run_dir) {
   return (fs::path{run_dir} / "checkpoints").string();
 }
 
-const trainer_stage& current_stage(const trainer_state& s) {
-  return s.opts.stages.at(s.st.stage_index);
+const rollout::train_stage_config& current_stage(const trainer_state& s) {
+  return s.opts.train.stage(s.opts.train.stages.at(s.st.stage_index));
+}
+
+/// An evaluation round's turn limit ([train.eval] max_turns, else rollout.max_turns_eval).
+int32_t eval_turns(const trainer_state& s) {
+  return s.opts.train.eval.turn_limit(s.opts.rollout.max_turns_eval);
 }
 
 std::string fmt(double x, int digits = 2) {
@@ -115,9 +120,9 @@ std::string dropped_text(const std::map<std::string, int64_t>& dropped) {
 
 /// Appends one JSON line to iterations.jsonl (the run's outcome log); a failure is logged, not fatal.
 void record_event(trainer_state& s, json event) {
-  std::ofstream out(fs::path{s.opts.run_dir} / "iterations.jsonl", std::ios::app);
+  std::ofstream out(fs::path{s.opts.train.run_dir} / "iterations.jsonl", std::ios::app);
   out << event.dump() << "\n";
-  if (!out) log_error("train", "cannot append to " + s.opts.run_dir + "/iterations.jsonl");
+  if (!out) log_error("train", "cannot append to " + s.opts.train.run_dir + "/iterations.jsonl");
 }
 
 void finish(trainer_actor* self, int code, const std::string& summary) {
@@ -131,7 +136,7 @@ void finish(trainer_actor* self, int code, const std::string& summary) {
 }
 
 bool persist(trainer_actor* self) {
-  if (auto err = rollout::write_train_state(self->state.opts.run_dir, self->state.st)) {
+  if (auto err = rollout::write_train_state(self->state.opts.train.run_dir, self->state.st)) {
     finish(self, trainer_storage, "cannot write the stage state: " + *err);
     return false;
   }
@@ -234,13 +239,13 @@ std::string stats_text(const iteration_stats& st) {
 }
 
 fs::path eval_file(const trainer_state& s, const std::string& round) {
-  return fs::path{s.opts.run_dir} / ("eval-" + round + ".json");
+  return fs::path{s.opts.train.run_dir} / ("eval-" + round + ".json");
 }
 
 /// The rounds in order: before training, then after each stage.
 std::vector<std::string> eval_rounds(const trainer_state& s) {
   std::vector<std::string> out{"base"};
-  for (auto& st : s.opts.stages) out.push_back(to_string(st.kind));
+  for (auto kind : s.opts.train.stages) out.push_back(to_string(kind));
   return out;
 }
 
@@ -268,18 +273,18 @@ void evaluate(trainer_actor* self, const std::string& round) {
   run_driver_options d;
   d.tasks = s.opts.tasks;
   d.mode = messages::episode_mode::eval;
-  d.store_dir = (fs::path{s.opts.run_dir} / ("eval-" + round)).string();
-  d.retry_aborted = s.opts.retry_aborted;
+  d.store_dir = (fs::path{s.opts.train.run_dir} / ("eval-" + round)).string();
+  d.retry_aborted = s.opts.rollout.retry_aborted;
   d.coordinator = s.opts.coordinator;
-  for (int32_t i = 1; i <= s.opts.eval.episodes; ++i) {
+  for (int32_t i = 1; i <= s.opts.train.eval.episodes; ++i) {
     start_episode e;
     e.episode_id = static_cast<uint64_t>(i);
     e.task = s.opts.tasks[static_cast<size_t>(i - 1) % s.opts.tasks.size()];
     e.mode = messages::episode_mode::eval;
-    e.max_turns = s.opts.eval.max_turns;
-    e.wall_limit_ms = s.opts.wall_limit_ms;
+    e.max_turns = eval_turns(s);
+    e.wall_limit_ms = s.opts.rollout.wall_limit_s * 1000;
     e.seed = s.opts.seed * 1000003 + static_cast<uint64_t>(i);
-    e.temperature = s.opts.eval.temperature;
+    e.temperature = static_cast<float>(s.opts.train.eval.temperature);
     d.planned.push_back(std::move(e));
   }
   d.episodes = static_cast<int>(d.planned.size());
@@ -288,8 +293,8 @@ void evaluate(trainer_actor* self, const std::string& round) {
     caf::anon_send(me, atoms::done::value, summary.storage_error, summary.kept);
   };
   log_info("train", "evaluation round " + round + ": " + std::to_string(d.episodes) + " fresh episodes with version " +
-                        std::to_string(s.st.policy_version) + " (temperature " + fmt(s.opts.eval.temperature) + ", " +
-                        std::to_string(s.opts.eval.max_turns) + " turns)");
+                        std::to_string(s.st.policy_version) + " (temperature " + fmt(s.opts.train.eval.temperature) +
+                        ", " + std::to_string(eval_turns(s)) + " turns)");
   std::string error;
   s.driver = spawn_run_driver(self->system(), std::move(d), error);
   if (!s.driver) finish(self, trainer_storage, "the evaluation's run driver cannot start: " + error);
@@ -303,7 +308,7 @@ void evaluation_done(trainer_actor* self, const run_summary& summary) {
   if (s.driver) caf::anon_send_exit(s.driver, caf::exit_reason::user_shutdown);
   s.driver = nullptr;
   const auto round = s.eval_name;
-  const auto dir = fs::path{s.opts.run_dir} / ("eval-" + round);
+  const auto dir = fs::path{s.opts.train.run_dir} / ("eval-" + round);
   if (!summary.storage_error.empty())
     return finish(
         self, trainer_storage,
@@ -328,8 +333,8 @@ void evaluation_done(trainer_actor* self, const run_summary& summary) {
   json out = {{"round", round},
               {"policy_version", s.st.policy_version},
               {"checkpoint", s.st.checkpoint},
-              {"temperature", s.opts.eval.temperature},
-              {"max_turns", s.opts.eval.max_turns},
+              {"temperature", static_cast<float>(s.opts.train.eval.temperature)},
+              {"max_turns", eval_turns(s)},
               {"episodes", st.episodes},
               {"aborted", st.aborted},
               {"mean_reward", st.reward_sum / judged},
@@ -370,8 +375,8 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   rollout::training_filter filter{rollout::learner_stage(stage.kind), stage.max_repeats, stage.min_reward};
   // Staleness is a property of this run's own sampling: demonstrations and a store are not
   // sampled by the policy being trained, and synchronous records are all at the base version.
-  if (s.opts.async && !reuse && stage.demonstrations.empty() && stage.store.empty())
-    filter.max_policy_lag = s.opts.max_policy_lag;
+  if (s.opts.train.async && !reuse && stage.demonstrations.empty() && stage.store.empty())
+    filter.max_policy_lag = s.opts.train.max_policy_lag;
   filter.base_version = s.st.policy_version;
   rollout::training_selection sel;
   for (const auto* r : mine) {
@@ -403,7 +408,7 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
                      {"episode_ids", ids},
                      {"dropped", sel.dropped}});
     if (!persist(self)) return;
-    if (s.st.empty_iterations >= s.opts.max_empty_iterations)
+    if (s.st.empty_iterations >= s.opts.train.max_empty_iterations)
       return finish(self, trainer_no_data,
                     std::to_string(s.st.empty_iterations) +
                         " iterations in a row brought no training data; the run stopped "
@@ -425,10 +430,11 @@ void build_batch(trainer_actor* self, const std::vector<trajectory_record>& reco
   b.sampler_logp = packed["sampler_logp"].get<std::vector<float>>();
   b.rewards = packed["rewards"].get<std::vector<float>>();
   const int64_t first_step = s.st.stage_step * stage.steps_per_iteration;
-  for (int32_t i = 0; i < stage.steps_per_iteration; ++i) b.actor_lrs.push_back(stage.schedule.at(first_step + i));
-  b.temperature = stage.temperature > 0 ? stage.temperature : 0;
-  auto slices = rollout::shard_batches(
-      b, {stage.batch_sequences, first_step * stage.batch_sequences, s.opts.max_tokens_per_microbatch, s.opts.shards});
+  const auto schedule = stage.schedule(s.opts.learner.actor_lr);
+  for (int32_t i = 0; i < stage.steps_per_iteration; ++i) b.actor_lrs.push_back(schedule.at(first_step + i));
+  b.temperature = stage.temperature > 0 ? static_cast<float>(stage.temperature) : 0;
+  auto slices = rollout::shard_batches(b, {stage.batch_sequences, first_step * stage.batch_sequences,
+                                           s.opts.learner.max_tokens_per_microbatch, s.opts.learner.shards});
   if (!slices)
     return finish(
         self, trainer_step_failed,
@@ -456,34 +462,35 @@ void rollout_done(trainer_actor* self, const run_summary& summary, steady::time_
 }
 
 bool eval_due(const trainer_state& s, std::string& round) {
-  if (s.opts.eval.episodes <= 0 || !s.st.pending.empty() || s.st.stage_step != 0) return false;
-  round = s.st.stage_index == 0 ? std::string{"base"} : to_string(s.opts.stages.at(s.st.stage_index - 1).kind);
+  if (s.opts.train.eval.episodes <= 0 || !s.st.pending.empty() || s.st.stage_step != 0) return false;
+  round = s.st.stage_index == 0 ? std::string{"base"} : to_string(s.opts.train.stages.at(s.st.stage_index - 1));
   std::error_code ec;
   return !fs::exists(eval_file(s, round), ec);
 }
 
 /// Spawns the driver that plays the training episodes `ids` of `stage` into the run's store
 /// (`demos`: the rollout nodes' replay plays them). False when it cannot start (the run stopped).
-bool play_episodes(trainer_actor* self, const trainer_stage& stage, const std::vector<uint64_t>& ids, bool demos) {
+bool play_episodes(trainer_actor* self, const rollout::train_stage_config& stage, const std::vector<uint64_t>& ids,
+                   bool demos) {
   auto& s = self->state;
   run_driver_options d;
   d.tasks = s.opts.tasks;
   d.mode = messages::episode_mode::train;
   d.store_dir = store_dir(s);
-  d.retry_aborted = s.opts.retry_aborted;
+  d.retry_aborted = s.opts.rollout.retry_aborted;
   d.coordinator = s.opts.coordinator;
   for (auto id : ids) {
     start_episode e;
     e.episode_id = id;
     e.task = s.opts.tasks[static_cast<size_t>(id - 1) % s.opts.tasks.size()];
     e.mode = messages::episode_mode::train;
-    e.max_turns = stage.max_turns;
-    e.wall_limit_ms = s.opts.wall_limit_ms;
+    e.max_turns = stage.turn_limit(s.opts.rollout.max_turns_train);
+    e.wall_limit_ms = s.opts.rollout.wall_limit_s * 1000;
     e.seed = s.opts.seed * 1000003 + id;
     if (demos)
       e.policy = messages::episode_policy::demonstrations;
     else
-      e.temperature = stage.temperature;
+      e.temperature = static_cast<float>(stage.temperature);
     d.planned.push_back(std::move(e));
   }
   d.episodes = static_cast<int>(d.planned.size());
@@ -510,10 +517,11 @@ bool start_playing_ahead(trainer_actor* self) {
   const auto& stage = current_stage(s);
   // Rationale: value_pretrain ends when its gate opens, which is known only after the step, and
   // its actor is frozen: playing ahead would gain nothing and might cross the stage boundary.
-  if (!s.opts.async || s.opts.max_policy_lag < 1 || s.reuse || !stage.demonstrations.empty() || !stage.store.empty() ||
-      stage.kind == rollout::stage_kind::value_pretrain || s.st.stage_step + 1 >= stage.iterations)
+  if (!s.opts.train.async || s.opts.train.max_policy_lag < 1 || s.reuse || !stage.demonstrations.empty() ||
+      !stage.store.empty() || stage.kind == rollout::stage_kind::value_pretrain ||
+      s.st.stage_step + 1 >= stage.iterations)
     return true;
-  const auto& ids = rollout::plan_ahead(s.st, s.opts.episodes_per_iteration);
+  const auto& ids = rollout::plan_ahead(s.st, s.opts.train.episodes_per_iteration);
   if (!persist(self)) return false;  // the plan is on disk before any episode starts
   log_info("train", "iteration " + std::to_string(s.st.iteration + 2) + " (" + to_string(stage.kind) + " step " +
                         std::to_string(s.st.stage_step + 2) + "): playing episodes " + format_id_ranges(ids) +
@@ -528,7 +536,7 @@ bool start_playing_ahead(trainer_actor* self) {
 void take_over_ahead(trainer_actor* self) {
   auto& s = self->state;
   const auto ahead = std::exchange(s.ahead, {});
-  const auto ids = rollout::plan_iteration(s.st, s.opts.episodes_per_iteration);  // moves `ahead` to `pending`
+  const auto ids = rollout::plan_iteration(s.st, s.opts.train.episodes_per_iteration);  // moves `ahead` to `pending`
   if (!persist(self)) return;
   log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(current_stage(s).kind) +
                         " step " + std::to_string(s.st.stage_step + 1) + "): episodes " + format_id_ranges(ids) +
@@ -543,7 +551,7 @@ void start_iteration(trainer_actor* self) {
   auto& s = self->state;
   if (s.ph == phase::finished || s.awaiting_weights) return;
   if (std::string round; eval_due(s, round)) return evaluate(self, round);
-  if (s.st.stage_index >= s.opts.stages.size()) {
+  if (s.st.stage_index >= s.opts.train.stages.size()) {
     std::string stages;
     for (auto& o : s.st.stages_done)
       stages += (stages.empty() ? "" : "; ") + o.stage + ": " + std::to_string(o.steps) + " steps (" +
@@ -551,7 +559,7 @@ void start_iteration(trainer_actor* self) {
     return finish(self, trainer_ok,
                   "training finished: version " + std::to_string(s.st.policy_version) + " in " + s.st.checkpoint +
                       " after " + std::to_string(s.st.iteration) + " iterations (" + stages + "); checkpoints in " +
-                      checkpoint_root(s.opts.run_dir) + eval_table(s));
+                      checkpoint_root(s.opts.train.run_dir) + eval_table(s));
   }
   const auto& stage = current_stage(s);
   s.ph = phase::rollout;
@@ -564,15 +572,15 @@ void start_iteration(trainer_actor* self) {
                     "train." + to_string(stage.kind) + ".store '" + stage.store + "' holds no record");
     std::sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.episode_id < b.episode_id; });
     std::vector<uint64_t> ids;
-    for (int32_t i = 0; i < s.opts.episodes_per_iteration; ++i)
+    for (int32_t i = 0; i < s.opts.train.episodes_per_iteration; ++i)
       ids.push_back(records[static_cast<size_t>(s.st.store_cursor + i) % records.size()].episode_id);
     return build_batch(self, records, ids);
   }
   if (s.ahead.playing || s.ahead.done) return take_over_ahead(self);
   // A demonstration stage's first iteration plays every task's recording once.
   const bool demos = !stage.demonstrations.empty();
-  const auto& ids =
-      rollout::plan_iteration(s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.episodes_per_iteration);
+  const auto& ids = rollout::plan_iteration(
+      s.st, demos ? static_cast<int32_t>(s.opts.tasks.size()) : s.opts.train.episodes_per_iteration);
   if (!persist(self)) return;  // the plan is on disk before any episode starts
   log_info("train", "iteration " + std::to_string(s.st.iteration + 1) + " (" + to_string(stage.kind) + " step " +
                         std::to_string(s.st.stage_step + 1) + "): playing episodes " + format_id_ranges(ids) +
@@ -586,17 +594,17 @@ void start_iteration(trainer_actor* self) {
 
 void send_batch(trainer_actor* self) {
   auto& s = self->state;
-  if (static_cast<int32_t>(s.shards.size()) < s.opts.shards) {
+  if (static_cast<int32_t>(s.shards.size()) < s.opts.learner.shards) {
     if (s.ph != phase::waiting_shards)
-      log_info("train", "waiting for " + std::to_string(s.opts.shards) + " learner shards (" +
+      log_info("train", "waiting for " + std::to_string(s.opts.learner.shards) + " learner shards (" +
                             std::to_string(s.shards.size()) + " joined)");
     s.ph = phase::waiting_shards;
     return;
   }
-  if (++s.attempt > s.opts.max_step_attempts)
+  if (++s.attempt > s.opts.train.max_step_attempts)
     return finish(self, trainer_step_failed,
                   "the step of iteration " + std::to_string(s.batch.batch_id) + " failed " +
-                      std::to_string(s.opts.max_step_attempts) +
+                      std::to_string(s.opts.train.max_step_attempts) +
                       " times; the run stopped (run again to resume: no episode is lost)");
   s.batch.attempt = s.attempt;
   s.batch.generation = s.generation;
@@ -620,7 +628,7 @@ void step_failed(trainer_actor* self, const std::string& why) {
   s.ph = phase::waiting_shards;
   log_error("train", "step of iteration " + std::to_string(s.batch.batch_id) + " (attempt " +
                          std::to_string(s.attempt) + ") failed: " + why + "; it runs again once all " +
-                         std::to_string(s.opts.shards) + " shards are up");
+                         std::to_string(s.opts.learner.shards) + " shards are up");
   record_event(s, {{"event", "step_failed"},
                    {"iteration", s.batch.batch_id},
                    {"attempt", s.attempt},
@@ -774,7 +782,7 @@ void on_step_done(trainer_actor* self, train_step_done& d) {
   if (!d.error.empty())
     return step_failed(self, "shard " + std::to_string(d.rank) + " (" + d.node_id + "): " + d.error);
   s.replies[d.rank] = d;
-  if (static_cast<int32_t>(s.replies.size()) == s.opts.shards) step_succeeded(self);
+  if (static_cast<int32_t>(s.replies.size()) == s.opts.learner.shards) step_succeeded(self);
 }
 
 /// A resumed run's first iteration starts once a policy service answered the hand-over.
@@ -787,7 +795,9 @@ void release_start(trainer_actor* self) {
 
 void on_service(trainer_actor* self, const service_announce& svc, caf::actor handle) {
   auto& s = self->state;
-  if (svc.name == "policy") {
+  const auto id = parse_service_name(svc.name);
+  if (!id) return;
+  if (id->kind == service_kind::policy) {
     // The coordinator announces services untyped; a "policy" service is a policy server.
     auto policy = caf::actor_cast<policy_actor>(handle);
     s.policies[svc.node_id] = policy;
@@ -811,16 +821,12 @@ void on_service(trainer_actor* self, const service_announce& svc, caf::actor han
               });
     return;
   }
-  if (svc.name.rfind("learner/", 0) != 0) return;
-  int32_t rank = -1;
-  try {
-    rank = std::stoi(svc.name.substr(8));
-  } catch (const std::exception&) {
-  }
-  if (rank < 0 || rank >= s.opts.shards) {
+  if (id->kind != service_kind::learner) return;
+  const int32_t rank = id->rank;
+  if (rank >= s.opts.learner.shards) {
     log_error("train", "learner shard " + svc.name + " on " + svc.node_id + " ignored: ranks are 0.." +
-                           std::to_string(s.opts.shards - 1) + " (learner.shards = " + std::to_string(s.opts.shards) +
-                           ")");
+                           std::to_string(s.opts.learner.shards - 1) +
+                           " (learner.shards = " + std::to_string(s.opts.learner.shards) + ")");
     return;
   }
   auto it = s.shards.find(rank);
@@ -830,8 +836,8 @@ void on_service(trainer_actor* self, const service_announce& svc, caf::actor han
   }
   s.shards[rank] = {svc.node_id, handle};
   log_info("train", "learner shard " + std::to_string(rank) + " on " + svc.node_id + " (" +
-                        std::to_string(s.shards.size()) + "/" + std::to_string(s.opts.shards) + ")");
-  if (s.ph == phase::waiting_shards && static_cast<int32_t>(s.shards.size()) == s.opts.shards) send_batch(self);
+                        std::to_string(s.shards.size()) + "/" + std::to_string(s.opts.learner.shards) + ")");
+  if (s.ph == phase::waiting_shards && static_cast<int32_t>(s.shards.size()) == s.opts.learner.shards) send_batch(self);
 }
 
 void on_node_lost(trainer_actor* self, const node_lost& lost) {
@@ -855,13 +861,13 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
   s.opts = std::move(opts);
   s.st = std::move(st);
   if (s.opts.coordinator) self->send(s.opts.coordinator, atoms::subscribe::value);
-  log_info(
-      "train",
-      "run directory " + s.opts.run_dir + ": stage " +
-          (s.st.stage_index < s.opts.stages.size() ? to_string(current_stage(s).kind) : std::string{"(all done)"}) +
-          ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) + ", " +
-          std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
-          (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
+  log_info("train",
+           "run directory " + s.opts.train.run_dir + ": stage " +
+               (s.st.stage_index < s.opts.train.stages.size() ? to_string(current_stage(s).kind)
+                                                              : std::string{"(all done)"}) +
+               ", step " + std::to_string(s.st.stage_step) + ", version " + std::to_string(s.st.policy_version) + ", " +
+               std::to_string(rollout::consumed_ids(s.st).size()) + " episodes consumed" +
+               (s.st.pending.empty() ? "" : ", resuming the iteration of episodes " + format_id_ranges(s.st.pending)));
   // A resumed run's engines start from the base model: wait until a policy service holds the
   // current version before playing episodes with it (on_service hands it over).
   s.awaiting_weights = s.st.policy_version > 0 && !s.st.checkpoint.empty();
@@ -946,7 +952,7 @@ caf::behavior trainer(trainer_actor* self, trainer_options opts, rollout::train_
 }  // namespace
 
 caf::actor spawn_trainer(caf::actor_system& sys, trainer_options opts, std::string& error) {
-  if (opts.stages.empty()) {
+  if (opts.train.stages.empty()) {
     error = "train.stages is empty";
     return nullptr;
   }
@@ -955,27 +961,27 @@ caf::actor spawn_trainer(caf::actor_system& sys, trainer_options opts, std::stri
     return nullptr;
   }
   std::optional<rollout::train_state> saved;
-  if (auto err = rollout::read_train_state(opts.run_dir, saved)) {
+  if (auto err = rollout::read_train_state(opts.train.run_dir, saved)) {
     error = *err;
     return nullptr;
   }
   rollout::train_state st;
   if (saved) {
     if (auto diff = rollout::settings_mismatch(saved->settings, opts.settings); !diff.empty()) {
-      error = "the training run directory " + opts.run_dir + " belongs to another config (" + diff +
+      error = "the training run directory " + opts.train.run_dir + " belongs to another config (" + diff +
               "); use another train.run_dir, or the config that made it";
       return nullptr;
     }
     st = std::move(*saved);
   } else {
     st.settings = opts.settings;
-    if (auto err = rollout::write_train_state(opts.run_dir, st)) {
+    if (auto err = rollout::write_train_state(opts.train.run_dir, st)) {
       error = *err;
       return nullptr;
     }
   }
   std::error_code ec;
-  fs::create_directories(checkpoint_root(opts.run_dir), ec);
+  fs::create_directories(checkpoint_root(opts.train.run_dir), ec);
   return sys.spawn(trainer, std::move(opts), std::move(st));
 }
 

@@ -42,36 +42,12 @@
 #include <caf/fwd.hpp>
 #include <nlohmann/json.hpp>
 
-#include "learner/lr_schedule.hpp"
+#include "learner/config.hpp"
 #include "messages/episode.hpp"
+#include "rollout/config.hpp"
 #include "rollout/train_config.hpp"
 
 namespace caf_agent {
-
-/// One stage and its stopping rule (see [train.<stage>] in config/local.toml).
-struct trainer_stage {
-  rollout::stage_kind kind = rollout::stage_kind::agentic_ppo;
-  int32_t iterations = 1;
-  int32_t max_turns = 150;
-  int32_t min_reward = 1;
-  int32_t max_repeats = 3;
-  std::string store;  ///< records of this store instead of fresh episodes
-  double min_explained_variance = 0.6;
-  int32_t max_steps = 20;
-  bool stop_at_cap = false;
-  std::string demonstrations;       ///< rft: play the recordings once (the rollout nodes' replay), train on them
-  int32_t steps_per_iteration = 1;  ///< optimizer steps an iteration takes on its batch
-  int32_t batch_sequences = 0;      ///< trajectories per optimizer step, round robin; 0: the whole batch
-  learner::lr_schedule schedule;    ///< the actor's lr of each optimizer step of the stage
-  float temperature = -1;           ///< the stage's episodes' sampling temperature; < 0: the policy's
-};
-
-/// The evaluation rounds (before training, after each stage): fresh episodes, real judge.
-struct trainer_eval {
-  int32_t episodes = 0;   ///< 0: none
-  float temperature = 0;  ///< 0: greedy
-  int32_t max_turns = 200;
-};
 
 /// Exit codes of a training run.
 enum trainer_exit : int {
@@ -84,25 +60,23 @@ enum trainer_exit : int {
   trainer_gate_not_reached = 8,
 };
 
-/// Settings of the trainer.
+/// Settings of the trainer: the config sections it reads, as TOML gave them (each field's
+/// meaning is said once, in its struct's field list), and what the run adds to them.
 struct trainer_options {
-  std::vector<trainer_stage> stages;
-  int32_t episodes_per_iteration = 4;
-  std::string run_dir;                     ///< train_state.json, iterations.jsonl, trajectories/, checkpoints/
+  /// [train]: the stages and their tables, the batch, the attempts, async, evaluation rounds;
+  /// run_dir resolved (train_state.json, iterations.jsonl, trajectories/, checkpoints/).
+  rollout::train_config train;
+  /// [rollout]: the turn limits a stage's or round's max_turns = 0 stands for, the episodes'
+  /// wall limit, retry_aborted.
+  rollout::rollout_config rollout;
+  /// [learner]: the actor_lr a stage's actor_lr = 0 stands for, max_tokens_per_microbatch (the
+  /// trainer plans each shard's slice with it), shards (the shards a step needs; 1 when the
+  /// learner runs in this process).
+  learner::learner_config learner;
   std::vector<messages::task_spec> tasks;  ///< cycled by episode id
-  int64_t wall_limit_ms = 0;
-  uint64_t seed = 1;
-  int32_t shards = 1;  ///< learner shards a step needs
-  /// The shards' learner.max_tokens_per_microbatch: the trainer plans each shard's slice with it.
-  int64_t max_tokens_per_microbatch = 0;
-  bool stage_in_process = false;  ///< the engines share this process: hand them tensors, not files
-  int32_t max_step_attempts = 5;
-  int32_t max_empty_iterations = 3;
-  bool retry_aborted = false;
-  bool async = false;          ///< play the next iteration while the step runs (see the file comment)
-  int32_t max_policy_lag = 1;  ///< async: the oldest version a trained record may carry, behind the base
-  trainer_eval eval;
-  nlohmann::json settings;  ///< the run-shaping settings (a run directory of other ones is refused)
+  uint64_t seed = 1;                       ///< the episodes' seeds derive from it
+  bool stage_in_process = false;           ///< the engines share this process: hand them tensors, not files
+  nlohmann::json settings;                 ///< the run-shaping settings (a run directory of other ones is refused)
   caf::actor coordinator;
   std::function<void(int code, const std::string& summary)> on_finished;
 };

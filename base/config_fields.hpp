@@ -21,7 +21,6 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
-#include <initializer_list>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -43,29 +42,28 @@ class config_errors {
 
 /// One constraint on a field's value; a field may carry several (all are checked, in order).
 struct check {
-  enum class kind { positive, range, within, above_within, one_of, not_empty };
+  enum class kind { positive, range, within, above_within, not_empty };
   kind what;
   double lo = 0;
   double hi = 0;
-  std::vector<std::string_view> choices;  ///< one_of
-  std::string_view message;               ///< within: the error text
+  std::string_view message;  ///< within: the error text
 };
 
 /// An integer that must be > 0 ("must be > 0, got N").
 inline check positive() {
-  return {check::kind::positive, 0, 0, {}, {}};
+  return {check::kind::positive, 0, 0, {}};
 }
 /// A number in [lo, hi] ("must be in [lo, hi], got v").
 inline check range(double lo, double hi) {
-  return {check::kind::range, lo, hi, {}, {}};
+  return {check::kind::range, lo, hi, {}};
 }
 /// A number in [lo, hi]; outside, `message` is the error.
 inline check within(double lo, double hi, std::string_view message) {
-  return {check::kind::within, lo, hi, {}, message};
+  return {check::kind::within, lo, hi, message};
 }
 /// A number in (lo, hi]; outside, `message` is the error.
 inline check above_within(double lo, double hi, std::string_view message) {
-  return {check::kind::above_within, lo, hi, {}, message};
+  return {check::kind::above_within, lo, hi, message};
 }
 /// A number > lo; otherwise `message` is the error.
 inline check above(double lo, std::string_view message) {
@@ -75,13 +73,9 @@ inline check above(double lo, std::string_view message) {
 inline check at_least(double lo, std::string_view message) {
   return within(lo, std::numeric_limits<double>::infinity(), message);
 }
-/// A string that is one of `choices` ("'v' is not one of: a, b").
-inline check one_of(std::initializer_list<std::string_view> choices) {
-  return {check::kind::one_of, 0, 0, std::vector<std::string_view>(choices), {}};
-}
 /// A string that is not empty ("must not be empty").
 inline check not_empty() {
-  return {check::kind::not_empty, 0, 0, {}, {}};
+  return {check::kind::not_empty, 0, 0, {}};
 }
 
 /// The checks' error text for one value (empty when it passes).
@@ -111,14 +105,6 @@ std::string check_message(const check& c, const T& v) {
     switch (c.what) {
       case check::kind::not_empty:
         return v.empty() ? "must not be empty" : std::string{};
-      case check::kind::one_of: {
-        std::string list;
-        for (auto choice : c.choices) {
-          if (v == choice) return {};
-          list += list.empty() ? std::string{choice} : ", " + std::string{choice};
-        }
-        return "'" + v + "' is not one of: " + list;
-      }
       default:
         return "check does not apply to a string";
     }

@@ -25,6 +25,7 @@
 #include <iostream>
 #include <string>
 
+#include "base/named_enum.hpp"
 #include "base/remove_tree.hpp"
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
@@ -123,7 +124,11 @@ int main(int argc, char** argv) {
   policy::engine_options eo;
   eo.model_dir = (dir / "base").string();
   eo.device = device.str();
-  eo.dtype = policy::tool_arg(a, "engine-dtype", device.is_cuda() ? "bfloat16" : "float32");
+  const auto engine_dtype = policy::tool_arg(a, "engine-dtype", device.is_cuda() ? "bfloat16" : "float32");
+  const auto dtype = base::parse_name<policy::model_dtype>(engine_dtype);
+  if (!dtype)
+    return fail("--engine-dtype '" + engine_dtype + "' is not one of: " + base::names_list<policy::model_dtype>());
+  eo.dtype = *dtype;
   eo.max_batch = 8;
   eo.max_context = 1024;
   auto engine = policy::generation_engine::open(eo);
@@ -203,8 +208,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"summary\":true,\"device\":\"%s\",\"engine_dtype\":\"%s\",\"bytes\":%lld,\"rounds\":%d,"
       "\"inproc_mean_ms\":%.2f,\"inproc_max_ms\":%.2f,\"disk_mean_ms\":%.2f}\n",
-      device.str().c_str(), eo.dtype.c_str(), static_cast<long long>(bytes), rounds, sum_inproc / rounds, max_inproc,
-      sum_disk / rounds);
+      device.str().c_str(), to_string(eo.dtype).c_str(), static_cast<long long>(bytes), rounds, sum_inproc / rounds,
+      max_inproc, sum_disk / rounds);
   base::remove_tree(dir.string());
   return 0;
 }

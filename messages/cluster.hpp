@@ -1,9 +1,12 @@
 #pragma once
 /// messages/cluster.hpp: node registration, liveness, and the cluster snapshot.
 
+#include <charconv>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/fields.hpp"
@@ -11,7 +14,7 @@
 namespace caf_agent::messages {
 
 /// Bumped whenever a message's fields change; nodes of another version are refused.
-inline constexpr uint32_t protocol_version = 13;  // 2: generate_request.messages_json; 3: node_info.notes;
+inline constexpr uint32_t protocol_version = 14;  // 2: generate_request.messages_json; 3: node_info.notes;
                                                   // 4: node_heartbeat.metrics; 5: enums (eval mode
                                                   // and status, tool status, finish reason); 6: node_state
                                                   // 7: episode_end (termination); 8: eval_mode baseline
@@ -19,6 +22,7 @@ inline constexpr uint32_t protocol_version = 13;  // 2: generate_request.message
                                                   // 11: learner_stage (train_batch.stage)
                                                   // 12: episode_policy (start_episode.policy)
                                                   // 13: train_batch per shard (its slice, the plan)
+                                                  // 14: view_kind (get_view.what)
 
 /// What a node tells the coordinator about itself when it joins.
 struct node_info {
@@ -137,11 +141,10 @@ struct node_heartbeat {
   CAF_AGENT_FIELDS(node_heartbeat, node_id, counters, sent_at_ms, metrics)
 };
 
-/// Inspector -> coordinator: one view of the cluster as JSON (`what`: nodes, actors,
-/// episodes, gpu, queues, train, episode (arg: its id), metrics, prometheus).
+/// Inspector -> coordinator: one view of the cluster (JSON; prometheus: text).
 struct get_view {
-  std::string what;
-  std::string arg;
+  view_kind what = view_kind::nodes;
+  std::string arg;  ///< episode: its id
   CAF_AGENT_FIELDS(get_view, what, arg)
 };
 
@@ -186,13 +189,49 @@ struct leave_cluster {
   CAF_AGENT_FIELDS(leave_cluster, node_id, reason)
 };
 
-/// A service actor (gpu_pool, rollout, policy, store) announces itself; the
-/// sender is the service. The coordinator answers lookups with its handle.
+/// A service actor announces itself; the sender is the service. `name` is service_name(kind)
+/// (a learner shard's with its rank); the coordinator answers lookups with its handle.
 struct service_announce {
   std::string node_id;
   std::string name;
   CAF_AGENT_FIELDS(service_announce, node_id, name)
 };
+
+/// The name a service of kind `k` announces: the kind's name ("gpu_pool", "rollout", "policy").
+inline std::string service_name(service_kind k) {
+  return to_string(k);
+}
+
+/// A learner shard's service name: "learner/<rank>".
+inline std::string service_name(service_kind k, int32_t rank) {
+  return to_string(k) + "/" + std::to_string(rank);
+}
+
+/// A service name read back: its kind, and a learner shard's rank (0 for the others).
+struct service_id {
+  service_kind kind = service_kind::gpu_pool;
+  int32_t rank = 0;
+};
+
+/// What a service name names: a kind's name, or "learner/<rank>" (a learner shard's); nullopt
+/// for any other name (also "learner" without a rank, or a rank after another kind).
+inline std::optional<service_id> parse_service_name(std::string_view name) {
+  const auto slash = name.find('/');
+  const auto kind = parse_name<service_kind>(name.substr(0, slash));
+  if (!kind || (*kind == service_kind::learner) != (slash != std::string_view::npos)) return std::nullopt;
+  if (*kind != service_kind::learner) return service_id{*kind, 0};
+  const auto digits = name.substr(slash + 1);
+  int32_t rank = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || rank < 0) return std::nullopt;
+  return service_id{*kind, rank};
+}
+
+/// True when `name` is the name of a service of kind `k` (any learner shard's for learner).
+inline bool is_service(std::string_view name, service_kind k) {
+  const auto id = parse_service_name(name);
+  return id && id->kind == k;
+}
 
 /// Coordinator -> run driver: a node went down or left; its work is lost.
 struct node_lost {

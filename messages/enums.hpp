@@ -86,4 +86,18 @@ CAF_AGENT_ENUM_NAMES(learner_stage, "ppo", "rft", "vp")
 enum class episode_policy : uint8_t { node, demonstrations };
 CAF_AGENT_ENUM_NAMES(episode_policy, "node", "demonstrations")
 
+/// A view of the cluster the coordinator renders (get_view.what; the inspector's VIEW argument
+/// and the live view's sections): `episode` is one episode's transcript (get_view.arg: its id),
+/// `metrics` the metrics JSONL's line, `prometheus` the text exposition format; the others JSON
+/// from observe/cluster_view.
+enum class view_kind : uint8_t { nodes, actors, episodes, gpu, queues, train, run, episode, metrics, prometheus };
+CAF_AGENT_ENUM_NAMES(view_kind, "nodes", "actors", "episodes", "gpu", "queues", "train", "run", "episode", "metrics",
+                     "prometheus")
+
+/// What a service is: the GPU pool, a rollout manager, a policy server, a learner shard. A
+/// service announces itself by its name (service_announce.name): the kind's name, and for a
+/// learner shard its rank after it ("learner/3"; messages/cluster.hpp's service_name).
+enum class service_kind : uint8_t { gpu_pool, rollout, policy, learner };
+CAF_AGENT_ENUM_NAMES(service_kind, "gpu_pool", "rollout", "policy", "learner")
+
 }  // namespace caf_agent::messages

@@ -85,23 +85,35 @@ std::vector<stuck_flag> cluster_view::check_stuck(const view_inputs& in) {
   return fresh;
 }
 
-json cluster_view::render(const std::string& what, const view_inputs& in) const {
-  if (what == "nodes") return nodes(in);
-  if (what == "actors") return actors(in);
-  if (what == "episodes") return episode_view(in);
-  if (what == "gpu") return gpu(in);
-  if (what == "queues") return queues(in);
-  if (what == "run") return run(in);
-  if (what == "train") return {{"trainer", nullptr}, {"message", "no trainer"}};
-  if (what == "metrics")
-    return {{"at_ms", in.now_ms},
-            {"nodes", nodes(in)},
-            {"actors", actors(in)["kinds"]},
-            {"episodes", episode_view(in)["summary"]},
-            {"gpu", gpu(in)},
-            {"run", run(in)}};
-  return {
-      {"error", "unknown view '" + what + "' (expected nodes, actors, episodes, gpu, queues, train, run, episode ID)"}};
+json cluster_view::render(messages::view_kind what, const view_inputs& in) const {
+  using messages::view_kind;
+  switch (what) {
+    case view_kind::nodes:
+      return nodes(in);
+    case view_kind::actors:
+      return actors(in);
+    case view_kind::episodes:
+      return episode_view(in);
+    case view_kind::gpu:
+      return gpu(in);
+    case view_kind::queues:
+      return queues(in);
+    case view_kind::run:
+      return run(in);
+    case view_kind::train:
+      return {{"trainer", nullptr}, {"message", "no trainer"}};
+    case view_kind::metrics:
+      return {{"at_ms", in.now_ms},
+              {"nodes", nodes(in)},
+              {"actors", actors(in)["kinds"]},
+              {"episodes", episode_view(in)["summary"]},
+              {"gpu", gpu(in)},
+              {"run", run(in)}};
+    case view_kind::episode:
+    case view_kind::prometheus:
+      break;
+  }
+  return {{"error", "view '" + to_string(what) + "' is not rendered from the heartbeats"}};
 }
 
 json cluster_view::nodes(const view_inputs& in) const {

@@ -41,8 +41,9 @@ class cluster_view {
   std::vector<stuck_flag> check_stuck(const view_inputs& in);
 
   /// The JSON of view `what` (nodes, actors, episodes, gpu, queues, train, run, metrics);
-  /// an unknown view is {"error": ...}.
-  nlohmann::json render(const std::string& what, const view_inputs& in) const;
+  /// episode and prometheus are not JSON views of this class ({"error": ...}: the coordinator
+  /// answers them, with a rollout node's transcript and prometheus() below).
+  nlohmann::json render(messages::view_kind what, const view_inputs& in) const;
 
   /// Prometheus text exposition format (version 0.0.4).
   std::string prometheus(const view_inputs& in) const;

@@ -8,6 +8,7 @@
 
 #include "base/config_fields.hpp"
 #include "base/named_enum.hpp"
+#include "policy/model/engine_choices.hpp"
 
 namespace caf_agent::policy {
 
@@ -31,11 +32,11 @@ struct policy_config {
   int32_t max_batch = 64;
   int32_t max_context = 0;
   std::string device = "cpu";
-  std::string dtype = "float32";
+  model_dtype dtype = model_dtype::float32;
   bool prefix_cache = true;
   int32_t prefill_chunk = 2048;
-  std::string cache_attention = "auto";
-  std::string kv_layout = "slots";
+  cache_attention_choice cache_attention = cache_attention_choice::automatic;
+  kv_layout_kind kv_layout = kv_layout_kind::slots;
   int32_t kv_block_size = 256;
   int64_t kv_cache_tokens = 0;
   bool cuda_graphs = true;
@@ -70,19 +71,17 @@ struct policy_config {
     f("max_context", c.max_context, "libtorch: tokens per sequence; 0 = the model's, capped at 4096",
       at_least(0, "must be >= 0 (0: from the model)"));
     f("device", c.device, "libtorch: cpu, cuda, cuda:N");
-    f("dtype", c.dtype, "libtorch: float32, bfloat16, float16", one_of({"float32", "bfloat16", "float16"}));
+    f("dtype", c.dtype, "libtorch: float32, bfloat16, float16");
     f("prefix_cache", c.prefix_cache,
       "libtorch: keep a finished turn's keys; the next turn prefills only its new tokens");
     f("prefill_chunk", c.prefill_chunk,
       "libtorch: prompt tokens prefilled per step while the others decode; 0 = whole prompts",
       at_least(0, "must be >= 0 (0: whole prompts)"));
     f("cache_attention", c.cache_attention,
-      "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash",
-      one_of({"auto", "sdpa", "matmul", "flash"}));
+      "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash");
     f("kv_layout", c.kv_layout,
       "libtorch: slots (a preallocated row of max_context tokens per sequence) or paged (blocks taken as "
-      "sequences grow, admission by KV capacity; sdpa / matmul, no CUDA graphs)",
-      one_of({"slots", "paged"}));
+      "sequences grow, admission by KV capacity; sdpa / matmul, no CUDA graphs)");
     // Rationale: 256, the multiple FA2's paged kernels need.
     f("kv_block_size", c.kv_block_size, "libtorch, paged: tokens per KV block", positive());
     f("kv_cache_tokens", c.kv_cache_tokens,
@@ -116,9 +115,9 @@ struct policy_config {
     if (!script.empty() && backend != backend_kind::libtorch)
       e.error("script",
               "teacher-forces replies through the libtorch engine; backend is \"" + to_string(backend) + "\"");
-    if (kv_layout == "slots" && kv_cache_tokens != 0)
+    if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
       e.error("kv_cache_tokens", "applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
-    if (kv_layout == "paged" && cache_attention == "flash")
+    if (kv_layout == kv_layout_kind::paged && cache_attention == cache_attention_choice::flash)
       e.error("cache_attention", "\"flash\" is not implemented for kv_layout = \"paged\" yet (auto, sdpa, matmul)");
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");

@@ -45,6 +45,20 @@ struct train_stage_config {
 
   /// The stage's optimizer steps: iterations x steps_per_iteration.
   int64_t optimizer_steps() const { return int64_t{iterations} * steps_per_iteration; }
+  /// The stage's episode turn limit: max_turns, or `rollout_turns` (rollout.max_turns_train) when 0.
+  int32_t turn_limit(int32_t rollout_turns) const { return max_turns > 0 ? max_turns : rollout_turns; }
+  /// The actor's lr schedule over the stage's optimizer steps, at actor_lr (the cosine's peak), or
+  /// at `learner_lr` (learner.actor_lr) when actor_lr is 0.
+  learner::lr_schedule schedule(double learner_lr) const {
+    learner::lr_schedule out;
+    out.kind = lr_schedule;
+    out.lr = actor_lr > 0 ? actor_lr : learner_lr;
+    out.phases = lr_phases;
+    out.warmup_steps = warmup_steps;
+    out.total_steps = optimizer_steps();
+    out.min_lr = min_lr;
+    return out;
+  }
   /// A stage's defaults.
   explicit train_stage_config(stage_kind k = stage_kind::agentic_ppo, int32_t iters = 1, int32_t turns = 0)
       : kind(k), iterations(iters), max_turns(turns) {}
@@ -129,6 +143,9 @@ struct train_eval_config {
   int32_t episodes = 0;
   double temperature = 0;  ///< greedy: the reward of what was learned, not of luck
   int32_t max_turns = 0;
+
+  /// A round's episode turn limit: max_turns, or `rollout_turns` (rollout.max_turns_eval) when 0.
+  int32_t turn_limit(int32_t rollout_turns) const { return max_turns > 0 ? max_turns : rollout_turns; }
 
   /// The field list (base/config_fields.hpp).
   template <class F, class Self>

@@ -2,13 +2,15 @@
 //
 //   caf-agent --role inspector --coordinator HOST:PORT                 nodes (the classic table)
 //   caf-agent --role inspector --coordinator HOST:PORT VIEW [ARG] [--json]
-//       VIEW: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus
+//       VIEW: nodes, actors, episodes, gpu, queues, train, run, episode ID, metrics, prometheus
+//       (messages::view_kind's names)
 //   caf-agent --role inspector --coordinator HOST:PORT --watch         the live full-screen view
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -53,7 +55,7 @@ void print_snapshot(const messages::cluster_snapshot& snap) {
 }
 
 /// Asks the coordinator for one view; returns false (and says why) when it does not answer.
-bool fetch_view(caf::actor_system& sys, const caf::actor& coord, int64_t timeout_ms, const std::string& what,
+bool fetch_view(caf::actor_system& sys, const caf::actor& coord, int64_t timeout_ms, messages::view_kind what,
                 const std::string& arg, std::string& out) {
   bool ok = false;
   caf::scoped_actor self{sys};
@@ -66,7 +68,7 @@ bool fetch_view(caf::actor_system& sys, const caf::actor& coord, int64_t timeout
           [&](caf::error& err) {
             // An older coordinator has no get_view: say so rather than a bare "unexpected message".
             log_error("caf-agent",
-                      "coordinator did not answer the '" + what + "' view: " + sys.render(err) +
+                      "coordinator did not answer the '" + to_string(what) + "' view: " + sys.render(err) +
                           " (a coordinator of another caf-agent version answers only the plain node list)");
           });
   return ok;
@@ -96,25 +98,28 @@ int run_publish(caf::actor_system& sys, const caf::actor& coord, const cli_optio
 
 /// One-shot VIEW [ARG]: JSON as the coordinator sent it, or a table.
 int run_view(caf::actor_system& sys, const caf::actor& coord, const cli_options& opts, int64_t timeout_ms) {
-  auto what = opts.inspect.front();
+  const auto& name = opts.inspect.front();
   auto arg = opts.inspect.size() > 1 ? opts.inspect[1] : std::string{};
-  if (what == "episode" && arg.empty()) {
-    log_error("caf-agent", "inspector: 'episode' needs an episode id (caf-agent --role inspector episode ID)");
+  const auto parsed = messages::parse_name<messages::view_kind>(name);
+  if (!parsed) {
+    log_error("caf-agent",
+              "inspector: unknown view '" + name + "' (expected " + messages::names_list<messages::view_kind>() + ")");
     return 2;
   }
-  if (!is_inspector_view(what)) {
-    log_error("caf-agent", "inspector: unknown view '" + what + "' (expected " + inspector_views() + ")");
+  const auto what = *parsed;
+  if (what == messages::view_kind::episode && arg.empty()) {
+    log_error("caf-agent", "inspector: 'episode' needs an episode id (caf-agent --role inspector episode ID)");
     return 2;
   }
   std::string text;
   if (!fetch_view(sys, coord, timeout_ms, what, arg, text)) return 2;
-  if (what == "prometheus") {
+  if (what == messages::view_kind::prometheus) {
     std::fputs(text.c_str(), stdout);
     return 0;
   }
   auto j = json::parse(text, nullptr, false);
   if (j.is_discarded()) {
-    log_error("caf-agent", "the coordinator's '" + what + "' view is not JSON");
+    log_error("caf-agent", "the coordinator's '" + name + "' view is not JSON");
     return 2;
   }
   int code = j.is_object() && j.contains("error") ? 1 : 0;
@@ -130,8 +135,8 @@ int run_view(caf::actor_system& sys, const caf::actor& coord, const cli_options&
 int run_watch(caf::actor_system& sys, const caf::actor& coord, exit_latch& latch, int64_t timeout_ms) {
   const bool tty = isatty(STDOUT_FILENO) == 1;
   do {
-    json views = json::object();
-    for (auto* v : {"nodes", "actors", "episodes", "gpu", "queues", "train"}) {
+    std::map<messages::view_kind, json> views;
+    for (auto v : dashboard_views) {
       std::string text;
       if (!fetch_view(sys, coord, timeout_ms, v, "", text)) return 2;
       views[v] = json::parse(text, nullptr, false);

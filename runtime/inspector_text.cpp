@@ -11,8 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* const views[] = {"nodes", "actors", "episodes", "gpu", "queues", "train", "run", "episode", "prometheus"};
-
 std::string fmt(const char* f, auto... xs) {
   char buf[512];
   std::snprintf(buf, sizeof buf, f, xs...);
@@ -188,39 +186,50 @@ std::string transcript_text(const json& v) {
 
 }  // namespace
 
-bool is_inspector_view(const std::string& what) {
-  return std::any_of(std::begin(views), std::end(views), [&](const char* v) { return what == v; });
-}
-
-std::string inspector_views() {
-  std::string out;
-  for (auto* v : views) out += (out.empty() ? "" : ", ") + std::string{v};
-  return out;
-}
-
-std::string render_view_text(const std::string& what, const json& v) {
+std::string render_view_text(messages::view_kind what, const json& v) {
+  using messages::view_kind;
   if (v.is_object() && v.contains("error")) return "error: " + str(v, "error") + "\n";
-  if (what == "nodes") return nodes_text(v);
-  if (what == "actors") return kinds_text(v) + "\n" + top_text(v["top"], 20);
-  if (what == "episodes") return run_text(v["run"]) + episodes_text(v, 1000);
-  if (what == "gpu") return gpu_text(v);
-  if (what == "queues") return queues_text(v);
-  if (what == "train") return train_text(v);
-  if (what == "run") return run_text(v);
-  if (what == "episode") return transcript_text(v);
+  switch (what) {
+    case view_kind::nodes:
+      return nodes_text(v);
+    case view_kind::actors:
+      return kinds_text(v) + "\n" + top_text(v["top"], 20);
+    case view_kind::episodes:
+      return run_text(v["run"]) + episodes_text(v, 1000);
+    case view_kind::gpu:
+      return gpu_text(v);
+    case view_kind::queues:
+      return queues_text(v);
+    case view_kind::train:
+      return train_text(v);
+    case view_kind::run:
+      return run_text(v);
+    case view_kind::episode:
+      return transcript_text(v);
+    case view_kind::metrics:
+    case view_kind::prometheus:
+      break;
+  }
   return v.dump(2) + "\n";
 }
 
-std::string render_dashboard(const json& views, int64_t now_ms) {
+std::string render_dashboard(const std::map<messages::view_kind, json>& views, int64_t now_ms) {
+  using messages::view_kind;
+  // A copy of each view (a missing one is null), so that reading an absent key gives null.
+  auto view = [&](view_kind k) {
+    auto it = views.find(k);
+    return it == views.end() ? json() : it->second;
+  };
+  json episodes = view(view_kind::episodes), actors = view(view_kind::actors);
   auto section = [](const char* title) { return std::string{"\n== "} + title + " ==\n"; };
   std::string out = "caf-agent inspector (every 1 s; Ctrl-C quits)\n";
-  out += run_text(views["episodes"]["run"]);
-  out += section("nodes") + nodes_text(views["nodes"], 12);
-  out += section("actors by kind") + kinds_text(views["actors"], 10);
-  out += section("busiest actors") + top_text(views["actors"]["top"], 5);
-  out += section("GPU slots") + gpu_text(views["gpu"]);
-  out += section("episodes") + episodes_text(views["episodes"], 10);
-  out += section("learner") + train_text(views["train"]);
+  out += run_text(episodes["run"]);
+  out += section("nodes") + nodes_text(view(view_kind::nodes), 12);
+  out += section("actors by kind") + kinds_text(actors, 10);
+  out += section("busiest actors") + top_text(actors["top"], 5);
+  out += section("GPU slots") + gpu_text(view(view_kind::gpu));
+  out += section("episodes") + episodes_text(episodes, 10);
+  out += section("learner") + train_text(view(view_kind::train));
   return out;
 }
 

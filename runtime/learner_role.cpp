@@ -93,7 +93,8 @@ std::string start_learner_role(caf::actor_system& sys, const app_config& cfg, co
   log_info("learner", out.notes.back());
   auto it = peers.find("coordinator");
   if (it != peers.end())
-    caf::send_as(shard, it->second, messages::service_announce{node_id, "learner/" + std::to_string(l.rank)});
+    caf::send_as(shard, it->second,
+                 messages::service_announce{node_id, messages::service_name(messages::service_kind::learner, l.rank)});
   return {};
 #else
   out.counts["learner_shards"] = 0;

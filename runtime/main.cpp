@@ -53,9 +53,9 @@ void add_options(CLI::App& app, cli_options& o) {
   app.add_flag("--exit-after-start", o.exit_after_start, "start every actor, register, report and exit");
   app.add_flag("--watch", o.watch,
                "inspector: the live full-screen view, refreshed every second (plain frames when not on a terminal)");
-  app.add_option(
-      "view", o.inspect,
-      "inspector: one view and exit: nodes, actors, episodes, gpu, queues, train, run, episode ID, prometheus");
+  app.add_option("view", o.inspect,
+                 "inspector: one view and exit: nodes, actors, episodes, gpu, queues, train, run, episode ID, metrics, "
+                 "prometheus");
   app.add_flag("--json", o.json, "inspector: print the view as JSON");
   app.add_option("--publish-weights", o.publish_weights,
                  "inspector: publish this checkpoint directory to every policy service, then exit");

@@ -26,7 +26,7 @@ using tcp = net::ip::tcp;
 constexpr auto view_timeout = std::chrono::seconds(5);
 
 /// The coordinator's view `what`, or an empty string (and `error`) when it does not answer.
-std::string ask_view(caf::actor_system& sys, const caf::actor& coord, const std::string& what, std::string& error) {
+std::string ask_view(caf::actor_system& sys, const caf::actor& coord, messages::view_kind what, std::string& error) {
   std::string out;
   caf::scoped_actor self{sys};
   self->request(coord, view_timeout, messages::get_view{what, ""})
@@ -96,7 +96,7 @@ class endpoint : public std::enable_shared_from_this<endpoint> {
       res.body() = "caf-agent serves GET /metrics only\n";
     } else {
       std::string error;
-      auto text = ask_view(sys_, coord_, "prometheus", error);
+      auto text = ask_view(sys_, coord_, messages::view_kind::prometheus, error);
       if (!error.empty()) {
         res.result(http::status::service_unavailable);
         res.set(http::field::content_type, "text/plain");
@@ -170,7 +170,7 @@ metrics_log::~metrics_log() {
 
 void metrics_log::write_line() {
   std::string error;
-  auto line = ask_view(sys_, coordinator_, "metrics", error);
+  auto line = ask_view(sys_, coordinator_, messages::view_kind::metrics, error);
   if (line.empty()) return;  // the coordinator is gone or busy: the next line catches up
   std::ofstream out{path_, std::ios::app};
   out << line << "\n";

@@ -118,7 +118,8 @@ std::string start_gpu_pool(caf::actor_system& sys, const app_config& cfg, const 
   out.counts[g.backend == gpu_pool::pool_backend::sim ? "sim_slots" : "eval_slots"] = g.slots;
   if (builder_count > 0) out.counts["eval_builders"] = builder_count;
   if (auto coord = peer(peers, "coordinator"))
-    caf::send_as(pool, coord, messages::service_announce{node_id, "gpu_pool"});
+    caf::send_as(pool, coord,
+                 messages::service_announce{node_id, messages::service_name(messages::service_kind::gpu_pool)});
   return {};
 }
 
@@ -227,11 +228,11 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     // each role keeps its own policy server actor in front of it.
     static std::mutex shared_mutex;
     static std::map<std::string, std::weak_ptr<policy::engine_service>> shared_engines;
-    const auto key = p.model_dir + "|" + p.device + "|" + p.dtype + "|" + std::to_string(p.max_batch) + "|" +
+    const auto key = p.model_dir + "|" + p.device + "|" + to_string(p.dtype) + "|" + std::to_string(p.max_batch) + "|" +
                      std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
-                     std::to_string(p.prefill_chunk) + "|" + p.cache_attention + "|" + p.kv_layout + "|" +
-                     std::to_string(p.kv_block_size) + "|" + std::to_string(p.kv_cache_tokens) + "|" +
-                     (p.cuda_graphs ? "graphs" : "eager");
+                     std::to_string(p.prefill_chunk) + "|" + to_string(p.cache_attention) + "|" +
+                     to_string(p.kv_layout) + "|" + std::to_string(p.kv_block_size) + "|" +
+                     std::to_string(p.kv_cache_tokens) + "|" + (p.cuda_graphs ? "graphs" : "eager");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {
@@ -248,7 +249,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     out.tokenizer = std::make_shared<const policy::tokenizer>(std::move(tok.value()));
     out.chat_format = std::move(chat_format.value());
     out.context_limit = service->max_context();
-    out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + p.dtype + ", batch " +
+    out.description = "libtorch " + p.model_dir + " on " + p.device + " (" + to_string(p.dtype) + ", batch " +
                       std::to_string(p.max_batch) + ", context " + std::to_string(service->max_context()) + ")" +
                       (shared ? ", the engine this process already loaded" : "");
     out.engine = service;
@@ -316,11 +317,12 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
   auto policy = pol.server;
   log_info("rollout", "policy: " + pol.description);
   if (auto coord = peer(peers, "coordinator"))
-    caf::send_as(caf::actor_cast<caf::actor>(policy), coord, messages::service_announce{node_id, "policy"});
+    caf::send_as(caf::actor_cast<caf::actor>(policy), coord,
+                 messages::service_announce{node_id, messages::service_name(messages::service_kind::policy)});
   rollout_manager_options m;
-  m.max_concurrent = r.max_concurrent_episodes;
+  m.rollout = r;
 #ifdef CAF_AGENT_HAS_LIBTORCH_POLICY
-  if (r.kv_admission && pol.engine) {
+  if (pol.engine) {  // used with rollout.kv_admission
     m.kv_capacity_tokens = pol.engine->kv_capacity_tokens();
     m.kv_initial_context = pol.engine->max_context();  // the cautious start
   }
@@ -406,7 +408,8 @@ std::string start_role(caf::actor_system& sys, messages::node_role role, const a
     }
 #endif
     if (auto coord = peer(peers, "coordinator"))
-      caf::send_as(caf::actor_cast<caf::actor>(pol.server), coord, messages::service_announce{node_id, "policy"});
+      caf::send_as(caf::actor_cast<caf::actor>(pol.server), coord,
+                   messages::service_announce{node_id, messages::service_name(messages::service_kind::policy)});
     out.actors.push_back(caf::actor_cast<caf::actor>(pol.server));
     out.named["policy"] = caf::actor_cast<caf::actor>(pol.server);
     out.counts["policy_server"] = 1;

@@ -17,45 +17,13 @@ namespace fs = std::filesystem;
 
 trainer_options trainer_options_of(const app_config& cfg, bool in_process) {
   trainer_options t;
-  for (auto stage : cfg.train.stages) {
-    auto& c = cfg.train.stage(stage);
-    trainer_stage s;
-    s.kind = stage;
-    s.iterations = c.iterations;
-    s.max_turns = c.max_turns > 0 ? c.max_turns : cfg.rollout.max_turns_train;
-    s.min_reward = c.min_reward;
-    s.max_repeats = c.max_repeats;
-    s.store = c.store;
-    s.min_explained_variance = c.min_explained_variance;
-    s.max_steps = c.max_steps;
-    s.stop_at_cap = c.stop_at_cap;
-    s.demonstrations = c.demonstrations;
-    s.steps_per_iteration = c.steps_per_iteration;
-    s.batch_sequences = c.batch_sequences;
-    s.temperature = static_cast<float>(c.temperature);
-    s.schedule.kind = c.lr_schedule;
-    s.schedule.lr = c.actor_lr > 0 ? c.actor_lr : cfg.learner.actor_lr;
-    s.schedule.phases = c.lr_phases;
-    s.schedule.warmup_steps = c.warmup_steps;
-    s.schedule.total_steps = c.optimizer_steps();
-    s.schedule.min_lr = c.min_lr;
-    t.stages.push_back(std::move(s));
-  }
-  t.eval.episodes = cfg.train.eval.episodes;
-  t.eval.temperature = static_cast<float>(cfg.train.eval.temperature);
-  t.eval.max_turns = cfg.train.eval.max_turns > 0 ? cfg.train.eval.max_turns : cfg.rollout.max_turns_eval;
-  t.episodes_per_iteration = cfg.train.episodes_per_iteration;
-  t.run_dir = train_run_dir(cfg);
-  t.wall_limit_ms = cfg.rollout.wall_limit_s * 1000;
+  t.train = cfg.train;
+  t.train.run_dir = train_run_dir(cfg);
+  t.rollout = cfg.rollout;
+  t.learner = cfg.learner;
+  if (in_process) t.learner.shards = 1;  // the local role's one shard
   t.seed = cfg.policy.seed + 1;
-  t.shards = in_process ? 1 : cfg.learner.shards;
-  t.max_tokens_per_microbatch = cfg.learner.max_tokens_per_microbatch;
   t.stage_in_process = in_process && cfg.learner.weight_sync == learner::weight_sync_mode::automatic;
-  t.max_step_attempts = cfg.train.max_step_attempts;
-  t.max_empty_iterations = cfg.train.max_empty_iterations;
-  t.retry_aborted = cfg.rollout.retry_aborted;
-  t.async = cfg.train.async;
-  t.max_policy_lag = cfg.train.max_policy_lag;
   t.settings = training_settings(cfg);
   return t;
 }
@@ -75,11 +43,13 @@ int run_training(caf::actor_system& sys, const app_config& cfg, caf::actor coord
     *summary = text;
     latch.trigger(code, "training finished");
   };
-  const auto run_dir = t.run_dir;
+  const auto run_dir = t.train.run_dir;
   log_info("train",
-           "training " + std::to_string(t.stages.size()) + " stages, " + std::to_string(t.episodes_per_iteration) +
-               " episodes per iteration, " + std::to_string(t.shards) + " learner shard(s), " +
-               (t.async ? "asynchronous (max_policy_lag " + std::to_string(t.max_policy_lag) + "), " : std::string{}) +
+           "training " + std::to_string(t.train.stages.size()) + " stages, " +
+               std::to_string(t.train.episodes_per_iteration) + " episodes per iteration, " +
+               std::to_string(t.learner.shards) + " learner shard(s), " +
+               (t.train.async ? "asynchronous (max_policy_lag " + std::to_string(t.train.max_policy_lag) + "), "
+                              : std::string{}) +
                "weights " + (t.stage_in_process ? "handed to the in-process engine" : "published from disk") +
                "; run directory " + run_dir);
   auto trainer = spawn_trainer(sys, std::move(t), error);

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   p.malformed_rate = 0.01;
   auto policy = spawn_policy_server(sys, rollout::make_sim_policy(p));
   rollout_manager_options m;
-  m.max_concurrent = episodes;
+  m.rollout.max_concurrent_episodes = episodes;
   m.node_id = "bench/rollout";
   m.pool = pool;
   m.env.policy = policy;
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   caf::anon_send(driver, messages::service_announce{"bench/rollout", "rollout"}, manager);
-  caf::anon_send(driver, messages::rollout_capacity{"bench/rollout", episodes, 0, m.max_concurrent});
+  caf::anon_send(driver, messages::rollout_capacity{"bench/rollout", episodes, 0, m.rollout.max_concurrent_episodes});
 
   auto t0 = std::chrono::steady_clock::now();
   caf::scoped_actor self{sys};

@@ -15,6 +15,7 @@
 
 #include <torch/types.h>
 
+#include "policy/model/engine_choices.hpp"
 #include "policy/model/layers.hpp"
 #include "policy/model/model_config.hpp"
 #include "policy/model/result.hpp"
@@ -68,6 +69,19 @@ enum class cache_attention {
   /// the key length over thread blocks (flash-decoding). CUDA with bfloat16 / float16 only.
   flash,
 };
+
+/// The torch dtype named by `d` (the engine's and the tools' model_dtype).
+inline torch::ScalarType scalar_type_of(model_dtype d) {
+  switch (d) {
+    case model_dtype::bfloat16:
+      return torch::kBFloat16;
+    case model_dtype::float16:
+      return torch::kFloat16;
+    case model_dtype::float32:
+      break;
+  }
+  return torch::kFloat32;
+}
 
 /// The transformer. Copyable handle semantics: copies share the parameter tensors.
 class decoder {

@@ -38,23 +38,16 @@ const char* finish_reason_name(finish_reason reason) {
 
 status engine_options::validate() const {
   if (model_dir.empty()) return fail("engine: model_dir is empty");
-  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16")
-    return fail("engine: dtype '" + dtype + "' is not one of float32, bfloat16, float16");
   if (max_batch < 1) return fail("engine: max_batch must be >= 1");
   if (max_context < 0) return fail("engine: max_context must be >= 0 (0: from config.json)");
   if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
   if (prefill_chunk < 0) return fail("engine: prefill_chunk must be >= 0 (0: whole prompts)");
-  if (cache_attention != "auto" && cache_attention != "sdpa" && cache_attention != "matmul" &&
-      cache_attention != "flash")
-    return fail("engine: cache_attention '" + cache_attention + "' is not one of auto, sdpa, matmul, flash");
-  if (kv_layout != "slots" && kv_layout != "paged")
-    return fail("engine: kv_layout '" + kv_layout + "' is not one of slots, paged");
   if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
   if (kv_cache_tokens < 0)
     return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
-  if (kv_layout == "slots" && kv_cache_tokens != 0)
+  if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
     return fail("engine: kv_cache_tokens applies to kv_layout 'paged' only (slots hold max_batch x max_context)");
-  if (kv_layout == "paged" && cache_attention == "flash")
+  if (kv_layout == kv_layout_kind::paged && cache_attention == cache_attention_choice::flash)
     return fail(
         "engine: cache_attention 'flash' is not implemented for kv_layout 'paged' yet (use auto, sdpa or "
         "matmul)");
@@ -67,12 +60,6 @@ using engine_detail::slot_choice;
 
 namespace {
 
-torch::ScalarType parse_dtype(const std::string& name) {
-  if (name == "bfloat16") return torch::kBFloat16;
-  if (name == "float16") return torch::kFloat16;
-  return torch::kFloat32;
-}
-
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
@@ -83,23 +70,23 @@ int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
 // The cache attention of `options` on this device; "auto" takes flash where it applies.
 result<cache_attention> choose_cache_attention(const engine_options& options, torch::Device device,
                                                const model_config& config, int64_t context) {
-  if (options.cache_attention == "sdpa") return cache_attention::sdpa;
-  if (options.cache_attention == "matmul") return cache_attention::matmul;
+  if (options.cache_attention == cache_attention_choice::sdpa) return cache_attention::sdpa;
+  if (options.cache_attention == cache_attention_choice::matmul) return cache_attention::matmul;
   std::string why_not;
-  if (options.kv_layout == "paged")
+  if (options.kv_layout == kv_layout_kind::paged)
     why_not = "reads the slot layout only";
   else if (!device.is_cuda())
     why_not = "needs a CUDA device";
-  else if (options.dtype == "float32")
+  else if (options.dtype == model_dtype::float32)
     why_not = "needs bfloat16 or float16";
   // Rationale: the kernel's sequence offsets into the flat cache are int32.
   else if (static_cast<int64_t>(options.max_batch) * config.num_key_value_heads * context >
            std::numeric_limits<int32_t>::max())
     why_not = "addresses the cache with int32 offsets (max_batch x KV heads x max_context < 2^31)";
   if (why_not.empty()) return cache_attention::flash;
-  if (options.cache_attention == "auto") return cache_attention::sdpa;
-  return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " + options.dtype +
-              ")");
+  if (options.cache_attention == cache_attention_choice::automatic) return cache_attention::sdpa;
+  return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " +
+              to_string(options.dtype) + ")");
 }
 
 }  // namespace
@@ -115,7 +102,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     const torch::Device device(options.device);
     if (device.is_cuda() && !torch::cuda::is_available())
       return fail("engine: device " + options.device + " requested but CUDA is not available");
-    auto model = decoder::load(options.model_dir, device, parse_dtype(options.dtype));
+    auto model = decoder::load(options.model_dir, device, scalar_type_of(options.dtype));
     if (!model) return model.error();
     state->model = std::move(model.value());
     state->model.fuse_projections();  // one GEMM for q/k/v and one for gate/up per block
@@ -128,7 +115,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto mode = choose_cache_attention(options, device, config, state->context);
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
-    if (options.kv_layout == "paged") {
+    if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544
       // need 192: the H200's 64 x 512 bench preempted 18 times and ran at 4,341 tok/s against the
@@ -138,9 +125,10 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
                                                          : options.max_batch * ((state->context + bs - 1) / bs);
       state->pool.emplace(blocks, options.kv_block_size);
       state->cache =
-          kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, parse_dtype(options.dtype));
+          kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, scalar_type_of(options.dtype));
     } else {
-      state->cache = kv_cache::allocate(config, options.max_batch, state->context, device, parse_dtype(options.dtype));
+      state->cache =
+          kv_cache::allocate(config, options.max_batch, state->context, device, scalar_type_of(options.dtype));
     }
     // Rationale: graphs replay the slot layout's decode; paged decode runs eagerly until measured.
     if (options.cuda_graphs && decode_graphs::supported(device) && !state->pool)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/model/engine_choices.hpp"
 #include "policy/model/generation_types.hpp"
 #include "policy/model/result.hpp"
 
@@ -19,10 +20,10 @@ namespace caf_agent::policy {
 
 /// Options of generation_engine::open.
 struct engine_options {
-  std::string model_dir;          ///< Hugging Face checkpoint directory (config.json + safetensors).
-  std::string device = "cpu";     ///< "cpu", "cuda" or "cuda:N".
-  std::string dtype = "float32";  ///< "float32", "bfloat16" or "float16".
-  int32_t max_batch = 8;          ///< Sequences decoded together (KV-cache slots).
+  std::string model_dir;                     ///< Hugging Face checkpoint directory (config.json + safetensors).
+  std::string device = "cpu";                ///< "cpu", "cuda" or "cuda:N".
+  model_dtype dtype = model_dtype::float32;  ///< float32, bfloat16 or float16.
+  int32_t max_batch = 8;                     ///< Sequences decoded together (KV-cache slots).
   /// Tokens per sequence, prompt plus generated; 0 means min(max_position_embeddings, 4096).
   /// Rationale: 4096 bounds the preallocated cache (slots x context x layers) by default.
   int32_t max_context = 0;
@@ -41,18 +42,18 @@ struct engine_options {
   /// observation does not stall them. 0: each prompt at once.
   int32_t prefill_chunk = 2048;
   /// How decode steps and prefills after a cached prefix read the KV cache (policy::cache_attention):
-  /// "sdpa", "matmul", "flash" (CUDA, bfloat16 / float16), or "auto": flash where it applies,
-  /// else sdpa. Rationale: flash reads only each row's used keys and splits long rows over
+  /// sdpa, matmul, flash (CUDA, bfloat16 / float16), or automatic ("auto"): flash where it
+  /// applies, else sdpa. Rationale: flash reads only each row's used keys and splits long rows over
   /// thread blocks (bench/results/2026-12-01-policy-h200-decode.md).
-  std::string cache_attention = "auto";
-  /// How keys are stored: "slots" (a preallocated row of max_context tokens per sequence) or
-  /// "paged" (blocks of kv_block_size tokens taken from one pool as a sequence grows, returned
+  cache_attention_choice cache_attention = cache_attention_choice::automatic;
+  /// How keys are stored: slots (a preallocated row of max_context tokens per sequence) or
+  /// paged (blocks of kv_block_size tokens taken from one pool as a sequence grows, returned
   /// when a kept prefix is evicted; a request is admitted only when the free blocks cover its
   /// prompt plus a block of decode headroom per running sequence, and a sequence that needs a
   /// block when none is left preempts the most recently admitted one, which is recomputed later).
   /// Paged reads keys through block tables with sdpa or matmul (not flash) and without CUDA
-  /// graphs. Rationale: "slots" stays the default until paged is measured on the H200.
-  std::string kv_layout = "slots";
+  /// graphs. Rationale: slots stays the default until paged is measured on the H200.
+  kv_layout_kind kv_layout = kv_layout_kind::slots;
   /// Paged: tokens per block. Rationale: 256, the multiple FA2's paged kernels need.
   int32_t kv_block_size = 256;
   /// Paged: tokens of KV storage in all (rounded up to whole blocks); 0 means max_batch x
@@ -61,7 +62,7 @@ struct engine_options {
   /// (up to max_position_embeddings): one sequence may use every block.
   int64_t kv_cache_tokens = 0;
 
-  /// Checks ranges and names.
+  /// Checks ranges and the rules between settings.
   status validate() const;
 };
 

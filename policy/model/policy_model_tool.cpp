@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "base/named_enum.hpp"
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/tool_args.hpp"
@@ -64,9 +65,20 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return out;
 }
 
+// The value of flag `key` named as E (`fallback` when not given); a name E does not have throws
+// std::invalid_argument naming the flag and E's names.
+template <class E>
+E named_arg(const args& a, const std::string& key, E fallback) {
+  return caf_agent::base::parse_name_or_throw<E>(get(a, key, std::string(caf_agent::base::name_of(fallback))),
+                                                 "--" + key);
+}
+
+model_dtype model_dtype_of(const args& a) {
+  return named_arg(a, "dtype", model_dtype::float32);
+}
+
 torch::ScalarType dtype_of(const args& a) {
-  const std::string d = get(a, "dtype", "float32");
-  return d == "bfloat16" ? torch::kBFloat16 : d == "float16" ? torch::kFloat16 : torch::kFloat32;
+  return scalar_type_of(model_dtype_of(a));
 }
 
 int write_floats(const torch::Tensor& values, const std::string& path) {
@@ -195,14 +207,14 @@ engine_options engine_options_of(const args& a) {
   engine_options options;
   options.model_dir = get(a, "model");
   options.device = get(a, "device", "cpu");
-  options.dtype = get(a, "dtype", "float32");
+  options.dtype = model_dtype_of(a);
   options.max_batch = std::stoi(get(a, "max-batch", "8"));
   options.max_context = std::stoi(get(a, "max-context", "0"));
   options.cuda_graphs = !a.count("no-cuda-graphs");
   options.prefix_cache = !a.count("no-prefix-cache");
-  options.cache_attention = get(a, "cache-attention", options.cache_attention);
+  options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
-  options.kv_layout = get(a, "kv-layout", options.kv_layout);
+  options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);
   options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
   return options;

@@ -123,7 +123,7 @@ struct manager_test : caf_agent::testing::deterministic {
 
   rollout_manager_options options(int max_concurrent) {
     rollout_manager_options o;
-    o.max_concurrent = max_concurrent;
+    o.rollout.max_concurrent_episodes = max_concurrent;
     o.node_id = "r1";
     o.env.policy = caf::actor_cast<policy_generator>(policy);
     o.env.tools = caf::actor_cast<tool_router_actor>(tools);
@@ -200,6 +200,7 @@ TEST_F(manager_test, the_kv_cache_bounds_episodes_at_once_by_the_contexts_episod
   auto pl = std::make_shared<pool_log>();
   auto opts = options(8);
   opts.pool = pool_of(sys().spawn(fake_pool, pl));
+  opts.rollout.kv_admission = true;
   opts.kv_capacity_tokens = 4000;  // an engine holding 4,000 tokens of keys
   opts.kv_initial_context = 2000;  // its context limit: the cautious start
   auto m = spawn_rollout_manager(sys(), opts);
@@ -222,6 +223,22 @@ TEST_F(manager_test, the_kv_cache_bounds_episodes_at_once_by_the_contexts_episod
   EXPECT_EQ(dl->capacity.back().limit, 4);
   for (uint64_t id : {1, 2, 3, 4}) finish(id);
   EXPECT_EQ(dl->started.back(), 5u);
+}
+
+// rollout.kv_admission off (the default): the engine's KV storage is known but bounds nothing.
+TEST_F(manager_test, without_kv_admission_the_kv_cache_bounds_nothing) {
+  auto pl = std::make_shared<pool_log>();
+  auto opts = options(8);
+  opts.pool = pool_of(sys().spawn(fake_pool, pl));
+  opts.kv_capacity_tokens = 4000;
+  opts.kv_initial_context = 2000;
+  auto m = spawn_rollout_manager(sys(), opts);
+  run();
+  for (uint64_t id = 1; id <= 5; ++id) start(m, id);
+  run();
+  EXPECT_EQ(dl->started, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  ASSERT_FALSE(dl->capacity.empty());
+  EXPECT_EQ(dl->capacity.back().limit, 8);
 }
 
 TEST_F(manager_test, no_admission_while_no_pool_admits_work) {

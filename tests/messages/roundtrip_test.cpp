@@ -302,3 +302,48 @@ TEST(named_enums, an_episode_s_policy_is_named_on_the_wire_and_in_json) {
     EXPECT_NE(std::string(e.what()).find("node, demonstrations"), std::string::npos) << e.what();
   }
 }
+
+// The inspector's views: get_view carries the enum; the command line and JSON hold the names the
+// field had as a string, and an unknown name is an error naming the views.
+TEST(named_enums, a_view_is_named_on_the_command_line_and_typed_on_the_wire) {
+  for (auto name : msgs::enum_names<msgs::view_kind>::names) {
+    auto v = msgs::parse_name<msgs::view_kind>(name);
+    ASSERT_TRUE(v) << name;
+    EXPECT_EQ(msgs::to_string(*v), name);
+    msgs::get_view req{*v, "7"};
+    EXPECT_EQ((reread<msgs::get_view, msgs::get_view>(req)), req);
+  }
+  EXPECT_EQ(msgs::parse_name<msgs::view_kind>("prometheus"), msgs::view_kind::prometheus);
+  EXPECT_FALSE(msgs::parse_name<msgs::view_kind>("bogus"));
+  EXPECT_EQ(msgs::names_list<msgs::view_kind>(),
+            "nodes, actors, episodes, gpu, queues, train, run, episode, metrics, prometheus");
+  try {
+    (void)nlohmann::json("gpus").get<msgs::view_kind>();
+    FAIL() << "an unknown view name was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(one of: nodes, actors,"), std::string::npos) << e.what();
+  }
+}
+
+// Service names: a kind's name, a learner shard's with its rank; what the services announced as
+// strings before (the names on the wire are unchanged) reads back as the kind.
+TEST(named_enums, a_service_name_is_its_kind_s_name_and_a_learner_shard_s_has_its_rank) {
+  using msgs::service_kind;
+  EXPECT_EQ(msgs::service_name(service_kind::gpu_pool), "gpu_pool");
+  EXPECT_EQ(msgs::service_name(service_kind::rollout), "rollout");
+  EXPECT_EQ(msgs::service_name(service_kind::policy), "policy");
+  EXPECT_EQ(msgs::service_name(service_kind::learner, 3), "learner/3");
+  for (auto name : {"gpu_pool", "rollout", "policy", "learner/0", "learner/12"}) {
+    auto id = msgs::parse_service_name(name);
+    ASSERT_TRUE(id) << name;
+    EXPECT_EQ(id->kind == service_kind::learner ? msgs::service_name(id->kind, id->rank) : msgs::service_name(id->kind),
+              name);
+  }
+  EXPECT_EQ(msgs::parse_service_name("learner/12")->rank, 12);
+  EXPECT_TRUE(msgs::is_service("rollout", service_kind::rollout));
+  EXPECT_FALSE(msgs::is_service("rollout", service_kind::gpu_pool));
+  EXPECT_TRUE(msgs::is_service("learner/2", service_kind::learner));
+  for (auto bad : {"", "pool", "store", "Rollout", "learner", "learner/", "learner/x", "learner/-1", "learner/1x",
+                   "rollout/1", "gpu_pool/"})
+    EXPECT_FALSE(msgs::parse_service_name(bad)) << bad;
+}

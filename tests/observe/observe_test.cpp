@@ -135,7 +135,7 @@ TEST(ClusterView, SharedProcessCountsOnceAndLostNodesDropOut) {
   view_inputs in;
   in.now_ms = 5000;
   in.snapshot.nodes = {node("local/rollout@h:1", "up"), node("local/gpu-pool@h:1", "up")};
-  auto actors = view.render("actors", in);
+  auto actors = view.render(messages::view_kind::actors, in);
   ASSERT_EQ(actors["kinds"].size(), 1u);
   EXPECT_EQ(actors["kinds"][0]["caf.system.running-actors"], 2);
   auto fresh = view.check_stuck(in);
@@ -143,13 +143,16 @@ TEST(ClusterView, SharedProcessCountsOnceAndLostNodesDropOut) {
   EXPECT_EQ(fresh[0].episode_id, 5u);
   EXPECT_TRUE(view.check_stuck(in).empty());  // counted once
   EXPECT_EQ(view.stuck_counts().at("no_progress"), 1);
-  auto eps = view.render("episodes", in);
+  auto eps = view.render(messages::view_kind::episodes, in);
   EXPECT_EQ(eps["summary"]["in_flight"], 1);
   EXPECT_EQ(eps["episodes"][0]["stuck"][0]["reason"], "no_progress");
   auto prom = view.prometheus(in);
   EXPECT_NE(prom.find("caf_system_running_actors{process=\"h:1\",name=\"episode\"} 2"), std::string::npos);
   EXPECT_NE(prom.find("caf_agent_episodes_stuck_total{reason=\"no_progress\"} 1"), std::string::npos);
   in.snapshot.nodes = {node("local/rollout@h:1", "down"), node("local/gpu-pool@h:1", "down")};
-  EXPECT_EQ(view.render("episodes", in)["summary"]["in_flight"], 0);
-  EXPECT_TRUE(view.render("bogus", in).contains("error"));
+  EXPECT_EQ(view.render(messages::view_kind::episodes, in)["summary"]["in_flight"], 0);
+  // The coordinator answers these two itself (a transcript, the Prometheus text), not from JSON here.
+  EXPECT_TRUE(view.render(messages::view_kind::episode, in).contains("error"));
+  EXPECT_TRUE(view.render(messages::view_kind::prometheus, in).contains("error"));
+  EXPECT_TRUE(view.render(messages::view_kind::metrics, in).contains("nodes"));
 }

@@ -22,7 +22,7 @@ caf::behavior probe(observed_actor<probe_state>* self) {
   return {
       [=](messages::get_view& v) -> std::string {
         ++self->state.handled;
-        return v.what;
+        return to_string(v.what);
       },
       [=](atoms::ping) -> int32_t { return ++self->state.handled; },
   };
@@ -59,7 +59,7 @@ TEST(ObservedActor, CountsMessagesByTypeAndExits) {
   {
     caf::scoped_actor self{sys};
     for (int i = 0; i < 3; ++i)
-      self->request(a, std::chrono::seconds(5), messages::get_view{"x", ""})
+      self->request(a, std::chrono::seconds(5), messages::get_view{messages::view_kind::nodes, ""})
           .receive([](std::string&) {}, [](caf::error&) {});
     self->request(a, std::chrono::seconds(5), atoms::ping::value).receive([](int32_t) {}, [](caf::error&) {});
   }

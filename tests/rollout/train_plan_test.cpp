@@ -220,3 +220,34 @@ TEST(train_plan, another_config_is_named_by_its_first_differing_setting) {
   c["rollout.tasks_dir"] = "/x";
   EXPECT_NE(settings_mismatch(a, c).find("rollout.tasks_dir"), std::string::npos);
 }
+
+// The trainer takes [train] as read (trainer_options::train): a stage's or round's 0 stands for
+// the [rollout] / [learner] setting, resolved where it is used, not copied into another struct.
+TEST(train_plan, a_stage_resolves_its_defaults_from_the_sections_it_names) {
+  train_config t;
+  EXPECT_EQ(t.agentic_ppo.turn_limit(150), 150);  // max_turns = 0: rollout.max_turns_train
+  EXPECT_EQ(t.single_turn_ppo.turn_limit(150), 1);
+  t.rft.max_turns = 40;
+  EXPECT_EQ(t.rft.turn_limit(150), 40);
+  EXPECT_EQ(t.eval.turn_limit(200), 200);  // rollout.max_turns_eval
+  t.eval.max_turns = 7;
+  EXPECT_EQ(t.eval.turn_limit(200), 7);
+
+  auto constant = t.agentic_ppo.schedule(3e-6);  // actor_lr = 0: learner.actor_lr
+  EXPECT_EQ(constant.kind, caf_agent::learner::lr_schedule_kind::constant);
+  EXPECT_DOUBLE_EQ(constant.at(0), 3e-6);
+  auto& s = t.agentic_ppo;
+  s.iterations = 2;
+  s.steps_per_iteration = 3;
+  s.actor_lr = 1e-5;
+  s.lr_schedule = caf_agent::learner::lr_schedule_kind::cosine;
+  s.warmup_steps = 2;
+  s.min_lr = 1e-6;
+  auto cosine = s.schedule(3e-6);
+  EXPECT_EQ(cosine.total_steps, 6);  // iterations x steps_per_iteration
+  EXPECT_EQ(cosine.warmup_steps, 2);
+  EXPECT_DOUBLE_EQ(cosine.lr, 1e-5);
+  EXPECT_DOUBLE_EQ(cosine.at(2), 1e-5);  // the peak after the warm-up
+  EXPECT_DOUBLE_EQ(cosine.at(6), 1e-6);
+  EXPECT_TRUE(static_cast<bool>(cosine.validate()));
+}

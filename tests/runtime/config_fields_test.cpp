@@ -119,12 +119,14 @@ TEST(config_fields, a_library_struct_validates_without_toml) {
   EXPECT_EQ(errors.lines[0], "bash_timeout_s: must be > 0, got 0");
   EXPECT_EQ(errors.lines[1], "max_output_bytes: must be > 0, got 0");
 
-  policy::policy_config p;  // a closed set still held as a string is checked by its one_of
-  p.dtype = "float64";
+  policy::policy_config p;  // a rule between fields, from validate()
+  p.kv_layout = policy::kv_layout_kind::paged;
+  p.cache_attention = policy::cache_attention_choice::flash;
   base::error_list policy_errors;
   base::validate_config(p, policy_errors);
   ASSERT_EQ(policy_errors.lines.size(), 1U);
-  EXPECT_EQ(policy_errors.lines[0], "dtype: 'float64' is not one of: float32, bfloat16, float16");
+  EXPECT_EQ(policy_errors.lines[0],
+            "cache_attention: \"flash\" is not implemented for kv_layout = \"paged\" yet (auto, sdpa, matmul)");
 
   rollout::train_config t;  // nested sections are checked too, their keys prefixed
   t.rft.max_repeats = 0;

@@ -50,34 +50,70 @@ TEST(config, cluster_example_is_valid) {
 }
 
 TEST(config, policy_engine_keys_are_read_and_checked) {
+  namespace pl = caf_agent::policy;
   auto r = parse_config("[policy]\nprefix_cache = false\nprefill_chunk = 512\ncache_attention = \"flash\"\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
   EXPECT_FALSE(r.config.policy.prefix_cache);
   EXPECT_EQ(r.config.policy.prefill_chunk, 512);
-  EXPECT_EQ(r.config.policy.cache_attention, "flash");
+  EXPECT_EQ(r.config.policy.cache_attention, pl::cache_attention_choice::flash);
   auto defaults = parse_config("", "empty");
   EXPECT_TRUE(defaults.config.policy.prefix_cache);
-  EXPECT_EQ(defaults.config.policy.cache_attention, "auto");
-  auto bad = parse_config("[policy]\nprefill_chunk = -1\ncache_attention = \"fastest\"\n", "t.toml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(has_error(bad, "policy.prefill_chunk"));
-  EXPECT_TRUE(has_error(bad, "policy.cache_attention"));
+  EXPECT_EQ(defaults.config.policy.cache_attention, pl::cache_attention_choice::automatic);
+  // A name that reads as no value is a read error; the checks run on a section read cleanly.
+  EXPECT_TRUE(has_error(parse_config("[policy]\nprefill_chunk = -1\n", "t.toml"), "policy.prefill_chunk"));
+  EXPECT_TRUE(has_error(parse_config("[policy]\ncache_attention = \"fastest\"\n", "t.toml"), "policy.cache_attention"));
 }
 
 TEST(config, policy_kv_layout_keys_are_read_and_checked) {
+  namespace pl = caf_agent::policy;
   auto r = parse_config("[policy]\nkv_layout = \"paged\"\nkv_block_size = 16\nkv_cache_tokens = 100000\n", "t.toml");
   ASSERT_TRUE(r.ok()) << r.errors.front();
-  EXPECT_EQ(r.config.policy.kv_layout, "paged");
+  EXPECT_EQ(r.config.policy.kv_layout, pl::kv_layout_kind::paged);
   EXPECT_EQ(r.config.policy.kv_block_size, 16);
   EXPECT_EQ(r.config.policy.kv_cache_tokens, 100000);
-  EXPECT_EQ(parse_config("", "empty").config.policy.kv_layout, "slots");
-  auto bad = parse_config("[policy]\nkv_layout = \"pages\"\nkv_block_size = 0\n", "t.toml");
-  EXPECT_TRUE(has_error(bad, "policy.kv_layout"));
-  EXPECT_TRUE(has_error(bad, "policy.kv_block_size"));
+  EXPECT_EQ(parse_config("", "empty").config.policy.kv_layout, pl::kv_layout_kind::slots);
+  EXPECT_TRUE(has_error(parse_config("[policy]\nkv_layout = \"pages\"\n", "t.toml"), "policy.kv_layout"));
+  EXPECT_TRUE(has_error(parse_config("[policy]\nkv_block_size = 0\n", "t.toml"), "policy.kv_block_size"));
   // Rules between keys: a cache size only for paged, and no flash over pages yet.
   EXPECT_TRUE(has_error(parse_config("[policy]\nkv_cache_tokens = 4096\n", "t.toml"), "policy.kv_cache_tokens"));
   EXPECT_TRUE(has_error(parse_config("[policy]\nkv_layout = \"paged\"\ncache_attention = \"flash\"\n", "t.toml"),
                         "policy.cache_attention"));
+}
+
+// [policy] dtype, cache_attention and kv_layout were strings checked by a list; they are named
+// enums now: the names older files hold read as the enums, print back as the same names, and an
+// unknown name is an error naming the allowed ones.
+TEST(config, policy_engine_closed_sets_read_their_old_names_as_enums) {
+  namespace pl = caf_agent::policy;
+  auto r =
+      parse_config("[policy]\ndtype = \"bfloat16\"\ncache_attention = \"matmul\"\nkv_layout = \"paged\"\n", "t.toml");
+  ASSERT_TRUE(r.ok()) << r.errors.front();
+  EXPECT_EQ(r.config.policy.dtype, pl::model_dtype::bfloat16);
+  EXPECT_EQ(r.config.policy.cache_attention, pl::cache_attention_choice::matmul);
+  EXPECT_EQ(r.config.policy.kv_layout, pl::kv_layout_kind::paged);
+  const auto printed = print_config(r.config);
+  EXPECT_NE(printed.find("dtype = \"bfloat16\""), std::string::npos);
+  EXPECT_NE(printed.find("cache_attention = \"matmul\""), std::string::npos);
+  EXPECT_NE(printed.find("kv_layout = \"paged\""), std::string::npos);
+  auto again = parse_config(printed, "printed");  // the round trip
+  ASSERT_TRUE(again.ok()) << again.errors.front();
+  EXPECT_EQ(again.config.policy.dtype, pl::model_dtype::bfloat16);
+  EXPECT_EQ(again.config.policy.cache_attention, pl::cache_attention_choice::matmul);
+  EXPECT_EQ(again.config.policy.kv_layout, pl::kv_layout_kind::paged);
+  const app_config defaults;
+  EXPECT_EQ(defaults.policy.dtype, pl::model_dtype::float32);
+  EXPECT_NE(print_config(defaults).find("cache_attention = \"auto\""), std::string::npos);
+
+  auto dtype = parse_config("[policy]\ndtype = \"float64\"\n", "t.toml");
+  EXPECT_TRUE(has_error(dtype, "config key 'policy.dtype': 'float64' is not one of: float32, bfloat16, float16"))
+      << dtype.errors.front();
+  auto attention = parse_config("[policy]\ncache_attention = \"fastest\"\n", "t.toml");
+  EXPECT_TRUE(
+      has_error(attention, "config key 'policy.cache_attention': 'fastest' is not one of: auto, sdpa, matmul, flash"))
+      << attention.errors.front();
+  auto layout = parse_config("[policy]\nkv_layout = \"pages\"\n", "t.toml");
+  EXPECT_TRUE(has_error(layout, "config key 'policy.kv_layout': 'pages' is not one of: slots, paged"))
+      << layout.errors.front();
 }
 
 TEST(config, empty_text_gives_defaults) {

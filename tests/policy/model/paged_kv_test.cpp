@@ -21,14 +21,14 @@ const std::string& model_dir() {
 }
 
 struct layout {
-  std::string kv_layout = "paged";
+  kv_layout_kind kv_layout = kv_layout_kind::paged;
   int32_t block = 16;
   int64_t cache_tokens = 0;
   int32_t max_batch = 3;
   int32_t max_context = 0;
   int32_t prefill_chunk = 2048;
   bool prefix_cache = true;
-  std::string cache_attention = "auto";
+  cache_attention_choice cache_attention = cache_attention_choice::automatic;
 };
 
 std::unique_ptr<generation_engine> open_engine(const layout& l) {
@@ -49,7 +49,7 @@ std::unique_ptr<generation_engine> open_engine(const layout& l) {
 
 layout slots(int32_t max_batch = 3, bool prefix_cache = false) {
   layout l;
-  l.kv_layout = "slots";
+  l.kv_layout = kv_layout_kind::slots;
   l.max_batch = max_batch;
   l.prefix_cache = prefix_cache;
   return l;
@@ -85,7 +85,8 @@ std::vector<generation_request> mixed_requests() {
 
 TEST(paged_kv, gives_the_tokens_and_logprobs_of_the_slot_layout) {
   const auto requests = mixed_requests();
-  for (const auto& [chunk, attention] : {std::pair{0, "sdpa"}, std::pair{16, "sdpa"}, std::pair{16, "matmul"}}) {
+  using enum cache_attention_choice;
+  for (const auto& [chunk, attention] : {std::pair{0, sdpa}, std::pair{16, sdpa}, std::pair{16, matmul}}) {
     auto slot_layout = slots();
     slot_layout.prefill_chunk = chunk;
     slot_layout.cache_attention = attention;
@@ -99,7 +100,7 @@ TEST(paged_kv, gives_the_tokens_and_logprobs_of_the_slot_layout) {
       const auto got = run_all(*engine, requests);
       for (size_t i = 0; i < requests.size(); ++i)
         expect_same(got[i], reference[i],
-                    std::string(attention) + " block " + std::to_string(block) + " chunk " + std::to_string(chunk) +
+                    to_string(attention) + " block " + std::to_string(block) + " chunk " + std::to_string(chunk) +
                         " request " + std::to_string(i));
       const auto s = engine->stats();
       EXPECT_EQ(s.kv_blocks, static_cast<uint64_t>((3 * 1024 + block - 1) / block));  // the slots' memory
@@ -244,24 +245,22 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
   auto refused = [](auto change) {
     engine_options o;
     o.model_dir = model_dir();
-    o.kv_layout = "paged";
+    o.kv_layout = kv_layout_kind::paged;
     change(o);
     auto e = generation_engine::open(o);
     return e ? std::string() : e.error().message;
   };
   EXPECT_NE(refused([](auto& o) {
-              o.cache_attention = "flash";
+              o.cache_attention = cache_attention_choice::flash;
             }).find("cache_attention 'flash' is not implemented for kv_layout 'paged'"),
-            std::string::npos);
-  EXPECT_NE(refused([](auto& o) { o.kv_layout = "pages"; }).find("kv_layout 'pages' is not one of slots, paged"),
             std::string::npos);
   EXPECT_NE(refused([](auto& o) { o.kv_block_size = 0; }).find("kv_block_size must be >= 1"), std::string::npos);
   EXPECT_NE(refused([](auto& o) {
-              o.kv_layout = "slots";
+              o.kv_layout = kv_layout_kind::slots;
               o.kv_cache_tokens = 100;
             }).find("kv_cache_tokens applies to kv_layout 'paged' only"),
             std::string::npos);
-  EXPECT_EQ(refused([](auto& o) { o.cache_attention = "matmul"; }), "");
+  EXPECT_EQ(refused([](auto& o) { o.cache_attention = cache_attention_choice::matmul; }), "");
 }
 
 TEST(paged_kv, a_shared_prefix_shares_full_blocks_and_keeps_the_other_conversation_whole) {
