@@ -5,6 +5,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <utility>
 
 #include <caf/all.hpp>
 
@@ -30,7 +31,7 @@ struct pool_entry {
 
 struct job_entry {
   eval_request req;
-  caf::response_promise promise;
+  caf::typed_response_promise<eval_result> promise;
   caf::actor_addr pool;  // where it is now; null while it waits for a pool
   int failures = 0;
 };
@@ -55,7 +56,15 @@ struct manager_state {
   static inline const char* name = "rollout_manager";
 };
 
-using manager_actor = observed_actor<manager_state>;
+using manager_actor = observed_actor<manager_state, rollout_manager_actor::base>;
+
+/// A message to a dynamically typed peer (the run driver, the coordinator) from this
+/// manager: CAF lets a typed actor send() only to typed actors, and these peers read the
+/// sender (the coordinator registers it as the service; the driver's capacity table).
+template <class... Ts>
+void tell(manager_actor* self, const caf::actor& dest, Ts&&... xs) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), dest, std::forward<Ts>(xs)...);
+}
 
 std::vector<rollout::pool_view> views(const manager_state& st) {
   std::vector<rollout::pool_view> out;
@@ -89,8 +98,8 @@ void report_capacity(manager_actor* self) {
   if (!st.driver) return;
   const int limit = episode_limit(self);
   int free = limit - static_cast<int>(st.running.size() + st.waiting.size());
-  self->send(st.driver,
-             rollout_capacity{st.opts.node_id, std::max(0, free), static_cast<int32_t>(st.running.size()), limit});
+  tell(self, st.driver,
+       rollout_capacity{st.opts.node_id, std::max(0, free), static_cast<int32_t>(st.running.size()), limit});
 }
 
 void admit(manager_actor* self) {
@@ -112,17 +121,17 @@ void admit(manager_actor* self) {
         rec.abort_reason = "rollout node " + st.opts.node_id + " has no demonstrations (train.rft.demonstrations)";
         rec.reward = -1;
         if (st.driver) {
-          self->send(st.driver, episode_started{st.opts.node_id, start.episode_id});
-          self->send(st.driver, std::move(rec));
+          tell(self, st.driver, episode_started{st.opts.node_id, start.episode_id});
+          tell(self, st.driver, std::move(rec));
         }
         continue;
       }
       env.policy = st.opts.demonstrations;
     }
     // Evaluations go through the manager, which knows every pool: it answers eval_request as
-    // a pool does (an untyped actor, so the handle is cast; its handler is below).
-    env.pool = caf::actor_cast<evaluator_actor>(self);
-    env.sink = caf::actor_cast<record_sink_actor>(self);
+    // a pool does, and takes its episodes' records (both interfaces are part of its own).
+    env.pool = self;
+    env.sink = self;
     env.node_id = st.opts.node_id;
     auto id = start.episode_id;
     auto start_copy = start;
@@ -132,7 +141,7 @@ void admit(manager_actor* self) {
     // instead of leaving them waiting on executors that are gone.
     self->link_to(ep);
     st.running[id] = {ep, start_copy};
-    if (st.driver) self->send(st.driver, episode_started{st.opts.node_id, id});
+    if (st.driver) tell(self, st.driver, episode_started{st.opts.node_id, id});
   }
 }
 
@@ -234,16 +243,16 @@ void drop_pools(manager_actor* self, const std::string& node, const caf::actor_a
   }
 }
 
-caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts) {
+rollout_manager_actor::behavior_type rollout_manager(manager_actor* self, rollout_manager_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
   if (st.opts.rollout.kv_admission)
     st.kv = rollout::kv_admission(st.opts.kv_capacity_tokens, st.opts.kv_initial_context);
   if (st.opts.pool) add_pool(self, st.opts.pool, "");
   if (st.opts.coordinator) {
-    self->send(st.opts.coordinator, service_announce{st.opts.node_id, service_name(service_kind::rollout)});
+    tell(self, st.opts.coordinator, service_announce{st.opts.node_id, service_name(service_kind::rollout)});
     // Every pool (those that joined before us are replayed), pool changes, node losses.
-    self->send(st.opts.coordinator, atoms::subscribe::value);
+    tell(self, st.opts.coordinator, atoms::subscribe::value);
   }
   // An episode actor that dies without its record (an exception, a kill) still ends in
   // one record, aborted with the reason, and its sandbox is closed; any other exit
@@ -270,7 +279,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
     rec.started_at_ms = rec.ended_at_ms = unix_ms();
     log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);
     if (s.opts.env.tools) caf::anon_send(s.opts.env.tools, atoms::close::value, rec.episode_id);
-    if (s.driver) self->send(s.driver, std::move(rec));
+    if (s.driver) tell(self, s.driver, std::move(rec));
     admit(self);
     report_capacity(self);
   });
@@ -290,12 +299,12 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
         s.kv.observe(static_cast<int64_t>(rec.tokens.size()));
         if (rollout::fit_record_to_wire(rec))  // past BASP's limits: aborted, with the sizes
           log_error("rollout", "episode " + std::to_string(rec.episode_id) + ": " + rec.abort_reason);
-        if (s.driver) self->send(s.driver, std::move(rec));
+        if (s.driver) tell(self, s.driver, std::move(rec));
         admit(self);
         report_capacity(self);
       },
-      [=](eval_request& req) -> caf::response_promise {
-        auto rp = self->make_response_promise();
+      [=](eval_request& req) -> caf::typed_response_promise<eval_result> {
+        auto rp = self->make_response_promise<eval_result>();
         auto& s = self->state;
         auto id = req.job_id;
         if (s.jobs.contains(id)) {
@@ -313,8 +322,8 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
       },
       [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
       // The inspector's `episode ID` (through the coordinator): its transcript so far, "" if not here.
-      [=](atoms::transcript, uint64_t id) -> caf::response_promise {
-        auto rp = self->make_response_promise();
+      [=](atoms::transcript, uint64_t id) -> caf::typed_response_promise<std::string> {
+        auto rp = self->make_response_promise<std::string>();
         auto it = self->state.running.find(id);
         if (it == self->state.running.end())
           rp.deliver(std::string{});
@@ -357,7 +366,7 @@ caf::behavior rollout_manager(manager_actor* self, rollout_manager_options opts)
 
 }  // namespace
 
-caf::actor spawn_rollout_manager(caf::actor_system& sys, rollout_manager_options opts) {
+rollout_manager_actor spawn_rollout_manager(caf::actor_system& sys, rollout_manager_options opts) {
   return sys.spawn(rollout_manager, std::move(opts));
 }
 

@@ -15,11 +15,15 @@
 /// The evaluations of a lost pool go to another one (or wait for one to join); stats
 /// count the evaluations each pool node answered (`evals@NODE`).
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/episode.hpp"
 #include "actors/gpu_pool.hpp"
@@ -46,7 +50,27 @@ struct rollout_manager_options {
   policy_generator demonstrations;
 };
 
+/// The rollout manager's protocol: episodes to start (from the run driver, the sender
+/// being where records and capacity reports go), its episodes' records and evaluations
+/// (it is their sink and their evaluator), GPU pools announced or lost (through the
+/// coordinator's subscription), pools' credit reports, the inspector's transcript of a
+/// running episode and its stats (as text over the network, as a map in-process).
+using rollout_manager_actor =
+    caf::typed_actor<caf::reacts_to<messages::start_episode>, caf::reacts_to<messages::trajectory_record>,
+                     caf::replies_to<messages::eval_request>::with<messages::eval_result>,
+                     caf::reacts_to<messages::service_announce, caf::actor>, caf::reacts_to<messages::node_lost>,
+                     caf::reacts_to<messages::pool_credits>,
+                     caf::replies_to<atoms::transcript, uint64_t>::with<std::string>,
+                     caf::replies_to<atoms::stats, std::string>::with<std::string>,
+                     caf::replies_to<atoms::stats>::with<std::map<std::string, double>>>;
+
+/// The manager behind a handle that arrives untyped (a `rollout` service announcement):
+/// the service name vouches for the protocol, as pool_of does for a pool.
+inline rollout_manager_actor rollout_manager_of(const caf::actor& service) {
+  return caf::actor_cast<rollout_manager_actor>(service);
+}
+
 /// Spawns the manager; it announces itself as service "rollout" to the coordinator.
-caf::actor spawn_rollout_manager(caf::actor_system& sys, rollout_manager_options opts);
+rollout_manager_actor spawn_rollout_manager(caf::actor_system& sys, rollout_manager_options opts);
 
 }  // namespace caf_agent

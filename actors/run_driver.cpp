@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/observed_actor.hpp"
+#include "actors/rollout_manager.hpp"
 #include "base/log.hpp"
 #include "messages/type_ids.hpp"
 #include "observe/run_board.hpp"
@@ -24,8 +25,8 @@ struct driver_state {
   run_driver_options opts;
   std::shared_ptr<rollout::trajectory_store> store;
   rollout::dispatch_ledger ledger;
-  std::map<uint64_t, start_episode> episodes;  // every planned episode without a record at start
-  std::map<std::string, caf::actor> managers;  // by node id
+  std::map<uint64_t, start_episode> episodes;             // every planned episode without a record at start
+  std::map<std::string, rollout_manager_actor> managers;  // by node id
   run_summary summary;
   bool finished = false;
   static inline const char* name = "run_driver";
@@ -163,8 +164,9 @@ void on_node_lost(driver_actor* self, const std::string& node, const std::string
   dispatch(self);
 }
 
-void on_rollout_service(driver_actor* self, const std::string& node, caf::actor handle) {
+void on_rollout_service(driver_actor* self, const std::string& node, const caf::actor& service) {
   auto& st = self->state;
+  auto handle = rollout_manager_of(service);
   auto it = st.managers.find(node);
   if (it != st.managers.end() && it->second != handle)  // a new incarnation: the old one is gone
     on_node_lost(self, node, "replaced by a new rollout manager");

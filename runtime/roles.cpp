@@ -357,7 +357,7 @@ std::string start_rollout(caf::actor_system& sys, const app_config& cfg, const s
     m.demonstrations = demo.server;
     out.actors.push_back(caf::actor_cast<caf::actor>(demo.server));
   }
-  auto manager = spawn_rollout_manager(sys, m);
+  auto manager = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys, m));
   out.actors.insert(out.actors.end(),
                     {manager, caf::actor_cast<caf::actor>(policy), caf::actor_cast<caf::actor>(tools)});
   out.named["rollout_manager"] = manager;

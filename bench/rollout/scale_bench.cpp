@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "scale_bench: %s\n", error.c_str());
     return 2;
   }
-  caf::anon_send(driver, messages::service_announce{"bench/rollout", "rollout"}, manager);
+  caf::anon_send(driver, messages::service_announce{"bench/rollout", "rollout"}, caf::actor_cast<caf::actor>(manager));
   caf::anon_send(driver, messages::rollout_capacity{"bench/rollout", episodes, 0, m.rollout.max_concurrent_episodes});
 
   auto t0 = std::chrono::steady_clock::now();
@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
   std::printf("peak_rss_mb=%ld\n", peak_rss_mb());
   caf_agent::base::remove_tree(std::filesystem::path(store_dir).string());
   self->send_exit(driver, caf::exit_reason::user_shutdown);
-  for (auto& a : {manager, caf::actor_cast<caf::actor>(policy), caf::actor_cast<caf::actor>(tools),
-                  caf::actor_cast<caf::actor>(pool)})
+  for (auto& a : {caf::actor_cast<caf::actor>(manager), caf::actor_cast<caf::actor>(policy),
+                  caf::actor_cast<caf::actor>(tools), caf::actor_cast<caf::actor>(pool)})
     self->send_exit(a, caf::exit_reason::user_shutdown);
   return records.size() == static_cast<size_t>(episodes) ? 0 : 1;
 }

@@ -164,7 +164,7 @@ TEST_F(manager_test, never_more_episodes_in_flight_than_the_limit) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(2);
   opts.pool = pool_of(sys().spawn(fake_pool, pl));
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   for (uint64_t id = 1; id <= 5; ++id) start(m, id);
   run();
@@ -203,7 +203,7 @@ TEST_F(manager_test, the_kv_cache_bounds_episodes_at_once_by_the_contexts_episod
   opts.rollout.kv_admission = true;
   opts.kv_capacity_tokens = 4000;  // an engine holding 4,000 tokens of keys
   opts.kv_initial_context = 2000;  // its context limit: the cautious start
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   for (uint64_t id = 1; id <= 5; ++id) start(m, id);
   run();
@@ -232,7 +232,7 @@ TEST_F(manager_test, without_kv_admission_the_kv_cache_bounds_nothing) {
   opts.pool = pool_of(sys().spawn(fake_pool, pl));
   opts.kv_capacity_tokens = 4000;
   opts.kv_initial_context = 2000;
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   for (uint64_t id = 1; id <= 5; ++id) start(m, id);
   run();
@@ -243,7 +243,7 @@ TEST_F(manager_test, without_kv_admission_the_kv_cache_bounds_nothing) {
 
 TEST_F(manager_test, no_admission_while_no_pool_admits_work) {
   auto opts = options(2);  // no pool known yet
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   start(m, 1);
   run();
@@ -258,7 +258,7 @@ TEST_F(manager_test, an_episode_actor_that_dies_still_ends_in_one_record) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(1);
   opts.pool = pool_of(sys().spawn(fake_pool, pl));
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   start(m, 1);
   start(m, 2);
@@ -286,7 +286,7 @@ TEST_F(manager_test, a_shutdown_still_ends_the_manager_and_its_episodes) {
   auto pl = std::make_shared<pool_log>();
   auto opts = options(1);
   opts.pool = pool_of(sys().spawn(fake_pool, pl));
-  auto m = spawn_rollout_manager(sys(), opts);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
   run();
   start(m, 1);
   run();
@@ -303,7 +303,7 @@ void lost_pool_moves_the_job(manager_test& t, bool by_node_lost) {
   auto a = std::make_shared<pool_log>();
   auto b = std::make_shared<pool_log>();
   a->hold = true;
-  auto m = spawn_rollout_manager(t.sys(), t.options(1));
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(t.sys(), t.options(1)));
   auto pool_a = t.sys().spawn(fake_pool, a);
   t.run();
   caf::anon_send(m, service_announce{"ga", "gpu_pool"}, pool_a);
