@@ -48,7 +48,7 @@ caf::behavior baseline_sender(caf::event_based_actor* self, evaluator_actor pool
       st->rows[i].result = std::move(r);
       st->rows[i].answered = true;
       if (++st->answered == st->rows.size())
-        latch->trigger(0, "baselines done");
+        latch->finish(0, "baselines done");
       else
         (*send_next)();
     };
@@ -110,7 +110,7 @@ int run_baselines(caf::actor_system& sys, const cli_options& opts, const app_con
   std::ofstream(path) << rollout::baseline_report_json(report, st->rows) << "\n";
   std::printf("\n%s(every row in %s)\n", rollout::format_baseline_report(report, st->rows).c_str(), path.c_str());
   std::fflush(stdout);
-  if (latch.reason() != "baselines done") {
+  if (!latch.finished()) {
     log_error("baselines", "interrupted (" + latch.reason() + ") before the pool answered every job");
     return 1;
   }

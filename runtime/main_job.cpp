@@ -102,7 +102,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   auto summary = std::make_shared<run_summary>();
   d.on_finished = [&latch, summary](const run_summary& s) {
     *summary = s;
-    latch.trigger(s.store_errors > 0 || !s.storage_error.empty() ? 1 : 0, "run finished");
+    latch.finish(s.store_errors > 0 || !s.storage_error.empty() ? 1 : 0, "run finished");
   };
   auto driver = spawn_run_driver(sys, d, error);
   if (!driver) {
@@ -111,7 +111,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
   }
   auto metrics = std::make_unique<metrics_log>(sys, coordinator, d.store_dir, cfg.observe.metrics_interval_ms);
   latch.wait();
-  if (latch.reason() != "run finished") {
+  if (!latch.finished()) {
     // Every started episode still gets its one record (aborted, with the reason).
     caf::scoped_actor self{sys};
     self->request(driver, std::chrono::seconds(10), atoms::stop::value, latch.reason())
@@ -143,7 +143,7 @@ int run_episodes(caf::actor_system& sys, const cli_options& opts, const app_conf
                             d.store_dir + " (resume with --resume " + d.store_dir + ")");
     return 4;
   }
-  if (latch.reason() != "run finished") {
+  if (!latch.finished()) {
     log_error("driver", "interrupted (" + latch.reason() + ") before every episode ended");
     return latch.exit_code() == 0 ? 130 : latch.exit_code();
   }

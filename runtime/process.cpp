@@ -15,14 +15,28 @@
 
 namespace caf_agent::runtime {
 
-void exit_latch::trigger(int exit_code, std::string reason) {
+void exit_latch::set(int exit_code, std::string reason, bool finished) {
   {
     std::lock_guard<std::mutex> guard{mutex_};
     if (code_) return;
     code_ = exit_code;
     reason_ = std::move(reason);
+    finished_ = finished;
   }
   cv_.notify_all();
+}
+
+void exit_latch::trigger(int exit_code, std::string reason) {
+  set(exit_code, std::move(reason), false);
+}
+
+void exit_latch::finish(int exit_code, std::string reason) {
+  set(exit_code, std::move(reason), true);
+}
+
+bool exit_latch::finished() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return finished_;
 }
 
 bool exit_latch::wait_for(std::chrono::milliseconds timeout) {

@@ -17,6 +17,10 @@ class exit_latch {
  public:
   /// Records the first trigger only; later ones are ignored.
   void trigger(int exit_code, std::string reason);
+  /// A trigger by the job itself once it ended on its own (finished() is true after it, if
+  /// it was the first): what the job runners tell apart from a signal or a lost peer,
+  /// whose reason is free text.
+  void finish(int exit_code, std::string reason);
   /// Waits until triggered or `timeout` passes; returns whether it was triggered.
   bool wait_for(std::chrono::milliseconds timeout);
   /// Waits until triggered.
@@ -24,12 +28,16 @@ class exit_latch {
   int exit_code() const;
   std::string reason() const;
   bool triggered() const;
+  /// Whether the first trigger was finish(): the job ended on its own.
+  bool finished() const;
 
  private:
+  void set(int exit_code, std::string reason, bool finished);
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::optional<int> code_;
   std::string reason_;
+  bool finished_ = false;
 };
 
 /// Blocks SIGINT and SIGTERM in the calling thread (call first in main, so every

@@ -41,7 +41,7 @@ int run_training(caf::actor_system& sys, const app_config& cfg, caf::actor coord
   auto summary = std::make_shared<std::string>();
   t.on_finished = [&latch, summary](int code, const std::string& text) {
     *summary = text;
-    latch.trigger(code, "training finished");
+    latch.finish(code, "training finished");
   };
   const auto run_dir = t.train.run_dir;
   log_info("train",
@@ -58,7 +58,7 @@ int run_training(caf::actor_system& sys, const app_config& cfg, caf::actor coord
     return 2;
   }
   latch.wait();
-  if (latch.reason() != "training finished") {
+  if (!latch.finished()) {
     caf::scoped_actor self{sys};
     self->request(trainer, std::chrono::seconds(15), atoms::stop::value, latch.reason())
         .receive([](bool) {}, [](caf::error&) {});
@@ -67,7 +67,7 @@ int run_training(caf::actor_system& sys, const app_config& cfg, caf::actor coord
   std::printf("\ntraining: %s\nrun directory: %s (train_state.json, iterations.jsonl, trajectories/, checkpoints/)\n",
               summary->empty() ? ("interrupted (" + latch.reason() + ")").c_str() : summary->c_str(), run_dir.c_str());
   std::fflush(stdout);
-  if (latch.reason() != "training finished") return latch.exit_code() == 0 ? 130 : latch.exit_code();
+  if (!latch.finished()) return latch.exit_code() == 0 ? 130 : latch.exit_code();
   return latch.exit_code();
 }
 
