@@ -6,10 +6,23 @@
 #include <cmath>
 #include <limits>
 
+#include "base/named_enum.hpp"
+
 namespace caf_agent::gpu_pool {
 namespace {
 
 using json = nlohmann::json;
+
+/// A worker response's "status" (skills/eval_worker/caf_agent_eval/worker.py).
+enum class response_status : uint8_t { ok, infra_error };
+CAF_AGENT_ENUM_NAMES(response_status, "ok", "infra_error")
+
+/// The response's status; nullopt when missing or not one of the names.
+std::optional<response_status> status_of(const json& j) {
+  auto it = j.find("status");
+  if (it == j.end() || !it->is_string()) return std::nullopt;
+  return base::parse_name<response_status>(it->get<std::string>());
+}
 
 double num_or_nan(const json& j, const char* key) {
   auto it = j.find(key);
@@ -117,7 +130,7 @@ std::string to_msgpack(const json& j) {
 template <class Response>
 bool read_head(const json& j, Response& r) {
   r.job_id = str_or_empty(j, "job_id");
-  if (str_or_empty(j, "status") != "infra_error") return false;
+  if (status_of(j) != response_status::infra_error) return false;
   r.infra_error = true;
   r.error = str_or_empty(j, "error");
   return true;
@@ -181,7 +194,7 @@ std::optional<eval_request> decode_request(std::string_view payload, std::string
 }
 
 std::string encode_response(const eval_response& r) {
-  json j = {{"job_id", r.job_id}, {"status", r.infra_error ? "infra_error" : "ok"}};
+  json j = {{"job_id", r.job_id}, {"status", r.infra_error ? response_status::infra_error : response_status::ok}};
   if (r.infra_error)
     j["error"] = r.error;
   else
@@ -194,7 +207,7 @@ std::optional<eval_response> decode_response(std::string_view payload, std::stri
   if (!j) return std::nullopt;
   eval_response r;
   if (read_head(*j, r)) return r;
-  if (str_or_empty(*j, "status") != "ok" || !j->contains("verdict") || !(*j)["verdict"].is_object()) {
+  if (status_of(*j) != response_status::ok || !j->contains("verdict") || !(*j)["verdict"].is_object()) {
     if (error) *error = "response has no status \"ok\" with a verdict map";
     return std::nullopt;
   }
@@ -234,7 +247,7 @@ std::optional<build_response> decode_build_response(std::string_view payload, st
   build_response r;
   if (read_head(*j, r)) return r;
   auto ok = j->find("ok");
-  if (str_or_empty(*j, "status") != "ok" || ok == j->end() || !ok->is_boolean()) {
+  if (status_of(*j) != response_status::ok || ok == j->end() || !ok->is_boolean()) {
     if (error) *error = "build response has no status \"ok\" with a boolean \"ok\"";
     return std::nullopt;
   }
@@ -248,7 +261,7 @@ std::optional<build_response> decode_build_response(std::string_view payload, st
 }
 
 std::string encode_build_response(const build_response& r) {
-  json j = {{"job_id", r.job_id}, {"status", r.infra_error ? "infra_error" : "ok"}};
+  json j = {{"job_id", r.job_id}, {"status", r.infra_error ? response_status::infra_error : response_status::ok}};
   if (r.infra_error) {
     j["error"] = r.error;
   } else {

@@ -102,6 +102,13 @@ TEST(worker_protocol, garbage_is_an_error_value) {
   err.clear();
   EXPECT_FALSE(gp::decode_response(std::string(not_map.begin(), not_map.end()), &err));
   EXPECT_FALSE(err.empty());
+  // A status outside the protocol's names (or not a string) is neither ok nor infra_error.
+  for (auto status : {nlohmann::json("OK"), nlohmann::json("infra"), nlohmann::json(1)}) {
+    auto odd = nlohmann::json::to_msgpack(nlohmann::json{{"status", status}, {"verdict", nlohmann::json::object()}});
+    err.clear();
+    EXPECT_FALSE(gp::decode_response(std::string(odd.begin(), odd.end()), &err)) << status.dump();
+    EXPECT_NE(err.find("status"), std::string::npos) << err;
+  }
 }
 
 TEST(worker_protocol, framing_handles_split_and_joined_frames) {
