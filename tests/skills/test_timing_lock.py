@@ -65,3 +65,33 @@ def test_without_the_variable_turns_do_not_wait(monkeypatch):
     monkeypatch.delenv(baseline.ENV_LOCK, raising=False)
     with baseline.timing_turn() as a, baseline.timing_turn() as b, baseline.gpu_turn() as c:
         assert a == b == c == 0.0
+
+
+def test_compiling_and_the_compiled_first_calls_never_run_beside_a_timing_turn(tmp_path, monkeypatch):
+    # torch.compile's first calls run inductor's autotuning and the compiled kernels on the GPU:
+    # outside the lock they ran beside other slots' timed rounds (call 8 of
+    # bench/results/2026-12-03-kernelbench-h200.md). _compile must wait for a timing turn.
+    monkeypatch.setenv(baseline.ENV_LOCK, str(tmp_path / "gpu.lock"))
+    calls = []
+
+    def compiled(*args):
+        calls.append(args)
+        return args[0]
+
+    monkeypatch.setattr(baseline.torch, "compile", lambda model: compiled)
+    timing = Holder("timing", baseline.timing_turn, [])
+    timing.start()
+    assert timing.got.wait(10)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(
+        zip(("fns", "error"), baseline._compile(lambda x: x, [(1,), (2,)], {"compile_baseline": True},
+                                                out.setdefault("seconds", {})))), daemon=True)
+    t.start()
+    time.sleep(0.4)
+    assert calls == [] and "fns" not in out  # no compiled call while another slot times
+    timing.release.set()
+    t.join(10)
+    assert calls == [(1,), (2,)] and out["error"] == ""
+    assert sorted(out["fns"]) == ["compile", "eager"]
+    assert out["seconds"]["compile_gpu_wait"] >= 0.3
+    timing.join(10)

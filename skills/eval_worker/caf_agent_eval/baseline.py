@@ -15,9 +15,9 @@ CAF_EVAL_BASELINE_DIR) and this worker's profile jobs find it.
 
 With CAF_EVAL_TIMING_LOCK naming a file, slots sharing one GPU take turns timing: the timed
 part (warm-up and rounds) holds an exclusive lock on it, and the job's other GPU work (the
-task's validation, the model's first call) a shared one (gpu_turn), so they load, validate
-and compile side by side but never validate beside another slot's timing (torch.compile,
-mostly CPU, runs outside the lock). A timing turn
+task's validation, the model's first call, torch.compile and the compiled model's first
+calls) a shared one (gpu_turn), so they load, validate and compile side by side but never
+beside another slot's timing. A timing turn
 that waits keeps new shared turns out (a gate file beside the lock), so a stream of
 validations cannot starve it.
 
@@ -147,7 +147,7 @@ def timing_turn():
 
 def gpu_turn():
     """The shared lock on CAF_EVAL_TIMING_LOCK for a baseline job's GPU work other than
-    timing (validation, the first call): side by side with other slots' such work,
+    timing (validation, the first call, compiling): side by side with other slots' such work,
     never beside a timing turn. Yields the seconds waited. Not re-entrant with timing_turn
     in one process (release it first)."""
     return _turn(False)
@@ -187,24 +187,30 @@ def _prepare(ctx, task, secret: str, job_id: str, t: dict):
     return model, warm_sets, in_bytes, low, seconds
 
 
+# Rationale: compile in a shared turn, though it is mostly CPU work and a timing turn then waits
+# for the compiles in flight. Outside the lock (H200, 2026-12-03, 14 slots), inductor's first
+# calls (its autotuning of Triton configs runs on the GPU, then the compiled kernels' first
+# calls) ran beside other slots' timed rounds: in the compile pass 74 of levels 2-3's 150 eager
+# times had a CV above 0.05 (23 in the eager pass, where no slot compiles) and 23 read over 10%
+# slower than the same task's eager pass (bench/results/2026-12-03-kernelbench-h200.md, call 8).
 def _compile(model, warm_sets: list, t: dict, seconds: dict) -> tuple[dict, str]:
-    """The functions to time: eager, and torch.compile's (compiled on the warm-up sets).
-    Outside the GPU lock (gpu_turn): inductor's compile is seconds of CPU work, and holding a
-    shared turn through it would keep every timing turn waiting; its GPU share (the compiled
-    kernels' first calls) is small."""
+    """The functions to time: eager, and torch.compile's (compiled on the warm-up sets, in a
+    shared GPU turn: never beside another slot's timing)."""
     fns = {"eager": _no_grad(model)}
     compile_error = ""
     if t["compile_baseline"]:
-        t0 = time.monotonic()
-        try:
-            compiled = torch.compile(model)
-            with torch.no_grad():
-                for s in warm_sets:
-                    compiled(*s)
-            fns["compile"] = _no_grad(compiled)
-        except Exception as e:
-            compile_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
-        seconds["compile"] = time.monotonic() - t0
+        with gpu_turn() as waited:
+            seconds["compile_gpu_wait"] = waited
+            t0 = time.monotonic()
+            try:
+                compiled = torch.compile(model)
+                with torch.no_grad():
+                    for s in warm_sets:
+                        compiled(*s)
+                fns["compile"] = _no_grad(compiled)
+            except Exception as e:
+                compile_error = "".join(traceback.format_exception_only(type(e), e)).strip()[-2000:]
+            seconds["compile"] = time.monotonic() - t0
     return fns, compile_error
 
 
