@@ -11,7 +11,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
+#include "policy/model/fused_ops.hpp"
 #include "policy/model/host_copy.hpp"
 
 namespace caf_agent::policy {
@@ -289,17 +291,39 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
 torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
                                  const cache_use& use) const {
   const auto& w = layers_[static_cast<size_t>(layer)];
-  const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim;
-  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
-  auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
+  const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim, h = config_.num_attention_heads;
   torch::Tensor out_bhte;
+  if (auto q_bh1e = fused_decode_qkv(layer, x_btd, use); q_bh1e.defined()) {
+    out_bhte = decode_attention(layer, q_bh1e, use);
+  } else {
+    auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
+    out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
+  }
+  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
+}
+
+torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
+  const auto& w = layers_[static_cast<size_t>(layer)];
+  if (!fused_kernels_ || !fused_kernels_built() || !x_btd.is_cuda() || use.cache == nullptr || !use.decode ||
+      use.cache->paged || !w.qkv_w.defined() || config_.qk_norm)
+    return {};
+  auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+  auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  const int64_t b = x_btd.size(0), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
+  auto qkv_bne = torch::linear(x_btd, w.qkv_w, w.qkv_b).view({b, h + 2 * k, e});
+  if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_)) return {};
+  return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h).view({b, h, 1, e});
+}
+
+torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_bhte, const torch::Tensor& k_bkte,
+                                         const torch::Tensor& v_bkte, const cache_use& use) const {
+  const int64_t b = q_bhte.size(0), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   if (use.cache != nullptr && use.decode) {
-    // Decode (t == 1): write each slot's key at its position, attend over its cached keys.
-    // GQA without copying keys: the g query heads sharing a key head become g "queries".
+    // Decode (t == 1): write each slot's key at its position, then attend over its cached keys.
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
-    const int64_t s = use.keys;
-    torch::Tensor k_bkse, v_bkse;  // each row's first s keys and values
     if (use.cache->paged) {
       // Row i's key goes to its block table[i][p / block size] at offset p % block size.
       const int64_t block = use.cache->capacity();
@@ -307,41 +331,14 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
       auto offsets_b = torch::remainder(use.positions_b, block);
       write_blocks(k_cache, blocks_b, offsets_b, k_bkte.squeeze(2));
       write_blocks(v_cache, blocks_b, offsets_b, v_bkte.squeeze(2));
-      k_bkse = gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s);
-      v_bkse = gather_blocks(v_cache, use.tables_bm).narrow(2, 0, s);
     } else {
       auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
-      auto k_nkce = k_cache.narrow(0, 0, b);
-      auto v_nkce = v_cache.narrow(0, 0, b);
-      k_nkce.scatter_(2, index_bk1e, k_bkte);
-      v_nkce.scatter_(2, index_bk1e, v_bkte);
-      k_bkse = k_nkce.narrow(2, 0, s);
-      v_bkse = v_nkce.narrow(2, 0, s);
+      k_cache.narrow(0, 0, b).scatter_(2, index_bk1e, k_bkte);
+      v_cache.narrow(0, 0, b).scatter_(2, index_bk1e, v_bkte);
     }
-    auto q_bkge = q_bhte.reshape({b, k, g, e});
-    if (cache_attention_ == cache_attention::flash) {
-      // One cache sequence per (row, KV head), one query of g heads each.
-      out_bhte =
-          flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
-    } else if (cache_attention_ == cache_attention::matmul) {
-      // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
-      auto q_xge = q_bkge.reshape({b * k, g, e});
-      auto k_xse = k_bkse.reshape({b * k, s, e});
-      auto v_xse = v_bkse.reshape({b * k, s, e});
-      // fp32 scores from bf16/fp16 operands: cuBLAS's fp32 output on CUDA; elsewhere upcast.
-      auto scores_xgs = q_xge.scalar_type() == torch::kFloat32 ? at::bmm(q_xge, k_xse.transpose(1, 2))
-                        : q_xge.is_cuda()
-                            ? at::bmm(q_xge, k_xse.transpose(1, 2), torch::kFloat32)
-                            : at::bmm(q_xge.to(torch::kFloat32), k_xse.transpose(1, 2).to(torch::kFloat32));
-      auto scores_bkgs = scores_xgs.view({b, k, g, s}).mul_(1.0 / std::sqrt(static_cast<double>(e)));
-      scores_bkgs.masked_fill_(use.mask_b11s.logical_not(), -std::numeric_limits<float>::infinity());
-      auto probs_xgs = torch::softmax(scores_bkgs, -1).to(v_xse.scalar_type()).view({b * k, g, s});
-      out_bhte = at::bmm(probs_xgs, v_xse).view({b, h, 1, e});
-    } else {
-      auto out_bkge = at::scaled_dot_product_attention(q_bkge, k_bkse, v_bkse, use.mask_b11s);
-      out_bhte = out_bkge.reshape({b, h, 1, e});
-    }
-  } else if (use.cache != nullptr) {
+    return decode_attention(layer, q_bhte, use);
+  }
+  if (use.cache != nullptr) {
     // Prefill of packed parts (b == 1): attention per part, the rest of the block over them all.
     std::vector<torch::Tensor> parts_1hte;
     int64_t offset = 0;
@@ -354,12 +351,42 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
                                              v_bkte.narrow(2, offset, part.length), part, *use.cache, seqs, page));
       offset += part.length;
     }
-    out_bhte = parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
-  } else {
-    out_bhte = at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true, std::nullopt,
-                                                /*enable_gqa=*/h != k);
+    return parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
   }
-  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
+  return at::scaled_dot_product_attention(q_bhte, k_bkte, v_bkte, {}, 0.0, /*is_causal=*/true, std::nullopt,
+                                          /*enable_gqa=*/h != k);
+}
+
+torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh1e, const cache_use& use) const {
+  // GQA without copying keys: the g query heads sharing a key head become g "queries".
+  const int64_t b = q_bh1e.size(0), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
+  const auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+  const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  const int64_t s = use.keys;
+  auto q_bkge = q_bh1e.reshape({b, k, g, e});
+  if (cache_attention_ == cache_attention::flash)  // one cache sequence per (row, KV head), g queries each
+    return flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
+  // Each row's first s keys and values.
+  auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s)
+                                 : k_cache.narrow(0, 0, b).narrow(2, 0, s);
+  auto v_bkse = use.cache->paged ? gather_blocks(v_cache, use.tables_bm).narrow(2, 0, s)
+                                 : v_cache.narrow(0, 0, b).narrow(2, 0, s);
+  if (cache_attention_ == cache_attention::matmul) {
+    // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
+    auto q_xge = q_bkge.reshape({b * k, g, e});
+    auto k_xse = k_bkse.reshape({b * k, s, e});
+    auto v_xse = v_bkse.reshape({b * k, s, e});
+    // fp32 scores from bf16/fp16 operands: cuBLAS's fp32 output on CUDA; elsewhere upcast.
+    auto scores_xgs = q_xge.scalar_type() == torch::kFloat32 ? at::bmm(q_xge, k_xse.transpose(1, 2))
+                      : q_xge.is_cuda()                      ? at::bmm(q_xge, k_xse.transpose(1, 2), torch::kFloat32)
+                                        : at::bmm(q_xge.to(torch::kFloat32), k_xse.transpose(1, 2).to(torch::kFloat32));
+    auto scores_bkgs = scores_xgs.view({b, k, g, s}).mul_(1.0 / std::sqrt(static_cast<double>(e)));
+    scores_bkgs.masked_fill_(use.mask_b11s.logical_not(), -std::numeric_limits<float>::infinity());
+    auto probs_xgs = torch::softmax(scores_bkgs, -1).to(v_xse.scalar_type()).view({b * k, g, s});
+    return at::bmm(probs_xgs, v_xse).view({b, h, 1, e});
+  }
+  return at::scaled_dot_product_attention(q_bkge, k_bkse, v_bkse, use.mask_b11s).reshape({b, h, 1, e});
 }
 
 std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
@@ -496,15 +523,25 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
 torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const {
   const double eps = config_.rms_norm_eps;
   const auto angles = rope_angles::gather(positions_bt, rope_);  // the same for every layer
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+  // Each residual add is fused with the norm that follows it: the post-attention norm, the next
+  // block's input norm, and after the last block the final norm (add_rms_norm).
+  const bool fused = fused_kernels_;
+  const int64_t n = config_.num_hidden_layers;
+  auto [residual_btd, normed_btd] =
+      add_rms_norm(x_btd, {}, n > 0 ? layers_.front().input_norm_d : params_.at("model.norm.weight"), eps, fused);
+  for (int64_t i = 0; i < n; ++i) {
     const auto& w = layers_[static_cast<size_t>(i)];
-    x_btd = x_btd + attention(i, rms_norm(x_btd, w.input_norm_d, eps), angles, use);
-    auto normed_btd = rms_norm(x_btd, w.post_norm_d, eps);
-    x_btd =
-        x_btd + (w.gate_up_w.defined() ? swiglu_fused(normed_btd, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b)
-                                       : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b));
+    std::tie(residual_btd, normed_btd) =
+        add_rms_norm(residual_btd, attention(i, normed_btd, angles, use), w.post_norm_d, eps, fused);
+    auto mlp_btd =
+        w.gate_up_w.defined()
+            ? torch::linear(silu_mul(torch::linear(normed_btd, w.gate_up_w, w.gate_up_b), fused), w.down_w, w.down_b)
+            : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
+    const auto& next_norm_d =
+        i + 1 < n ? layers_[static_cast<size_t>(i + 1)].input_norm_d : params_.at("model.norm.weight");
+    std::tie(residual_btd, normed_btd) = add_rms_norm(residual_btd, mlp_btd, next_norm_d, eps, fused);
   }
-  return rms_norm(x_btd, params_.at("model.norm.weight"), eps);
+  return normed_btd;
 }
 
 torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd) const {

@@ -193,6 +193,12 @@ class decoder {
   /// prefix (see cache_attention). Default sdpa.
   void set_cache_attention(cache_attention mode) { cache_attention_ = mode; }
   cache_attention cache_attention_mode() const { return cache_attention_; }
+  /// Whether inference passes (forward, prefill, decode) run the fused CUDA kernels where they
+  /// apply (fused_ops.hpp): the residual add with the next RMSNorm, SiLU x up, and a decode
+  /// step's RoPE with its KV write. Default on; off runs the ATen composites (the parity tests
+  /// compare both). No effect on the CPU or in builds without the kernels.
+  void set_fused_kernels(bool on) { fused_kernels_ = on; }
+  bool fused_kernels() const { return fused_kernels_; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -237,6 +243,16 @@ class decoder {
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
                           const cache_use& use) const;
+  /// A decode step's q [b, h, 1, e] from one fused kernel that also rotates k and writes k and v
+  /// into the cache (fused_ops.hpp's rope_kv_decode); undefined where it does not apply (kernels
+  /// off or not built, paged cache, unfused weights, Qwen3's q/k norm).
+  torch::Tensor fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const;
+  /// Attention of projected, rotated q/k/v: writes the keys of a decode step or prefill parts
+  /// into the cache and attends; returns [b, h, t, e].
+  torch::Tensor unfused_attention(int64_t layer, const torch::Tensor& q_bhte, const torch::Tensor& k_bkte,
+                                  const torch::Tensor& v_bkte, const cache_use& use) const;
+  /// A decode step's attention of q [b, h, 1, e] over the cache, the step's keys already written.
+  torch::Tensor decode_attention(int64_t layer, const torch::Tensor& q_bh1e, const cache_use& use) const;
   /// flash attention of q [p, t, g, e] (p cache sequences of t queries, g query heads per KV head)
   /// over the cache sequences `seqs` describes; returns [p, t, g, e].
   torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const kv_cache& cache,
@@ -264,6 +280,7 @@ class decoder {
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
   cache_attention cache_attention_ = cache_attention::sdpa;
+  bool fused_kernels_ = true;
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

@@ -115,6 +115,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     auto mode = choose_cache_attention(options, device, config, state->context);
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
+    state->model.set_fused_kernels(options.fused_kernels);
     if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544
@@ -411,7 +412,7 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
     const size_t at = seq->out.tokens.size();
     forced.push_back(at < f.size() ? f[at] : -1);
   }
-  auto drawn = sample_tokens(logits_rv, params, uniforms, forced);
+  auto drawn = sample_tokens(logits_rv, params, uniforms, forced, options.fused_kernels);
   // The step's one host synchronisation: tokens (exact in fp32 below 2^24) and logprobs.
   auto host_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b}).cpu();
   auto host = host_2r.accessor<float, 2>();

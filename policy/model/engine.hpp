@@ -32,6 +32,10 @@ struct engine_options {
   /// Replay the decode step from CUDA graphs on a CUDA device (one launch instead of ~50 per
   /// layer). Off only for debugging.
   bool cuda_graphs = true;
+  /// Run the decoder's fused CUDA kernels where they apply (policy/model/fused_ops.hpp: residual
+  /// add + RMSNorm, SiLU x up, a decode step's RoPE + KV write); false runs the ATen composites
+  /// (for comparison). No effect on the CPU or in builds without the kernels.
+  bool fused_kernels = true;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

@@ -19,7 +19,8 @@
 //            tokens in the first prompt), --print (each reply as a JSON line with its episode and
 //            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
 //            alone); on stderr {"turn":j,"seconds":..} as each turn completes
-// Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16;
+// Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
+// --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
@@ -45,6 +46,7 @@
 #include "base/named_enum.hpp"
 #include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
+#include "policy/model/fused_ops.hpp"
 #include "policy/model/tool_args.hpp"
 
 using namespace caf_agent::policy;
@@ -100,6 +102,7 @@ int run_forward(const std::string& command, const args& a) {
     return 1;
   }
   at::InferenceMode inference;
+  model.value().set_fused_kernels(!a.count("no-fused-kernels"));
   auto tokens_1t = torch::tensor(parse_ids(get(a, "tokens"))).unsqueeze(0).to(model.value().device());
   torch::Tensor out;
   if (command == "logits") out = model.value().forward(tokens_1t)[0];
@@ -186,7 +189,8 @@ void print_stats(const engine_stats& s) {
             << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
             << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
             << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
-            << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0);
+            << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
+            << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
 }
 
 // `fields`: more "key":value pairs to lead the object with, each followed by a comma.
@@ -211,6 +215,7 @@ engine_options engine_options_of(const args& a) {
   options.max_batch = std::stoi(get(a, "max-batch", "8"));
   options.max_context = std::stoi(get(a, "max-context", "0"));
   options.cuda_graphs = !a.count("no-cuda-graphs");
+  options.fused_kernels = !a.count("no-fused-kernels");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "policy/model/fused_ops.hpp"
 #include "policy/model/host_copy.hpp"
 
 namespace caf_agent::policy {
@@ -46,7 +47,7 @@ torch::Tensor draw_inverse_cdf(const torch::Tensor& weights_bv, const torch::Ten
 }
 
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
-                             const std::vector<double>& uniforms, const std::vector<int64_t>& forced) {
+                             const std::vector<double>& uniforms, const std::vector<int64_t>& forced, bool fused) {
   const auto device = logits_bv.device();
   const int64_t v = logits_bv.size(1);
   std::vector<float> temperature, top_p, uniform;
@@ -59,6 +60,19 @@ sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<s
     top_k.push_back(p.top_k > 0 && p.top_k < v ? p.top_k : v);
     top_p.push_back(p.top_p);
     filter = filter || (!greedy && (top_k.back() < v || p.top_p < 1.0f));
+  }
+  if (fused && !filter && sample_rows_fuses(logits_bv)) {
+    // Per row: temperature, uniform (below 1 in float, as below), greedy, forced token or -1.
+    const size_t b = params.size();
+    std::vector<float> packed(4 * b);
+    for (size_t i = 0; i < b; ++i) {
+      packed[i] = temperature[i];
+      packed[b + i] = std::min(static_cast<float>(uniforms[i]), 0.99999994f);
+      packed[2 * b + i] = params[i].temperature <= 0.0f ? 1.0f : 0.0f;
+      packed[3 * b + i] = i < forced.size() && forced[i] >= 0 ? static_cast<float>(forced[i]) : -1.0f;
+    }
+    auto [tokens_b, logprobs_b] = sample_rows(logits_bv, packed);
+    return sampled_tokens{tokens_b, logprobs_b};
   }
   auto temperature_b1 = to_device(temperature, torch::kFloat32, device).unsqueeze(1);
   auto logp_bv = torch::log_softmax(logits_bv / temperature_b1, -1);

@@ -1,0 +1,289 @@
+// fused_kernels: see fused_kernels.hpp. Each kernel rounds where ATen's composite rounds (every
+// intermediate the composite holds as a tensor of the model's dtype is rounded to that dtype
+// here too), so results equal the composite's bit for bit except for the order of the RMSNorm's
+// sum of squares.
+#include "policy/model/fused_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace caf_agent::policy::kernels {
+namespace {
+
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_f(float v) {
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+
+/// v rounded to T and back: the value a composite holds in a tensor of dtype T.
+template <typename T>
+__device__ __forceinline__ float round_to(float v) {
+  return to_f(from_f<T>(v));
+}
+
+constexpr int warp = 32;
+constexpr int norm_threads = 128;
+
+/// The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), in every thread.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  for (int offset = warp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x % warp, w = threadIdx.x / warp;
+  if (lane == 0) partial[w] = v;
+  __syncthreads();
+  const int warps = blockDim.x / warp;
+  v = lane < warps ? partial[lane] : 0.0f;
+  for (int offset = warp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// One block per row (a row's elements spread over the block's threads, so a decode step's 64
+// rows keep 64 SMs busy; one warp per row left the loads of each row in series: 9.2 us a call
+// on the H200). The sum (rounded, as the composite's add), its mean square in fp32, then
+// normalised (rounded, as ATen's rms_norm) and scaled by the weight (rounded).
+template <typename T>
+__global__ void add_rms_norm_kernel(const T* __restrict__ residual, const T* __restrict__ delta,
+                                    const T* __restrict__ weight, T* __restrict__ sum, T* __restrict__ normed,
+                                    int64_t d, float eps) {
+  const int64_t row = blockIdx.x;
+  const T* r = residual + row * d;
+  const T* dl = delta != nullptr ? delta + row * d : nullptr;
+  T* s = sum != nullptr ? sum + row * d : nullptr;
+  float squares = 0.0f;
+#pragma unroll 4
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float v = to_f(r[j]);
+    if (dl != nullptr) {
+      v = round_to<T>(v + to_f(dl[j]));
+      s[j] = from_f<T>(v);
+    }
+    squares += v * v;
+  }
+  const float inv = rsqrtf(block_sum(squares) / static_cast<float>(d) + eps);
+  T* out = normed + row * d;
+#pragma unroll 4
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float v = dl != nullptr ? to_f(s[j]) : to_f(r[j]);  // this thread's own write
+    out[j] = from_f<T>(to_f(weight[j]) * round_to<T>(v * inv));
+  }
+}
+
+// silu rounded (the composite's silu output), times up, rounded.
+template <typename T>
+__global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t rows, int64_t f) {
+  const int64_t total = rows * f;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / f, j = i - row * f;
+    const float g = to_f(gate_up[row * 2 * f + j]);
+    const float u = to_f(gate_up[row * 2 * f + f + j]);
+    out[i] = from_f<T>(round_to<T>(g / (1.0f + expf(-g))) * u);
+  }
+}
+
+// One block per row: x * cos + swap_halves(x) * (-sin, sin), each product rounded, as
+// layers.cpp's rotate; q heads to q_bhe, k heads rotated and v heads as is into the caches.
+template <typename T>
+__global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* __restrict__ positions,
+                                      const T* __restrict__ cos_pe, const T* __restrict__ sin_pe, T* __restrict__ q,
+                                      T* __restrict__ k_cache, T* __restrict__ v_cache, int64_t h, int64_t k, int64_t e,
+                                      int64_t c) {
+  const int64_t row = blockIdx.x;
+  const int64_t pos = positions[row];
+  const int64_t heads = h + 2 * k, half = e / 2;
+  const T* in = qkv + row * heads * e;
+  for (int64_t i = threadIdx.x; i < heads * e; i += blockDim.x) {
+    const int64_t head = i / e, j = i - head * e;
+    if (head >= h + k) {  // v: into the cache unrotated
+      v_cache[((row * k + (head - h - k)) * c + pos) * e + j] = in[i];
+      continue;
+    }
+    const int64_t swapped = j < half ? i + half : i - half;
+    const float s = to_f(sin_pe[pos * e + j]);
+    const float a = round_to<T>(to_f(in[i]) * to_f(cos_pe[pos * e + j]));
+    const float b = round_to<T>(to_f(in[swapped]) * (j < half ? -s : s));
+    const T y = from_f<T>(a + b);
+    if (head < h)
+      q[(row * h + head) * e + j] = y;
+    else
+      k_cache[((row * k + (head - h)) * c + pos) * e + j] = y;
+  }
+}
+
+constexpr int sample_threads = 1024;
+
+// One block per row. Pass 1 (strided, coalesced): the max of z = logits / temperature and the
+// argmax of the logits. Pass 2 (a contiguous chunk per thread): each chunk's sum of exp(z - max),
+// an exclusive scan of those over the block, the row's total. The draw's target u * total falls
+// in one chunk, whose thread walks it; rounding that leaves the target past the chunk's entries
+// takes its last entry with weight (the composite's rule: a zero-weight entry is never drawn).
+__global__ void sample_rows_kernel(const float* __restrict__ logits, const float* __restrict__ params,
+                                   int64_t* __restrict__ tokens, float* __restrict__ logprobs, int64_t b, int64_t v) {
+  __shared__ float s_max[32];
+  __shared__ int64_t s_arg[32];
+  __shared__ float s_argval[32];
+  __shared__ float s_sum[sample_threads];
+  __shared__ int64_t s_token;
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * v;
+  const float temperature = params[row], uniform = params[b + row];
+  const bool greedy = params[2 * b + row] != 0.0f;
+  const float forced = params[3 * b + row];
+  const int tid = threadIdx.x, lane = tid % warp, w = tid / warp, warps = blockDim.x / warp;
+  // Pass 1.
+  float m = -INFINITY, best = -INFINITY;
+  int64_t arg = v;
+  for (int64_t j = tid; j < v; j += blockDim.x) {
+    const float xj = x[j];
+    m = fmaxf(m, xj / temperature);
+    if (xj > best) best = xj, arg = j;  // strided: a later j of this thread never wins a tie
+  }
+  for (int offset = warp / 2; offset > 0; offset >>= 1) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    const float ob = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, offset);
+    if (ob > best || (ob == best && oa < arg)) best = ob, arg = oa;
+  }
+  if (lane == 0) s_max[w] = m, s_argval[w] = best, s_arg[w] = arg;
+  __syncthreads();
+  if (tid == 0) {
+    for (int i = 1; i < warps; ++i) {
+      s_max[0] = fmaxf(s_max[0], s_max[i]);
+      if (s_argval[i] > s_argval[0] || (s_argval[i] == s_argval[0] && s_arg[i] < s_arg[0]))
+        s_argval[0] = s_argval[i], s_arg[0] = s_arg[i];
+    }
+  }
+  __syncthreads();
+  const float row_max = s_max[0];
+  // Pass 2.
+  const int64_t chunk = (v + blockDim.x - 1) / blockDim.x;
+  const int64_t lo = tid * chunk < v ? tid * chunk : v, hi = lo + chunk < v ? lo + chunk : v;
+  float own = 0.0f;
+  for (int64_t j = lo; j < hi; ++j) own += expf(x[j] / temperature - row_max);
+  s_sum[tid] = own;
+  __syncthreads();
+  for (int step = 1; step < static_cast<int>(blockDim.x); step <<= 1) {  // inclusive scan (Hillis-Steele)
+    const float add = tid >= step ? s_sum[tid - step] : 0.0f;
+    __syncthreads();
+    s_sum[tid] += add;
+    __syncthreads();
+  }
+  const float total = s_sum[blockDim.x - 1];
+  // Chunk t covers [inclusive sum of t - 1, inclusive sum of t): the ranges tile [0, total).
+  const float upto = s_sum[tid], from = tid > 0 ? s_sum[tid - 1] : 0.0f;
+  if (tid == 0) s_token = forced >= 0.0f ? static_cast<int64_t>(forced) : greedy ? s_arg[0] : -1;
+  __syncthreads();
+  const bool draw = s_token < 0;
+  __syncthreads();  // every thread has read it before one writes it
+  if (draw) {
+    // Below total, so one chunk holds it (u * total can round up to total).
+    const float target = fminf(uniform * total, nextafterf(total, 0.0f));
+    if (target >= from && target < upto) {  // this thread's chunk only
+      float cum = from;
+      int64_t pick = -1;
+      for (int64_t j = lo; j < hi; ++j) {
+        const float p = expf(x[j] / temperature - row_max);
+        if (p <= 0.0f) continue;  // never drawn
+        pick = j;
+        cum += p;
+        if (cum > target) break;
+      }
+      s_token = pick;  // past the chunk by rounding: its last entry with weight
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    const int64_t token = s_token;
+    tokens[row] = token;
+    logprobs[row] = x[token] / temperature - row_max - logf(total);
+  }
+}
+
+template <typename F>
+int dispatch(element dtype, F&& f) {
+  switch (dtype) {
+    case element::bf16:
+      f(__nv_bfloat16{});
+      break;
+    case element::fp16:
+      f(__half{});
+      break;
+    case element::fp32:
+      f(float{});
+      break;
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int add_rms_norm(element dtype, const void* residual_xd, const void* delta_xd, const void* weight_d, void* sum_xd,
+                 void* normed_xd, int64_t x, int64_t d, float eps, void* stream) {
+  if (x == 0) return 0;
+  if (x > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    add_rms_norm_kernel<T><<<static_cast<unsigned>(x), norm_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
+        static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
+  });
+}
+
+int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, int64_t f, void* stream) {
+  const int64_t total = x * f;
+  if (total == 0) return 0;
+  constexpr int threads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + threads - 1) / threads, 65535));
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    silu_mul_kernel<T><<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const T*>(gate_up_x2f),
+                                                                                  static_cast<T*>(out_xf), x, f);
+  });
+}
+
+int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const void* cos_pe,
+                   const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce, int64_t b, int64_t h,
+                   int64_t k, int64_t e, int64_t c, void* stream) {
+  if (b == 0) return 0;
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    rope_kv_decode_kernel<T><<<static_cast<unsigned>(b), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(qkv_bne), positions_b, static_cast<const T*>(cos_pe), static_cast<const T*>(sin_pe),
+        static_cast<T*>(q_bhe), static_cast<T*>(k_cache_nkce), static_cast<T*>(v_cache_nkce), h, k, e, c);
+  });
+}
+
+int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b, int64_t b,
+                int64_t v, void* stream) {
+  if (b == 0) return 0;
+  if (v <= 0 || b > 0x7fffffff) return static_cast<int>(cudaErrorInvalidValue);
+  sample_rows_kernel<<<static_cast<unsigned>(b), sample_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      logits_bv, params_4b, tokens_b, logprobs_b, b, v);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace caf_agent::policy::kernels

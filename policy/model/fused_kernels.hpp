@@ -1,0 +1,43 @@
+#pragma once
+// fused_kernels: the CUDA kernels behind fused_ops.hpp, on raw device pointers (no torch types,
+// so nvcc compiles them without LibTorch's headers). Each launch is asynchronous on `stream`
+// and returns the launch's error (cudaSuccess as 0). Element types: bf16, fp16, fp32, named
+// by `dtype` (0 bf16, 1 fp16, 2 fp32).
+//
+// Shape legend: x rows, d hidden, f intermediate, b decode rows, h query heads, k KV heads,
+// e head_dim, n cache slots, c slot capacity, p table positions.
+
+#include <cstdint>
+
+namespace caf_agent::policy::kernels {
+
+enum class element : int { bf16 = 0, fp16 = 1, fp32 = 2 };
+
+/// sum_xd = residual_xd + delta_xd (when delta_xd is not null; else sum_xd is not written and
+/// residual_xd is normalised), then normed_xd = weight_d * rms_norm(sum). Rows contiguous.
+int add_rms_norm(element dtype, const void* residual_xd, const void* delta_xd, const void* weight_d, void* sum_xd,
+                 void* normed_xd, int64_t x, int64_t d, float eps, void* stream);
+
+/// out_xf = silu(gate_up_x2f[:, :f]) * gate_up_x2f[:, f:], rows contiguous.
+int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, int64_t f, void* stream);
+
+/// One decode step's RoPE and KV-cache write: qkv_bne [b, h + 2k, e] (q heads, k heads, v heads)
+/// of rows at positions_b (int64); q rotated into q_bhe, k rotated and v as is into the caches
+/// [n, k, c, e] at [row, head, position]. cos_pe / sin_pe: [p, e] tables (duplicated halves).
+int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const void* cos_pe,
+                   const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce, int64_t b, int64_t h,
+                   int64_t k, int64_t e, int64_t c, void* stream);
+
+}  // namespace caf_agent::policy::kernels
+
+namespace caf_agent::policy::kernels {
+
+/// One token per row of fp32 logits_bv (rows contiguous, row stride v) in one kernel, the
+/// composite's rules (sampling.cpp, no top-k / top-p): params_4b holds per row, fp32, its
+/// temperature (1 for greedy rows), its uniform in [0, 1), 1 for a greedy row (argmax, first
+/// index on ties) else 0, and a forced token (>= 0) or -1. Inverse-CDF draw over
+/// softmax(logits / temperature); logprob_b = log softmax(logits / temperature) at the token.
+int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b, int64_t b,
+                int64_t v, void* stream);
+
+}  // namespace caf_agent::policy::kernels

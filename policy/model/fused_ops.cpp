@@ -1,0 +1,185 @@
+// Shape legend: see fused_ops.hpp.
+#include "policy/model/fused_ops.hpp"
+
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "policy/model/host_copy.hpp"
+
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "policy/model/fused_kernels.hpp"
+#endif
+
+namespace caf_agent::policy {
+namespace {
+
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+bool element_of(torch::ScalarType type, kernels::element& out) {
+  switch (type) {
+    case torch::kBFloat16:
+      out = kernels::element::bf16;
+      return true;
+    case torch::kHalf:
+      out = kernels::element::fp16;
+      return true;
+    case torch::kFloat32:
+      out = kernels::element::fp32;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void check_launch(int error, const char* op) {
+  TORCH_CHECK(error == 0, "fused_ops: launching ", op, " failed (CUDA error ", error, ")");
+}
+
+void* current_stream(const torch::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+#endif
+
+/// The kernels apply: built, CUDA, a supported dtype shared by all, contiguous, no autograd (the
+/// kernels have no backward; training runs the composites).
+bool applies(std::initializer_list<const torch::Tensor*> tensors) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const auto& first = **tensors.begin();
+  kernels::element e = kernels::element::fp32;
+  if (!first.is_cuda() || !element_of(first.scalar_type(), e)) return false;
+  for (const auto* t : tensors)
+    if (!t->defined() || !t->is_cuda() || t->device() != first.device() || t->scalar_type() != first.scalar_type() ||
+        !t->is_contiguous() || t->requires_grad())
+      return false;
+  return true;
+#else
+  (void)tensors;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool fused_kernels_built() {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
+                                                     const torch::Tensor& weight_d, double eps, bool fused) {
+  const bool has_delta = delta_xd.defined();
+  const bool fits = has_delta ? applies({&residual_xd, &delta_xd, &weight_d}) && delta_xd.sizes() == residual_xd.sizes()
+                              : applies({&residual_xd, &weight_d});
+  if (!fused || !fits || weight_d.dim() != 1 || weight_d.size(0) != residual_xd.size(-1)) {
+    auto sum_xd = has_delta ? residual_xd + delta_xd : residual_xd;
+    return {sum_xd, rms_norm(sum_xd, weight_d, eps)};
+  }
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const c10::cuda::CUDAGuard guard(residual_xd.device());
+  kernels::element e = kernels::element::fp32;
+  element_of(residual_xd.scalar_type(), e);
+  const int64_t d = residual_xd.size(-1), x = d == 0 ? 0 : residual_xd.numel() / d;
+  auto sum_xd = has_delta ? torch::empty_like(residual_xd) : residual_xd;
+  auto normed_xd = torch::empty_like(residual_xd);
+  check_launch(kernels::add_rms_norm(e, residual_xd.data_ptr(), has_delta ? delta_xd.data_ptr() : nullptr,
+                                     weight_d.data_ptr(), has_delta ? sum_xd.data_ptr() : nullptr, normed_xd.data_ptr(),
+                                     x, d, static_cast<float>(eps), current_stream(residual_xd)),
+               "add_rms_norm");
+  return {sum_xd, normed_xd};
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused) {
+  const int64_t f = gate_up_x2f.size(-1) / 2;
+  if (!fused || !applies({&gate_up_x2f}) || gate_up_x2f.size(-1) % 2 != 0)
+    return torch::silu(gate_up_x2f.narrow(-1, 0, f)) * gate_up_x2f.narrow(-1, f, f);
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const c10::cuda::CUDAGuard guard(gate_up_x2f.device());
+  kernels::element e = kernels::element::fp32;
+  element_of(gate_up_x2f.scalar_type(), e);
+  auto sizes = gate_up_x2f.sizes().vec();
+  sizes.back() = f;
+  auto out = torch::empty(sizes, gate_up_x2f.options());
+  const int64_t x = f == 0 ? 0 : out.numel() / f;
+  check_launch(kernels::silu_mul(e, gate_up_x2f.data_ptr(), out.data_ptr(), x, f, current_stream(gate_up_x2f)),
+               "silu_mul");
+  return out;
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
+                          const torch::Tensor& v_cache_nkce, const rope_table& table) {
+  return applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe}) && qkv_bne.dim() == 3 &&
+         k_cache_nkce.dim() == 4 && k_cache_nkce.sizes() == v_cache_nkce.sizes() &&
+         qkv_bne.size(2) == k_cache_nkce.size(3) && table.cos_pe.size(1) == qkv_bne.size(2) &&
+         qkv_bne.size(0) <= k_cache_nkce.size(0) && qkv_bne.size(2) % 2 == 0;
+}
+
+torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
+                             torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h) {
+  TORCH_CHECK(rope_kv_decode_fuses(qkv_bne, k_cache_nkce, v_cache_nkce, table),
+              "rope_kv_decode: needs the CUDA kernels and contiguous CUDA tensors of one dtype");
+  const int64_t b = qkv_bne.size(0), e = qkv_bne.size(2), k = k_cache_nkce.size(1);
+  TORCH_CHECK(qkv_bne.size(1) == h + 2 * k, "rope_kv_decode: qkv has ", qkv_bne.size(1), " heads, expected ", h,
+              " + 2 x ", k);
+  TORCH_CHECK(positions_b.scalar_type() == torch::kInt64 && positions_b.is_contiguous() && positions_b.numel() == b &&
+                  positions_b.device() == qkv_bne.device(),
+              "rope_kv_decode: positions must be ", b, " contiguous int64 on the device");
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const c10::cuda::CUDAGuard guard(qkv_bne.device());
+  kernels::element el = kernels::element::fp32;
+  element_of(qkv_bne.scalar_type(), el);
+  auto q_bhe = torch::empty({b, h, e}, qkv_bne.options());
+  check_launch(
+      kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(), table.cos_pe.data_ptr(),
+                              table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
+                              v_cache_nkce.data_ptr(), b, h, k, e, k_cache_nkce.size(2), current_stream(qkv_bne)),
+      "rope_kv_decode");
+  return q_bhe;
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+bool sample_rows_fuses(const torch::Tensor& logits_bv) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  return logits_bv.defined() && logits_bv.is_cuda() && logits_bv.scalar_type() == torch::kFloat32 &&
+         logits_bv.dim() == 2 && logits_bv.size(1) > 0 && logits_bv.stride(1) == 1 &&
+         (logits_bv.size(0) <= 1 || logits_bv.stride(0) == logits_bv.size(1)) && !logits_bv.requires_grad();
+#else
+  (void)logits_bv;
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_bv,
+                                                    const std::vector<float>& params_4b) {
+  TORCH_CHECK(sample_rows_fuses(logits_bv), "sample_rows: needs the CUDA kernels and fp32 CUDA logits [b, v]");
+  const int64_t b = logits_bv.size(0), v = logits_bv.size(1);
+  TORCH_CHECK(static_cast<int64_t>(params_4b.size()) == 4 * b, "sample_rows: ", params_4b.size(), " parameters for ", b,
+              " rows (4 per row)");
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const c10::cuda::CUDAGuard guard(logits_bv.device());
+  auto params = to_device(params_4b, torch::kFloat32, logits_bv.device());
+  auto tokens_b = torch::empty({b}, logits_bv.options().dtype(torch::kInt64));
+  auto logprobs_b = torch::empty({b}, logits_bv.options());
+  check_launch(kernels::sample_rows(logits_bv.data_ptr<float>(), params.data_ptr<float>(), tokens_b.data_ptr<int64_t>(),
+                                    logprobs_b.data_ptr<float>(), b, v, current_stream(logits_bv)),
+               "sample_rows");
+  return {tokens_b, logprobs_b};
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+}  // namespace caf_agent::policy

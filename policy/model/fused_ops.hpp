@@ -1,0 +1,52 @@
+#pragma once
+// fused_ops: the decoder's per-layer elementwise work in fewer kernels. On CUDA, where this
+// build has its kernels (policy/model/fused_kernels.cu; cmake/cuda_kernels.cmake), each op is
+// one kernel; elsewhere, or when `fused` is false, it is the ATen composite the decoder ran
+// before (layers.hpp), so CPU results are unchanged, as are tensors that require grad. The decode step of a small model
+// is bound by its ~23 kernels per layer (bench/results/2026-12-02-policy-h200-3calls.md: 568 launches, 2.06 ms of
+// device time for 64 rows of Qwen2-0.5B); these take it to ~10.
+//
+// Shape legend: see layers.hpp; n cache slots, c slot capacity.
+
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "policy/model/layers.hpp"
+
+namespace caf_agent::policy {
+
+/// True when this build has the CUDA kernels.
+bool fused_kernels_built();
+
+/// {residual + delta, weight_d * rms_norm(residual + delta)}: the residual add and the next
+/// norm in one pass. `delta_xd` undefined: {residual, its norm}.
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
+                                                     const torch::Tensor& weight_d, double eps, bool fused);
+
+/// silu(gate) * up of a fused gate/up projection's output [.., 2f] (gate first).
+torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused);
+
+/// True when rope_kv_decode runs as one kernel: this build has the kernels, every tensor is on
+/// one CUDA device in one dtype, the caches are contiguous [n, k, c, e].
+bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
+                          const torch::Tensor& v_cache_nkce, const rope_table& table);
+
+/// One decode step's RoPE and KV write (requires rope_kv_decode_fuses): qkv_bne [b, h + 2k, e],
+/// row i at positions_b[i] (int64) of cache slot i. Rotates q (returned, [b, h, e]) and k, and
+/// writes k and v into the caches at [i, head, positions_b[i]].
+torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
+                             torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h);
+
+/// True when sample_rows runs as one kernel: this build has the kernels, fp32 CUDA logits [b, v]
+/// with contiguous rows.
+bool sample_rows_fuses(const torch::Tensor& logits_bv);
+
+/// One token per row in one kernel (requires sample_rows_fuses): `params_4b` on the host, per
+/// row: temperature (1 for a greedy row), uniform in [0, 1), 1 for greedy else 0, forced token
+/// or -1 (see fused_kernels.hpp). {tokens_b int64, logprobs_b fp32} on the device.
+std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_bv,
+                                                    const std::vector<float>& params_4b);
+
+}  // namespace caf_agent::policy
