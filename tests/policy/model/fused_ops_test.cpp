@@ -1,0 +1,73 @@
+// Unit tests of policy/model/fused_ops.hpp off the GPU: where the kernels do not apply (the CPU,
+// tensors that require grad) every op is exactly the ATen composite the decoder ran before, the
+// decode RoPE + KV write reports that it does not fuse, and sampling asked to fuse falls back to
+// the composite's draw. The kernels themselves are tested on the GPU
+// (tests/policy/model/test_fused_kernels_gpu.py).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include "policy/model/fused_ops.hpp"
+#include "policy/model/sampling.hpp"
+
+namespace policy = caf_agent::policy;
+
+TEST(fused_ops, add_rms_norm_on_the_cpu_is_the_add_then_the_norm) {
+  torch::manual_seed(3);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto opts = torch::TensorOptions().dtype(dtype);
+    auto x = torch::randn({3, 5, 64}, opts), d = torch::randn({3, 5, 64}, opts), w = torch::rand({64}, opts) + 0.5;
+    for (bool fused : {true, false}) {
+      auto [sum, normed] = policy::add_rms_norm(x, d, w, 1e-6, fused);
+      EXPECT_TRUE(torch::equal(sum, x + d));
+      EXPECT_TRUE(torch::equal(normed, policy::rms_norm(x + d, w, 1e-6)));
+      auto [same, alone] = policy::add_rms_norm(x, {}, w, 1e-6, fused);  // no delta: the residual's norm
+      EXPECT_TRUE(same.is_same(x));
+      EXPECT_TRUE(torch::equal(alone, policy::rms_norm(x, w, 1e-6)));
+    }
+  }
+}
+
+TEST(fused_ops, silu_mul_on_the_cpu_is_silu_of_gate_times_up) {
+  torch::manual_seed(4);
+  auto gate_up = torch::randn({2, 3, 2 * 48}, torch::TensorOptions().dtype(torch::kBFloat16));
+  auto want = torch::silu(gate_up.narrow(-1, 0, 48)) * gate_up.narrow(-1, 48, 48);
+  EXPECT_TRUE(torch::equal(policy::silu_mul(gate_up, true), want));
+  EXPECT_EQ(policy::silu_mul(gate_up, true).sizes(), (std::vector<int64_t>{2, 3, 48}));
+}
+
+TEST(fused_ops, tensors_that_require_grad_keep_the_differentiable_composite) {
+  auto x = torch::randn({4, 32}).requires_grad_(), w = torch::ones({32});
+  auto [sum, normed] = policy::add_rms_norm(x, torch::randn({4, 32}), w, 1e-6, true);
+  normed.sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
+}
+
+TEST(fused_ops, nothing_fuses_on_the_cpu) {
+  auto qkv = torch::randn({2, 6, 8});
+  auto cache = torch::zeros({2, 1, 16, 8});
+  policy::rope_table table{torch::ones({16, 8}), torch::zeros({16, 8})};
+  EXPECT_FALSE(policy::rope_kv_decode_fuses(qkv, cache, cache, table));
+  EXPECT_FALSE(policy::sample_rows_fuses(torch::randn({2, 100})));
+  EXPECT_THROW(policy::rope_kv_decode(qkv, torch::zeros({2}, torch::kInt64), table, cache, cache, 4), c10::Error);
+}
+
+TEST(fused_ops, sampling_asked_to_fuse_on_the_cpu_draws_what_the_composite_draws) {
+  torch::manual_seed(5);
+  auto logits = torch::randn({4, 300}) * 3;
+  std::vector<policy::sampling_params> params(4);
+  params[0].temperature = 0.0f;  // greedy
+  params[1].temperature = 0.7f;
+  params[2].temperature = 1.0f;
+  params[3].temperature = 1.3f;
+  const std::vector<double> uniforms{0.1, 0.5, 0.9, 0.999};
+  const std::vector<int64_t> forced{-1, -1, 17, -1};
+  auto a = policy::sample_tokens(logits, params, uniforms, forced, /*fused=*/true);
+  auto b = policy::sample_tokens(logits, params, uniforms, forced, /*fused=*/false);
+  EXPECT_TRUE(torch::equal(a.tokens_b, b.tokens_b));
+  EXPECT_TRUE(torch::equal(a.logprobs_b, b.logprobs_b));
+  EXPECT_EQ(a.tokens_b[0].item<int64_t>(), logits[0].argmax().item<int64_t>());
+  EXPECT_EQ(a.tokens_b[2].item<int64_t>(), 17);
+}
