@@ -37,11 +37,14 @@ if(TORCH_CUDA_LIBRARIES AND C10_CUDA_LIBRARY)
   endif()
 endif()
 
-# caf_agent_cuda_kernels(TARGET SOURCES...): the kernels alone in an object library TARGET
-# (plain C++17 CUDA, no torch flags, sm_90: torch's config leaves CMAKE_CUDA_ARCHITECTURES off).
-function(caf_agent_cuda_kernels target)
-  add_library(${target} OBJECT ${ARGN})
-  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}")
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES 90 CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+# caf_agent_cuda_kernels(LIBRARY OBJECTS SOURCES...): the kernels alone in an object library
+# OBJECTS (plain C++17 CUDA, no torch flags, sm_90: torch's config leaves CMAKE_CUDA_ARCHITECTURES
+# off), compiled into LIBRARY, which then links what they need (CAF_AGENT_CUDA_KERNEL_LIBS).
+function(caf_agent_cuda_kernels library objects)
+  add_library(${objects} OBJECT ${ARGN})
+  target_include_directories(${objects} PRIVATE "${PROJECT_SOURCE_DIR}")
+  set_target_properties(${objects} PROPERTIES CUDA_ARCHITECTURES 90 CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                         CUDA_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
+  target_sources(${library} PRIVATE $<TARGET_OBJECTS:${objects}>)
+  target_link_libraries(${library} PUBLIC ${CAF_AGENT_CUDA_KERNEL_LIBS})
 endfunction()

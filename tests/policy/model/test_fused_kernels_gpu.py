@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_policy_model import FAMILIES, LOGIT_TOL, VOCAB, cpp_floats, ids, run_tool, sharp_qwen2
+from test_policy_model import FAMILIES, LOGIT_TOL, VOCAB, cpp_floats, ids, models, run_tool, sharp_qwen2  # noqa: F401
 
 transformers = pytest.importorskip("transformers")
 
@@ -33,22 +33,8 @@ def cuda():
         pytest.skip("needs a CUDA device")
 
 
-@pytest.fixture(scope="module")
-def models(cuda, tmp_path_factory):
-    from test_policy_model import _randomize
-    root = tmp_path_factory.mktemp("fused_models")
-    out = {}
-    for family, make_config in FAMILIES.items():
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(make_config()).eval()
-        _randomize(model)
-        model.save_pretrained(root / family)
-        out[family] = (root / family, model)
-    return out
-
-
 @pytest.mark.parametrize("family", FAMILIES)
-def test_fused_forward_logits_match_transformers_in_fp32(models, family, tmp_path):
+def test_fused_forward_logits_match_transformers_in_fp32(cuda, models, family, tmp_path):
     path, model = models[family]
     tokens = [5, 17, 300, 2, 99, 511, 0, 42, 42, 7, 250, 128]
     got = cpp_floats(tmp_path, "logits", "--model", path, "--device", "cuda", "--tokens", ids(tokens))
@@ -61,7 +47,7 @@ def test_fused_forward_logits_match_transformers_in_fp32(models, family, tmp_pat
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_fused_greedy_decode_matches_transformers_in_fp32(models, family):
+def test_fused_greedy_decode_matches_transformers_in_fp32(cuda, models, family):
     path, model = models[family]
     prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3, 5, 8, 9, 7], [271]]
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--prompts", ";".join(ids(p) for p in prompts),
@@ -78,7 +64,7 @@ def test_fused_greedy_decode_matches_transformers_in_fp32(models, family):
         assert np.allclose(result["logprobs"], want_logp, atol=GPU_FP32_TOL)
 
 
-def test_fused_sampling_logprobs_are_transformers_temperature_scaled_logprobs(models):
+def test_fused_sampling_logprobs_are_transformers_temperature_scaled_logprobs(cuda, models):
     path, model = models["qwen2"]
     prompt, temperature = [7, 8, 9], 0.7
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--prompts", ids(prompt), "--max-new-tokens", 12,
