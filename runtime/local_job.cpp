@@ -30,12 +30,7 @@ std::string describe_counts(const std::map<std::string, int64_t>& counts) {
   return out;
 }
 
-}  // namespace
-
-int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
+int local_work(caf::actor_system& sys, const cli_options& opts, const app_config& cfg, exit_latch& latch) {
   auto id = make_node_id(messages::node_role::local);
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
@@ -73,6 +68,16 @@ int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch)
   caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
   log_info("local", "shut down cleanly");
   return code;
+}
+
+}  // namespace
+
+int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
+  caf::actor_system_config caf_cfg;
+  configure_caf(caf_cfg, cfg);
+  caf::actor_system sys{caf_cfg};
+  exit_deadline deadline{node_exit_grace};
+  return deadline.exit_with(local_work(sys, opts, cfg, latch));
 }
 
 }  // namespace caf_agent::runtime

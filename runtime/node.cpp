@@ -28,11 +28,8 @@ namespace caf_agent::runtime {
 
 namespace {
 
-int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
+int coordinator_work(caf::actor_system& sys, const cli_options& opts, const app_config& cfg, exit_latch& latch) {
   bool drive = opts.episodes.has_value() || opts.eval || opts.resume.has_value();
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
   auto id = make_node_id(messages::node_role::coordinator);
   uint16_t port = 0;
   auto coord = start_coordinator(sys, cfg, id, port);
@@ -52,6 +49,14 @@ int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& 
   log_info("coordinator", "shutting down (" + latch.reason() + ")");
   caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
   return latch.exit_code();
+}
+
+int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
+  caf::actor_system_config caf_cfg;
+  configure_caf(caf_cfg, cfg);
+  caf::actor_system sys{caf_cfg};
+  exit_deadline deadline{node_exit_grace};
+  return deadline.exit_with(coordinator_work(sys, opts, cfg, latch));
 }
 
 /// Connects to the coordinator, retrying a refused connection until `deadline`: a first
@@ -80,10 +85,7 @@ connect_result reach_coordinator(caf::actor_system& sys, const app_config& cfg, 
   }
 }
 
-int run_member(messages::node_role role, const app_config& cfg, exit_latch& latch) {
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
+int member_work(caf::actor_system& sys, messages::node_role role, const app_config& cfg, exit_latch& latch) {
   for (int incarnation = 0;; ++incarnation) {
     // Each incarnation is a new node (a new id): the coordinator, the driver and the
     // rollout managers see the last one lost and this one join.
@@ -139,6 +141,14 @@ int run_member(messages::node_role role, const app_config& cfg, exit_latch& latc
     }
     stop_role(sys, actors);
   }
+}
+
+int run_member(messages::node_role role, const app_config& cfg, exit_latch& latch) {
+  caf::actor_system_config caf_cfg;
+  configure_caf(caf_cfg, cfg);
+  caf::actor_system sys{caf_cfg};
+  exit_deadline deadline{node_exit_grace};
+  return deadline.exit_with(member_work(sys, role, cfg, latch));
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include "base/log.hpp"
+
 namespace caf_agent::runtime {
 
 void exit_latch::set(int exit_code, std::string reason, bool finished) {
@@ -62,6 +64,18 @@ std::string exit_latch::reason() const {
 bool exit_latch::triggered() const {
   std::lock_guard<std::mutex> guard{mutex_};
   return code_.has_value();
+}
+
+exit_deadline::~exit_deadline() {
+  std::thread{[grace = grace_, code = code_] {
+    std::this_thread::sleep_for(grace);
+    log_error("caf-agent", "the actor system did not shut down within " + std::to_string(grace.count()) +
+                               " ms after this node's work ended (a detached actor's thread, CAF 0.17); exiting with "
+                               "code " +
+                               std::to_string(code));
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }}.detach();
 }
 
 void install_signal_latch(exit_latch& latch) {
