@@ -46,6 +46,14 @@ struct decode_graphs::state {
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<graph>> graphs;
   double capture_seconds = 0;
 
+  // The graph of b rows attending `keys` keys, captured on first use.
+  graph& graph_for(int64_t b, int64_t keys) {
+    const int64_t rows = round_rows(b, cache->slots());
+    const int64_t bucket = decode_key_bucket(keys, cache->capacity());
+    auto it = graphs.find({rows, bucket});
+    return it != graphs.end() ? *it->second : capture(rows, bucket);
+  }
+
   graph& capture(int64_t rows, int64_t keys) {
     const auto start = std::chrono::steady_clock::now();
     auto g = std::make_unique<graph>();
@@ -83,16 +91,29 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
                                     int64_t keys) {
   auto& s = *state_;
   const auto b = static_cast<int64_t>(tokens.size());
-  const int64_t rows = round_rows(b, s.cache->slots());
-  const int64_t bucket = decode_key_bucket(keys, s.cache->capacity());
-  auto it = s.graphs.find({rows, bucket});
-  auto& g = it != s.graphs.end() ? *it->second : s.capture(rows, bucket);
+  auto& g = s.graph_for(b, keys);
+  const int64_t rows = g.inputs_2b.size(1);
   // Padding rows decode token 0 at the unused last position of their slot (see capture).
   auto host_2b = torch::zeros({2, rows}, torch::kInt64);
   host_2b[1].fill_(s.cache->capacity() - 1);
   std::copy(tokens.begin(), tokens.end(), host_2b[0].data_ptr<int64_t>());
   std::copy(positions.begin(), positions.end(), host_2b[1].data_ptr<int64_t>());
   g.inputs_2b.copy_(host_2b.pin_memory(), /*non_blocking=*/true);
+  g.cuda.replay();
+  return g.logits_bv.narrow(0, 0, b);
+}
+
+torch::Tensor decode_graphs::decode(const torch::Tensor& tokens_b, const std::vector<int64_t>& positions,
+                                    int64_t keys) {
+  auto& s = *state_;
+  const auto b = tokens_b.size(0);
+  auto& g = s.graph_for(b, keys);
+  const int64_t rows = g.inputs_2b.size(1);
+  auto host_1b = torch::full({rows}, s.cache->capacity() - 1, torch::kInt64);
+  std::copy(positions.begin(), positions.end(), host_1b.data_ptr<int64_t>());
+  g.inputs_2b[1].copy_(host_1b.pin_memory(), /*non_blocking=*/true);
+  g.inputs_2b[0].narrow(0, 0, b).copy_(tokens_b, /*non_blocking=*/true);
+  if (rows > b) g.inputs_2b[0].narrow(0, b, rows - b).zero_();
   g.cuda.replay();
   return g.logits_bv.narrow(0, 0, b);
 }
@@ -117,6 +138,10 @@ decode_graphs::decode_graphs(const decoder&, kv_cache&) {
 }
 
 torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t) {
+  throw std::logic_error("decode_graphs: this build has no CUDA graph support");
+}
+
+torch::Tensor decode_graphs::decode(const torch::Tensor&, const std::vector<int64_t>&, int64_t) {
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
 }
 

@@ -39,6 +39,9 @@ class decode_graphs {
   /// Same contract as decoder::decode with host inputs: token and position per slot 0..b-1,
   /// `keys` = max position + 1. Returns fp32 logits [b, v] (a view valid until the next call).
   torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions, int64_t keys);
+  /// The same with the tokens already on the device (int64 [b], e.g. the last step's draw):
+  /// nothing waits for the host to know them.
+  torch::Tensor decode(const torch::Tensor& tokens_b, const std::vector<int64_t>& positions, int64_t keys);
   /// Graphs captured so far and the host seconds their captures took.
   int64_t captures() const;
   double capture_seconds() const;

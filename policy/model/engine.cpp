@@ -3,6 +3,7 @@
 #include "policy/model/weight_exchange.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
@@ -13,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include "policy/model/engine_impl.hpp"
 #include "policy/model/host_copy.hpp"
@@ -54,6 +56,7 @@ status engine_options::validate() const {
   return {};
 }
 
+using engine_detail::flight;
 using engine_detail::kept_prefix;
 using engine_detail::sequence;
 using engine_detail::slot_choice;
@@ -430,15 +433,156 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
   return done;
 }
 
+bool generation_engine::impl::can_overlap() {
+  if (!options.overlap || pool || !waiting.empty() || !prefilling.empty()) return false;
+  std::lock_guard lock(pending_mutex);
+  return !pending;
+}
+
+bool generation_engine::impl::ends_before_decoding(const sequence& seq) const {
+  // A pending token that ends its sequence whatever it is: the last one allowed, or one that
+  // fills the context (see finished()).
+  if (seq.unlanded == 0) return false;
+  const auto& r = seq.request;
+  const auto drawn = static_cast<int64_t>(seq.out.tokens.size()) + seq.unlanded;
+  return drawn >= r.max_new_tokens ||
+         (!r.forced_tokens.empty() && drawn >= static_cast<int64_t>(r.forced_tokens.size())) ||
+         seq.cached + 1 >= context;
+}
+
+std::vector<generation_result> generation_engine::impl::overlapped_step() {
+  const torch::Device device = model.device();
+  // Every running sequence decodes (nothing prefills here), in slot order, but one whose
+  // pending token surely ends it.
+  std::vector<sequence*> rows;
+  int64_t span = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i] || ends_before_decoding(*slots[i])) continue;
+    rows.push_back(&*slots[i]);
+    span = static_cast<int64_t>(i) + 1;
+  }
+  std::optional<flight> launched;
+  if (!rows.empty()) {
+    // Each slot's input: its pending token (a row of the last flight's draw, still on the
+    // device), else its last landed token; 0 at the scratch position for a slot that runs
+    // nothing (see decode_running).
+    const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
+    std::vector<int64_t> row_of(static_cast<size_t>(span), -1);
+    if (in_flight)
+      for (size_t r = 0; r < in_flight->rows.size(); ++r) {
+        const auto [slot, id] = in_flight->rows[r];
+        if (slot < span && slots[static_cast<size_t>(slot)] && slots[static_cast<size_t>(slot)]->id == id)
+          row_of[static_cast<size_t>(slot)] = static_cast<int64_t>(r);
+      }
+    std::vector<int64_t> host_tokens(static_cast<size_t>(span), 0), pick(static_cast<size_t>(span));
+    std::vector<int64_t> positions(static_cast<size_t>(span), context - 1), live;
+    for (int64_t i = 0; i < span; ++i) pick[static_cast<size_t>(i)] = prior + i;
+    int64_t keys = 1;
+    for (sequence* seq : rows) {
+      const auto i = static_cast<size_t>(seq->slot);
+      if (seq->unlanded > 0)
+        pick[i] = row_of[i];
+      else
+        host_tokens[i] = seq->out.tokens.back();
+      positions[i] = seq->cached;
+      keys = std::max(keys, seq->cached + 1);
+      stats.attended_keys += static_cast<uint64_t>(seq->cached + 1);
+      live.push_back(seq->slot);
+    }
+    auto tokens_b = to_device(host_tokens, device);
+    if (prior > 0) tokens_b = torch::cat({in_flight->tokens_b, tokens_b}).index_select(0, to_device(pick, device));
+    torch::Tensor logits_bv;
+    if (graphs) {
+      logits_bv = graphs->decode(tokens_b, positions, keys);
+      ++stats.graph_replays;
+    } else {
+      if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity());
+      logits_bv = model.decode(tokens_b, to_device(positions, device), keys, cache);
+    }
+    if (static_cast<int64_t>(live.size()) != span) logits_bv = logits_bv.index_select(0, to_device(live, device));
+    stats.decoded_tokens += live.size();
+    ++stats.decode_steps;
+    ++stats.overlapped_steps;
+    // Sampling as in sample_and_advance; a forced token is counted past the pending ones.
+    std::vector<sampling_params> params;
+    std::vector<double> uniforms;
+    std::vector<int64_t> forced;
+    flight next;
+    for (sequence* seq : rows) {
+      seq->cached += 1;
+      params.push_back(seq->request.sampling);
+      uniforms.push_back(std::uniform_real_distribution<double>(0.0, 1.0)(seq->rng));
+      const auto& f = seq->request.forced_tokens;
+      const auto at = seq->out.tokens.size() + static_cast<size_t>(seq->unlanded);
+      forced.push_back(at < f.size() ? f[at] : -1);
+      seq->unlanded += 1;
+      next.rows.emplace_back(seq->slot, seq->id);
+    }
+    auto drawn = sample_tokens(logits_bv, params, uniforms, forced, options.fused_kernels);
+    next.tokens_b = drawn.tokens_b;
+    auto both_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b});
+    if (device.is_cuda()) {
+      // Queued behind this step; land() waits for it while the next step runs.
+      next.host_2r = torch::empty(both_2r.sizes(), torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
+      next.host_2r.copy_(both_2r, /*non_blocking=*/true);
+      next.copied.emplace(device.type());
+      next.copied->record(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+    } else {
+      next.host_2r = both_2r.contiguous();
+    }
+    launched = std::move(next);
+  }
+  auto previous = std::exchange(in_flight, std::move(launched));
+  return previous ? land(std::move(*previous)) : std::vector<generation_result>{};
+}
+
+std::vector<generation_result> generation_engine::impl::land(flight f) {
+  if (f.copied) f.copied->synchronize();
+  auto host = f.host_2r.accessor<float, 2>();
+  std::vector<generation_result> done;
+  for (size_t i = 0; i < f.rows.size(); ++i) {
+    auto& held = slots[static_cast<size_t>(f.rows[i].first)];
+    if (!held || held->id != f.rows[i].second) {  // ended (or was cancelled) after this step was launched
+      ++stats.overlap_dropped_rows;
+      continue;
+    }
+    sequence& seq = *held;
+    seq.unlanded -= 1;
+    seq.out.tokens.push_back(static_cast<int32_t>(host[0][static_cast<int64_t>(i)]));
+    seq.out.logprobs.push_back(host[1][static_cast<int64_t>(i)]);
+    seq.out.last_policy_version = version.load();
+    // Judged as of its own step: a step launched since has counted a key more per pending token.
+    const int64_t now = seq.cached;
+    seq.cached -= seq.unlanded;
+    if (!finished(seq)) {
+      seq.cached = now;
+      continue;
+    }
+    keep_prefix(seq);
+    done.push_back(std::move(seq.out));
+    held.reset();
+  }
+  return done;
+}
+
 result<std::vector<generation_result>> generation_engine::step() {
   auto& s = *impl_;
   try {
     at::InferenceMode inference;
+    // Ended outside a step: for want of blocks (paged), or landed by cancel() (overlap).
+    std::vector<generation_result> done = std::exchange(s.ended, {});
+    if (s.can_overlap()) {
+      for (auto& r : s.overlapped_step()) done.push_back(std::move(r));
+      return done;
+    }
+    // Anything else (admission, prefill, new weights, paged) starts from landed tokens.
+    if (s.in_flight)
+      for (auto& r : s.land(*std::exchange(s.in_flight, std::nullopt))) done.push_back(std::move(r));
     s.apply_pending();
     std::vector<sequence*> rows;
     auto decoded_bv = s.decode_running(rows);
     auto admitted_bv = s.admit(rows);
-    std::vector<generation_result> done = std::move(s.ended);  // paged: ended for want of blocks
+    for (auto& e : s.ended) done.push_back(std::move(e));
     s.ended.clear();
     if (rows.empty()) return done;
     torch::Tensor logits_rv = !decoded_bv.defined()    ? admitted_bv
@@ -464,6 +608,12 @@ result<std::vector<generation_result>> generation_engine::run_until_idle() {
 
 std::optional<generation_result> generation_engine::cancel(uint64_t id) {
   auto& s = *impl_;
+  // Overlapped decoding: the tokens drawn so far land first (the partial result holds them);
+  // sequences they end are returned by the next step().
+  if (s.in_flight) {
+    at::InferenceMode inference;
+    for (auto& r : s.land(*std::exchange(s.in_flight, std::nullopt))) s.ended.push_back(std::move(r));
+  }
   for (auto it = s.waiting.begin(); it != s.waiting.end(); ++it) {
     if (it->id != id) continue;
     generation_result out = std::move(it->out);

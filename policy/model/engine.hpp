@@ -36,6 +36,14 @@ struct engine_options {
   /// add + RMSNorm, SiLU x up, a decode step's RoPE + KV write); false runs the ATen composites
   /// (for comparison). No effect on the CPU or in builds without the kernels.
   bool fused_kernels = true;
+  /// Overlapped decoding: while only running sequences decode (slots layout, nothing waiting or
+  /// prefilling, no staged weights), launch the next step from the tokens the last one drew on
+  /// the device, and read those tokens back to the host while the next step runs, so the GPU
+  /// does not wait for the host's bookkeeping between steps. Tokens, logprobs and kept prefixes
+  /// are the same as without it; step() returns a sequence one call later, and a sequence that
+  /// ended on a stop token or stop string decodes one more row whose result is dropped
+  /// (engine_stats::overlap_dropped_rows). Rationale: off until measured on the H200.
+  bool overlap = false;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new
@@ -86,6 +94,9 @@ struct engine_stats {
   uint64_t graph_replays = 0;        ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
   uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
   double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
+  uint64_t overlapped_steps = 0;     ///< Decode steps launched before the last step's tokens reached the host.
+  uint64_t overlap_dropped_rows =
+      0;  ///< Overlapped rows of sequences that had ended the step before (a stop token or string).
   // Paged layout only (zero for slots):
   uint64_t preemptions = 0;        ///< Running sequences put back to wait because no block was left.
   uint64_t recomputed_tokens = 0;  ///< Prefilled tokens whose keys had been computed before (preempted or evicted).

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include <c10/core/Event.h>
 #include <torch/types.h>
 
 #include "policy/model/decode_graphs.hpp"
@@ -38,6 +39,16 @@ struct sequence {
   std::vector<int64_t> blocks;
   uint64_t admitted_at = 0;
   int64_t recompute_below = 0;
+  // Overlapped decoding: tokens drawn for this sequence that have not reached the host yet (0-2).
+  int64_t unlanded = 0;
+};
+
+// Overlapped decoding: a launched step whose tokens are still on their way to the host.
+struct flight {
+  std::vector<std::pair<int64_t, uint64_t>> rows;  // slot and sequence id, in tokens_b's order
+  torch::Tensor tokens_b;                          // on the device: the next step's inputs
+  torch::Tensor host_2r;                           // tokens (as fp32) and logprobs, copied asynchronously
+  std::optional<c10::Event> copied;                // CUDA: recorded after the copy
 };
 
 // The keys a finished sequence left in its slot: its tokens whose keys are cached.
@@ -81,6 +92,7 @@ struct generation_engine::impl {
   std::optional<kv_block_pool> pool;
   uint64_t admission_clock = 0;
   std::vector<generation_result> ended;
+  std::optional<engine_detail::flight> in_flight;  // overlapped decoding's last launched step
 
   size_t running() const {
     return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); }));
@@ -98,6 +110,11 @@ struct generation_engine::impl {
   void requeue(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
   bool finished(sequence& seq) const;
+  // Overlapped decoding (engine.cpp).
+  bool can_overlap();
+  bool ends_before_decoding(const sequence& seq) const;
+  std::vector<generation_result> overlapped_step();
+  std::vector<generation_result> land(engine_detail::flight f);
 };
 
 }  // namespace caf_agent::policy
