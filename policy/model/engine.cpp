@@ -434,7 +434,7 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
 }
 
 bool generation_engine::impl::can_overlap() {
-  if (!options.overlap || pool || !waiting.empty() || !prefilling.empty()) return false;
+  if (!options.overlap || pool) return false;
   std::lock_guard lock(pending_mutex);
   return !pending;
 }
@@ -450,66 +450,80 @@ bool generation_engine::impl::ends_before_decoding(const sequence& seq) const {
          seq.cached + 1 >= context;
 }
 
-std::vector<generation_result> generation_engine::impl::overlapped_step() {
+torch::Tensor generation_engine::impl::decode_from_flight(std::vector<sequence*>& rows) {
   const torch::Device device = model.device();
-  // Every running sequence decodes (nothing prefills here), in slot order, but one whose
-  // pending token surely ends it.
-  std::vector<sequence*> rows;
+  // Every running sequence that is not prefilling decodes, in slot order, but one whose pending
+  // token surely ends it.
   int64_t span = 0;
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (!slots[i] || ends_before_decoding(*slots[i])) continue;
+    if (!slots[i] || slots[i]->prefilling || ends_before_decoding(*slots[i])) continue;
     rows.push_back(&*slots[i]);
     span = static_cast<int64_t>(i) + 1;
   }
+  if (rows.empty()) return {};
+  // Each slot's input: its pending token (a row of the last flight's draw, still on the
+  // device), else its last landed token; 0 at the scratch position for a slot that decodes
+  // nothing (see decode_running).
+  const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
+  std::vector<int64_t> row_of(static_cast<size_t>(span), -1);
+  if (in_flight)
+    for (size_t r = 0; r < in_flight->rows.size(); ++r) {
+      const auto [slot, id] = in_flight->rows[r];
+      if (slot < span && slots[static_cast<size_t>(slot)] && slots[static_cast<size_t>(slot)]->id == id)
+        row_of[static_cast<size_t>(slot)] = static_cast<int64_t>(r);
+    }
+  std::vector<int64_t> host_tokens(static_cast<size_t>(span), 0), pick(static_cast<size_t>(span));
+  std::vector<int64_t> positions(static_cast<size_t>(span), context - 1), live;
+  for (int64_t i = 0; i < span; ++i) pick[static_cast<size_t>(i)] = prior + i;
+  int64_t keys = 1;
+  for (sequence* seq : rows) {
+    const auto i = static_cast<size_t>(seq->slot);
+    if (seq->unlanded > 0)
+      pick[i] = row_of[i];
+    else
+      host_tokens[i] = seq->out.tokens.back();
+    positions[i] = seq->cached;
+    keys = std::max(keys, seq->cached + 1);
+    stats.attended_keys += static_cast<uint64_t>(seq->cached + 1);
+    live.push_back(seq->slot);
+  }
+  auto tokens_b = to_device(host_tokens, device);
+  if (prior > 0) tokens_b = torch::cat({in_flight->tokens_b, tokens_b}).index_select(0, to_device(pick, device));
+  torch::Tensor logits_bv;
+  if (graphs) {
+    logits_bv = graphs->decode(tokens_b, positions, keys);
+    ++stats.graph_replays;
+  } else {
+    if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity());
+    logits_bv = model.decode(tokens_b, to_device(positions, device), keys, cache);
+  }
+  for (sequence* seq : rows) seq->cached += 1;
+  stats.decoded_tokens += live.size();
+  ++stats.decode_steps;
+  ++stats.overlapped_steps;
+  if (static_cast<int64_t>(live.size()) == span) return logits_bv;
+  return logits_bv.index_select(0, to_device(live, device));
+}
+
+std::vector<generation_result> generation_engine::impl::overlapped_step() {
+  const torch::Device device = model.device();
+  // Launch: decode from the tokens in flight, admit and prefill as in a plain step (slots that
+  // sequences ending in flight hold are taken from the next step on), sample. Then land the
+  // last flight while this one runs.
+  std::vector<sequence*> rows;
+  auto decoded_bv = decode_from_flight(rows);
+  auto admitted_bv = admit(rows);
   std::optional<flight> launched;
   if (!rows.empty()) {
-    // Each slot's input: its pending token (a row of the last flight's draw, still on the
-    // device), else its last landed token; 0 at the scratch position for a slot that runs
-    // nothing (see decode_running).
-    const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
-    std::vector<int64_t> row_of(static_cast<size_t>(span), -1);
-    if (in_flight)
-      for (size_t r = 0; r < in_flight->rows.size(); ++r) {
-        const auto [slot, id] = in_flight->rows[r];
-        if (slot < span && slots[static_cast<size_t>(slot)] && slots[static_cast<size_t>(slot)]->id == id)
-          row_of[static_cast<size_t>(slot)] = static_cast<int64_t>(r);
-      }
-    std::vector<int64_t> host_tokens(static_cast<size_t>(span), 0), pick(static_cast<size_t>(span));
-    std::vector<int64_t> positions(static_cast<size_t>(span), context - 1), live;
-    for (int64_t i = 0; i < span; ++i) pick[static_cast<size_t>(i)] = prior + i;
-    int64_t keys = 1;
-    for (sequence* seq : rows) {
-      const auto i = static_cast<size_t>(seq->slot);
-      if (seq->unlanded > 0)
-        pick[i] = row_of[i];
-      else
-        host_tokens[i] = seq->out.tokens.back();
-      positions[i] = seq->cached;
-      keys = std::max(keys, seq->cached + 1);
-      stats.attended_keys += static_cast<uint64_t>(seq->cached + 1);
-      live.push_back(seq->slot);
-    }
-    auto tokens_b = to_device(host_tokens, device);
-    if (prior > 0) tokens_b = torch::cat({in_flight->tokens_b, tokens_b}).index_select(0, to_device(pick, device));
-    torch::Tensor logits_bv;
-    if (graphs) {
-      logits_bv = graphs->decode(tokens_b, positions, keys);
-      ++stats.graph_replays;
-    } else {
-      if (model.cache_attention_mode() == cache_attention::flash) keys = decode_key_bucket(keys, cache.capacity());
-      logits_bv = model.decode(tokens_b, to_device(positions, device), keys, cache);
-    }
-    if (static_cast<int64_t>(live.size()) != span) logits_bv = logits_bv.index_select(0, to_device(live, device));
-    stats.decoded_tokens += live.size();
-    ++stats.decode_steps;
-    ++stats.overlapped_steps;
+    torch::Tensor logits_rv = !decoded_bv.defined()    ? admitted_bv
+                              : !admitted_bv.defined() ? decoded_bv
+                                                       : torch::cat({decoded_bv, admitted_bv});
     // Sampling as in sample_and_advance; a forced token is counted past the pending ones.
     std::vector<sampling_params> params;
     std::vector<double> uniforms;
     std::vector<int64_t> forced;
     flight next;
     for (sequence* seq : rows) {
-      seq->cached += 1;
       params.push_back(seq->request.sampling);
       uniforms.push_back(std::uniform_real_distribution<double>(0.0, 1.0)(seq->rng));
       const auto& f = seq->request.forced_tokens;
@@ -518,7 +532,7 @@ std::vector<generation_result> generation_engine::impl::overlapped_step() {
       seq->unlanded += 1;
       next.rows.emplace_back(seq->slot, seq->id);
     }
-    auto drawn = sample_tokens(logits_bv, params, uniforms, forced, options.fused_kernels);
+    auto drawn = sample_tokens(logits_rv, params, uniforms, forced, options.fused_kernels);
     next.tokens_b = drawn.tokens_b;
     auto both_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b});
     if (device.is_cuda()) {

@@ -36,13 +36,14 @@ struct engine_options {
   /// add + RMSNorm, SiLU x up, a decode step's RoPE + KV write); false runs the ATen composites
   /// (for comparison). No effect on the CPU or in builds without the kernels.
   bool fused_kernels = true;
-  /// Overlapped decoding: while only running sequences decode (slots layout, nothing waiting or
-  /// prefilling, no staged weights), launch the next step from the tokens the last one drew on
-  /// the device, and read those tokens back to the host while the next step runs, so the GPU
-  /// does not wait for the host's bookkeeping between steps. Tokens, logprobs and kept prefixes
-  /// are the same as without it; step() returns a sequence one call later, and a sequence that
-  /// ended on a stop token or stop string decodes one more row whose result is dropped
-  /// (engine_stats::overlap_dropped_rows). Rationale: off until measured on the H200.
+  /// Overlapped decoding (slots layout): launch each step from the tokens the last one drew, still
+  /// on the device, and land those tokens on the host (stop checks, results, kept prefixes) while
+  /// the new step runs, so the GPU does not wait for the host's bookkeeping between steps. Tokens,
+  /// logprobs and finish reasons are the same as without it; step() returns a sequence one call
+  /// later, a slot it frees takes a new request a step later, a sequence that ended on a stop token
+  /// or stop string decodes one more row whose result is dropped (engine_stats::overlap_dropped_rows),
+  /// and a step that applies new weights lands the tokens in flight first. Rationale: off until
+  /// measured on the H200.
   bool overlap = false;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.

@@ -113,6 +113,7 @@ struct generation_engine::impl {
   // Overlapped decoding (engine.cpp).
   bool can_overlap();
   bool ends_before_decoding(const sequence& seq) const;
+  torch::Tensor decode_from_flight(std::vector<sequence*>& rows);
   std::vector<generation_result> overlapped_step();
   std::vector<generation_result> land(engine_detail::flight f);
 };
