@@ -40,6 +40,7 @@ struct policy_config {
   int32_t kv_block_size = 256;
   int64_t kv_cache_tokens = 0;
   bool cuda_graphs = true;
+  bool overlap = false;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -89,6 +90,9 @@ struct policy_config {
       at_least(0, "must be >= 0 (0: max_batch x max_context in whole blocks)"));
     f("cuda_graphs", c.cuda_graphs,
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
+    f("overlap", c.overlap,
+      "libtorch, slots: launch each decode step from the last one's tokens on the device while the host "
+      "lands them (same tokens; off until measured on the H200)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

@@ -222,6 +222,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.kv_block_size = p.kv_block_size;
     o.engine.kv_cache_tokens = p.kv_cache_tokens;
     o.engine.cuda_graphs = p.cuda_graphs;
+    o.engine.overlap = p.overlap;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side
     // by side) share one engine per model and settings instead of loading the model twice;
@@ -232,7 +233,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                      std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
                      std::to_string(p.prefill_chunk) + "|" + to_string(p.cache_attention) + "|" +
                      to_string(p.kv_layout) + "|" + std::to_string(p.kv_block_size) + "|" +
-                     std::to_string(p.kv_cache_tokens) + "|" + (p.cuda_graphs ? "graphs" : "eager");
+                     std::to_string(p.kv_cache_tokens) + "|" + (p.cuda_graphs ? "graphs" : "eager") + "|" +
+                     (p.overlap ? "overlap" : "plain");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {

@@ -109,14 +109,17 @@ def test_interrupted_run_records_every_started_episode(caf_agent, tmp_path, work
     assert "shut down cleanly" in text
 
 
-def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tmp_path, workspace_root):
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tmp_path, workspace_root, overlap):
     """The libtorch backend end to end: every record holds the exact token sequence the
     sampler saw, the loss mask covers sampled tokens only, and the recorded logprobs are
-    what an independent implementation (transformers) computes for those tokens."""
+    what an independent implementation (transformers) computes for those tokens; also with
+    overlapped decoding ([policy] overlap), whose replies end on <|im_end|> a step after it is drawn."""
     model = tiny_model()
     cfg = local_config(tmp_path, workspace_root)
     cfg.write_text(cfg.read_text().replace('backend = "replay"', f'backend = "libtorch"\nmodel_dir = "{model}"\n'
-                                           'max_new_tokens = 48\nmax_batch = 4\nseed = 7\nmax_context = 8192'))
+                                           'max_new_tokens = 48\nmax_batch = 4\nseed = 7\nmax_context = 8192\n'
+                                           f'overlap = {"true" if overlap else "false"}'))
     res = subprocess.run([str(caf_agent), "--role", "local", "--config", str(cfg), "--episodes", "3"],
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
