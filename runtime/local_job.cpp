@@ -73,11 +73,7 @@ int local_work(caf::actor_system& sys, const cli_options& opts, const app_config
 }  // namespace
 
 int run_local(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
-  exit_deadline deadline{node_exit_grace};
-  return deadline.exit_with(local_work(sys, opts, cfg, latch));
+  return run_in_actor_system(cfg, [&](caf::actor_system& sys) { return local_work(sys, opts, cfg, latch); });
 }
 
 }  // namespace caf_agent::runtime

@@ -52,11 +52,7 @@ int coordinator_work(caf::actor_system& sys, const cli_options& opts, const app_
 }
 
 int run_coordinator(const cli_options& opts, const app_config& cfg, exit_latch& latch) {
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
-  exit_deadline deadline{node_exit_grace};
-  return deadline.exit_with(coordinator_work(sys, opts, cfg, latch));
+  return run_in_actor_system(cfg, [&](caf::actor_system& sys) { return coordinator_work(sys, opts, cfg, latch); });
 }
 
 /// Connects to the coordinator, retrying a refused connection until `deadline`: a first
@@ -144,11 +140,7 @@ int member_work(caf::actor_system& sys, messages::node_role role, const app_conf
 }
 
 int run_member(messages::node_role role, const app_config& cfg, exit_latch& latch) {
-  caf::actor_system_config caf_cfg;
-  configure_caf(caf_cfg, cfg);
-  caf::actor_system sys{caf_cfg};
-  exit_deadline deadline{node_exit_grace};
-  return deadline.exit_with(member_work(sys, role, cfg, latch));
+  return run_in_actor_system(cfg, [&](caf::actor_system& sys) { return member_work(sys, role, cfg, latch); });
 }
 
 }  // namespace

@@ -49,9 +49,9 @@ void install_signal_latch(exit_latch& latch);
 /// destructor can wait forever for a detached actor's thread after the actor has ended (its
 /// state destroyed, its down message sent): the thread keeps a reference to its own actor
 /// (actor-framework issue #1196, fixed in 0.18 by pull request #1202; Debian ships 0.17.6).
-/// Declare one right after the actor_system, so that its destructor runs just before the
-/// system's: it starts a thread that ends the process with the code given to exit_with() if
-/// the process is still running `grace` later, and says so in the log.
+/// Declare one right after the actor_system (as run_in_actor_system in runtime/caf_setup.hpp
+/// does), so that its destructor runs just before the system's: it starts a thread that ends the process with the code
+/// given to exit_with() if the process is still running `grace` later, and says so in the log.
 class exit_deadline {
  public:
   explicit exit_deadline(std::chrono::milliseconds grace) : grace_(grace) {}

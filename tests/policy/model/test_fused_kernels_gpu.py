@@ -78,11 +78,13 @@ def test_fused_sampling_logprobs_are_transformers_temperature_scaled_logprobs(cu
     assert np.allclose(result["logprobs"], want.numpy(), atol=GPU_FP32_TOL)
 
 
-def conversation(path, fused, dtype="bfloat16", mode="flash", temperature=0):
+def conversation(path, fused, dtype="bfloat16", mode="flash", temperature=0, extra=()):
+    """5 episodes x 4 turns through agent-bench on the GPU, 2 at a time (evicting kept prefixes):
+    each reply by (episode, turn), and the summary. `extra`: more tool flags."""
     proc = run_tool("agent-bench", "--model", path, "--device", "cuda", "--dtype", dtype, "--cache-attention",
                     mode, "--vocab", 512, "--episodes", 5, "--turns", 4, "--system", 200, "--obs", 60, "--reply",
                     40, "--temperature", temperature, "--print", "--max-batch", 2, "--max-context", 2048,
-                    "--prefill-chunk", 128, *([] if fused else ["--no-fused-kernels"]))
+                    "--prefill-chunk", 128, *([] if fused else ["--no-fused-kernels"]), *extra)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     replies = {(r["episode"], r["turn"]): r for r in lines if "episode" in r}
     summary = next(r for r in lines if "generated" in r)

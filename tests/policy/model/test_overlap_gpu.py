@@ -12,6 +12,7 @@ import json
 import pytest
 import torch
 
+from test_fused_kernels_gpu import conversation as fused_conversation
 from test_policy_model import ids, run_tool, sharp_qwen2  # noqa: F401
 
 pytestmark = pytest.mark.gpu
@@ -24,14 +25,8 @@ def cuda():
 
 
 def conversation(path, overlap):
-    proc = run_tool("agent-bench", "--model", path, "--device", "cuda", "--dtype", "float32", "--cache-attention",
-                    "sdpa", "--vocab", 512, "--episodes", 5, "--turns", 4, "--system", 200, "--obs", 60, "--reply",
-                    40, "--temperature", 1, "--print", "--max-batch", 4, "--max-context", 2048, "--prefill-chunk",
-                    128, *(["--overlap"] if overlap else []))
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    replies = {(r["episode"], r["turn"]): r for r in lines if "episode" in r}
-    summary = next(r for r in lines if "generated" in r)
-    return replies, summary
+    return fused_conversation(path, fused=True, dtype="float32", mode="sdpa", temperature=1,
+                              extra=["--overlap"] if overlap else [])
 
 
 def test_overlapped_conversations_draw_the_same_tokens_in_fp32(cuda, tmp_path):
