@@ -122,6 +122,11 @@ class engine_policy final : public policy_backend {
             {"generated_tokens", double(x.generated_tokens)},
             {"batch_rows_total", double(x.batch_rows_total)},
             {"outstanding", double(x.outstanding)},
+            {"decode_steps", double(x.engine.decode_steps)},
+            {"overlapped_steps", double(x.engine.overlapped_steps)},
+            {"overlap_dropped_rows", double(x.engine.overlap_dropped_rows)},
+            {"prefilled_tokens", double(x.engine.prefilled_tokens)},
+            {"reused_tokens", double(x.engine.reused_tokens)},
             {"policy_version", double(engine_->policy_version())}};
   }
 

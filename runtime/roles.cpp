@@ -244,7 +244,18 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
       if (!service) {
         auto engine = policy::engine_service::open(o);
         if (!engine) return "policy.model_dir: " + engine.error().message;
-        service = std::move(engine.value());
+        // When the last role lets the engine go: what it did, once per engine.
+        service = std::shared_ptr<policy::engine_service>(engine.value().release(), [](policy::engine_service* e) {
+          const auto x = e->stats();
+          if (x.steps > 0)
+            log_info("policy", "engine ran " + std::to_string(x.steps) +
+                                   " steps: " + std::to_string(x.engine.decode_steps) + " decode (" +
+                                   std::to_string(x.engine.overlapped_steps) + " overlapped, " +
+                                   std::to_string(x.engine.overlap_dropped_rows) + " rows dropped), " +
+                                   std::to_string(x.engine.prefilled_tokens) + " prompt tokens prefilled, " +
+                                   std::to_string(x.engine.reused_tokens) + " found cached");
+          delete e;
+        });
         shared_engines[key] = service;
       }
     }

@@ -92,10 +92,12 @@ void engine_service::impl::run() {
     const auto rows =
         static_cast<uint64_t>(std::min<size_t>(engine->running() + engine->waiting(), static_cast<size_t>(max_batch)));
     auto finished = engine->step();
+    const auto engine_counters = engine->stats();  // on this thread, as engine::stats() asks
     {
       std::lock_guard lock(mtx);
       ++counters.steps;
       counters.batch_rows_total += rows;
+      counters.engine = engine_counters;
     }
     if (!finished) {
       fail_all_in_engine(finished.error().message);

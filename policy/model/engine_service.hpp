@@ -32,6 +32,7 @@ struct service_stats {
   uint64_t generated_tokens = 0;  ///< Tokens in completed results.
   uint64_t batch_rows_total = 0;  ///< Sum over steps of the sequences running in that step.
   int64_t outstanding = 0;        ///< Requests accepted and not yet answered.
+  engine_stats engine;            ///< The engine's own counters after its last step.
 };
 
 /// Called once per accepted request, on the service's thread: the result, or an error text

@@ -4,6 +4,7 @@ interrupted run still gives every started episode its one record."""
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 
@@ -126,6 +127,11 @@ def test_local_run_with_the_small_model_records_the_sampled_tokens(caf_agent, tm
     assert "policy: libtorch" in res.stderr, res.stderr[-2000:]
     # The local role's inference and rollout roles share one loaded model.
     assert res.stderr.count("the engine this process already loaded") == 1, res.stderr[-2000:]
+    # Its summary once the roles let it go: overlapped steps only with [policy] overlap.
+    summary = re.findall(r"policy: engine ran \d+ steps: (\d+) decode \((\d+) overlapped", res.stderr)
+    assert len(summary) == 1, res.stderr[-2000:]
+    decode, overlapped = map(int, summary[0])
+    assert decode > 0 and (overlapped > 0 if overlap else overlapped == 0), summary
     records = records_in(store_of(res.stdout))
     assert len(records) == 3
 
