@@ -241,6 +241,7 @@ def summarise(rows: list) -> dict:
         out["all" if lv is None else f"level{lv}"] = {
             "tasks": len(rs), "eager_measured": len(eager), "compile_measured": len(both),
             "compile_failed": sum(1 for r in rs if r.get("compile_failed")),
+            "compile_stopped": sum(1 for r in rs if r.get("compile_stopped")),
             "not_measured": reasons,
             "eager_ms_median": statistics.median(eager) if eager else None,
             "eager_ms_geomean": _geo(eager),
@@ -258,7 +259,8 @@ def markdown(report: dict) -> str:
              "eager median ms | eager geomean ms | compile median ms | geomean eager/compile | "
              "compile >5% faster | >5% slower | eager in 1-100 ms |", "|" + "---|" * 13]
     for name, s in report["summary"].items():
-        nm = ", ".join(f"{k} {v}" for k, v in sorted(s["not_measured"].items())) or "0"
+        nm = ", ".join([f"{k} {v}" for k, v in sorted(s["not_measured"].items())]
+                       + ([f"compile stopped {s['compile_stopped']}"] if s.get("compile_stopped") else [])) or "0"
         lines.append(f"| {name} | {s['tasks']} | {s['eager_measured']} | {s['compile_measured']} | "
                      f"{s['compile_failed']} | {nm} | {f(s['eager_ms_median'])} | {f(s['eager_ms_geomean'])} | "
                      f"{f(s['compile_ms_median'])} | {f(s['eager_over_compile_geomean'])} | "
@@ -266,7 +268,7 @@ def markdown(report: dict) -> str:
     lines += ["", "Not measured, or measured without a compile time, with the reason:", ""]
     for r in report["rows"]:
         if r["status"] != "measured" or r.get("compile_failed") or r.get("compile_ms") is None:
-            why = r.get("reason") or r.get("compile_failed") or "compile pass not reached"
+            why = r.get("reason") or r.get("compile_failed") or r.get("compile_stopped") or "compile pass not reached"
             what = r["status"] if r["status"] != "measured" else "eager only"
             lines.append(f"- L{r['level']} {r['name']}: {what}: {why}"[:600])
     return "\n".join(lines) + "\n"
@@ -346,7 +348,8 @@ def main(argv=None) -> int:
             r["estimate_profile_gib"] = g
             flight = r.pop("in_flight", None)
             if flight and r["status"] == "measured":
-                r["compile_failed"] = f"the {flight} job was running when the run stopped: {stop_reason}"
+                # Not a failure of the compile: the run ended first (counted apart, see summarise).
+                r["compile_stopped"] = f"the {flight} job was running when the run stopped: {stop_reason}"
             elif flight:
                 r["status"], r["reason"] = "stopped", f"the {flight} job was running: {stop_reason}"
             elif r["status"] is None:

@@ -158,3 +158,19 @@ def test_a_job_that_failed_beside_others_runs_again_alone():
     assert oom["status"] == "measured" and oom["compile_ms"] == 0.5 and oom["pass_compile"]["retried_alone"]
     assert dies["status"] == "no_verdict" and "; alone: worker died" in dies["reason"]
     assert slots[0].calls.get("oom", 0) + slots[1].calls.get("oom", 0) == 2
+
+
+def test_a_compile_job_the_stop_cut_short_is_counted_apart_from_failed_compiles():
+    """A compile job still running when the run is stopped (the device call's time limit) is
+    not a failure of torch.compile: the table counts it as stopped, and a failed compile as
+    failed."""
+    rows = [{"name": "a", "level": 3, "status": "measured", "eager_ms": 2.0, "compile_ms": 1.0},
+            {"name": "b", "level": 3, "status": "measured", "eager_ms": 4.0,
+             "compile_stopped": "the compile job was running when the run stopped: stopped by signal 15"},
+            {"name": "c", "level": 3, "status": "measured", "eager_ms": 8.0, "compile_failed": "InductorError: x"}]
+    s = judge_baselines.summarise(rows)["level3"]
+    assert (s["compile_measured"], s["compile_failed"], s["compile_stopped"]) == (1, 1, 1)
+    md = judge_baselines.markdown({"summary": {"level3": s}, "rows": rows})
+    assert "| level3 | 3 | 3 | 1 | 1 | compile stopped 1 |" in md
+    assert "- L3 b: eager only: the compile job was running when the run stopped" in md
+    assert "- L3 c: eager only: InductorError: x" in md
