@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace caf_agent::policy::kernels {
 namespace {
@@ -92,6 +93,63 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ residual, const T* __r
   }
 }
 
+// The same in one read: each thread loads up to `V` 16-byte vectors of the row, keeps the
+// rounded sums in registers for the normalisation and stores 16 bytes at a time. For rows of
+// whole vectors of at most norm_threads * V vectors (the 0.5B shape's 896 is 112 vectors of 8).
+// Rationale: the H200 profile of a 64-row decode step put the scalar form at 4.7 us a call, 49
+// calls a step; its loads of 2 bytes each, and the second pass reading the row again.
+template <typename T, int V>
+__global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T* __restrict__ delta,
+                                        const T* __restrict__ weight, T* __restrict__ sum, T* __restrict__ normed,
+                                        int64_t d, float eps) {
+  constexpr int n = 16 / sizeof(T);
+  const int64_t row = blockIdx.x, vecs = d / n;
+  const uint4* r = reinterpret_cast<const uint4*>(residual + row * d);
+  const uint4* dl = delta != nullptr ? reinterpret_cast<const uint4*>(delta + row * d) : nullptr;
+  uint4* s = sum != nullptr ? reinterpret_cast<uint4*>(sum + row * d) : nullptr;
+  float vals[V][n];
+  float squares = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t at = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (at >= vecs) break;
+    const uint4 rv = r[at];
+    const T* re = reinterpret_cast<const T*>(&rv);
+    if (dl != nullptr) {
+      const uint4 dv = dl[at];
+      const T* de = reinterpret_cast<const T*>(&dv);
+      uint4 sv;
+      T* se = reinterpret_cast<T*>(&sv);
+#pragma unroll
+      for (int k = 0; k < n; ++k) {
+        se[k] = from_f<T>(to_f(re[k]) + to_f(de[k]));
+        vals[i][k] = to_f(se[k]);
+      }
+      s[at] = sv;
+    } else {
+#pragma unroll
+      for (int k = 0; k < n; ++k) vals[i][k] = to_f(re[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < n; ++k) squares += vals[i][k] * vals[i][k];
+  }
+  const float inv = rsqrtf(block_sum(squares) / static_cast<float>(d) + eps);
+  const uint4* wt = reinterpret_cast<const uint4*>(weight);
+  uint4* out = reinterpret_cast<uint4*>(normed + row * d);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t at = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (at >= vecs) break;
+    const uint4 wv = wt[at];
+    const T* we = reinterpret_cast<const T*>(&wv);
+    uint4 ov;
+    T* oe = reinterpret_cast<T*>(&ov);
+#pragma unroll
+    for (int k = 0; k < n; ++k) oe[k] = from_f<T>(to_f(we[k]) * round_to<T>(vals[i][k] * inv));
+    out[at] = ov;
+  }
+}
+
 // silu rounded (the composite's silu output), times up, rounded.
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t rows, int64_t f) {
@@ -136,17 +194,25 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
 
 constexpr int sample_threads = 1024;
 
-// One block per row. Pass 1 (strided, coalesced): the max of z = logits / temperature and the
-// argmax of the logits. Pass 2 (a contiguous chunk per thread): each chunk's sum of exp(z - max),
-// an exclusive scan of those over the block, the row's total. The draw's target u * total falls
-// in one chunk, whose thread walks it; rounding that leaves the target past the chunk's entries
-// takes its last entry with weight (the composite's rule: a zero-weight entry is never drawn).
+// One block per row; every pass reads the row coalesced. Pass 1 (block-strided): the max of
+// z = logits / temperature and the argmax of the logits. Pass 2: warp w owns the contiguous
+// segment [w * seg, (w + 1) * seg) and sums exp(z - max) over it, its lanes reading 32 adjacent
+// entries at a time; a scan of the 32 warp sums gives each segment's range of [0, total). The
+// draw's target u * total falls in one segment, whose warp walks it 32 entries at a time (a warp
+// scan, then a ballot for the first entry whose running sum passes the target); rounding that
+// leaves the target past the segment's entries takes its last entry with weight (the
+// composite's rule: a zero-weight entry is never drawn).
+//
+// Rationale: the H200 profile of a 64-row decode step (bench/results/2026-12-03-policy-h200-fused.md)
+// put the earlier form at 129 us a step: its pass 2 gave each thread a contiguous chunk (a warp's
+// loads 32 chunks apart) and its draw walked one chunk in one thread, each load waiting on the
+// one before.
 __global__ void sample_rows_kernel(const float* __restrict__ logits, const float* __restrict__ params,
                                    int64_t* __restrict__ tokens, float* __restrict__ logprobs, int64_t b, int64_t v) {
   __shared__ float s_max[32];
   __shared__ int64_t s_arg[32];
   __shared__ float s_argval[32];
-  __shared__ float s_sum[sample_threads];
+  __shared__ float s_incl[32];  // inclusive scan of the warps' segment sums
   __shared__ int64_t s_token;
   const int64_t row = blockIdx.x;
   const float* x = logits + row * v;
@@ -179,45 +245,59 @@ __global__ void sample_rows_kernel(const float* __restrict__ logits, const float
   }
   __syncthreads();
   const float row_max = s_max[0];
-  // Pass 2.
-  const int64_t chunk = (v + blockDim.x - 1) / blockDim.x;
-  const int64_t lo = tid * chunk < v ? tid * chunk : v, hi = lo + chunk < v ? lo + chunk : v;
+  // Pass 2: this warp's segment, a multiple of 32 entries long.
+  const int64_t seg = ((v + warps - 1) / warps + warp - 1) / warp * warp;
+  const int64_t lo = min(static_cast<int64_t>(w) * seg, v), hi = min(lo + seg, v);
   float own = 0.0f;
-  for (int64_t j = lo; j < hi; ++j) own += expf(x[j] / temperature - row_max);
-  s_sum[tid] = own;
+  for (int64_t j = lo + lane; j < hi; j += warp) own += expf(x[j] / temperature - row_max);
+  for (int offset = warp / 2; offset > 0; offset >>= 1) own += __shfl_xor_sync(0xffffffffu, own, offset);
+  if (lane == 0) s_incl[w] = own;
   __syncthreads();
-  for (int step = 1; step < static_cast<int>(blockDim.x); step <<= 1) {  // inclusive scan (Hillis-Steele)
-    const float add = tid >= step ? s_sum[tid - step] : 0.0f;
-    __syncthreads();
-    s_sum[tid] += add;
-    __syncthreads();
+  if (w == 0) {  // inclusive scan of the (at most 32) warp sums
+    float sum = lane < warps ? s_incl[lane] : 0.0f;
+    for (int offset = 1; offset < warp; offset <<= 1) {
+      const float add = __shfl_up_sync(0xffffffffu, sum, offset);
+      if (lane >= offset) sum += add;
+    }
+    if (lane < warps) s_incl[lane] = sum;
   }
-  const float total = s_sum[blockDim.x - 1];
-  // Chunk t covers [inclusive sum of t - 1, inclusive sum of t): the ranges tile [0, total).
-  const float upto = s_sum[tid], from = tid > 0 ? s_sum[tid - 1] : 0.0f;
   if (tid == 0) s_token = forced >= 0.0f ? static_cast<int64_t>(forced) : greedy ? s_arg[0] : -1;
   __syncthreads();
+  const float total = s_incl[warps - 1];
   const bool draw = s_token < 0;
   __syncthreads();  // every thread has read it before one writes it
   if (draw) {
-    // Below total, so one chunk holds it (u * total can round up to total).
+    // Below total, so one segment holds it (u * total can round up to total). Segment w covers
+    // [inclusive sum of w - 1, inclusive sum of w): the ranges tile [0, total).
     const float target = fminf(uniform * total, nextafterf(total, 0.0f));
-    if (target >= from && target < upto) {  // this thread's chunk only
+    const float from = w > 0 ? s_incl[w - 1] : 0.0f, upto = s_incl[w];
+    if (target >= from && target < upto) {  // this warp's segment only (uniform over the warp)
       float cum = from;
       int64_t pick = -1;
-      for (int64_t j = lo; j < hi; ++j) {
-        const float p = expf(x[j] / temperature - row_max);
-        if (p <= 0.0f) continue;  // never drawn
-        pick = j;
-        cum += p;
-        if (cum > target) break;
+      for (int64_t base = lo; base < hi; base += warp) {
+        const int64_t j = base + lane;
+        const float p = j < hi ? expf(x[j] / temperature - row_max) : 0.0f;
+        float run = p;  // inclusive scan over the lanes
+        for (int offset = 1; offset < warp; offset <<= 1) {
+          const float add = __shfl_up_sync(0xffffffffu, run, offset);
+          if (lane >= offset) run += add;
+        }
+        const unsigned weighted = __ballot_sync(0xffffffffu, p > 0.0f);  // never draw a zero weight
+        const unsigned passed = __ballot_sync(0xffffffffu, p > 0.0f && cum + run > target);
+        if (passed != 0u) {
+          pick = base + __ffs(passed) - 1;
+          break;
+        }
+        if (weighted != 0u) pick = base + (warp - 1 - __clz(weighted));
+        cum += __shfl_sync(0xffffffffu, run, warp - 1);
       }
-      s_token = pick;  // past the chunk by rounding: its last entry with weight
+      if (lane == 0) s_token = pick;  // past the segment by rounding: its last entry with weight
     }
   }
   __syncthreads();
   if (tid == 0) {
-    const int64_t token = s_token;
+    // No segment claimed the target only if rounding emptied every range: the most likely token.
+    const int64_t token = s_token >= 0 ? s_token : s_arg[0];
     tokens[row] = token;
     logprobs[row] = x[token] / temperature - row_max - logf(total);
   }
@@ -247,9 +327,21 @@ int add_rms_norm(element dtype, const void* residual_xd, const void* delta_xd, c
   if (x > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    add_rms_norm_kernel<T><<<static_cast<unsigned>(x), norm_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
-        static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
+    constexpr int n = 16 / sizeof(T), vec_per_thread = 4;
+    const auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const bool vec = d % n == 0 && d / n <= static_cast<int64_t>(norm_threads) * vec_per_thread &&
+                     aligned(residual_xd) && aligned(delta_xd) && aligned(weight_d) && aligned(sum_xd) &&
+                     aligned(normed_xd);
+    const auto grid = static_cast<unsigned>(x);
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
+    if (vec)
+      add_rms_norm_vec_kernel<T, vec_per_thread><<<grid, norm_threads, 0, cuda_stream>>>(
+          static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
+          static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
+    else
+      add_rms_norm_kernel<T><<<grid, norm_threads, 0, cuda_stream>>>(
+          static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
+          static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
   });
 }
 

@@ -19,6 +19,9 @@
 //            tokens in the first prompt), --print (each reply as a JSON line with its episode and
 //            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
 //            alone); on stderr {"turn":j,"seconds":..} as each turn completes
+//   sample   --logits FILE --params FILE --rows B --vocab V --out FILE   the fused sampling kernel
+//            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
+//            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -111,6 +114,29 @@ int run_forward(const std::string& command, const args& a) {
   if (command == "logprobs")
     out = model.value().token_logprobs(tokens_1t, {}, std::stod(get(a, "temperature", "1")))[0];
   return write_floats(out, get(a, "out"));
+}
+
+torch::Tensor read_floats(const std::string& path, int64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  auto out = torch::empty({count}, torch::kFloat32);
+  in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(count * 4));
+  if (!in || in.peek() != std::char_traits<char>::eof())
+    throw std::runtime_error(path + " does not hold exactly " + std::to_string(count) + " fp32 values");
+  return out;
+}
+
+int run_sample(const args& a) {
+  const int64_t b = std::stoll(get(a, "rows")), v = std::stoll(get(a, "vocab"));
+  const torch::Device device(get(a, "device", "cuda"));
+  auto logits_bv = read_floats(get(a, "logits"), b * v).view({b, v}).to(device);
+  auto params = read_floats(get(a, "params"), 4 * b);
+  if (!sample_rows_fuses(logits_bv)) {
+    std::cerr << "sample: the fused sampling kernel does not run here (a CUDA build with the kernels, CUDA logits)\n";
+    return 1;
+  }
+  auto [tokens_b, logprobs_b] =
+      sample_rows(logits_bv, std::vector<float>(params.data_ptr<float>(), params.data_ptr<float>() + 4 * b));
+  return write_floats(torch::stack({tokens_b.to(torch::kFloat32), logprobs_b}), get(a, "out"));
 }
 
 int run_save(const args& a) {
@@ -492,7 +518,7 @@ int run_generate(const std::string& command, const args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|generate|bench --model DIR ...\n";
+    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|sample|generate|bench|agent-bench ...\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -501,6 +527,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);
+    if (command == "sample") return run_sample(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors

@@ -99,12 +99,14 @@ def test_fused_kernels_agree_with_the_composites_in_bf16_over_a_conversation(cud
     assert on_summary["graph_captures"] > 0 and on_summary["evictions"] > 0
     assert len(on) == len(off) == 5 * 4
     # The kernels sum the RMSNorm's squares and the sampler's weights in another order, which moves
-    # a bf16 rounding now and then; greedy replies may then part at a near tie (the H200, once in
-    # 20 replies: episode 1's turn 4). Each reply must agree up to where it parts, with logprobs
-    # equal to bf16 precision (0.05, as flash against sdpa in test_cache_attention_gpu.py), and
-    # where it parts both picks must be equally likely to that precision; an episode that parted
-    # is not compared after (its later prompts differ).
-    parted = set()
+    # a bf16 rounding now and then; greedy replies may then part at a near tie. Each reply must
+    # agree up to where it parts, with logprobs equal to bf16 precision (0.05, as flash against
+    # sdpa in test_cache_attention_gpu.py), and where it parts both picks must be equally likely
+    # to that precision; an episode that parted is not compared after (its later prompts differ).
+    # How often a near tie comes is the model's (the H200: 1 of 5 episodes in one run, 4 of 5 in
+    # another), so the count is not bounded; a quarter of the tokens must still be compared, so
+    # replies that part at once everywhere fail.
+    parted, compared, generated = {}, 0, sum(len(r["tokens"]) for r in off.values())
     for key in sorted(off):
         if key[0] in parted:
             continue
@@ -112,11 +114,12 @@ def test_fused_kernels_agree_with_the_composites_in_bf16_over_a_conversation(cud
         same = 0
         while same < min(len(a["tokens"]), len(b["tokens"])) and a["tokens"][same] == b["tokens"][same]:
             same += 1
+        compared += same
         assert max((abs(x - y) for x, y in zip(a["logprobs"][:same], b["logprobs"][:same])), default=0) < 0.05, key
         if same < len(b["tokens"]):
             assert same < len(a["tokens"]) and abs(a["logprobs"][same] - b["logprobs"][same]) < 0.05, (key, same)
-            parted.add(key[0])
-    assert len(parted) <= 2, parted
+            parted[key[0]] = (key[1], same)
+    assert compared >= generated // 4, (compared, generated, parted)
 
 
 def test_fused_sampling_draws_the_composites_tokens_in_fp32(cuda, tmp_path):
@@ -130,3 +133,50 @@ def test_fused_sampling_draws_the_composites_tokens_in_fp32(cuda, tmp_path):
     for key in sorted(off):
         assert on[key]["tokens"] == off[key]["tokens"], key
         assert max(abs(a - b) for a, b in zip(on[key]["logprobs"], off[key]["logprobs"])) < 1e-3, key
+
+
+def test_fused_sampling_over_a_full_vocabulary_draws_what_the_float64_rule_draws(cuda, tmp_path):
+    """sample_rows over Qwen2's 151,936 entries, where each warp's segment is walked 32 entries at a
+    time (about 149 tiles), against the rule in float64: the first entry whose running sum of
+    exp(z - max) passes u * total, never a zero weight; greedy rows the first argmax; forced rows
+    their token. Logprobs are log softmax(logits / T) of the drawn token."""
+    b, v = 256, 151936
+    g = torch.Generator().manual_seed(11)
+    logits = torch.randn(b, v, generator=g) * torch.linspace(0.5, 6.0, b)[:, None]  # flat to sharp rows
+    temperature = torch.tensor([0.7, 1.0, 1.3, 2.0]).repeat(b // 4)
+    uniform = torch.rand(b, generator=g, dtype=torch.float64).float()
+    uniform[0], uniform[1] = 0.0, float(np.nextafter(np.float32(1), np.float32(0)))  # the ends of [0, 1)
+    logits[2, : v // 2] = -float("inf")  # zero weights before the first entry that can be drawn
+    uniform[2] = 0.0
+    greedy = torch.zeros(b)
+    greedy[5::16] = 1
+    logits[5, 1000] = logits[5, 90000] = logits[5].max() + 1  # a tie: the first index wins
+    forced = torch.full((b,), -1.0)
+    forced[7::32] = torch.arange(7, b, 32, dtype=torch.float32) * 311
+    temperature[greedy == 1] = 1.0
+    logits_path, params_path, out_path = tmp_path / "logits.f32", tmp_path / "params.f32", tmp_path / "out.f32"
+    logits.numpy().astype("<f4").tofile(logits_path)
+    torch.cat([temperature, uniform, greedy, forced]).numpy().astype("<f4").tofile(params_path)
+    run_tool("sample", "--device", "cuda", "--rows", b, "--vocab", v, "--logits", logits_path, "--params",
+             params_path, "--out", out_path)
+    got = np.fromfile(out_path, dtype="<f4").reshape(2, b)
+    tokens, logprobs = got[0].astype(np.int64), got[1]
+
+    z = logits.double() / temperature.double()[:, None]
+    p = torch.exp(z - z.max(1, keepdim=True).values)
+    cum = p.cumsum(1)
+    target = uniform.double() * cum[:, -1]
+    drawn = torch.searchsorted(cum, target[:, None], right=True)[:, 0]
+    want = torch.where(greedy == 1, logits.argmax(1), drawn)
+    want = torch.where(forced >= 0, forced.long(), want).numpy()
+    assert want[2] == v // 2 and want[5] == 1000
+    # fp32 running sums may move a draw whose target lies within rounding of an entry's edge.
+    differ = np.nonzero(tokens != want)[0]
+    for row in differ:
+        edge = cum[row, min(tokens[row], want[row])].item()
+        assert abs(edge - target[row].item()) < 1e-5 * cum[row, -1].item(), (row, tokens[row], want[row])
+    assert len(differ) <= 2, differ
+    assert (tokens[greedy.numpy() == 1] == want[greedy.numpy() == 1]).all()
+    assert (tokens[forced.numpy() >= 0] == want[forced.numpy() >= 0]).all()
+    ref = torch.log_softmax(z, 1).gather(1, torch.from_numpy(tokens)[:, None])[:, 0].numpy()
+    assert np.allclose(logprobs, ref, atol=1e-4)
