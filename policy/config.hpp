@@ -92,7 +92,7 @@ struct policy_config {
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("overlap", c.overlap,
       "libtorch, slots: launch each decode step from the last one's tokens on the device while the host "
-      "lands them (same tokens; off until measured on the H200)");
+      "lands them (same tokens; off: no gain at the 0.5B shape on the H200, docs/POLICY_MODEL.md)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

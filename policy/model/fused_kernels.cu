@@ -203,10 +203,12 @@ constexpr int sample_threads = 1024;
 // leaves the target past the segment's entries takes its last entry with weight (the
 // composite's rule: a zero-weight entry is never drawn).
 //
-// Rationale: the H200 profile of a 64-row decode step (bench/results/2026-12-03-policy-h200-fused.md)
-// put the earlier form at 129 us a step: its pass 2 gave each thread a contiguous chunk (a warp's
-// loads 32 chunks apart) and its draw walked one chunk in one thread, each load waiting on the
-// one before.
+// Rationale: the earlier form gave each thread a contiguous chunk in pass 2 (a warp's loads 32
+// chunks apart) and walked the drawn chunk in one thread, each load after the one before. On the
+// H200 at 64 rows x 151,936 this form takes 144 us a step against that form's 129 us
+// (bench/results/2026-12-03-policy-h200-norm-sample.md): both are bound by load latency, with
+// one 4-byte load per thread in flight and one block per row on 64 of 132 SMs. 16-byte loads,
+// several in flight, and more blocks per row are what is left to gain (not built).
 __global__ void sample_rows_kernel(const float* __restrict__ logits, const float* __restrict__ params,
                                    int64_t* __restrict__ tokens, float* __restrict__ logprobs, int64_t b, int64_t v) {
   __shared__ float s_max[32];
