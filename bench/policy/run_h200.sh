@@ -20,6 +20,8 @@
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
 # Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
+# PACK=1: everything under $OUT packed into $OUT/policy-h200.tgz at the end (the device machine
+# returns at most 8 files; OVERLAP=1 or PAGED=1 with the profiles write more).
 set -u
 OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -56,3 +58,6 @@ timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py
   --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent.log" | tail -20
+if [ "${PACK:-0}" = 1 ]; then
+  (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
+fi
