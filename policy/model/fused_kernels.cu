@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace caf_agent::policy::kernels {
 namespace {
@@ -305,6 +306,146 @@ __global__ void sample_rows_kernel(const float* __restrict__ logits, const float
   }
 }
 
+// Split-KV decode attention (see fused_kernels.hpp). Pass 1: a block of split_warps warps per
+// (split, KV head, row); its keys [lo, hi) are the split's even share of the row's used keys.
+// Each warp takes 32 keys at a time, one per lane: the lane reads its key's row in 16-byte
+// vectors and scores it against the g query heads (held in shared memory, pre-scaled); a warp
+// max and sum per head update the warp's running (max, sum); then the 32 keys' values are read
+// coalesced, a lane owning E / 32 of the dimensions, and accumulated with the keys' weights
+// taken from their lanes. The warps' states merge in shared memory into the block's (max, sum,
+// accumulator) per head, written to the work buffer. Pass 2: per (row, query head), the
+// splits' states merged and divided out, rounded to T once.
+constexpr int split_warps = 4;
+
+template <typename T, int E>
+__global__ void split_kv_partial_kernel(const T* __restrict__ q, const T* __restrict__ k_cache,
+                                        const T* __restrict__ v_cache, const int32_t* __restrict__ used,
+                                        float* __restrict__ work, int64_t h, int64_t kv, int64_t c, int g,
+                                        float scale) {
+  constexpr int G = split_kv_max_group;
+  constexpr int per_lane = E >= warp ? E / warp : 1;  // value dimensions a lane owns
+  constexpr int n = 16 / sizeof(T), vectors = E / n;  // a key row in 16-byte vectors
+  const int split = blockIdx.x, head = blockIdx.y, splits = gridDim.x;
+  const int64_t row = blockIdx.z;
+  const int lane = threadIdx.x % warp, w = threadIdx.x / warp;
+  __shared__ float q_s[G][E];
+  __shared__ float st_m[split_warps][G], st_l[split_warps][G];
+  __shared__ float st_acc[split_warps][G][E];
+  for (int i = threadIdx.x; i < g * E; i += blockDim.x)
+    q_s[i / E][i % E] = to_f(q[(row * h + head * g + i / E) * E + i % E]) * scale;
+  __syncthreads();
+  const int64_t keys = used[row], share = (keys + splits - 1) / splits;
+  const int64_t lo = min(static_cast<int64_t>(split) * share, keys), hi = min(lo + share, keys);
+  const T* kb = k_cache + (row * kv + head) * c * E;
+  const T* vb = v_cache + (row * kv + head) * c * E;
+  float m[G], l[G], acc[G][per_lane];
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    m[j] = -INFINITY, l[j] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < per_lane; ++d) acc[j][d] = 0.0f;
+  }
+  for (int64_t base = lo + static_cast<int64_t>(w) * warp; base < hi;
+       base += static_cast<int64_t>(split_warps) * warp) {
+    const int64_t t = base + lane;
+    float score[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) score[j] = 0.0f;
+    if (t < hi) {
+      const uint4* kr = reinterpret_cast<const uint4*>(kb + t * E);
+#pragma unroll
+      for (int v4 = 0; v4 < vectors; ++v4) {
+        const uint4 raw = kr[v4];
+        const T* ke = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int i = 0; i < n; ++i) {
+          const float kf = to_f(ke[i]);
+#pragma unroll
+          for (int j = 0; j < G; ++j)
+            if (j < g) score[j] += q_s[j][v4 * n + i] * kf;
+        }
+      }
+    }
+    float p[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      if (j >= g) break;
+      float tile_max = t < hi ? score[j] : -INFINITY;
+      for (int offset = warp / 2; offset > 0; offset >>= 1)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      const float new_m = fmaxf(m[j], tile_max);  // finite: the tile has a key
+      p[j] = t < hi ? expf(score[j] - new_m) : 0.0f;
+      float tile_sum = p[j];
+      for (int offset = warp / 2; offset > 0; offset >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, offset);
+      const float rescale = expf(m[j] - new_m);  // 0 for the first tile (m = -inf)
+      l[j] = l[j] * rescale + tile_sum;
+#pragma unroll
+      for (int d = 0; d < per_lane; ++d) acc[j][d] *= rescale;
+      m[j] = new_m;
+    }
+    const int in_tile = static_cast<int>(min(static_cast<int64_t>(warp), hi - base));
+    for (int key = 0; key < in_tile; ++key) {
+      float vv[per_lane];
+      const int64_t d0 = static_cast<int64_t>(lane) * per_lane;
+#pragma unroll
+      for (int d = 0; d < per_lane; ++d) vv[d] = d0 + d < E ? to_f(vb[(base + key) * E + d0 + d]) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        if (j >= g) break;
+        const float pj = __shfl_sync(0xffffffffu, p[j], key);
+#pragma unroll
+        for (int d = 0; d < per_lane; ++d) acc[j][d] += pj * vv[d];
+      }
+    }
+  }
+  // The warps' states into the block's.
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    if (j >= g) break;
+    if (lane == 0) st_m[w][j] = m[j], st_l[w][j] = l[j];
+#pragma unroll
+    for (int d = 0; d < per_lane; ++d)
+      if (lane * per_lane + d < E) st_acc[w][j][lane * per_lane + d] = acc[j][d];
+  }
+  __syncthreads();
+  float* out = work + ((row * kv + head) * splits + split) * g * (E + 2);
+  for (int i = threadIdx.x; i < g * E; i += blockDim.x) {
+    const int j = i / E, d = i % E;
+    float bm = -INFINITY;
+    for (int x = 0; x < split_warps; ++x) bm = fmaxf(bm, st_m[x][j]);
+    float bl = 0.0f, ba = 0.0f;
+    for (int x = 0; x < split_warps; ++x) {
+      if (st_m[x][j] == -INFINITY) continue;  // a warp with no keys
+      const float f = expf(st_m[x][j] - bm);
+      bl += st_l[x][j] * f;
+      ba += st_acc[x][j][d] * f;
+    }
+    out[j * (E + 2) + 2 + d] = ba;
+    if (d == 0) out[j * (E + 2)] = bm, out[j * (E + 2) + 1] = bl;
+  }
+}
+
+template <typename T>
+__global__ void split_kv_merge_kernel(const float* __restrict__ work, T* __restrict__ out, int64_t h, int64_t kv,
+                                      int64_t e, int g, int splits) {
+  const int64_t row = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < h * e; i += blockDim.x) {
+    const int64_t qh = i / e, d = i % e, head = qh / g, j = qh % g;
+    const float* base = work + (row * kv + head) * splits * g * (e + 2) + j * (e + 2);
+    float mm = -INFINITY;
+    for (int x = 0; x < splits; ++x) mm = fmaxf(mm, base[x * g * (e + 2)]);
+    float sum = 0.0f, val = 0.0f;
+    for (int x = 0; x < splits; ++x) {
+      const float* st = base + x * g * (e + 2);
+      if (st[0] == -INFINITY) continue;  // a split with no keys
+      const float f = expf(st[0] - mm);
+      sum += st[1] * f;
+      val += st[2 + d] * f;
+    }
+    out[(row * h + qh) * e + d] = from_f<T>(val / sum);
+  }
+}
+
 template <typename F>
 int dispatch(element dtype, F&& f) {
   switch (dtype) {
@@ -378,6 +519,33 @@ int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_
   sample_rows_kernel<<<static_cast<unsigned>(b), sample_threads, 0, static_cast<cudaStream_t>(stream)>>>(
       logits_bv, params_4b, tokens_b, logprobs_b, b, v);
   return static_cast<int>(cudaGetLastError());
+}
+
+int split_kv_decode(element dtype, const void* q_bhe, const void* k_cache_nkce, const void* v_cache_nkce,
+                    const int32_t* used_b, void* out_bhe, float* work_f, int64_t b, int64_t h, int64_t k, int64_t e,
+                    int64_t c, int64_t splits, float scale, void* stream) {
+  if (b == 0) return 0;
+  const int64_t g = k > 0 ? h / k : 0;
+  if (g < 1 || g * k != h || g > split_kv_max_group || !split_kv_head_dim(e) || splits < 1 || splits > 65535 ||
+      b > 65535 || k > 65535)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(k), static_cast<unsigned>(b));
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const auto partial = [&](auto head_dim) {
+      constexpr int E = decltype(head_dim)::value;
+      split_kv_partial_kernel<T, E><<<grid, split_warps * warp, 0, cuda_stream>>>(
+          static_cast<const T*>(q_bhe), static_cast<const T*>(k_cache_nkce), static_cast<const T*>(v_cache_nkce),
+          used_b, work_f, h, k, c, static_cast<int>(g), scale);
+    };
+    if (e == 16) partial(std::integral_constant<int, 16>{});
+    if (e == 32) partial(std::integral_constant<int, 32>{});
+    if (e == 64) partial(std::integral_constant<int, 64>{});
+    if (e == 128) partial(std::integral_constant<int, 128>{});
+    split_kv_merge_kernel<T><<<static_cast<unsigned>(b), 256, 0, cuda_stream>>>(
+        work_f, static_cast<T*>(out_bhe), h, k, e, static_cast<int>(g), static_cast<int>(splits));
+  });
 }
 
 }  // namespace caf_agent::policy::kernels
