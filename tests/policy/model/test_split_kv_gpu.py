@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from test_fused_kernels_gpu import conversation
+from test_fused_kernels_gpu import agree_to_near_ties, conversation
 from test_policy_model import run_tool, sharp_qwen2
 
 pytestmark = pytest.mark.gpu
@@ -31,25 +31,6 @@ def long_conversation(path, split):
                     *(["--split-kv"] if split else []))
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return {(r["episode"], r["turn"]): r for r in lines if "episode" in r}, next(r for r in lines if "generated" in r)
-
-
-def agree_to_near_ties(on, off):
-    """Each reply agrees until it parts at a near tie (both picks' logprobs within 0.05); an episode
-    that parted is not compared after. Returns (tokens compared, tokens generated)."""
-    parted, compared = set(), 0
-    for key in sorted(off):
-        if key[0] in parted:
-            continue
-        a, b = on[key], off[key]
-        same = 0
-        while same < min(len(a["tokens"]), len(b["tokens"])) and a["tokens"][same] == b["tokens"][same]:
-            same += 1
-        compared += same
-        assert max((abs(x - y) for x, y in zip(a["logprobs"][:same], b["logprobs"][:same])), default=0) < 0.05, key
-        if same < len(b["tokens"]):
-            assert same < len(a["tokens"]) and abs(a["logprobs"][same] - b["logprobs"][same]) < 0.05, (key, same)
-            parted.add(key[0])
-    return compared, sum(len(r["tokens"]) for r in off.values())
 
 
 def test_split_kv_decode_agrees_with_flash_over_a_conversation(cuda, tmp_path):
