@@ -27,12 +27,6 @@ pytestmark = pytest.mark.gpu
 GPU_FP32_TOL = 10 * LOGIT_TOL
 
 
-@pytest.fixture(scope="module")
-def cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fused_forward_logits_match_transformers_in_fp32(cuda, models, family, tmp_path):
     path, model = models[family]

@@ -10,18 +10,11 @@ to pinned host memory and the event the host waits on.
 import json
 
 import pytest
-import torch
 
 from test_fused_kernels_gpu import conversation as fused_conversation
 from test_policy_model import ids, run_tool, sharp_qwen2  # noqa: F401
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
 
 
 def conversation(path, overlap):

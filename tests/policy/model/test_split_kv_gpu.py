@@ -10,18 +10,11 @@ first prompt (about 12 splits a row)."""
 import json
 
 import pytest
-import torch
 
 from test_fused_kernels_gpu import agree_to_near_ties, conversation
 from test_policy_model import run_tool, sharp_qwen2
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
 
 
 def long_conversation(path, split):
