@@ -308,36 +308,59 @@ __global__ void sample_rows_kernel(const float* __restrict__ logits, const float
 
 // Split-KV decode attention (see fused_kernels.hpp). Pass 1: a block of split_warps warps per
 // (split, KV head, row); its keys [lo, hi) are the split's even share of the row's used keys.
-// Each warp takes 32 keys at a time, one per lane: the lane reads its key's row in 16-byte
-// vectors and scores it against the g query heads (held in shared memory, pre-scaled); a warp
-// max and sum per head update the warp's running (max, sum); then the 32 keys' values are read
-// coalesced, a lane owning E / 32 of the dimensions, and accumulated with the keys' weights
-// taken from their lanes. The warps' states merge in shared memory into the block's (max, sum,
-// accumulator) per head, written to the work buffer. Pass 2: per (row, query head), the
-// splits' states merged and divided out, rounded to T once.
+// Each warp takes 32 keys at a time. Its loads go out together: a lane reads its own key's row
+// in 16-byte vectors, and the tile's value rows (a lane's per_lane dimensions of each key, one
+// vector a key) for as many keys as fit in 32 registers. The lane scores its key against the g
+// query heads (in shared memory, pre-scaled by scale * log2(e), so exp2 is the softmax's exp),
+// a warp max per head updates the warp's running max, each lane keeps its own running sum, and
+// the keys' weights go to shared memory, from where every lane reads them (broadcast) to
+// accumulate its dimensions. The warps' states merge in shared memory into the block's (max,
+// sum, accumulator) per head, written to the work buffer. Pass 2: a block per (query head, row)
+// merges the splits, its warps taking every split_warps-th split, and rounds to T once.
 constexpr int split_warps = 4;
 
+// A lane's dimensions of one value row, loaded as one vector.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) lane_values {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ lane_values<T, N> load_lane_values(const T* row, int d0, bool valid) {
+  lane_values<T, N> out;
+  if (valid) return *reinterpret_cast<const lane_values<T, N>*>(row + d0);
+#pragma unroll
+  for (int d = 0; d < N; ++d) out.v[d] = from_f<T>(0.0f);
+  return out;
+}
+
 template <typename T, int E>
-__global__ void split_kv_partial_kernel(const T* __restrict__ q, const T* __restrict__ k_cache,
-                                        const T* __restrict__ v_cache, const int32_t* __restrict__ used,
-                                        float* __restrict__ work, int64_t h, int64_t kv, int64_t c, int g,
-                                        float scale) {
+__global__ void __launch_bounds__(split_warps* warp)
+    split_kv_partial_kernel(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
+                            const int32_t* __restrict__ used, float* __restrict__ work, int64_t h, int64_t kv,
+                            int64_t c, int g, float scale_log2) {
   constexpr int G = split_kv_max_group;
   constexpr int per_lane = E >= warp ? E / warp : 1;  // value dimensions a lane owns
   constexpr int n = 16 / sizeof(T), vectors = E / n;  // a key row in 16-byte vectors
+  constexpr int row_regs = (per_lane * static_cast<int>(sizeof(T)) + 3) / 4;
+  constexpr int chunk = 32 / row_regs < warp ? 32 / row_regs : warp;  // value rows held at once
+  using values = lane_values<T, per_lane>;
   const int split = blockIdx.x, head = blockIdx.y, splits = gridDim.x;
   const int64_t row = blockIdx.z;
   const int lane = threadIdx.x % warp, w = threadIdx.x / warp;
   __shared__ float q_s[G][E];
+  __shared__ float p_s[split_warps][warp][G];
   __shared__ float st_m[split_warps][G], st_l[split_warps][G];
   __shared__ float st_acc[split_warps][G][E];
   for (int i = threadIdx.x; i < g * E; i += blockDim.x)
-    q_s[i / E][i % E] = to_f(q[(row * h + head * g + i / E) * E + i % E]) * scale;
+    q_s[i / E][i % E] = to_f(q[(row * h + head * g + i / E) * E + i % E]) * scale_log2;
   __syncthreads();
   const int64_t keys = used[row], share = (keys + splits - 1) / splits;
   const int64_t lo = min(static_cast<int64_t>(split) * share, keys), hi = min(lo + share, keys);
   const T* kb = k_cache + (row * kv + head) * c * E;
   const T* vb = v_cache + (row * kv + head) * c * E;
+  const int d0 = lane * per_lane;
+  const bool owns = d0 < E;  // E = 16: half the lanes own no dimension
   float m[G], l[G], acc[G][per_lane];
 #pragma unroll
   for (int j = 0; j < G; ++j) {
@@ -348,64 +371,85 @@ __global__ void split_kv_partial_kernel(const T* __restrict__ q, const T* __rest
   for (int64_t base = lo + static_cast<int64_t>(w) * warp; base < hi;
        base += static_cast<int64_t>(split_warps) * warp) {
     const int64_t t = base + lane;
-    float score[G];
-#pragma unroll
-    for (int j = 0; j < G; ++j) score[j] = 0.0f;
+    const int in_tile = static_cast<int>(min(static_cast<int64_t>(warp), hi - base));
+    uint4 key_row[vectors];
     if (t < hi) {
       const uint4* kr = reinterpret_cast<const uint4*>(kb + t * E);
 #pragma unroll
-      for (int v4 = 0; v4 < vectors; ++v4) {
-        const uint4 raw = kr[v4];
-        const T* ke = reinterpret_cast<const T*>(&raw);
+      for (int v4 = 0; v4 < vectors; ++v4) key_row[v4] = kr[v4];
+    } else {
 #pragma unroll
-        for (int i = 0; i < n; ++i) {
-          const float kf = to_f(ke[i]);
+      for (int v4 = 0; v4 < vectors; ++v4) key_row[v4] = make_uint4(0, 0, 0, 0);
+    }
+    values vals[chunk];
 #pragma unroll
-          for (int j = 0; j < G; ++j)
-            if (j < g) score[j] += q_s[j][v4 * n + i] * kf;
-        }
+    for (int i = 0; i < chunk; ++i) vals[i] = load_lane_values<T, per_lane>(vb + (base + i) * E, d0, owns && i < in_tile);
+    float score[G];
+#pragma unroll
+    for (int j = 0; j < G; ++j) score[j] = 0.0f;
+#pragma unroll
+    for (int v4 = 0; v4 < vectors; ++v4) {
+      const T* ke = reinterpret_cast<const T*>(&key_row[v4]);
+#pragma unroll
+      for (int i = 0; i < n; ++i) {
+        const float kf = to_f(ke[i]);
+#pragma unroll
+        for (int j = 0; j < G; ++j)
+          if (j < g) score[j] += q_s[j][v4 * n + i] * kf;
       }
     }
-    float p[G];
 #pragma unroll
     for (int j = 0; j < G; ++j) {
       if (j >= g) break;
       float tile_max = t < hi ? score[j] : -INFINITY;
+#pragma unroll
       for (int offset = warp / 2; offset > 0; offset >>= 1)
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
       const float new_m = fmaxf(m[j], tile_max);  // finite: the tile has a key
-      p[j] = t < hi ? expf(score[j] - new_m) : 0.0f;
-      float tile_sum = p[j];
-      for (int offset = warp / 2; offset > 0; offset >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, offset);
-      const float rescale = expf(m[j] - new_m);  // 0 for the first tile (m = -inf)
-      l[j] = l[j] * rescale + tile_sum;
+      const float p = t < hi ? exp2f(score[j] - new_m) : 0.0f;
+      const float rescale = exp2f(m[j] - new_m);  // 0 for the first tile (m = -inf)
+      l[j] = l[j] * rescale + p;                  // this lane's keys only; summed over the warp at the end
 #pragma unroll
       for (int d = 0; d < per_lane; ++d) acc[j][d] *= rescale;
       m[j] = new_m;
+      p_s[w][lane][j] = p;
     }
-    const int in_tile = static_cast<int>(min(static_cast<int64_t>(warp), hi - base));
-    for (int key = 0; key < in_tile; ++key) {
-      float vv[per_lane];
-      const int64_t d0 = static_cast<int64_t>(lane) * per_lane;
+    __syncwarp();
 #pragma unroll
-      for (int d = 0; d < per_lane; ++d) vv[d] = d0 + d < E ? to_f(vb[(base + key) * E + d0 + d]) : 0.0f;
+    for (int c0 = 0; c0 < warp; c0 += chunk) {
+      if (c0 > 0) {
 #pragma unroll
-      for (int j = 0; j < G; ++j) {
-        if (j >= g) break;
-        const float pj = __shfl_sync(0xffffffffu, p[j], key);
+        for (int i = 0; i < chunk; ++i)
+          vals[i] = load_lane_values<T, per_lane>(vb + (base + c0 + i) * E, d0, owns && c0 + i < in_tile);
+      }
 #pragma unroll
-        for (int d = 0; d < per_lane; ++d) acc[j][d] += pj * vv[d];
+      for (int i = 0; i < chunk; ++i) {
+        float vf[per_lane];
+#pragma unroll
+        for (int d = 0; d < per_lane; ++d) vf[d] = to_f(vals[i].v[d]);
+        const float* pk = p_s[w][c0 + i];
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+          if (j >= g) break;
+          const float pj = pk[j];
+#pragma unroll
+          for (int d = 0; d < per_lane; ++d) acc[j][d] += pj * vf[d];
+        }
       }
     }
+    __syncwarp();  // p_s is the next tile's
   }
   // The warps' states into the block's.
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     if (j >= g) break;
-    if (lane == 0) st_m[w][j] = m[j], st_l[w][j] = l[j];
+    float lj = l[j];
+#pragma unroll
+    for (int offset = warp / 2; offset > 0; offset >>= 1) lj += __shfl_xor_sync(0xffffffffu, lj, offset);
+    if (lane == 0) st_m[w][j] = m[j], st_l[w][j] = lj;
 #pragma unroll
     for (int d = 0; d < per_lane; ++d)
-      if (lane * per_lane + d < E) st_acc[w][j][lane * per_lane + d] = acc[j][d];
+      if (owns) st_acc[w][j][d0 + d] = acc[j][d];
   }
   __syncthreads();
   float* out = work + ((row * kv + head) * splits + split) * g * (E + 2);
@@ -416,7 +460,7 @@ __global__ void split_kv_partial_kernel(const T* __restrict__ q, const T* __rest
     float bl = 0.0f, ba = 0.0f;
     for (int x = 0; x < split_warps; ++x) {
       if (st_m[x][j] == -INFINITY) continue;  // a warp with no keys
-      const float f = expf(st_m[x][j] - bm);
+      const float f = exp2f(st_m[x][j] - bm);
       bl += st_l[x][j] * f;
       ba += st_acc[x][j][d] * f;
     }
@@ -425,24 +469,47 @@ __global__ void split_kv_partial_kernel(const T* __restrict__ q, const T* __rest
   }
 }
 
-template <typename T>
-__global__ void split_kv_merge_kernel(const float* __restrict__ work, T* __restrict__ out, int64_t h, int64_t kv,
-                                      int64_t e, int g, int splits) {
-  const int64_t row = blockIdx.x;
-  for (int64_t i = threadIdx.x; i < h * e; i += blockDim.x) {
-    const int64_t qh = i / e, d = i % e, head = qh / g, j = qh % g;
-    const float* base = work + (row * kv + head) * splits * g * (e + 2) + j * (e + 2);
+template <typename T, int E>
+__global__ void __launch_bounds__(split_warps* warp)
+    split_kv_merge_kernel(const float* __restrict__ work, T* __restrict__ out, int64_t h, int64_t kv, int g,
+                          int splits) {
+  constexpr int per_lane = (E + warp - 1) / warp;
+  const int qh = blockIdx.x, head = qh / g, j = qh % g;
+  const int64_t row = blockIdx.y;
+  const int lane = threadIdx.x % warp, w = threadIdx.x / warp;
+  __shared__ float w_m[split_warps], w_l[split_warps], w_acc[split_warps][E];
+  const int64_t stride = static_cast<int64_t>(g) * (E + 2);
+  const float* base = work + (row * kv + head) * splits * stride + static_cast<int64_t>(j) * (E + 2);
+  float m = -INFINITY, l = 0.0f, acc[per_lane];
+#pragma unroll
+  for (int d = 0; d < per_lane; ++d) acc[d] = 0.0f;
+  for (int x = w; x < splits; x += split_warps) {
+    const float* st = base + x * stride;
+    const float sm = st[0];
+    if (sm == -INFINITY) continue;  // a split with no keys
+    const float new_m = fmaxf(m, sm), a = exp2f(m - new_m), f = exp2f(sm - new_m);
+    l = l * a + st[1] * f;
+#pragma unroll
+    for (int d = 0; d < per_lane; ++d)
+      if (lane + d * warp < E) acc[d] = acc[d] * a + st[2 + lane + d * warp] * f;
+    m = new_m;
+  }
+  if (lane == 0) w_m[w] = m, w_l[w] = l;
+#pragma unroll
+  for (int d = 0; d < per_lane; ++d)
+    if (lane + d * warp < E) w_acc[w][lane + d * warp] = acc[d];
+  __syncthreads();
+  for (int d = threadIdx.x; d < E; d += blockDim.x) {
     float mm = -INFINITY;
-    for (int x = 0; x < splits; ++x) mm = fmaxf(mm, base[x * g * (e + 2)]);
+    for (int x = 0; x < split_warps; ++x) mm = fmaxf(mm, w_m[x]);
     float sum = 0.0f, val = 0.0f;
-    for (int x = 0; x < splits; ++x) {
-      const float* st = base + x * g * (e + 2);
-      if (st[0] == -INFINITY) continue;  // a split with no keys
-      const float f = expf(st[0] - mm);
-      sum += st[1] * f;
-      val += st[2 + d] * f;
+    for (int x = 0; x < split_warps; ++x) {
+      if (w_m[x] == -INFINITY) continue;  // a warp with no split's keys
+      const float f = exp2f(w_m[x] - mm);
+      sum += w_l[x] * f;
+      val += w_acc[x][d] * f;
     }
-    out[(row * h + qh) * e + d] = from_f<T>(val / sum);
+    out[(row * h + qh) * E + d] = from_f<T>(val / sum);
   }
 }
 
@@ -531,20 +598,22 @@ int split_kv_decode(element dtype, const void* q_bhe, const void* k_cache_nkce, 
     return static_cast<int>(cudaErrorInvalidValue);
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(k), static_cast<unsigned>(b));
+  const dim3 merge_grid(static_cast<unsigned>(h), static_cast<unsigned>(b));
+  const float scale_log2 = scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2(e))
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const auto partial = [&](auto head_dim) {
+    const auto launch = [&](auto head_dim) {
       constexpr int E = decltype(head_dim)::value;
       split_kv_partial_kernel<T, E><<<grid, split_warps * warp, 0, cuda_stream>>>(
           static_cast<const T*>(q_bhe), static_cast<const T*>(k_cache_nkce), static_cast<const T*>(v_cache_nkce),
-          used_b, work_f, h, k, c, static_cast<int>(g), scale);
+          used_b, work_f, h, k, c, static_cast<int>(g), scale_log2);
+      split_kv_merge_kernel<T, E><<<merge_grid, split_warps * warp, 0, cuda_stream>>>(
+          work_f, static_cast<T*>(out_bhe), h, k, static_cast<int>(g), static_cast<int>(splits));
     };
-    if (e == 16) partial(std::integral_constant<int, 16>{});
-    if (e == 32) partial(std::integral_constant<int, 32>{});
-    if (e == 64) partial(std::integral_constant<int, 64>{});
-    if (e == 128) partial(std::integral_constant<int, 128>{});
-    split_kv_merge_kernel<T><<<static_cast<unsigned>(b), 256, 0, cuda_stream>>>(
-        work_f, static_cast<T*>(out_bhe), h, k, e, static_cast<int>(g), static_cast<int>(splits));
+    if (e == 16) launch(std::integral_constant<int, 16>{});
+    if (e == 32) launch(std::integral_constant<int, 32>{});
+    if (e == 64) launch(std::integral_constant<int, 64>{});
+    if (e == 128) launch(std::integral_constant<int, 128>{});
   });
 }
 

@@ -183,10 +183,11 @@ torch::Tensor split_kv_decode(const torch::Tensor& q_bhe, const torch::Tensor& k
               "split_kv_decode: used keys must be ", b, " contiguous int32 on the device");
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   const c10::cuda::CUDAGuard guard(q_bhe.device());
-  // Rationale: about two waves of blocks over the SMs, each split at least 256 keys, so one long
-  // row spreads over the GPU and 64 short rows are not cut finer than pays.
+  // Rationale: one wave of three blocks an SM (the bf16 kernel's registers let three of its
+  // 4-warp blocks share an SM), each split at least 256 keys, so one long row spreads its loads
+  // over the whole GPU and 64 short rows are not cut finer than pays.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t splits = std::clamp<int64_t>(std::min((2 * sms + b * k - 1) / (b * k), (keys + 255) / 256), 1, 256);
+  const int64_t splits = std::clamp<int64_t>(std::min((3 * sms + b * k - 1) / (b * k), (keys + 255) / 256), 1, 1024);
   kernels::element el = kernels::element::fp32;
   element_of(q_bhe.scalar_type(), el);
   auto out_bhe = torch::empty_like(q_bhe);
