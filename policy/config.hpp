@@ -41,7 +41,6 @@ struct policy_config {
   int64_t kv_cache_tokens = 0;
   bool cuda_graphs = true;
   bool overlap = false;
-  bool split_kv_decode = false;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -94,9 +93,6 @@ struct policy_config {
     f("overlap", c.overlap,
       "libtorch, slots: launch each decode step from the last one's tokens on the device while the host "
       "lands them (same tokens; off: no gain at the 0.5B shape on the H200, docs/POLICY_MODEL.md)");
-    f("split_kv_decode", c.split_kv_decode,
-      "libtorch, flash, slots: decode attention through the split-KV kernel (each row's keys split over thread "
-      "blocks; off until measured on the H200, docs/POLICY_MODEL.md)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

@@ -223,7 +223,6 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.kv_cache_tokens = p.kv_cache_tokens;
     o.engine.cuda_graphs = p.cuda_graphs;
     o.engine.overlap = p.overlap;
-    o.engine.split_kv_decode = p.split_kv_decode;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side
     // by side) share one engine per model and settings instead of loading the model twice;
@@ -235,7 +234,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                      std::to_string(p.prefill_chunk) + "|" + to_string(p.cache_attention) + "|" +
                      to_string(p.kv_layout) + "|" + std::to_string(p.kv_block_size) + "|" +
                      std::to_string(p.kv_cache_tokens) + "|" + (p.cuda_graphs ? "graphs" : "eager") + "|" +
-                     (p.overlap ? "overlap" : "plain") + "|" + (p.split_kv_decode ? "split-kv" : "flash-decode");
+                     (p.overlap ? "overlap" : "plain");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {
@@ -254,8 +253,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                                    std::to_string(x.engine.overlapped_steps) + " overlapped, " +
                                    std::to_string(x.engine.overlap_dropped_rows) + " rows dropped), " +
                                    std::to_string(x.engine.prefilled_tokens) + " prompt tokens prefilled, " +
-                                   std::to_string(x.engine.reused_tokens) + " found cached, " +
-                                   std::to_string(x.engine.split_kv_launches) + " split-KV attention launches");
+                                   std::to_string(x.engine.reused_tokens) + " found cached");
           delete e;
         });
         shared_engines[key] = service;

@@ -156,9 +156,6 @@ def main():
     parser.add_argument("--overlap", action="store_true",
                         help="every run with engine_options::overlap (a decode step launched before the last one's "
                              "tokens reach the host)")
-    parser.add_argument("--split-kv", action="store_true",
-                        help="every run with engine_options::split_kv_decode (flash's decode steps through the "
-                             "split-KV kernel)")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -172,13 +169,12 @@ def main():
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
-    layout += ["--split-kv"] if args.split_kv else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
            "kv_layout": args.kv_layout, "prefill_chunk": args.prefill_chunk,
-           "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap, "split_kv_decode": args.split_kv}
+           "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap}
 
     def save():
         if args.out:

@@ -5,8 +5,7 @@
 # 2. the gpu tests of the engine: CUDA-graph decode against eager over multi-turn conversations
 #    with eviction (test_decode_graphs_gpu.py), flash against sdpa and transformers
 #    (test_cache_attention_gpu.py), the fused kernels against transformers and the composites
-#    (test_fused_kernels_gpu.py), overlapped decoding against stepping one at a time (test_overlap_gpu.py),
-#    split-KV decode against flash (test_split_kv_gpu.py);
+#    (test_fused_kernels_gpu.py), overlapped decoding against stepping one at a time (test_overlap_gpu.py);
 # 3. bench_agent.py: 64 x 512, the 64-row step profiled with and without graphs, the agent workload
 #    with the prefix cache, one sequence at 131,072 context, the prefills of turns 5, 10, ..., 30 of
 #    the re-prefilling run timed alone (its lower bound), then the whole re-prefilling run until
@@ -16,9 +15,7 @@
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
-# capped at OVERLAP_S seconds). SPLITKV=1: before step 3, the 64 x 512 bench, the 64-row step
-# profiled, the cached agent workload and the 131k sequence with --split-kv
-# (engine_options::split_kv_decode; profiles under $OUT/splitkv; capped at SPLITKV_S). BENCH_ARGS: more bench_agent.py arguments for
+# capped at OVERLAP_S seconds). BENCH_ARGS: more bench_agent.py arguments for
 # step 3 (e.g. --skip-uncached).
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
@@ -39,7 +36,7 @@ echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
 if [ "${GPU_TESTS:-1}" = 1 ]; then
 CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
-  tests/policy/model/test_overlap_gpu.py tests/policy/model/test_split_kv_gpu.py > "$OUT/gpu-tests.log" 2>&1
+  tests/policy/model/test_overlap_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
 fi
 if [ "${PAGED:-0}" = 1 ]; then
@@ -51,13 +48,6 @@ if [ "${UNFUSED:-0}" = 1 ]; then
   timeout "${UNFUSED_S:-90}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --no-fused-kernels --skip cached long \
     --skip-uncached --out "$OUT/agent-unfused.json" > "$OUT/agent-unfused.log" 2>&1
   echo "unfused bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-unfused.log" | tail -3 | cut -c1-600
-fi
-if [ "${SPLITKV:-0}" = 1 ]; then
-  mkdir -p "$OUT/splitkv"
-  timeout "${SPLITKV_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --split-kv --skip-uncached \
-    --profile-out "$OUT/splitkv" --profile-keys "${PROFILE_KEYS:-16384}" \
-    --out "$OUT/agent-splitkv.json" > "$OUT/agent-splitkv.log" 2>&1
-  echo "split-kv bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-splitkv.log" | tail -4 | cut -c1-600
 fi
 if [ "${OVERLAP:-0}" = 1 ]; then
   timeout "${OVERLAP_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --overlap --skip long \

@@ -365,17 +365,8 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
   const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t s = use.keys;
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
-  if (cache_attention_ == cache_attention::flash) {
-    if (split_kv_decode_ && !use.cache->paged) {
-      auto q_bhe = q_bh1e.reshape({b, h, e}).contiguous();
-      if (split_kv_decode_fuses(q_bhe, k_cache, v_cache)) {
-        ++split_kv_launches_;
-        return split_kv_decode(q_bhe, k_cache, v_cache, use.used_b, use.keys).view({b, h, 1, e});
-      }
-    }
-    // One cache sequence per (row, KV head), g queries each.
+  if (cache_attention_ == cache_attention::flash)  // one cache sequence per (row, KV head), g queries each
     return flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
-  }
   // Each row's first s keys and values.
   auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s)
                                  : k_cache.narrow(0, 0, b).narrow(2, 0, s);
@@ -669,7 +660,6 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
     auto used_b = (positions_b + 1).masked_fill(positions_b == cache.capacity() - 1, 1);
     seqs.used_k = used_b.view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
     seqs.max_k = keys_s;
-    if (split_kv_decode_) use.used_b = used_b.to(torch::kInt32);
   } else {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});

@@ -193,14 +193,6 @@ class decoder {
   /// prefix (see cache_attention). Default sdpa.
   void set_cache_attention(cache_attention mode) { cache_attention_ = mode; }
   cache_attention cache_attention_mode() const { return cache_attention_; }
-  /// Flash mode's decode steps through fused_ops.hpp's split_kv_decode (each row's keys split over
-  /// thread blocks, every KV head read once for its query heads) where it applies, instead of
-  /// the flash kernel. Default off.
-  void set_split_kv_decode(bool on) { split_kv_decode_ = on; }
-  bool split_kv_decode_enabled() const { return split_kv_decode_; }
-  /// Layers' decode attention launched through split_kv_decode so far (host calls: a graph's
-  /// capture counts, its replays do not).
-  uint64_t split_kv_launches() const { return split_kv_launches_; }
   /// Whether inference passes (forward, prefill, decode) run the fused CUDA kernels where they
   /// apply (fused_ops.hpp): the residual add with the next RMSNorm, SiLU x up, and a decode
   /// step's RoPE with its KV write. Default on; off runs the ATen composites (the parity tests
@@ -241,7 +233,6 @@ class decoder {
     int64_t keys = 0;                   ///< Decode: attended cache length (max position + 1).
     torch::Tensor mask_b11s;            ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
     flash_seqs decode_seqs;             ///< Decode, flash.
-    torch::Tensor used_b;               ///< Decode, flash: keys each row attends (int32; split-KV decode).
     /// Prefill, paged cache, per part: the block and offset of each new token, and the block
     /// table [1, m] of its keys 0..start+length-1.
     struct paged_part {
@@ -289,8 +280,6 @@ class decoder {
   torch::Device device_ = torch::kCPU;
   torch::ScalarType dtype_ = torch::kFloat32;
   cache_attention cache_attention_ = cache_attention::sdpa;
-  bool split_kv_decode_ = false;
-  mutable uint64_t split_kv_launches_ = 0;
   bool fused_kernels_ = true;
 };
 

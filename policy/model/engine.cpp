@@ -119,7 +119,6 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
     state->model.set_fused_kernels(options.fused_kernels);
-    state->model.set_split_kv_decode(options.split_kv_decode && options.fused_kernels);
     if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544
@@ -698,7 +697,6 @@ engine_stats generation_engine::stats() const {
     out.graph_captures = static_cast<uint64_t>(impl_->graphs->captures());
     out.graph_capture_seconds = impl_->graphs->capture_seconds();
   }
-  out.split_kv_launches = impl_->model.split_kv_launches();
   return out;
 }
 size_t generation_engine::kept_prefixes() const {

@@ -42,14 +42,9 @@ struct engine_options {
   /// logprobs and finish reasons are the same as without it; step() returns a sequence one call
   /// later, a slot it frees takes a new request a step later, a sequence that ended on a stop token
   /// or stop string decodes one more row whose result is dropped (engine_stats::overlap_dropped_rows),
-  /// and a step that applies new weights lands the tokens in flight first. Rationale: off; on the
-  /// H200 it gained nothing at the 0.5B shape (docs/POLICY_MODEL.md).
+  /// and a step that applies new weights lands the tokens in flight first. Rationale: off until
+  /// measured on the H200.
   bool overlap = false;
-  /// Flash cache attention's decode steps through the split-KV kernel (decoder::set_split_kv_decode:
-  /// each row's keys split over thread blocks, each KV head read once for its query heads) where
-  /// it applies (slots layout, fused kernels built, at most 8 query heads per KV head). Rationale:
-  /// off until measured on the H200.
-  bool split_kv_decode = false;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new
@@ -100,10 +95,7 @@ struct engine_stats {
   uint64_t graph_replays = 0;        ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
   uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
   double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
-  /// Layers' decode attention launched through the split-KV kernel (engine_options::split_kv_decode):
-  /// counted on the host per launch, so a captured graph counts once however often it replays.
-  uint64_t split_kv_launches = 0;
-  uint64_t overlapped_steps = 0;  ///< Decode steps launched before the last step's tokens reached the host.
+  uint64_t overlapped_steps = 0;     ///< Decode steps launched before the last step's tokens reached the host.
   uint64_t overlap_dropped_rows =
       0;  ///< Overlapped rows of sequences that had ended the step before (a stop token or string).
   // Paged layout only (zero for slots):

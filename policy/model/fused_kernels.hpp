@@ -41,24 +41,3 @@ int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_
                 int64_t v, void* stream);
 
 }  // namespace caf_agent::policy::kernels
-
-namespace caf_agent::policy::kernels {
-
-/// The most query heads per KV head, and the head sizes, split_kv_decode takes.
-constexpr int split_kv_max_group = 8;
-inline bool split_kv_head_dim(int64_t e) {
-  return e == 16 || e == 32 || e == 64 || e == 128;
-}
-
-/// A decode step's attention over the slot cache, each row's keys split `splits` ways (flash
-/// decoding). Row i (cache slot i) attends its first used_b[i] keys of k_cache_nkce / v_cache_nkce
-/// [n, k, c, e] with its g = h / k query heads per KV head from q_bhe [b, h, e], scaled by
-/// `scale`; out_bhe [b, h, e]. Pass 1: one block per (split, KV head, row) reads the split's
-/// keys once for all g heads and writes its running max, sum and fp32 accumulator into
-/// work_f (b * k * splits * g * (e + 2) floats); pass 2 merges the splits. g <= split_kv_max_group,
-/// e one of split_kv_head_dim's.
-int split_kv_decode(element dtype, const void* q_bhe, const void* k_cache_nkce, const void* v_cache_nkce,
-                    const int32_t* used_b, void* out_bhe, float* work_f, int64_t b, int64_t h, int64_t k, int64_t e,
-                    int64_t c, int64_t splits, float scale, void* stream);
-
-}  // namespace caf_agent::policy::kernels

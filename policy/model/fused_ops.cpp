@@ -1,9 +1,6 @@
 // Shape legend: see fused_ops.hpp.
 #include "policy/model/fused_ops.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -11,7 +8,6 @@
 #include "policy/model/host_copy.hpp"
 
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -151,55 +147,6 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
       "rope_kv_decode");
   return q_bhe;
 #else
-  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
-#endif
-}
-
-bool split_kv_decode_fuses(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                           const torch::Tensor& v_cache_nkce) {
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  if (!applies({&q_bhe, &k_cache_nkce, &v_cache_nkce}) || q_bhe.dim() != 3 || k_cache_nkce.dim() != 4 ||
-      v_cache_nkce.sizes() != k_cache_nkce.sizes())
-    return false;
-  const int64_t h = q_bhe.size(1), e = q_bhe.size(2), k = k_cache_nkce.size(1);
-  // The kernel reads key rows in 16-byte vectors.
-  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  return aligned(k_cache_nkce) && aligned(v_cache_nkce) && e == k_cache_nkce.size(3) && k > 0 && h % k == 0 &&
-         h / k <= kernels::split_kv_max_group && kernels::split_kv_head_dim(e) && q_bhe.size(0) <= k_cache_nkce.size(0);
-#else
-  (void)q_bhe, (void)k_cache_nkce, (void)v_cache_nkce;
-  return false;
-#endif
-}
-
-torch::Tensor split_kv_decode(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                              const torch::Tensor& v_cache_nkce, const torch::Tensor& used_b, int64_t keys) {
-  TORCH_CHECK(split_kv_decode_fuses(q_bhe, k_cache_nkce, v_cache_nkce),
-              "split_kv_decode: needs the CUDA kernels, contiguous CUDA tensors of one dtype, at most 8 query heads "
-              "per KV head and a head size of 16, 32, 64 or 128");
-  const int64_t b = q_bhe.size(0), h = q_bhe.size(1), e = q_bhe.size(2), k = k_cache_nkce.size(1);
-  TORCH_CHECK(used_b.scalar_type() == torch::kInt32 && used_b.is_contiguous() && used_b.numel() == b &&
-                  used_b.device() == q_bhe.device(),
-              "split_kv_decode: used keys must be ", b, " contiguous int32 on the device");
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  const c10::cuda::CUDAGuard guard(q_bhe.device());
-  // Rationale: one wave of three blocks an SM (the bf16 kernel's registers let three of its
-  // 4-warp blocks share an SM), each split at least 256 keys, so one long row spreads its loads
-  // over the whole GPU and 64 short rows are not cut finer than pays.
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t splits = std::clamp<int64_t>(std::min((3 * sms + b * k - 1) / (b * k), (keys + 255) / 256), 1, 1024);
-  kernels::element el = kernels::element::fp32;
-  element_of(q_bhe.scalar_type(), el);
-  auto out_bhe = torch::empty_like(q_bhe);
-  auto work_f = torch::empty({b * k * splits * (h / k) * (e + 2)}, q_bhe.options().dtype(torch::kFloat32));
-  check_launch(kernels::split_kv_decode(
-                   el, q_bhe.data_ptr(), k_cache_nkce.data_ptr(), v_cache_nkce.data_ptr(), used_b.data_ptr<int32_t>(),
-                   out_bhe.data_ptr(), work_f.data_ptr<float>(), b, h, k, e, k_cache_nkce.size(2), splits,
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(e))), current_stream(q_bhe)),
-               "split_kv_decode");
-  return out_bhe;
-#else
-  (void)keys;
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
 }

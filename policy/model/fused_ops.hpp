@@ -39,20 +39,6 @@ bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_c
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
                              torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h);
 
-/// True when split_kv_decode runs: this build has the kernels, q [b, h, e] and the caches [n, k, c, e]
-/// contiguous on one CUDA device in one dtype, h / k query heads per KV head at most 8, e one of
-/// 16, 32, 64, 128.
-bool split_kv_decode_fuses(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                           const torch::Tensor& v_cache_nkce);
-
-/// A decode step's attention over the slot cache with each row's keys split over thread blocks
-/// (flash decoding; requires split_kv_decode_fuses): row i (cache slot i) attends its first
-/// used_b[i] keys (int32 on the device) with softmax scale 1 / sqrt(e); [b, h, e] in q's dtype.
-/// The number of splits follows `keys` (the most any row attends; fixed per captured graph) and
-/// the device's SM count, so a step fills the GPU whether it has one row or 64.
-torch::Tensor split_kv_decode(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                              const torch::Tensor& v_cache_nkce, const torch::Tensor& used_b, int64_t keys);
-
 /// True when sample_rows runs as one kernel: this build has the kernels, fp32 CUDA logits [b, v]
 /// with contiguous rows.
 bool sample_rows_fuses(const torch::Tensor& logits_bv);

@@ -27,8 +27,7 @@
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --overlap (engine_options::overlap: a decode step
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
-// --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --split-kv (flash's
-// decode steps through the split-KV kernel, engine_options::split_kv_decode), --max-batch,
+// --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
@@ -207,7 +206,6 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.recomputed_tokens -= before.recomputed_tokens;
   now.overlapped_steps -= before.overlapped_steps;
   now.overlap_dropped_rows -= before.overlap_dropped_rows;
-  now.split_kv_launches -= before.split_kv_launches;
   return now;
 }
 
@@ -220,8 +218,7 @@ void print_stats(const engine_stats& s) {
             << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
             << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
             << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
-            << ",\"split_kv_launches\":" << s.split_kv_launches << ",\"kv_blocks\":" << s.kv_blocks
-            << ",\"kv_blocks_free\":" << s.kv_blocks_free
+            << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
             << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
 }
@@ -251,7 +248,6 @@ engine_options engine_options_of(const args& a) {
   options.fused_kernels = !a.count("no-fused-kernels");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.overlap = a.count("overlap") > 0;
-  options.split_kv_decode = a.count("split-kv") > 0;
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);
