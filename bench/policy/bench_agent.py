@@ -145,7 +145,8 @@ def main():
                              "script end to end (with --build-dir an existing build)")
     parser.add_argument("--profile-out", type=pathlib.Path,
                         help="a directory: the 64-row bench (130 new tokens) again with its steps 101-120 under the "
-                             "profiler, with CUDA graphs and without (profile-graphs.json, profile-eager.json)")
+                             "profiler, with CUDA graphs and without (profile-graphs.json, profile-eager.json), and "
+                             "the 131k sequence's steps 101-120 (profile-graphs-131072.json)")
     parser.add_argument("--profile-keys", type=int, default=0,
                         help="with --profile-out: also profile the 64-row step with prompts of this many tokens "
                              "(profile-graphs-long.json)")
@@ -236,6 +237,13 @@ def main():
             report("agent_cached", dict(cached, turns=turns, **bounds(cached, params)))
         if "long" not in args.skip:
             report("long_131072", long_result(mode))
+            if args.profile_out:
+                # The one-row step at 131k keys (steps 101-120: past the 64 prefill chunks of 2,048).
+                path = args.profile_out / "profile-graphs-131072.json"
+                run(tool, *long_run, "--cache-attention", mode, "--profile", path, "--profile-steps", 20)
+                summary = json.loads(path.read_text())
+                summary["kernels"] = summary["kernels"][:16]
+                report("profile_1_row_131072_keys", summary)
         for other in args.compare:
             report("long_131072_" + other, long_result(other))
             c = run(tool, *agent, "--cache-attention", other)[0]

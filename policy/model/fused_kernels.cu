@@ -192,114 +192,182 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   }
 }
 
-constexpr int sample_threads = 1024;
+// sample_rows in three launches over a row cut into S segments (fused_kernels.hpp). Rationale:
+// one block a row (the earlier form) left 68 of 132 SMs idle at 64 rows and was bound by load
+// latency, 144 us a step on the H200 at 64 x 151,936 (bench/results/2026-12-03-policy-h200-norm-sample.md);
+// here the first two passes run S blocks a row, each thread with several loads in flight.
+// 1. segment_max_kernel, a block per (segment, row): the segment's largest logit and its first
+//    index. The row's max of z = logits / temperature is the largest logit / temperature
+//    (correctly rounded division by a positive number keeps the order).
+// 2. segment_sum_kernel, a block per (segment, row): the row's max from the S records, then the
+//    segment's sum of exp(z - max).
+// 3. sample_pick_kernel, a block per row: the S sums scanned into ranges of [0, total); the
+//    draw's target u * total falls in one segment; the block's warps sum that segment's 32
+//    sub-segments, a scan picks the sub-segment, and its warp walks it 32 entries at a time (a
+//    warp scan, then a ballot for the first entry whose running sum passes the target).
+//    Rounding that leaves the target past a range's entries takes the range's last entry with
+//    weight (the composite's rule: a zero-weight entry is never drawn).
+constexpr int segment_threads = 256;
+constexpr int pick_threads = 1024;
+constexpr int max_segments = 32;  // the pick kernel scans the segments' sums in one warp
+constexpr int64_t segment_min_entries = 4096;
 
-// One block per row; every pass reads the row coalesced. Pass 1 (block-strided): the max of
-// z = logits / temperature and the argmax of the logits. Pass 2: warp w owns the contiguous
-// segment [w * seg, (w + 1) * seg) and sums exp(z - max) over it, its lanes reading 32 adjacent
-// entries at a time; a scan of the 32 warp sums gives each segment's range of [0, total). The
-// draw's target u * total falls in one segment, whose warp walks it 32 entries at a time (a warp
-// scan, then a ballot for the first entry whose running sum passes the target); rounding that
-// leaves the target past the segment's entries takes its last entry with weight (the
-// composite's rule: a zero-weight entry is never drawn).
-//
-// Rationale: the earlier form gave each thread a contiguous chunk in pass 2 (a warp's loads 32
-// chunks apart) and walked the drawn chunk in one thread, each load after the one before. On the
-// H200 at 64 rows x 151,936 this form takes 144 us a step against that form's 129 us
-// (bench/results/2026-12-03-policy-h200-norm-sample.md): both are bound by load latency, with
-// one 4-byte load per thread in flight and one block per row on 64 of 132 SMs. 16-byte loads,
-// several in flight, and more blocks per row are what is left to gain (not built).
-__global__ void sample_rows_kernel(const float* __restrict__ logits, const float* __restrict__ params,
-                                   int64_t* __restrict__ tokens, float* __restrict__ logprobs, int64_t b, int64_t v) {
-  __shared__ float s_max[32];
+struct segment_stats {
+  float max;    // largest logit (raw)
+  float sum;    // sum of exp(z - row max)
+  int64_t arg;  // first index of the largest logit; v when the segment has none above -inf
+};
+
+__device__ __forceinline__ void better(float& best, int64_t& arg, float ob, int64_t oa) {
+  if (ob > best || (ob == best && oa < arg)) best = ob, arg = oa;
+}
+
+// A block's (max, first argmax) into thread 0's registers (blockDim.x a multiple of 32, <= 1024).
+__device__ void block_argmax(float& best, int64_t& arg) {
+  __shared__ float s_best[32];
   __shared__ int64_t s_arg[32];
-  __shared__ float s_argval[32];
-  __shared__ float s_incl[32];  // inclusive scan of the warps' segment sums
-  __shared__ int64_t s_token;
+  const int lane = threadIdx.x % warp, w = threadIdx.x / warp, warps = blockDim.x / warp;
+  for (int offset = warp / 2; offset > 0; offset >>= 1)
+    better(best, arg, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, arg, offset));
+  if (lane == 0) s_best[w] = best, s_arg[w] = arg;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 1; i < warps; ++i) better(best, arg, s_best[i], s_arg[i]);
+}
+
+__global__ void __launch_bounds__(segment_threads)
+    segment_max_kernel(const float* __restrict__ logits, segment_stats* __restrict__ stats, int64_t v, int64_t seg) {
+  const int s = blockIdx.x, segments = gridDim.x;
+  const int64_t row = blockIdx.y;
+  const float* x = logits + row * v;
+  const int64_t lo = min(static_cast<int64_t>(s) * seg, v), hi = min(lo + seg, v);
+  float best = -INFINITY;
+  int64_t arg = v;
+#pragma unroll 8
+  for (int64_t j = lo + threadIdx.x; j < hi; j += segment_threads) {
+    const float xj = x[j];
+    if (xj > best) best = xj, arg = j;  // strided: a later j of this thread never wins a tie
+  }
+  block_argmax(best, arg);
+  if (threadIdx.x == 0) {
+    segment_stats& out = stats[row * segments + s];
+    out.max = best, out.arg = arg;
+  }
+}
+
+__global__ void __launch_bounds__(segment_threads)
+    segment_sum_kernel(const float* __restrict__ logits, const float* __restrict__ params,
+                       segment_stats* __restrict__ stats, int64_t b, int64_t v, int64_t seg) {
+  const int s = blockIdx.x, segments = gridDim.x;
+  const int64_t row = blockIdx.y;
+  const float* x = logits + row * v;
+  const float temperature = params[row];
+  float m = -INFINITY;
+  for (int i = 0; i < segments; ++i) m = fmaxf(m, stats[row * segments + i].max);
+  const float row_max = m / temperature;
+  const int64_t lo = min(static_cast<int64_t>(s) * seg, v), hi = min(lo + seg, v);
+  float own = 0.0f;
+#pragma unroll 8
+  for (int64_t j = lo + threadIdx.x; j < hi; j += segment_threads) own += expf(x[j] / temperature - row_max);
+  const float total = block_sum(own);  // its __syncthreads: every thread has read the records
+  if (threadIdx.x == 0) stats[row * segments + s].sum = total;
+}
+
+// Warp w's inclusive scan of `value` over its lanes.
+__device__ __forceinline__ float warp_inclusive_scan(float value) {
+  const int lane = threadIdx.x % warp;
+  for (int offset = 1; offset < warp; offset <<= 1) {
+    const float add = __shfl_up_sync(0xffffffffu, value, offset);
+    if (lane >= offset) value += add;
+  }
+  return value;
+}
+
+__global__ void __launch_bounds__(pick_threads)
+    sample_pick_kernel(const float* __restrict__ logits, const float* __restrict__ params,
+                       const segment_stats* __restrict__ stats, int64_t* __restrict__ tokens,
+                       float* __restrict__ logprobs, int64_t b, int64_t v, int64_t seg, int segments) {
+  __shared__ float s_seg_incl[max_segments];  // inclusive scan of the segments' sums
+  __shared__ float s_sub_incl[32];            // inclusive scan of the drawn segment's sub-segment sums
+  __shared__ int64_t s_token, s_arg;
+  __shared__ float s_max;
+  __shared__ int s_drawn_segment;
   const int64_t row = blockIdx.x;
   const float* x = logits + row * v;
+  const segment_stats* st = stats + row * segments;
   const float temperature = params[row], uniform = params[b + row];
   const bool greedy = params[2 * b + row] != 0.0f;
   const float forced = params[3 * b + row];
   const int tid = threadIdx.x, lane = tid % warp, w = tid / warp, warps = blockDim.x / warp;
-  // Pass 1.
-  float m = -INFINITY, best = -INFINITY;
-  int64_t arg = v;
-  for (int64_t j = tid; j < v; j += blockDim.x) {
-    const float xj = x[j];
-    m = fmaxf(m, xj / temperature);
-    if (xj > best) best = xj, arg = j;  // strided: a later j of this thread never wins a tie
-  }
-  for (int offset = warp / 2; offset > 0; offset >>= 1) {
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    const float ob = __shfl_xor_sync(0xffffffffu, best, offset);
-    const int64_t oa = __shfl_xor_sync(0xffffffffu, arg, offset);
-    if (ob > best || (ob == best && oa < arg)) best = ob, arg = oa;
-  }
-  if (lane == 0) s_max[w] = m, s_argval[w] = best, s_arg[w] = arg;
-  __syncthreads();
-  if (tid == 0) {
-    for (int i = 1; i < warps; ++i) {
-      s_max[0] = fmaxf(s_max[0], s_max[i]);
-      if (s_argval[i] > s_argval[0] || (s_argval[i] == s_argval[0] && s_arg[i] < s_arg[0]))
-        s_argval[0] = s_argval[i], s_arg[0] = s_arg[i];
+  if (w == 0) {
+    float best = lane < segments ? st[lane].max : -INFINITY;
+    int64_t arg = lane < segments ? st[lane].arg : v;
+    for (int offset = warp / 2; offset > 0; offset >>= 1)
+      better(best, arg, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, arg, offset));
+    const float incl = warp_inclusive_scan(lane < segments ? st[lane].sum : 0.0f);
+    if (lane < segments) s_seg_incl[lane] = incl;
+    if (lane == 0) {
+      s_max = best / temperature;
+      s_arg = arg < v ? arg : 0;  // a row of -inf only: index 0
+      s_token = forced >= 0.0f ? static_cast<int64_t>(forced) : greedy ? s_arg : -1;
     }
   }
   __syncthreads();
-  const float row_max = s_max[0];
-  // Pass 2: this warp's segment, a multiple of 32 entries long.
-  const int64_t seg = ((v + warps - 1) / warps + warp - 1) / warp * warp;
-  const int64_t lo = min(static_cast<int64_t>(w) * seg, v), hi = min(lo + seg, v);
-  float own = 0.0f;
-  for (int64_t j = lo + lane; j < hi; j += warp) own += expf(x[j] / temperature - row_max);
-  for (int offset = warp / 2; offset > 0; offset >>= 1) own += __shfl_xor_sync(0xffffffffu, own, offset);
-  if (lane == 0) s_incl[w] = own;
-  __syncthreads();
-  if (w == 0) {  // inclusive scan of the (at most 32) warp sums
-    float sum = lane < warps ? s_incl[lane] : 0.0f;
-    for (int offset = 1; offset < warp; offset <<= 1) {
-      const float add = __shfl_up_sync(0xffffffffu, sum, offset);
-      if (lane >= offset) sum += add;
-    }
-    if (lane < warps) s_incl[lane] = sum;
-  }
-  if (tid == 0) s_token = forced >= 0.0f ? static_cast<int64_t>(forced) : greedy ? s_arg[0] : -1;
-  __syncthreads();
-  const float total = s_incl[warps - 1];
-  const bool draw = s_token < 0;
-  __syncthreads();  // every thread has read it before one writes it
-  if (draw) {
-    // Below total, so one segment holds it (u * total can round up to total). Segment w covers
-    // [inclusive sum of w - 1, inclusive sum of w): the ranges tile [0, total).
+  const float row_max = s_max, total = s_seg_incl[segments - 1];
+  if (s_token < 0) {
+    // Below total, so one segment's range holds it (u * total can round up to total).
     const float target = fminf(uniform * total, nextafterf(total, 0.0f));
-    const float from = w > 0 ? s_incl[w - 1] : 0.0f, upto = s_incl[w];
-    if (target >= from && target < upto) {  // this warp's segment only (uniform over the warp)
-      float cum = from;
-      int64_t pick = -1;
-      for (int64_t base = lo; base < hi; base += warp) {
-        const int64_t j = base + lane;
-        const float p = j < hi ? expf(x[j] / temperature - row_max) : 0.0f;
-        float run = p;  // inclusive scan over the lanes
-        for (int offset = 1; offset < warp; offset <<= 1) {
-          const float add = __shfl_up_sync(0xffffffffu, run, offset);
-          if (lane >= offset) run += add;
+    if (tid == 0) {
+      int drawn = -1;
+      for (int i = 0; i < segments && drawn < 0; ++i)
+        if (target < s_seg_incl[i] && st[i].sum > 0.0f) drawn = i;
+      for (int i = segments - 1; i >= 0 && drawn < 0; --i)  // past every range by rounding
+        if (st[i].sum > 0.0f) drawn = i;
+      s_drawn_segment = drawn;
+    }
+    __syncthreads();
+    const int s = s_drawn_segment;
+    if (s >= 0) {
+      const float from = s > 0 ? s_seg_incl[s - 1] : 0.0f;
+      const int64_t seg_lo = min(static_cast<int64_t>(s) * seg, v), seg_hi = min(seg_lo + seg, v);
+      const int64_t sub = ((seg_hi - seg_lo + warps - 1) / warps + warp - 1) / warp * warp;
+      const int64_t lo = min(seg_lo + w * sub, seg_hi), hi = min(lo + sub, seg_hi);
+      float own = 0.0f;
+      for (int64_t j = lo + lane; j < hi; j += warp) own += expf(x[j] / temperature - row_max);
+      for (int offset = warp / 2; offset > 0; offset >>= 1) own += __shfl_xor_sync(0xffffffffu, own, offset);
+      if (lane == 0) s_sub_incl[w] = own;
+      __syncthreads();
+      if (w == 0) s_sub_incl[lane] = warp_inclusive_scan(lane < warps ? s_sub_incl[lane] : 0.0f);
+      __syncthreads();
+      // The target within the segment, kept below the sub-segments' total (their sums are this
+      // block's, in another order than segment_sum_kernel's).
+      const float sub_total = s_sub_incl[warps - 1];
+      const float local = fminf(fmaxf(target - from, 0.0f), nextafterf(sub_total, 0.0f));
+      const float sub_from = w > 0 ? s_sub_incl[w - 1] : 0.0f, sub_upto = s_sub_incl[w];
+      if (local >= sub_from && local < sub_upto) {  // this warp's sub-segment only (uniform over the warp)
+        float cum = sub_from;
+        int64_t pick = -1;
+        for (int64_t base = lo; base < hi; base += warp) {
+          const int64_t j = base + lane;
+          const float p = j < hi ? expf(x[j] / temperature - row_max) : 0.0f;
+          const float run = warp_inclusive_scan(p);
+          const unsigned weighted = __ballot_sync(0xffffffffu, p > 0.0f);  // never draw a zero weight
+          const unsigned passed = __ballot_sync(0xffffffffu, p > 0.0f && cum + run > local);
+          if (passed != 0u) {
+            pick = base + __ffs(passed) - 1;
+            break;
+          }
+          if (weighted != 0u) pick = base + (warp - 1 - __clz(weighted));
+          cum += __shfl_sync(0xffffffffu, run, warp - 1);
         }
-        const unsigned weighted = __ballot_sync(0xffffffffu, p > 0.0f);  // never draw a zero weight
-        const unsigned passed = __ballot_sync(0xffffffffu, p > 0.0f && cum + run > target);
-        if (passed != 0u) {
-          pick = base + __ffs(passed) - 1;
-          break;
-        }
-        if (weighted != 0u) pick = base + (warp - 1 - __clz(weighted));
-        cum += __shfl_sync(0xffffffffu, run, warp - 1);
+        if (lane == 0) s_token = pick;  // past the sub-segment by rounding: its last entry with weight
       }
-      if (lane == 0) s_token = pick;  // past the segment by rounding: its last entry with weight
     }
   }
   __syncthreads();
   if (tid == 0) {
-    // No segment claimed the target only if rounding emptied every range: the most likely token.
-    const int64_t token = s_token >= 0 ? s_token : s_arg[0];
+    // No range claimed the target only if rounding emptied every one: the most likely token.
+    const int64_t token = s_token >= 0 ? s_token : s_arg;
     tokens[row] = token;
     logprobs[row] = x[token] / temperature - row_max - logf(total);
   }
@@ -371,12 +439,29 @@ int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_
   });
 }
 
-int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b, int64_t b,
-                int64_t v, void* stream) {
+namespace {
+int64_t sample_segments(int64_t v) {
+  return std::clamp<int64_t>((v + segment_min_entries - 1) / segment_min_entries, 1, max_segments);
+}
+}  // namespace
+
+int64_t sample_rows_work_bytes(int64_t b, int64_t v) {
+  return b * sample_segments(v) * static_cast<int64_t>(sizeof(segment_stats));
+}
+
+int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
+                void* segments_work, int64_t b, int64_t v, void* stream) {
   if (b == 0) return 0;
-  if (v <= 0 || b > 0x7fffffff) return static_cast<int>(cudaErrorInvalidValue);
-  sample_rows_kernel<<<static_cast<unsigned>(b), sample_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      logits_bv, params_4b, tokens_b, logprobs_b, b, v);
+  if (v <= 0 || b > 65535) return static_cast<int>(cudaErrorInvalidValue);
+  const int64_t segments = sample_segments(v);
+  const int64_t seg = ((v + segments - 1) / segments + warp - 1) / warp * warp;
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  auto* stats = static_cast<segment_stats*>(segments_work);
+  const dim3 grid(static_cast<unsigned>(segments), static_cast<unsigned>(b));
+  segment_max_kernel<<<grid, segment_threads, 0, cuda_stream>>>(logits_bv, stats, v, seg);
+  segment_sum_kernel<<<grid, segment_threads, 0, cuda_stream>>>(logits_bv, params_4b, stats, b, v, seg);
+  sample_pick_kernel<<<static_cast<unsigned>(b), pick_threads, 0, cuda_stream>>>(
+      logits_bv, params_4b, stats, tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -154,7 +154,7 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 bool sample_rows_fuses(const torch::Tensor& logits_bv) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   return logits_bv.defined() && logits_bv.is_cuda() && logits_bv.scalar_type() == torch::kFloat32 &&
-         logits_bv.dim() == 2 && logits_bv.size(1) > 0 && logits_bv.stride(1) == 1 &&
+         logits_bv.dim() == 2 && logits_bv.size(0) <= 65535 && logits_bv.size(1) > 0 && logits_bv.stride(1) == 1 &&
          (logits_bv.size(0) <= 1 || logits_bv.stride(0) == logits_bv.size(1)) && !logits_bv.requires_grad();
 #else
   (void)logits_bv;
@@ -173,8 +173,9 @@ std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_
   auto params = to_device(params_4b, torch::kFloat32, logits_bv.device());
   auto tokens_b = torch::empty({b}, logits_bv.options().dtype(torch::kInt64));
   auto logprobs_b = torch::empty({b}, logits_bv.options());
+  auto work = torch::empty({(kernels::sample_rows_work_bytes(b, v) + 7) / 8}, logits_bv.options().dtype(torch::kInt64));
   check_launch(kernels::sample_rows(logits_bv.data_ptr<float>(), params.data_ptr<float>(), tokens_b.data_ptr<int64_t>(),
-                                    logprobs_b.data_ptr<float>(), b, v, current_stream(logits_bv)),
+                                    logprobs_b.data_ptr<float>(), work.data_ptr(), b, v, current_stream(logits_bv)),
                "sample_rows");
   return {tokens_b, logprobs_b};
 #else

@@ -39,11 +39,11 @@ bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_c
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
                              torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h);
 
-/// True when sample_rows runs as one kernel: this build has the kernels, fp32 CUDA logits [b, v]
-/// with contiguous rows.
+/// True when sample_rows runs as fused kernels: this build has the kernels, fp32 CUDA logits
+/// [b, v] with contiguous rows, b <= 65535.
 bool sample_rows_fuses(const torch::Tensor& logits_bv);
 
-/// One token per row in one kernel (requires sample_rows_fuses): `params_4b` on the host, per
+/// One token per row in three launches (requires sample_rows_fuses): `params_4b` on the host, per
 /// row: temperature (1 for a greedy row), uniform in [0, 1), 1 for greedy else 0, forced token
 /// or -1 (see fused_kernels.hpp). {tokens_b int64, logprobs_b fp32} on the device.
 std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_bv,

@@ -24,7 +24,7 @@ struct sampled_tokens {
 /// from the unfiltered temperature-scaled distribution (see generation_result::logprobs).
 /// `forced` (empty, or one entry per row): an entry >= 0 is taken as row i's token instead of
 /// the draw (teacher forcing), its logprob from the same distribution.
-/// `fused`: where no row filters (top-k, top-p) and the logits are fp32 on CUDA, one kernel
+/// `fused`: where no row filters (top-k, top-p) and the logits are fp32 on CUDA, fused kernels
 /// (fused_ops.hpp's sample_rows) with the same rules; the draw can differ from the composite's
 /// only where rounding in the order of its sums moves the target across a token's boundary.
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,
