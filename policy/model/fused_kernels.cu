@@ -222,13 +222,18 @@ __device__ __forceinline__ void better(float& best, int64_t& arg, float ob, int6
   if (ob > best || (ob == best && oa < arg)) best = ob, arg = oa;
 }
 
+// A warp's (max, first argmax) in every lane.
+__device__ __forceinline__ void warp_argmax(float& best, int64_t& arg) {
+  for (int offset = warp / 2; offset > 0; offset >>= 1)
+    better(best, arg, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, arg, offset));
+}
+
 // A block's (max, first argmax) into thread 0's registers (blockDim.x a multiple of 32, <= 1024).
 __device__ void block_argmax(float& best, int64_t& arg) {
   __shared__ float s_best[32];
   __shared__ int64_t s_arg[32];
   const int lane = threadIdx.x % warp, w = threadIdx.x / warp, warps = blockDim.x / warp;
-  for (int offset = warp / 2; offset > 0; offset >>= 1)
-    better(best, arg, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, arg, offset));
+  warp_argmax(best, arg);
   if (lane == 0) s_best[w] = best, s_arg[w] = arg;
   __syncthreads();
   if (threadIdx.x == 0)
@@ -302,8 +307,7 @@ __global__ void __launch_bounds__(pick_threads)
   if (w == 0) {
     float best = lane < segments ? st[lane].max : -INFINITY;
     int64_t arg = lane < segments ? st[lane].arg : v;
-    for (int offset = warp / 2; offset > 0; offset >>= 1)
-      better(best, arg, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, arg, offset));
+    warp_argmax(best, arg);
     const float incl = warp_inclusive_scan(lane < segments ? st[lane].sum : 0.0f);
     if (lane < segments) s_seg_incl[lane] = incl;
     if (lane == 0) {
