@@ -233,23 +233,41 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
   return write_checkpoint_tensors(model_dir, params_, max_shard_bytes);
 }
 
-torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const kv_cache& cache,
+torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
                                         const flash_seqs& seqs) const {
-  const int64_t p = q_ptge.size(0), t = q_ptge.size(1), g = q_ptge.size(2), e = q_ptge.size(3);
+  const int64_t e = q_xge.size(2);
   // The cache [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view.
   const auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
   const int64_t flat = k_cache.size(0) * k_cache.size(1) * k_cache.size(2);
-  auto out = at::_flash_attention_forward(q_ptge.reshape({p * t, g, e}), k_cache.view({flat, 1, e}),
-                                          v_cache.view({flat, 1, e}), seqs.cu_q, seqs.cu_k, t, seqs.max_k,
-                                          /*dropout_p=*/0.0, /*is_causal=*/t > 1, /*return_debug_mask=*/false,
+  auto out = at::_flash_attention_forward(q_xge, k_cache.view({flat, 1, e}), v_cache.view({flat, 1, e}), seqs.cu_q,
+                                          seqs.cu_k, seqs.max_q, seqs.max_k,
+                                          /*dropout_p=*/0.0, /*is_causal=*/seqs.max_q > 1, /*return_debug_mask=*/false,
                                           std::nullopt, std::nullopt, std::nullopt, seqs.used_k);
-  return std::get<0>(out).reshape({p, t, g, e});
+  return std::get<0>(out);
+}
+
+torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                            const torch::Tensor& v_1kte, const cache_use& use) const {
+  const int64_t t = q_1hte.size(2), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
+  auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+  auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  // Every part's new keys into its slot at once: row (slot * k + head) * c + position.
+  k_cache.view({-1, e}).index_copy_(0, use.prefill_rows_kt, k_1kte[0].reshape({k * t, e}));
+  v_cache.view({-1, e}).index_copy_(0, use.prefill_rows_kt, v_1kte[0].reshape({k * t, e}));
+  // Sequences in (KV head, part) order: head j's queries are q's heads j*g..j*g+g-1 over all T
+  // tokens, so [k, g, T, e] -> [k, T, g, e] lays them out end to end.
+  auto q_xge = q_1hte[0].view({k, g, t, e}).permute({0, 2, 1, 3}).reshape({k * t, g, e});
+  return flash_over_cache(layer, q_xge, *use.cache, use.prefill_seqs)
+      .view({k, t, g, e})
+      .permute({0, 2, 1, 3})
+      .reshape({1, h, t, e});
 }
 
 torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                          const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
-                                         const flash_seqs* seqs, const cache_use::paged_part* page) const {
+                                         const cache_use::paged_part* page) const {
   const int64_t t = q_1hte.size(2), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
   auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
@@ -265,12 +283,6 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
   if (part.start == 0)
     return at::scaled_dot_product_attention(q_1hte, k_1kte, v_1kte, {}, 0.0, /*is_causal=*/true, std::nullopt,
                                             /*enable_gqa=*/h != k);
-  if (seqs != nullptr) {
-    // Continuing a cached prefix: one cache sequence per KV head of the slot, t queries of g
-    // heads, causal from the bottom right (query i sees keys 0..start + i).
-    auto q_ktge = q_1hte[0].reshape({k, g, t, e}).permute({0, 2, 1, 3});
-    return flash_over_cache(layer, q_ktge, cache, *seqs).permute({0, 2, 1, 3}).reshape({1, h, t, e});
-  }
   // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
   const int64_t s = part.start + t;
   auto k_1kse = page != nullptr ? gather_blocks(k_cache, page->table_1m).narrow(2, 0, s)
@@ -338,17 +350,18 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
     }
     return decode_attention(layer, q_bhte, use);
   }
+  if (use.cache != nullptr && use.prefill_rows_kt.defined())
+    return packed_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
   if (use.cache != nullptr) {
     // Prefill of packed parts (b == 1): attention per part, the rest of the block over them all.
     std::vector<torch::Tensor> parts_1hte;
     int64_t offset = 0;
     for (size_t i = 0; i < use.parts.size(); ++i) {
       const auto& part = use.parts[i];
-      const flash_seqs* seqs = use.part_seqs.empty() || part.start == 0 ? nullptr : &use.part_seqs[i];
       const auto* page = use.part_pages.empty() ? nullptr : &use.part_pages[i];
       parts_1hte.push_back(prefill_attention(layer, q_bhte.narrow(2, offset, part.length),
                                              k_bkte.narrow(2, offset, part.length),
-                                             v_bkte.narrow(2, offset, part.length), part, *use.cache, seqs, page));
+                                             v_bkte.narrow(2, offset, part.length), part, *use.cache, page));
       offset += part.length;
     }
     return parts_1hte.size() == 1 ? parts_1hte.front() : torch::cat(parts_1hte, 2);
@@ -366,7 +379,7 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
   const int64_t s = use.keys;
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
   if (cache_attention_ == cache_attention::flash)  // one cache sequence per (row, KV head), g queries each
-    return flash_over_cache(layer, q_bkge.reshape({b * k, 1, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
+    return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
   // Each row's first s keys and values.
   auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s)
                                  : k_cache.narrow(0, 0, b).narrow(2, 0, s);
@@ -591,7 +604,6 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.cache = &cache;
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
-  auto opts = tokens_t.options().dtype(torch::kInt32);
   TORCH_CHECK(!cache.paged || cache_attention_ != cache_attention::flash,
               "prefill: flash cache attention over a paged KV cache is not implemented");
   for (const auto& part : parts) {
@@ -614,17 +626,44 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
           {on_device(blocks), on_device(offsets),
            on_device(std::vector<int64_t>(part.blocks.begin(), part.blocks.begin() + used)).view({1, -1})});
     }
-    if (cache_attention_ == cache_attention::flash) {
-      // One cache sequence per KV head of the slot, each of `length` queries over start + length keys.
-      auto heads = torch::arange(k + 1, opts);
-      use.part_seqs.push_back(
-          flash_seqs{heads * static_cast<int32_t>(part.length),
-                     (heads + static_cast<int32_t>(part.slot * k)) * static_cast<int32_t>(cache.capacity()),
-                     torch::full({k}, part.start + part.length, opts), part.start + part.length});
-    }
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
+  if (cache_attention_ == cache_attention::flash) {
+    // One cache sequence per (KV head, part), head-major: part i under head j has the part's
+    // queries (at j * T + its offset) and its slot's keys 0..start + length - 1 (in the flat
+    // cache from (slot * k + j) * c). One host-to-device copy for the int32 offsets, one for the
+    // int64 rows the new keys go to.
+    const int64_t p = static_cast<int64_t>(parts.size()), c = cache.capacity();
+    std::vector<int32_t> seqs(static_cast<size_t>(3 * p * k + 2));  // cu_q [pk + 1], cu_k [pk + 1], used [pk]
+    std::vector<int64_t> rows;
+    rows.reserve(static_cast<size_t>(k * t));
+    int32_t* cu_q = seqs.data();
+    int32_t* cu_k = cu_q + p * k + 1;
+    int32_t* used = cu_k + p * k + 1;
+    auto& described = use.prefill_seqs;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t offset = 0;
+      for (int64_t i = 0; i < p; ++i) {
+        const auto& part = parts[static_cast<size_t>(i)];
+        const int64_t x = j * p + i;
+        cu_q[x] = static_cast<int32_t>(j * t + offset);
+        cu_k[x] = static_cast<int32_t>((part.slot * k + j) * c);
+        used[x] = static_cast<int32_t>(part.start + part.length);
+        for (int64_t q = 0; q < part.length; ++q) rows.push_back((part.slot * k + j) * c + part.start + q);
+        offset += part.length;
+        described.max_q = std::max(described.max_q, part.length);
+        described.max_k = std::max(described.max_k, part.start + part.length);
+      }
+    }
+    cu_q[p * k] = static_cast<int32_t>(k * t);
+    cu_k[p * k] = static_cast<int32_t>(cache.slots() * k * c);  // unread: seqused_k gives every length
+    auto seqs_d = to_device(seqs, tokens_t.device());
+    described.cu_q = seqs_d.narrow(0, 0, p * k + 1);
+    described.cu_k = seqs_d.narrow(0, p * k + 1, p * k + 1);
+    described.used_k = seqs_d.narrow(0, 2 * (p * k + 1), p * k);
+    use.prefill_rows_kt = to_device(rows, tokens_t.device());
+  }
   auto positions_1t = to_device(positions, tokens_t.device()).unsqueeze(0);
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
   auto hidden_1td = run_layers(x_1td, positions_1t, use);

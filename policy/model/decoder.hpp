@@ -130,8 +130,9 @@ class decoder {
   };
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
-  /// runs once over all of them; attention runs per part, as prefill() does for one sequence,
-  /// so no part sees another's keys. Returns the fp32 logits [parts, v] of each part's last token.
+  /// runs once over all of them; no part sees another's keys (flash over the slot layout: one
+  /// call a layer over every part's cache sequences; otherwise attention per part, as prefill()
+  /// does for one sequence). Returns the fp32 logits [parts, v] of each part's last token.
   torch::Tensor prefill(const torch::Tensor& tokens_t, const std::vector<prefill_part>& parts, kv_cache& cache) const;
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
@@ -220,14 +221,15 @@ class decoder {
   /// and used key counts (int32, on the device), and the longest used count.
   struct flash_seqs {
     torch::Tensor cu_q, cu_k, used_k;
-    int64_t max_k = 0;
+    int64_t max_q = 1, max_k = 0;
   };
   /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
     kv_cache* cache = nullptr;          ///< Null for a plain causal pass.
     bool decode = false;                ///< A decode step (else, with a cache, a prefill of `parts`).
     std::vector<prefill_part> parts;    ///< Prefill: the sequences, their tokens end to end.
-    std::vector<flash_seqs> part_seqs;  ///< Prefill, flash, per part with start > 0.
+    flash_seqs prefill_seqs;            ///< Prefill, flash (slots): every part's (slot, KV head) sequences.
+    torch::Tensor prefill_rows_kt;      ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
     torch::Tensor positions_b;          ///< Decode: where each slot's new key goes.
     torch::Tensor tables_bm;            ///< Decode, paged cache: each row's block table.
     int64_t keys = 0;                   ///< Decode: attended cache length (max position + 1).
@@ -253,16 +255,22 @@ class decoder {
                                   const torch::Tensor& v_bkte, const cache_use& use) const;
   /// A decode step's attention of q [b, h, 1, e] over the cache, the step's keys already written.
   torch::Tensor decode_attention(int64_t layer, const torch::Tensor& q_bh1e, const cache_use& use) const;
-  /// flash attention of q [p, t, g, e] (p cache sequences of t queries, g query heads per KV head)
-  /// over the cache sequences `seqs` describes; returns [p, t, g, e].
-  torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_ptge, const kv_cache& cache,
+  /// flash attention of q [x, g, e] (the queries of the cache sequences `seqs` describes end to
+  /// end, g query heads per KV head) over those sequences, causal from the bottom right when a
+  /// sequence has more than one query; returns [x, g, e].
+  torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
                                  const flash_seqs& seqs) const;
-  /// One prefill part's attention: writes its keys into its slot, attends over the slot's cached
-  /// keys and its own causally. q [1, h, t, e], k and v [1, k, t, e]; returns [1, h, t, e].
-  /// `page`: where its keys go in a paged cache (null for slots).
+  /// A packed prefill's attention with flash over the slot layout: writes every part's keys
+  /// into its slot (one indexed copy each for k and v), then one flash call over the parts'
+  /// (slot, KV head) sequences. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
+  torch::Tensor packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                     const torch::Tensor& v_1kte, const cache_use& use) const;
+  /// One prefill part's attention (sdpa, or a paged cache): writes its keys into its slot,
+  /// attends over the slot's cached keys and its own causally. q [1, h, t, e], k and v
+  /// [1, k, t, e]; returns [1, h, t, e]. `page`: where its keys go in a paged cache (null for slots).
   torch::Tensor prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                   const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
-                                  const flash_seqs* seqs, const cache_use::paged_part* page) const;
+                                  const cache_use::paged_part* page) const;
   /// q [b, h, t, e], k and v [b, k, t, e] of one block: projections, Qwen3 q/k norm, RoPE.
   /// `fused`: use the fused weights where fuse_projections() made them.
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd, const rope_angles& angles,

@@ -26,21 +26,15 @@ def model(tmp_path_factory):
     return path, m
 
 
-def generate(path, prompts, mode):
+def generate(path, prompts, mode, max_batch=3, prefill_chunk=128):
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--dtype", "bfloat16", "--cache-attention", mode,
                     "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 24, "--temperature", 0,
-                    "--max-batch", 3, "--max-context", 2048, "--prefill-chunk", 128)
+                    "--max-batch", max_batch, "--max-context", 2048, "--prefill-chunk", prefill_chunk)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
-def test_flash_cache_attention_matches_sdpa_and_transformers(model):
-    path, hf = model
-    gen = torch.Generator().manual_seed(1)
-    # A short prompt, and two whose chunked prefill continues from cached keys (128 per step).
-    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
-    flash = generate(path, prompts, "flash")
-    sdpa = generate(path, prompts, "sdpa")
-    assert len(flash) == len(sdpa) == 3
+def agree_with_sdpa_and_transformers(hf, prompts, flash, sdpa):
+    assert len(flash) == len(sdpa) == len(prompts)
     for prompt, f, s in zip(prompts, flash, sdpa):
         same = 0
         while same < len(f["tokens"]) and f["tokens"][same] == s["tokens"][same]:
@@ -53,6 +47,24 @@ def test_flash_cache_attention_matches_sdpa_and_transformers(model):
             logits = hf(seq).logits[0, len(prompt) - 1:-1]
         want = torch.log_softmax(logits, -1).gather(1, torch.tensor(f["tokens"])[:, None])[:, 0]
         assert (torch.tensor(f["logprobs"]) - want).abs().max().item() < 0.1, len(prompt)
+
+
+def test_flash_cache_attention_matches_sdpa_and_transformers(model):
+    path, hf = model
+    gen = torch.Generator().manual_seed(1)
+    # A short prompt, and two whose chunked prefill continues from cached keys (128 per step).
+    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
+    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash"), generate(path, prompts, "sdpa"))
+
+
+def test_flash_prefill_of_many_parts_in_one_call_matches_transformers(model):
+    # Twelve prompts admitted together: one flash call a layer prefills every part (fresh prompts,
+    # prompts whose first chunk ended inside them, one-token parts), each over its own slot only.
+    path, hf = model
+    gen = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (1, 2, 7, 64, 129, 250, 3, 400, 31, 17, 800, 90)]
+    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", max_batch=12, prefill_chunk=300),
+                                     generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300))
 
 
 def test_flash_in_float32_is_a_clear_error(model):
