@@ -225,16 +225,16 @@ class decoder {
   };
   /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
-    kv_cache* cache = nullptr;          ///< Null for a plain causal pass.
-    bool decode = false;                ///< A decode step (else, with a cache, a prefill of `parts`).
-    std::vector<prefill_part> parts;    ///< Prefill: the sequences, their tokens end to end.
-    flash_seqs prefill_seqs;            ///< Prefill, flash (slots): every part's (slot, KV head) sequences.
-    torch::Tensor prefill_rows_kt;      ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
-    torch::Tensor positions_b;          ///< Decode: where each slot's new key goes.
-    torch::Tensor tables_bm;            ///< Decode, paged cache: each row's block table.
-    int64_t keys = 0;                   ///< Decode: attended cache length (max position + 1).
-    torch::Tensor mask_b11s;            ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
-    flash_seqs decode_seqs;             ///< Decode, flash.
+    kv_cache* cache = nullptr;        ///< Null for a plain causal pass.
+    bool decode = false;              ///< A decode step (else, with a cache, a prefill of `parts`).
+    std::vector<prefill_part> parts;  ///< Prefill: the sequences, their tokens end to end.
+    flash_seqs prefill_seqs;          ///< Prefill, flash (slots): every part's (slot, KV head) sequences.
+    torch::Tensor prefill_rows_kt;    ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
+    torch::Tensor positions_b;        ///< Decode: where each slot's new key goes.
+    torch::Tensor tables_bm;          ///< Decode, paged cache: each row's block table.
+    int64_t keys = 0;                 ///< Decode: attended cache length (max position + 1).
+    torch::Tensor mask_b11s;          ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
+    flash_seqs decode_seqs;           ///< Decode, flash.
     /// Prefill, paged cache, per part: the block and offset of each new token, and the block
     /// table [1, m] of its keys 0..start+length-1.
     struct paged_part {
