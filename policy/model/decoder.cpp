@@ -268,7 +268,7 @@ torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& 
 torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                          const torch::Tensor& v_1kte, const prefill_part& part, kv_cache& cache,
                                          const cache_use::paged_part* page) const {
-  const int64_t t = q_1hte.size(2), e = config_.head_dim;
+  const int64_t t = q_1hte.size(2);
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads, g = h / k;
   auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
   auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
@@ -311,7 +311,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
     out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
   }
-  return linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, fused_kernels_);
+  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
 }
 
 torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
@@ -323,7 +323,7 @@ torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_bt
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto qkv_bne = linear(x_btd, w.qkv_w, w.qkv_b, /*fused=*/true).view({b, h + 2 * k, e});
+  auto qkv_bne = torch::linear(x_btd, w.qkv_w, w.qkv_b).view({b, h + 2 * k, e});
   if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_)) return {};
   return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h).view({b, h, 1, e});
 }
@@ -546,9 +546,10 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
     const auto& w = layers_[static_cast<size_t>(i)];
     std::tie(residual_btd, normed_btd) =
         add_rms_norm(residual_btd, attention(i, normed_btd, angles, use), w.post_norm_d, eps, fused);
-    auto mlp_btd = w.gate_up_w.defined() ? linear(silu_mul(linear(normed_btd, w.gate_up_w, w.gate_up_b, fused), fused),
-                                                  w.down_w, w.down_b, fused)
-                                         : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
+    auto mlp_btd =
+        w.gate_up_w.defined()
+            ? torch::linear(silu_mul(torch::linear(normed_btd, w.gate_up_w, w.gate_up_b), fused), w.down_w, w.down_b)
+            : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
     const auto& next_norm_d =
         i + 1 < n ? layers_[static_cast<size_t>(i + 1)].input_norm_d : params_.at("model.norm.weight");
     std::tie(residual_btd, normed_btd) = add_rms_norm(residual_btd, mlp_btd, next_norm_d, eps, fused);
@@ -559,7 +560,7 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
 torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd) const {
   const auto& weight_vd =
       config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
-  return linear(hidden_btd, weight_vd, {}, fused_kernels_, /*to_float=*/true);
+  return torch::linear(hidden_btd, weight_vd).to(torch::kFloat32);
 }
 
 torch::Tensor decoder::hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
