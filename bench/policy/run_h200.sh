@@ -12,9 +12,6 @@
 #    START + BUDGET seconds.
 # 4. PAGED=1: first, the 64 x 512 bench and the cached agent workload again with kv_layout = paged
 #    (bench_agent.py --kv-layout paged --skip-uncached --skip long, capped at PAGED_S seconds).
-# LINEAR=1 (default): before step 3, fused_ops' linear (policy/model/skinny_gemm.cu) against
-# torch::linear on the decode GEMMs' shapes at 1 and 64 rows, kernel time under the profiler
-# ($OUT/linear.log).
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
@@ -41,16 +38,6 @@ CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -m gpu tes
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
   tests/policy/model/test_overlap_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
-fi
-if [ "${LINEAR:-1}" = 1 ]; then  # fused_ops' linear against torch::linear at the 0.5B shape's decode GEMMs
-  for shape in "1152 896 --bias" "896 896" "896 4864" "9728 896"; do
-    set -- $shape
-    for rows in 1 64; do
-      timeout 60 "$BUILD/policy/model/policy_model_tool" linear --device cuda --dtype bfloat16 --rows $rows --n $1 --k $2 \
-        ${3:-} --repeats 200 >> "$OUT/linear.log" 2>&1
-    done
-  done
-  echo "linear bench at $(( $(date +%s) - START )) s"; cat "$OUT/linear.log"
 fi
 if [ "${PAGED:-0}" = 1 ]; then
   timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \

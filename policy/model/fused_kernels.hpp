@@ -44,16 +44,3 @@ int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_
                 void* segments_work, int64_t b, int64_t v, void* stream);
 
 }  // namespace caf_agent::policy::kernels
-
-namespace caf_agent::policy::kernels {
-
-/// y_mn = x_mk w_nk^T (+ bias_n) for at most 64 rows on tensor cores (policy/model/skinny_gemm.cu):
-/// bf16 or fp16 operands, fp32 sums, each result rounded to the element type after the bias is
-/// added, as cuBLAS's epilogue does; `y_fp32`: stored as fp32 after that rounding (the logits'
-/// .to(float) in the same pass). Rows of x (stride ldx), w (stride k) and y (stride ldy); bias
-/// may be null. Needs skinny_gemm_fits (k a multiple of 64) and 16-byte aligned x and w.
-bool skinny_gemm_fits(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy);
-int skinny_gemm(element dtype, const void* x, int64_t ldx, const void* w, const void* bias, void* y, int64_t ldy,
-                bool y_fp32, int64_t m, int64_t n, int64_t k, void* stream);
-
-}  // namespace caf_agent::policy::kernels

@@ -117,52 +117,6 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused) {
 #endif
 }
 
-bool linear_fuses(const torch::Tensor& x, const torch::Tensor& weight_nk, const torch::Tensor& bias_n) {
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  const bool half = x.defined() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf);
-  if (!half || x.dim() < 1 || weight_nk.dim() != 2 || !applies({&x, &weight_nk}) ||
-      (bias_n.defined() && (!applies({&x, &bias_n}) || bias_n.dim() != 1 || bias_n.size(0) != weight_nk.size(0))))
-    return false;
-  const int64_t k = x.size(-1), n = weight_nk.size(0), m = k == 0 ? 0 : x.numel() / k;
-  auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  // Rationale: weights of at most 4.5M entries (the 0.5B shape's q/k/v, o and down projections).
-  // cuBLAS keeps the larger ones (gate/up, the LM head), which it reads at 2.4-4.3 TB/s on the
-  // H200 (bench/results/2026-12-03-policy-h200-skinny-gemm.md).
-  constexpr int64_t max_weight = 4'500'000;
-  return weight_nk.size(1) == k && n * k <= max_weight && kernels::skinny_gemm_fits(m, n, k, k, n) && aligned(x) &&
-         aligned(weight_nk);
-#else
-  (void)x;
-  (void)weight_nk;
-  (void)bias_n;
-  return false;
-#endif
-}
-
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight_nk, const torch::Tensor& bias_n, bool fused,
-                     bool to_float) {
-  if (!fused || !linear_fuses(x, weight_nk, bias_n)) {
-    auto y = torch::linear(x, weight_nk, bias_n);
-    return to_float ? y.to(torch::kFloat32) : y;
-  }
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  const c10::cuda::CUDAGuard guard(x.device());
-  kernels::element e = kernels::element::fp32;
-  element_of(x.scalar_type(), e);
-  const int64_t k = x.size(-1), n = weight_nk.size(0), m = x.numel() / k;
-  auto sizes = x.sizes().vec();
-  sizes.back() = n;
-  auto y = torch::empty(sizes, x.options().dtype(to_float ? torch::kFloat32 : x.scalar_type()));
-  check_launch(
-      kernels::skinny_gemm(e, x.data_ptr(), k, weight_nk.data_ptr(), bias_n.defined() ? bias_n.data_ptr() : nullptr,
-                           y.data_ptr(), n, to_float, m, n, k, current_stream(x)),
-      "skinny_gemm");
-  return y;
-#else
-  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
-#endif
-}
-
 bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
                           const torch::Tensor& v_cache_nkce, const rope_table& table) {
   return applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe}) && qkv_bne.dim() == 3 &&

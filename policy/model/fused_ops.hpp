@@ -28,18 +28,6 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& residu
 /// silu(gate) * up of a fused gate/up projection's output [.., 2f] (gate first).
 torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused);
 
-/// True when linear runs as policy/model/skinny_gemm.cu's kernel: this build has the kernels, x
-/// [.., k] with at most 64 rows and weight [n, k] of at most 4.5M entries (and bias [n])
-/// contiguous bf16 / fp16 on one CUDA device, k a multiple of 64, 16-byte aligned (a decode
-/// step's small projections; cuBLAS keeps the large ones).
-bool linear_fuses(const torch::Tensor& x, const torch::Tensor& weight_nk, const torch::Tensor& bias_n);
-
-/// torch::linear(x, weight, bias), `to_float`: then .to(fp32). Where linear_fuses (and `fused`),
-/// one kernel that reads the weight once and rounds as cuBLAS does (the fp32 copy in the same
-/// pass); otherwise exactly the composite.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight_nk, const torch::Tensor& bias_n, bool fused,
-                     bool to_float = false);
-
 /// True when rope_kv_decode runs as one kernel: this build has the kernels, every tensor is on
 /// one CUDA device in one dtype, the caches are contiguous [n, k, c, e].
 bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,

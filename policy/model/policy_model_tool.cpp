@@ -22,11 +22,6 @@
 //   sample   --logits FILE --params FILE --rows B --vocab V --out FILE   the fused sampling kernel
 //            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
 //            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs
-//   linear   --rows M --n N --k K [--bias] [--to-float] [--seed S] [--repeats R] [--out FILE]
-//            fused_ops.hpp's linear on random x [M, K], weight [N, K] (and bias [N]) of --dtype
-//            against torch::linear: writes fp32 [3, M, N] (fused, composite, fp64 reference) and
-//            prints {"fused":..,"fused_device_us":..,"composite_device_us":..} (on CUDA: kernel
-//            time a call under the Kineto profiler, mean of R calls)
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -142,49 +137,6 @@ int run_sample(const args& a) {
   auto [tokens_b, logprobs_b] =
       sample_rows(logits_bv, std::vector<float>(params.data_ptr<float>(), params.data_ptr<float>() + 4 * b));
   return write_floats(torch::stack({tokens_b.to(torch::kFloat32), logprobs_b}), get(a, "out"));
-}
-
-int run_linear(const args& a) {
-  const int64_t m = std::stoll(get(a, "rows")), n = std::stoll(get(a, "n")), k = std::stoll(get(a, "k"));
-  const torch::Device device(get(a, "device", "cuda"));
-  const bool to_float = a.count("to-float") != 0;
-  torch::manual_seed(std::stoull(get(a, "seed", "0")));
-  auto options = torch::TensorOptions().device(device).dtype(dtype_of(a));
-  auto x = torch::randn({m, k}, options);
-  auto w = torch::randn({n, k}, options) * (1.0 / std::sqrt(static_cast<double>(k)));
-  auto b = a.count("bias") ? torch::randn({n}, options) * 0.1 : torch::Tensor();
-  auto fused = linear(x, w, b, /*fused=*/true, to_float);
-  auto composite = linear(x, w, b, /*fused=*/false, to_float);
-  auto reference = torch::linear(x.to(torch::kFloat64), w.to(torch::kFloat64), b.defined() ? b.to(torch::kFloat64) : b);
-  // Device time a call: the kernels' summed durations under the Kineto profiler (cuBLAS's
-  // split-K reduction and the fp32 copy included), over R calls after a warm-up.
-  auto device_us = [&](bool use_fused) {
-    namespace prof = torch::autograd::profiler;
-    using torch::profiler::impl::ActivityType;
-    const int repeats = std::stoi(get(a, "repeats", "200"));
-    const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
-    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-    for (int i = 0; i < 3; ++i) (void)linear(x, w, b, use_fused, to_float);
-    torch::cuda::synchronize();
-    prof::prepareProfiler(config, activities);
-    prof::enableProfiler(config, activities);
-    for (int i = 0; i < repeats; ++i) (void)linear(x, w, b, use_fused, to_float);
-    torch::cuda::synchronize();
-    auto result = prof::disableProfiler();
-    double us = 0;
-    for (const auto& e : result->events())
-      if (e.deviceType() == c10::DeviceType::CUDA) us += static_cast<double>(e.durationNs()) / 1000.0;
-    return us / repeats;
-  };
-  std::cout << "{\"rows\":" << m << ",\"n\":" << n << ",\"k\":" << k << ",\"bias\":" << b.defined()
-            << ",\"to_float\":" << to_float << ",\"fused\":" << linear_fuses(x, w, b);
-  if (device.is_cuda())
-    std::cout << ",\"fused_device_us\":" << device_us(true) << ",\"composite_device_us\":" << device_us(false);
-  std::cout << "}\n";
-  if (!a.count("out")) return 0;
-  return write_floats(
-      torch::stack({fused.to(torch::kFloat32), composite.to(torch::kFloat32), reference.to(torch::kFloat32)}),
-      get(a, "out"));
 }
 
 int run_save(const args& a) {
@@ -566,7 +518,7 @@ int run_generate(const std::string& command, const args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|sample|linear|generate|bench|agent-bench ...\n";
+    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|sample|generate|bench|agent-bench ...\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -576,7 +528,6 @@ int main(int argc, char** argv) {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);
     if (command == "sample") return run_sample(a);
-    if (command == "linear") return run_linear(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors
