@@ -595,6 +595,36 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_c
   return prefill(tokens_t, {prefill_part{slot, start, tokens_t.size(0)}}, cache)[0];
 }
 
+decoder::packed_flash_layout decoder::describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
+                                                            int64_t capacity, int64_t slots) {
+  const int64_t p = static_cast<int64_t>(parts.size()), k = kv_heads, c = capacity;
+  int64_t t = 0;
+  for (const auto& part : parts) t += part.length;
+  packed_flash_layout out;
+  out.seqs.assign(static_cast<size_t>(3 * p * k + 2), 0);
+  out.rows.reserve(static_cast<size_t>(k * t));
+  int32_t* cu_q = out.seqs.data();
+  int32_t* cu_k = cu_q + p * k + 1;
+  int32_t* used = cu_k + p * k + 1;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t offset = 0;
+    for (int64_t i = 0; i < p; ++i) {
+      const auto& part = parts[static_cast<size_t>(i)];
+      const int64_t x = j * p + i;
+      cu_q[x] = static_cast<int32_t>(j * t + offset);
+      cu_k[x] = static_cast<int32_t>((part.slot * k + j) * c);
+      used[x] = static_cast<int32_t>(part.start + part.length);
+      for (int64_t q = 0; q < part.length; ++q) out.rows.push_back((part.slot * k + j) * c + part.start + q);
+      offset += part.length;
+      out.max_q = std::max(out.max_q, part.length);
+      out.max_k = std::max(out.max_k, part.start + part.length);
+    }
+  }
+  cu_q[p * k] = static_cast<int32_t>(k * t);
+  cu_k[p * k] = static_cast<int32_t>(slots * k * c);  // unread: seqused_k gives every length
+  return out;
+}
+
 torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<prefill_part>& parts,
                                kv_cache& cache) const {
   const int64_t t = tokens_t.size(0);
@@ -630,39 +660,17 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
   if (cache_attention_ == cache_attention::flash) {
-    // One cache sequence per (KV head, part), head-major: part i under head j has the part's
-    // queries (at j * T + its offset) and its slot's keys 0..start + length - 1 (in the flat
-    // cache from (slot * k + j) * c). One host-to-device copy for the int32 offsets, one for the
-    // int64 rows the new keys go to.
-    const int64_t p = static_cast<int64_t>(parts.size()), c = cache.capacity();
-    std::vector<int32_t> seqs(static_cast<size_t>(3 * p * k + 2));  // cu_q [pk + 1], cu_k [pk + 1], used [pk]
-    std::vector<int64_t> rows;
-    rows.reserve(static_cast<size_t>(k * t));
-    int32_t* cu_q = seqs.data();
-    int32_t* cu_k = cu_q + p * k + 1;
-    int32_t* used = cu_k + p * k + 1;
+    // One host-to-device copy for the int32 offsets, one for the int64 rows the new keys go to.
+    const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots());
+    const int64_t x = static_cast<int64_t>(parts.size()) * k;
+    auto seqs_d = to_device(layout.seqs, tokens_t.device());
     auto& described = use.prefill_seqs;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t offset = 0;
-      for (int64_t i = 0; i < p; ++i) {
-        const auto& part = parts[static_cast<size_t>(i)];
-        const int64_t x = j * p + i;
-        cu_q[x] = static_cast<int32_t>(j * t + offset);
-        cu_k[x] = static_cast<int32_t>((part.slot * k + j) * c);
-        used[x] = static_cast<int32_t>(part.start + part.length);
-        for (int64_t q = 0; q < part.length; ++q) rows.push_back((part.slot * k + j) * c + part.start + q);
-        offset += part.length;
-        described.max_q = std::max(described.max_q, part.length);
-        described.max_k = std::max(described.max_k, part.start + part.length);
-      }
-    }
-    cu_q[p * k] = static_cast<int32_t>(k * t);
-    cu_k[p * k] = static_cast<int32_t>(cache.slots() * k * c);  // unread: seqused_k gives every length
-    auto seqs_d = to_device(seqs, tokens_t.device());
-    described.cu_q = seqs_d.narrow(0, 0, p * k + 1);
-    described.cu_k = seqs_d.narrow(0, p * k + 1, p * k + 1);
-    described.used_k = seqs_d.narrow(0, 2 * (p * k + 1), p * k);
-    use.prefill_rows_kt = to_device(rows, tokens_t.device());
+    described.cu_q = seqs_d.narrow(0, 0, x + 1);
+    described.cu_k = seqs_d.narrow(0, x + 1, x + 1);
+    described.used_k = seqs_d.narrow(0, 2 * (x + 1), x);
+    described.max_q = layout.max_q;
+    described.max_k = layout.max_k;
+    use.prefill_rows_kt = to_device(layout.rows, tokens_t.device());
   }
   auto positions_1t = to_device(positions, tokens_t.device()).unsqueeze(0);
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));

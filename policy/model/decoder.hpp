@@ -128,6 +128,19 @@ class decoder {
     int64_t length = 0;
     std::vector<int64_t> blocks;
   };
+  /// A packed prefill's cache sequences for flash over the slot layout, one per (KV head j,
+  /// part i) in head-major order (x = j * parts + i). `seqs` holds cu_q [x + 1] (part i's
+  /// queries under head j start at j * T + the part's offset among the T new tokens), cu_k
+  /// [x + 1] (the part's slot's keys of head j start at row (slot * k + j) * c of the flat cache
+  /// [slots * k * c, e]; the last entry is unread) and used_k [x] (start + length); `rows`
+  /// [k * T] is the flat cache row of each new key, head-major. Offsets must fit int32.
+  struct packed_flash_layout {
+    std::vector<int32_t> seqs;
+    std::vector<int64_t> rows;
+    int64_t max_q = 1, max_k = 0;
+  };
+  static packed_flash_layout describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
+                                                   int64_t capacity, int64_t slots);
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
   /// runs once over all of them; no part sees another's keys (flash over the slot layout: one

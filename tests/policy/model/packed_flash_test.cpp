@@ -1,0 +1,54 @@
+// decoder::describe_packed_flash: the cache sequences a packed prefill hands flash over the slot
+// layout (run on the GPU only; the layout itself is host arithmetic, checked here). Each new key
+// must land at its slot's row for its head and position, and each sequence's queries must be the
+// part's tokens under that head, reading that slot's keys up to the part's last position.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "policy/model/decoder.hpp"
+
+using caf_agent::policy::decoder;
+
+namespace {
+
+TEST(packed_flash, sequences_are_head_major_and_read_only_their_own_slot) {
+  const int64_t k = 2, c = 100, slots = 5;
+  // A fresh prompt, a continuation of a cached prefix, a one-token part; slots out of order.
+  const std::vector<decoder::prefill_part> parts = {{3, 0, 4, {}}, {0, 10, 2, {}}, {4, 7, 1, {}}};
+  const int64_t p = 3, t = 7, x = p * k;
+  const auto layout = decoder::describe_packed_flash(parts, k, c, slots);
+  ASSERT_EQ(layout.seqs.size(), static_cast<size_t>(3 * x + 2));
+  const int32_t* cu_q = layout.seqs.data();
+  const int32_t* cu_k = cu_q + x + 1;
+  const int32_t* used = cu_k + x + 1;
+  // Queries: head 0's parts end to end (0, 4, 6), then head 1's from T = 7.
+  EXPECT_EQ(std::vector<int32_t>(cu_q, cu_q + x + 1), (std::vector<int32_t>{0, 4, 6, 7, 11, 13, 14}));
+  // Keys: (slot * k + head) * c; used: start + length.
+  EXPECT_EQ(std::vector<int32_t>(cu_k, cu_k + x), (std::vector<int32_t>{600, 0, 800, 700, 100, 900}));
+  EXPECT_EQ(std::vector<int32_t>(used, used + x), (std::vector<int32_t>{4, 12, 8, 4, 12, 8}));
+  EXPECT_EQ(layout.max_q, 4);
+  EXPECT_EQ(layout.max_k, 12);
+  // Rows: head-major, each token at its slot's head row + position; all distinct and inside
+  // the sequence flash reads for it.
+  ASSERT_EQ(layout.rows.size(), static_cast<size_t>(k * t));
+  EXPECT_EQ(layout.rows, (std::vector<int64_t>{600, 601, 602, 603, 10, 11, 807, 700, 701, 702, 703, 110, 111, 907}));
+  EXPECT_EQ(std::set<int64_t>(layout.rows.begin(), layout.rows.end()).size(), layout.rows.size());
+  for (int64_t s = 0; s < x; ++s)
+    for (int32_t q = cu_q[s]; q < cu_q[s + 1]; ++q) {
+      const int64_t row = layout.rows[static_cast<size_t>(q)];
+      EXPECT_GE(row, cu_k[s]);
+      EXPECT_LT(row, cu_k[s] + used[s]);
+    }
+}
+
+TEST(packed_flash, one_part_is_one_sequence_per_kv_head) {
+  const auto layout = decoder::describe_packed_flash({{1, 5, 3, {}}}, 2, 16, 2);
+  EXPECT_EQ(layout.seqs, (std::vector<int32_t>{0, 3, 6, 32, 48, 64, 8, 8}));
+  EXPECT_EQ(layout.rows, (std::vector<int64_t>{37, 38, 39, 53, 54, 55}));
+  EXPECT_EQ(layout.max_q, 3);
+  EXPECT_EQ(layout.max_k, 8);
+}
+
+}  // namespace
