@@ -557,10 +557,11 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
   return normed_btd;
 }
 
-torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd) const {
+torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd, bool to_float) const {
   const auto& weight_vd =
       config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
-  return torch::linear(hidden_btd, weight_vd).to(torch::kFloat32);
+  auto logits = torch::linear(hidden_btd, weight_vd);
+  return to_float ? logits.to(torch::kFloat32) : logits;
 }
 
 torch::Tensor decoder::hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
@@ -676,7 +677,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
   auto hidden_1td = run_layers(x_1td, positions_1t, use);
   auto last_t = to_device(last, tokens_t.device());
-  return lm_head(hidden_1td[0].index_select(0, last_t));
+  return lm_head(hidden_1td[0].index_select(0, last_t), /*to_float=*/false);
 }
 
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
@@ -713,7 +714,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   }
   auto x_b1d = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_b.view({b, 1}));
   auto hidden_b1d = run_layers(x_b1d, positions_b.view({b, 1}), use);
-  return lm_head(hidden_b1d.squeeze(1));
+  return lm_head(hidden_b1d.squeeze(1), /*to_float=*/false);
 }
 
 status decoder::assign(const tensor_map& tensors) {

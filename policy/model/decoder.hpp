@@ -114,7 +114,7 @@ class decoder {
   torch::Tensor values(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt = {}) const;
 
   /// Runs `tokens_t` of one sequence into cache slot `slot` at positions start..start+t-1 and
-  /// returns the fp32 logits [v] of its last position. With start > 0 the slot's keys at
+  /// returns the logits [v] of its last position (the model's dtype, as decode()'s). With start > 0 the slot's keys at
   /// 0..start-1 are those of the sequence's earlier tokens (a cached prefix: an earlier turn of
   /// the same conversation); the new tokens attend to them and to each other causally.
   torch::Tensor prefill(const torch::Tensor& tokens_t, int64_t slot, kv_cache& cache, int64_t start = 0) const;
@@ -145,11 +145,14 @@ class decoder {
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
   /// runs once over all of them; no part sees another's keys (flash over the slot layout: one
   /// call a layer over every part's cache sequences; otherwise attention per part, as prefill()
-  /// does for one sequence). Returns the fp32 logits [parts, v] of each part's last token.
+  /// does for one sequence). Returns the logits [parts, v] of each part's last token (the model's
+  /// dtype, as decode()'s).
   torch::Tensor prefill(const torch::Tensor& tokens_t, const std::vector<prefill_part>& parts, kv_cache& cache) const;
   /// One decoding step for slots 0..b-1: token `tokens_b[i]` at position `positions_b[i]`
   /// (int64, on the model's device), attending to keys 0..positions_b[i] of its slot;
-  /// `keys_s` bounds the attended cache length (max position + 1). Returns fp32 logits [b, v].
+  /// `keys_s` bounds the attended cache length (max position + 1). Returns logits [b, v] in the
+  /// model's dtype, rounded as the LM head rounds them (as transformers' are before .float();
+  /// sample_tokens reads them as they are, without an fp32 copy of the whole vocabulary).
   /// A paged cache needs `block_tables_bm` (int64 [b, m], on the model's device): row i's
   /// blocks, covering positions 0..positions_b[i] (pad with any valid block id); row i is then
   /// sequence i, not slot i.
@@ -289,7 +292,8 @@ class decoder {
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd, const rope_angles& angles,
                                            bool fused) const;
   torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const;
-  torch::Tensor lm_head(const torch::Tensor& hidden_btd) const;
+  /// Logits of the model's dtype as the LM head rounds them; `to_float`: then their fp32 copy.
+  torch::Tensor lm_head(const torch::Tensor& hidden_btd, bool to_float = true) const;
   torch::Tensor optional_param(const std::string& name) const;
 
   model_config config_;

@@ -163,33 +163,37 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
   }
 }
 
-// One block per row: x * cos + swap_halves(x) * (-sin, sin), each product rounded, as
-// layers.cpp's rotate; q heads to q_bhe, k heads rotated and v heads as is into the caches.
+// x * cos + swap_halves(x) * (-sin, sin), each product rounded, as layers.cpp's rotate; q heads
+// to q_bhe, k heads rotated and v heads as is into the caches. One entry a thread, blocks of
+// rope_threads along y: a single round of loads (a block a row looping over its 1,152 entries
+// took 3.3 us a call on the H200, bench/results/2026-12-03-policy-h200-packed-prefill).
+constexpr int rope_threads = 128;
+
 template <typename T>
 __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* __restrict__ positions,
                                       const T* __restrict__ cos_pe, const T* __restrict__ sin_pe, T* __restrict__ q,
                                       T* __restrict__ k_cache, T* __restrict__ v_cache, int64_t h, int64_t k, int64_t e,
                                       int64_t c) {
   const int64_t row = blockIdx.x;
+  const int heads = static_cast<int>(h + 2 * k), width = static_cast<int>(e), half = width / 2;
+  const int i = static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (i >= heads * width) return;
   const int64_t pos = positions[row];
-  const int64_t heads = h + 2 * k, half = e / 2;
   const T* in = qkv + row * heads * e;
-  for (int64_t i = threadIdx.x; i < heads * e; i += blockDim.x) {
-    const int64_t head = i / e, j = i - head * e;
-    if (head >= h + k) {  // v: into the cache unrotated
-      v_cache[((row * k + (head - h - k)) * c + pos) * e + j] = in[i];
-      continue;
-    }
-    const int64_t swapped = j < half ? i + half : i - half;
-    const float s = to_f(sin_pe[pos * e + j]);
-    const float a = round_to<T>(to_f(in[i]) * to_f(cos_pe[pos * e + j]));
-    const float b = round_to<T>(to_f(in[swapped]) * (j < half ? -s : s));
-    const T y = from_f<T>(a + b);
-    if (head < h)
-      q[(row * h + head) * e + j] = y;
-    else
-      k_cache[((row * k + (head - h)) * c + pos) * e + j] = y;
+  const int head = i / width, j = i - head * width;
+  if (head >= h + k) {  // v: into the cache unrotated
+    v_cache[((row * k + (head - h - k)) * c + pos) * e + j] = in[i];
+    return;
   }
+  const int swapped = j < half ? i + half : i - half;
+  const float s = to_f(sin_pe[pos * e + j]);
+  const float a = round_to<T>(to_f(in[i]) * to_f(cos_pe[pos * e + j]));
+  const float b = round_to<T>(to_f(in[swapped]) * (j < half ? -s : s));
+  const T y = from_f<T>(a + b);
+  if (head < h)
+    q[(row * h + head) * e + j] = y;
+  else
+    k_cache[((row * k + (head - h)) * c + pos) * e + j] = y;
 }
 
 // sample_rows in three launches over a row cut into S segments (fused_kernels.hpp). Rationale:
@@ -240,17 +244,18 @@ __device__ void block_argmax(float& best, int64_t& arg) {
     for (int i = 1; i < warps; ++i) better(best, arg, s_best[i], s_arg[i]);
 }
 
+template <typename T>
 __global__ void __launch_bounds__(segment_threads)
-    segment_max_kernel(const float* __restrict__ logits, segment_stats* __restrict__ stats, int64_t v, int64_t seg) {
+    segment_max_kernel(const T* __restrict__ logits, segment_stats* __restrict__ stats, int64_t v, int64_t seg) {
   const int s = blockIdx.x, segments = gridDim.x;
   const int64_t row = blockIdx.y;
-  const float* x = logits + row * v;
+  const T* x = logits + row * v;
   const int64_t lo = min(static_cast<int64_t>(s) * seg, v), hi = min(lo + seg, v);
   float best = -INFINITY;
   int64_t arg = v;
 #pragma unroll 8
   for (int64_t j = lo + threadIdx.x; j < hi; j += segment_threads) {
-    const float xj = x[j];
+    const float xj = to_f(x[j]);
     if (xj > best) best = xj, arg = j;  // strided: a later j of this thread never wins a tie
   }
   block_argmax(best, arg);
@@ -260,12 +265,13 @@ __global__ void __launch_bounds__(segment_threads)
   }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(segment_threads)
-    segment_sum_kernel(const float* __restrict__ logits, const float* __restrict__ params,
+    segment_sum_kernel(const T* __restrict__ logits, const float* __restrict__ params,
                        segment_stats* __restrict__ stats, int64_t b, int64_t v, int64_t seg) {
   const int s = blockIdx.x, segments = gridDim.x;
   const int64_t row = blockIdx.y;
-  const float* x = logits + row * v;
+  const T* x = logits + row * v;
   const float temperature = params[row];
   float m = -INFINITY;
   for (int i = 0; i < segments; ++i) m = fmaxf(m, stats[row * segments + i].max);
@@ -273,7 +279,7 @@ __global__ void __launch_bounds__(segment_threads)
   const int64_t lo = min(static_cast<int64_t>(s) * seg, v), hi = min(lo + seg, v);
   float own = 0.0f;
 #pragma unroll 8
-  for (int64_t j = lo + threadIdx.x; j < hi; j += segment_threads) own += expf(x[j] / temperature - row_max);
+  for (int64_t j = lo + threadIdx.x; j < hi; j += segment_threads) own += expf(to_f(x[j]) / temperature - row_max);
   const float total = block_sum(own);  // its __syncthreads: every thread has read the records
   if (threadIdx.x == 0) stats[row * segments + s].sum = total;
 }
@@ -288,8 +294,9 @@ __device__ __forceinline__ float warp_inclusive_scan(float value) {
   return value;
 }
 
+template <typename T>
 __global__ void __launch_bounds__(pick_threads)
-    sample_pick_kernel(const float* __restrict__ logits, const float* __restrict__ params,
+    sample_pick_kernel(const T* __restrict__ logits, const float* __restrict__ params,
                        const segment_stats* __restrict__ stats, int64_t* __restrict__ tokens,
                        float* __restrict__ logprobs, int64_t b, int64_t v, int64_t seg, int segments) {
   __shared__ float s_seg_incl[max_segments];  // inclusive scan of the segments' sums
@@ -298,7 +305,7 @@ __global__ void __launch_bounds__(pick_threads)
   __shared__ float s_max;
   __shared__ int s_drawn_segment;
   const int64_t row = blockIdx.x;
-  const float* x = logits + row * v;
+  const T* x = logits + row * v;
   const segment_stats* st = stats + row * segments;
   const float temperature = params[row], uniform = params[b + row];
   const bool greedy = params[2 * b + row] != 0.0f;
@@ -337,7 +344,7 @@ __global__ void __launch_bounds__(pick_threads)
       const int64_t sub = ((seg_hi - seg_lo + warps - 1) / warps + warp - 1) / warp * warp;
       const int64_t lo = min(seg_lo + w * sub, seg_hi), hi = min(lo + sub, seg_hi);
       float own = 0.0f;
-      for (int64_t j = lo + lane; j < hi; j += warp) own += expf(x[j] / temperature - row_max);
+      for (int64_t j = lo + lane; j < hi; j += warp) own += expf(to_f(x[j]) / temperature - row_max);
       for (int offset = warp / 2; offset > 0; offset >>= 1) own += __shfl_xor_sync(0xffffffffu, own, offset);
       if (lane == 0) s_sub_incl[w] = own;
       __syncthreads();
@@ -353,7 +360,7 @@ __global__ void __launch_bounds__(pick_threads)
         int64_t pick = -1;
         for (int64_t base = lo; base < hi; base += warp) {
           const int64_t j = base + lane;
-          const float p = j < hi ? expf(x[j] / temperature - row_max) : 0.0f;
+          const float p = j < hi ? expf(to_f(x[j]) / temperature - row_max) : 0.0f;
           const float run = warp_inclusive_scan(p);
           const unsigned weighted = __ballot_sync(0xffffffffu, p > 0.0f);  // never draw a zero weight
           const unsigned passed = __ballot_sync(0xffffffffu, p > 0.0f && cum + run > local);
@@ -373,7 +380,7 @@ __global__ void __launch_bounds__(pick_threads)
     // No range claimed the target only if rounding emptied every one: the most likely token.
     const int64_t token = s_token >= 0 ? s_token : s_arg;
     tokens[row] = token;
-    logprobs[row] = x[token] / temperature - row_max - logf(total);
+    logprobs[row] = to_f(x[token]) / temperature - row_max - logf(total);
   }
 }
 
@@ -435,9 +442,12 @@ int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_
                    const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce, int64_t b, int64_t h,
                    int64_t k, int64_t e, int64_t c, void* stream) {
   if (b == 0) return 0;
+  const int64_t n = (h + 2 * k) * e;  // entries a row
+  if (b > 0x7fffffff || n > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    rope_kv_decode_kernel<T><<<static_cast<unsigned>(b), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    const dim3 grid(static_cast<unsigned>(b), static_cast<unsigned>((n + rope_threads - 1) / rope_threads));
+    rope_kv_decode_kernel<T><<<grid, rope_threads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(qkv_bne), positions_b, static_cast<const T*>(cos_pe), static_cast<const T*>(sin_pe),
         static_cast<T*>(q_bhe), static_cast<T*>(k_cache_nkce), static_cast<T*>(v_cache_nkce), h, k, e, c);
   });
@@ -453,7 +463,7 @@ int64_t sample_rows_work_bytes(int64_t b, int64_t v) {
   return b * sample_segments(v) * static_cast<int64_t>(sizeof(segment_stats));
 }
 
-int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
+int sample_rows(element dtype, const void* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
                 void* segments_work, int64_t b, int64_t v, void* stream) {
   if (b == 0) return 0;
   if (v <= 0 || b > 65535) return static_cast<int>(cudaErrorInvalidValue);
@@ -462,11 +472,14 @@ int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   auto* stats = static_cast<segment_stats*>(segments_work);
   const dim3 grid(static_cast<unsigned>(segments), static_cast<unsigned>(b));
-  segment_max_kernel<<<grid, segment_threads, 0, cuda_stream>>>(logits_bv, stats, v, seg);
-  segment_sum_kernel<<<grid, segment_threads, 0, cuda_stream>>>(logits_bv, params_4b, stats, b, v, seg);
-  sample_pick_kernel<<<static_cast<unsigned>(b), pick_threads, 0, cuda_stream>>>(
-      logits_bv, params_4b, stats, tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
-  return static_cast<int>(cudaGetLastError());
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const auto* logits = static_cast<const T*>(logits_bv);
+    segment_max_kernel<T><<<grid, segment_threads, 0, cuda_stream>>>(logits, stats, v, seg);
+    segment_sum_kernel<T><<<grid, segment_threads, 0, cuda_stream>>>(logits, params_4b, stats, b, v, seg);
+    sample_pick_kernel<T><<<static_cast<unsigned>(b), pick_threads, 0, cuda_stream>>>(
+        logits, params_4b, stats, tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
+  });
 }
 
 }  // namespace caf_agent::policy::kernels

@@ -32,15 +32,14 @@ int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_
 
 namespace caf_agent::policy::kernels {
 
-/// One token per row of fp32 logits_bv (rows contiguous, row stride v), the composite's rules
-/// (sampling.cpp, no top-k / top-p): params_4b holds per row, fp32, its temperature (1 for greedy
-/// rows), its uniform in [0, 1), 1 for a greedy row (argmax, first index on ties) else 0, and a
-/// forced token (>= 0) or -1. Inverse-CDF draw over softmax(logits / temperature); logprob_b =
-/// log softmax(logits / temperature) at the token. Three launches (each row cut into up to 32
-/// segments of at least 4,096 entries); segments_work: sample_rows_work_bytes(b, v) bytes of
-/// device scratch, 8-byte aligned. b <= 65535.
+/// One token per row of logits_bv (fp32, bf16 or fp16, each read as its fp32 value; rows
+/// contiguous, row stride v), the composite's rules (sampling.cpp, no top-k / top-p): params_4b holds per row, fp32,
+/// its temperature (1 for greedy rows), its uniform in [0, 1), 1 for a greedy row (argmax, first index on ties) else 0,
+/// and a forced token (>= 0) or -1. Inverse-CDF draw over softmax(logits / temperature); logprob_b = log softmax(logits
+/// / temperature) at the token. Three launches (each row cut into up to 32 segments of at least 4,096 entries);
+/// segments_work: sample_rows_work_bytes(b, v) bytes of device scratch, 8-byte aligned. b <= 65535.
 int64_t sample_rows_work_bytes(int64_t b, int64_t v);
-int sample_rows(const float* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
+int sample_rows(element dtype, const void* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
                 void* segments_work, int64_t b, int64_t v, void* stream);
 
 }  // namespace caf_agent::policy::kernels

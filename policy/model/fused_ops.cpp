@@ -153,8 +153,10 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 
 bool sample_rows_fuses(const torch::Tensor& logits_bv) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  return logits_bv.defined() && logits_bv.is_cuda() && logits_bv.scalar_type() == torch::kFloat32 &&
-         logits_bv.dim() == 2 && logits_bv.size(0) <= 65535 && logits_bv.size(1) > 0 && logits_bv.stride(1) == 1 &&
+  const auto dtype = logits_bv.defined() ? logits_bv.scalar_type() : torch::kFloat32;
+  return logits_bv.defined() && logits_bv.is_cuda() &&
+         (dtype == torch::kFloat32 || dtype == torch::kBFloat16 || dtype == torch::kHalf) && logits_bv.dim() == 2 &&
+         logits_bv.size(0) <= 65535 && logits_bv.size(1) > 0 && logits_bv.stride(1) == 1 &&
          (logits_bv.size(0) <= 1 || logits_bv.stride(0) == logits_bv.size(1)) && !logits_bv.requires_grad();
 #else
   (void)logits_bv;
@@ -164,7 +166,8 @@ bool sample_rows_fuses(const torch::Tensor& logits_bv) {
 
 std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_bv,
                                                     const std::vector<float>& params_4b) {
-  TORCH_CHECK(sample_rows_fuses(logits_bv), "sample_rows: needs the CUDA kernels and fp32 CUDA logits [b, v]");
+  TORCH_CHECK(sample_rows_fuses(logits_bv),
+              "sample_rows: needs the CUDA kernels and fp32, bf16 or fp16 CUDA logits [b, v]");
   const int64_t b = logits_bv.size(0), v = logits_bv.size(1);
   TORCH_CHECK(static_cast<int64_t>(params_4b.size()) == 4 * b, "sample_rows: ", params_4b.size(), " parameters for ", b,
               " rows (4 per row)");
@@ -172,9 +175,11 @@ std::pair<torch::Tensor, torch::Tensor> sample_rows(const torch::Tensor& logits_
   const c10::cuda::CUDAGuard guard(logits_bv.device());
   auto params = to_device(params_4b, torch::kFloat32, logits_bv.device());
   auto tokens_b = torch::empty({b}, logits_bv.options().dtype(torch::kInt64));
-  auto logprobs_b = torch::empty({b}, logits_bv.options());
+  auto logprobs_b = torch::empty({b}, logits_bv.options().dtype(torch::kFloat32));
   auto work = torch::empty({(kernels::sample_rows_work_bytes(b, v) + 7) / 8}, logits_bv.options().dtype(torch::kInt64));
-  check_launch(kernels::sample_rows(logits_bv.data_ptr<float>(), params.data_ptr<float>(), tokens_b.data_ptr<int64_t>(),
+  kernels::element e = kernels::element::fp32;
+  element_of(logits_bv.scalar_type(), e);
+  check_launch(kernels::sample_rows(e, logits_bv.data_ptr(), params.data_ptr<float>(), tokens_b.data_ptr<int64_t>(),
                                     logprobs_b.data_ptr<float>(), work.data_ptr(), b, v, current_stream(logits_bv)),
                "sample_rows");
   return {tokens_b, logprobs_b};

@@ -39,8 +39,9 @@ bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_c
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
                              torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h);
 
-/// True when sample_rows runs as fused kernels: this build has the kernels, fp32 CUDA logits
-/// [b, v] with contiguous rows, b <= 65535.
+/// True when sample_rows runs as fused kernels: this build has the kernels, CUDA logits [b, v]
+/// (fp32, bf16 or fp16: the kernels read each entry's fp32 value, so bf16 logits sample exactly as
+/// their fp32 copy would) with contiguous rows, b <= 65535.
 bool sample_rows_fuses(const torch::Tensor& logits_bv);
 
 /// One token per row in three launches (requires sample_rows_fuses): `params_4b` on the host, per

@@ -22,6 +22,7 @@
 //   sample   --logits FILE --params FILE --rows B --vocab V --out FILE   the fused sampling kernel
 //            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
 //            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs
+//            --logits-dtype bfloat16|float16: the logits rounded to that dtype before sampling
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -128,7 +129,17 @@ torch::Tensor read_floats(const std::string& path, int64_t count) {
 int run_sample(const args& a) {
   const int64_t b = std::stoll(get(a, "rows")), v = std::stoll(get(a, "vocab"));
   const torch::Device device(get(a, "device", "cuda"));
-  auto logits_bv = read_floats(get(a, "logits"), b * v).view({b, v}).to(device);
+  // --logits-dtype bfloat16|float16: the logits rounded to that dtype first (as a model of that
+  // dtype hands them to the sampler).
+  const std::string logits_dtype = get(a, "logits-dtype", "float32");
+  if (logits_dtype != "float32" && logits_dtype != "bfloat16" && logits_dtype != "float16") {
+    std::cerr << "sample: --logits-dtype must be float32, bfloat16 or float16, not '" << logits_dtype << "'\n";
+    return 2;
+  }
+  const auto dtype = logits_dtype == "bfloat16"  ? torch::kBFloat16
+                     : logits_dtype == "float16" ? torch::kHalf
+                                                 : torch::kFloat32;
+  auto logits_bv = read_floats(get(a, "logits"), b * v).view({b, v}).to(device, dtype);
   auto params = read_floats(get(a, "params"), 4 * b);
   if (!sample_rows_fuses(logits_bv)) {
     std::cerr << "sample: the fused sampling kernel does not run here (a CUDA build with the kernels, CUDA logits)\n";
@@ -298,6 +309,7 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
   std::map<std::string, total> by_kernel;
   double device_us = 0;
   int64_t device_events = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // the device events' [start, end) in ns
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     const double us = static_cast<double>(e.durationNs()) / 1000.0;
@@ -305,6 +317,23 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
     by_kernel[e.name()].calls += 1;
     device_us += us;
     ++device_events;
+    spans.emplace_back(e.startNs(), e.endNs());
+  }
+  // Where the device idles between its events: short gaps (under 5 us: one kernel's launch after
+  // another inside a graph) against long ones (the host between steps, a synchronisation).
+  std::sort(spans.begin(), spans.end());
+  total short_gaps, long_gaps;
+  double longest_gap_us = 0;
+  uint64_t busy_until = spans.empty() ? 0 : spans.front().second;
+  for (const auto& [start, end] : spans) {
+    if (start > busy_until) {
+      const double gap = static_cast<double>(start - busy_until) / 1000.0;
+      auto& bucket = gap < 5.0 ? short_gaps : long_gaps;
+      bucket.us += gap;
+      bucket.calls += 1;
+      longest_gap_us = std::max(longest_gap_us, gap);
+    }
+    busy_until = std::max(busy_until, end);
   }
   std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
   std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
@@ -313,7 +342,9 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
   f << "{\"steps\":" << ran << ",\"decode_steps\":" << s.decode_steps << ",\"graph_replays\":" << s.graph_replays
     << ",\"graph_captures\":" << s.graph_captures << ",\"wall_us_per_step\":" << wall_us / n
     << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_events_per_step\":" << device_events / n
-    << ",\"kernels\":[";
+    << ",\"short_gaps_per_step\":" << short_gaps.calls / n << ",\"short_gap_us_per_step\":" << short_gaps.us / n
+    << ",\"long_gaps_per_step\":" << long_gaps.calls / n << ",\"long_gap_us_per_step\":" << long_gaps.us / n
+    << ",\"longest_gap_us\":" << longest_gap_us << ",\"kernels\":[";
   for (size_t i = 0; i < kernels.size(); ++i)
     f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first)
       << ",\"calls_per_step\":" << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n

@@ -74,9 +74,10 @@ sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<s
     auto [tokens_b, logprobs_b] = sample_rows(logits_bv, packed);
     return sampled_tokens{tokens_b, logprobs_b};
   }
+  const auto logits_f32_bv = logits_bv.to(torch::kFloat32);  // no copy when fp32 already
   auto temperature_b1 = to_device(temperature, torch::kFloat32, device).unsqueeze(1);
-  auto logp_bv = torch::log_softmax(logits_bv / temperature_b1, -1);
-  auto greedy_b1 = logits_bv.argmax(-1, /*keepdim=*/true);
+  auto logp_bv = torch::log_softmax(logits_f32_bv / temperature_b1, -1);
+  auto greedy_b1 = logits_f32_bv.argmax(-1, /*keepdim=*/true);
   torch::Tensor tokens_b1 = greedy_b1;
   if (!all_greedy) {
     // Rationale: u must stay below 1 after rounding to float, else the draw could land past

@@ -19,12 +19,13 @@ struct sampled_tokens {
   torch::Tensor logprobs_b;  ///< fp32 log softmax(logits / temperature) at the token.
 };
 
-/// Draws one token per row of `logits_bv` (fp32). `params[i]` and `uniforms[i]` (in [0, 1))
+/// Draws one token per row of `logits_bv` (any floating dtype; the composite works on its fp32
+/// copy, so a bf16 row samples as its fp32 copy does). `params[i]` and `uniforms[i]` (in [0, 1))
 /// belong to row i. Inverse-CDF sampling over the filtered distribution; the logprob is taken
 /// from the unfiltered temperature-scaled distribution (see generation_result::logprobs).
 /// `forced` (empty, or one entry per row): an entry >= 0 is taken as row i's token instead of
 /// the draw (teacher forcing), its logprob from the same distribution.
-/// `fused`: where no row filters (top-k, top-p) and the logits are fp32 on CUDA, fused kernels
+/// `fused`: where no row filters (top-k, top-p) and the logits are on CUDA, fused kernels
 /// (fused_ops.hpp's sample_rows) with the same rules; the draw can differ from the composite's
 /// only where rounding in the order of its sums moves the target across a token's boundary.
 sampled_tokens sample_tokens(const torch::Tensor& logits_bv, const std::vector<sampling_params>& params,

@@ -76,3 +76,27 @@ TEST(draw_inverse_cdf, never_draws_a_zero_weight_entry_at_the_ends_of_the_unifor
   EXPECT_TRUE(before_b1.le(target_b1 + slack).all().item<bool>());
   EXPECT_TRUE(after_b1.ge(target_b1 - slack).all().item<bool>());
 }
+
+// The decoder hands the sampler logits in the model's dtype (decoder::decode); the composite
+// samples a bf16 row exactly as its fp32 copy: the same tokens, the same logprobs.
+TEST(sample_tokens, samples_bf16_logits_as_their_fp32_copy) {
+  using caf_agent::policy::sample_tokens;
+  using caf_agent::policy::sampling_params;
+  torch::manual_seed(3);
+  const int64_t b = 8, v = 3000;
+  auto logits_bv = (torch::randn({b, v}) * 4).to(torch::kBFloat16);
+  std::vector<sampling_params> params(b);
+  std::vector<double> uniforms;
+  for (int64_t i = 0; i < b; ++i) {
+    params[static_cast<size_t>(i)].temperature = i % 4 == 0 ? 0.0f : 0.5f + 0.25f * static_cast<float>(i);
+    if (i == 5) params[static_cast<size_t>(i)].top_k = 50;
+    uniforms.push_back(0.1 * static_cast<double>(i) + 0.05);
+  }
+  const std::vector<int64_t> forced{-1, -1, 17, -1, -1, -1, -1, -1};
+  auto half = sample_tokens(logits_bv, params, uniforms, forced);
+  auto full = sample_tokens(logits_bv.to(torch::kFloat32), params, uniforms, forced);
+  EXPECT_TRUE(torch::equal(half.tokens_b, full.tokens_b));
+  EXPECT_TRUE(torch::equal(half.logprobs_b, full.logprobs_b));
+  EXPECT_EQ(half.logprobs_b.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(half.tokens_b[2].item<int64_t>(), 17);
+}

@@ -180,3 +180,34 @@ def test_fused_sampling_over_a_full_vocabulary_draws_what_the_float64_rule_draws
     assert (tokens[forced.numpy() >= 0] == want[forced.numpy() >= 0]).all()
     ref = torch.log_softmax(z, 1).gather(1, torch.from_numpy(tokens)[:, None])[:, 0].numpy()
     assert np.allclose(logprobs, ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_fused_sampling_reads_half_logits_as_their_fp32_copy(cuda, tmp_path, dtype):
+    """The decode step hands sample_rows the LM head's bf16 / fp16 logits (no fp32 copy of the
+    vocabulary): every token and logprob equals, bit for bit, what the kernels give on the fp32
+    copy of those rounded logits."""
+    b, v = 64, 151936
+    g = torch.Generator().manual_seed(5)
+    logits = (torch.randn(b, v, generator=g) * torch.linspace(0.5, 6.0, b)[:, None]).to(getattr(torch, dtype))
+    temperature = torch.tensor([0.7, 1.0, 1.3, 2.0]).repeat(b // 4)
+    uniform = torch.rand(b, generator=g, dtype=torch.float64).float()
+    greedy = torch.zeros(b)
+    greedy[3::8] = 1
+    temperature[greedy == 1] = 1.0
+    forced = torch.full((b,), -1.0)
+    forced[6::16] = 4242.0
+    params_path = tmp_path / "params.f32"
+    torch.cat([temperature, uniform, greedy, forced]).numpy().astype("<f4").tofile(params_path)
+    rounded_path = tmp_path / "logits.f32"
+    logits.float().numpy().astype("<f4").tofile(rounded_path)  # exact: every half value is an fp32 value
+    got = {}
+    for logits_dtype in ["float32", dtype]:
+        out = tmp_path / f"out-{logits_dtype}.f32"
+        run_tool("sample", "--device", "cuda", "--rows", b, "--vocab", v, "--logits", rounded_path, "--params",
+                 params_path, "--out", out, "--logits-dtype", logits_dtype)
+        got[logits_dtype] = np.fromfile(out, dtype="<f4").reshape(2, b)
+    assert np.array_equal(got["float32"], got[dtype])
+    tokens = got[dtype][0].astype(np.int64)
+    assert (tokens[forced.numpy() >= 0] == 4242).all()
+    assert (tokens[greedy.numpy() == 1] == logits.float().argmax(1).numpy()[greedy.numpy() == 1]).all()
