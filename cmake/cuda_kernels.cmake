@@ -1,9 +1,8 @@
 # Our own CUDA kernels (policy/model/fused_kernels.cu, learner/fused_head_kernels.cu) where
 # LibTorch has CUDA and nvcc is found. Sets CAF_AGENT_CUDA_KERNELS (ON / OFF) and, when ON,
 # CAF_AGENT_CUDA_KERNEL_LIBS: what a target holding the kernels links (c10_cuda, and the wheel's
-# libcudart where it has one), and CAF_AGENT_CUBLASLT (cublasLt, for policy/model/tuned_gemm.cu).
-# Without a compiler every such op runs as its ATen composite (the CPU path, and CUDA builds on a
-# machine without nvcc).
+# libcudart where it has one). Without a compiler every such op runs as its ATen composite (the
+# CPU path, and CUDA builds on a machine without nvcc).
 # Rationale: included at the top level, since enable_language(CUDA) must be called in the
 # highest directory common to every target compiling CUDA (policy/ and learner/ both do).
 set(CAF_AGENT_CUDA_KERNELS OFF)
@@ -27,14 +26,6 @@ if(TORCH_CUDA_LIBRARIES AND C10_CUDA_LIBRARY)
       set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     endif()
     enable_language(CUDA)
-    # policy/model/tuned_gemm.cu calls cublasLt: the wheel's (the one torch loads), else the toolkit's.
-    find_library(CAF_AGENT_CUBLASLT NAMES libcublasLt.so.13 libcublasLt.so.12 cublasLt
-      HINTS "${_cuda_kernels_torch_site}/nvidia/cu13/lib" "${_cuda_kernels_torch_site}/nvidia/cublas/lib"
-      NO_DEFAULT_PATH)
-    if(NOT CAF_AGENT_CUBLASLT)
-      find_package(CUDAToolkit REQUIRED)
-      set(CAF_AGENT_CUBLASLT CUDA::cublasLt)
-    endif()
     set(CAF_AGENT_CUDA_KERNELS ON)
     set(CAF_AGENT_CUDA_KERNEL_LIBS "${C10_CUDA_LIBRARY}")
     if(CAF_AGENT_WHEEL_CUDART)

@@ -154,9 +154,6 @@ def main():
                         help="the engine's prefill_chunk (tokens prefilled per step) for every run; -1: its default")
     parser.add_argument("--no-fused-kernels", action="store_true",
                         help="every run with the ATen composites instead of policy/model/fused_ops.hpp's kernels")
-    parser.add_argument("--no-tuned-gemms", action="store_true",
-                        help="every run with torch::linear's cublasLt pick for the decode projections, not "
-                             "policy/model/tuned_linear.hpp's timed choice")
     parser.add_argument("--overlap", action="store_true",
                         help="every run with engine_options::overlap (a decode step launched before the last one's "
                              "tokens reach the host)")
@@ -172,14 +169,13 @@ def main():
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
-    layout += ["--no-tuned-gemms"] if args.no_tuned_gemms else []
     layout += ["--overlap"] if args.overlap else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
            "kv_layout": args.kv_layout, "prefill_chunk": args.prefill_chunk,
-           "fused_kernels": not args.no_fused_kernels, "tuned_gemms": not args.no_tuned_gemms, "overlap": args.overlap}
+           "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap}
 
     def save():
         if args.out:

@@ -12,8 +12,6 @@
 #    START + BUDGET seconds.
 # 4. PAGED=1: first, the 64 x 512 bench and the cached agent workload again with kv_layout = paged
 #    (bench_agent.py --kv-layout paged --skip-uncached --skip long, capped at PAGED_S seconds).
-# UNTUNED=1: before step 3, the 64 x 512 bench and its profiles with --no-tuned-gemms (an A/B of
-# policy/model/tuned_linear.hpp in the same call; profiles under $OUT/untuned).
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
@@ -51,11 +49,6 @@ if [ "${PAGED:-0}" = 1 ]; then
   timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
     --skip long --out "$OUT/agent-paged.json" > "$OUT/agent-paged.log" 2>&1
   echo "paged bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-paged.log" | tail -4
-fi
-if [ "${UNTUNED:-0}" = 1 ]; then  # torch::linear's cublasLt pick instead of policy/model/tuned_linear.hpp's
-  timeout "${UNTUNED_S:-90}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --no-tuned-gemms --skip cached long \
-    --skip-uncached --profile-out "$OUT/untuned" --out "$OUT/agent-untuned.json" > "$OUT/agent-untuned.log" 2>&1
-  echo "untuned bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-untuned.log" | tail -3 | cut -c1-600
 fi
 if [ "${UNFUSED:-0}" = 1 ]; then
   timeout "${UNFUSED_S:-90}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --no-fused-kernels --skip cached long \

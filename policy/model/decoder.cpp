@@ -15,7 +15,6 @@
 
 #include "policy/model/fused_ops.hpp"
 #include "policy/model/host_copy.hpp"
-#include "policy/model/tuned_linear.hpp"
 
 namespace caf_agent::policy {
 namespace {
@@ -312,7 +311,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
     out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
   }
-  return project(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, use.cache != nullptr);
+  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
 }
 
 torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
@@ -324,7 +323,7 @@ torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_bt
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto qkv_bne = project(x_btd, w.qkv_w, w.qkv_b, /*cached=*/true).view({b, h + 2 * k, e});
+  auto qkv_bne = torch::linear(x_btd, w.qkv_w, w.qkv_b).view({b, h + 2 * k, e});
   if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_)) return {};
   return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h).view({b, h, 1, e});
 }
@@ -539,7 +538,7 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
   const auto angles = rope_angles::gather(positions_bt, rope_);  // the same for every layer
   // Each residual add is fused with the norm that follows it: the post-attention norm, the next
   // block's input norm, and after the last block the final norm (add_rms_norm).
-  const bool fused = fused_kernels_, cached = use.cache != nullptr;
+  const bool fused = fused_kernels_;
   const int64_t n = config_.num_hidden_layers;
   auto [residual_btd, normed_btd] =
       add_rms_norm(x_btd, {}, n > 0 ? layers_.front().input_norm_d : params_.at("model.norm.weight"), eps, fused);
@@ -547,10 +546,10 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
     const auto& w = layers_[static_cast<size_t>(i)];
     std::tie(residual_btd, normed_btd) =
         add_rms_norm(residual_btd, attention(i, normed_btd, angles, use), w.post_norm_d, eps, fused);
-    auto mlp_btd = w.gate_up_w.defined()
-                       ? project(silu_mul(project(normed_btd, w.gate_up_w, w.gate_up_b, cached), fused), w.down_w,
-                                 w.down_b, cached)
-                       : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
+    auto mlp_btd =
+        w.gate_up_w.defined()
+            ? torch::linear(silu_mul(torch::linear(normed_btd, w.gate_up_w, w.gate_up_b), fused), w.down_w, w.down_b)
+            : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
     const auto& next_norm_d =
         i + 1 < n ? layers_[static_cast<size_t>(i + 1)].input_norm_d : params_.at("model.norm.weight");
     std::tie(residual_btd, normed_btd) = add_rms_norm(residual_btd, mlp_btd, next_norm_d, eps, fused);
@@ -558,16 +557,11 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
   return normed_btd;
 }
 
-torch::Tensor decoder::project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                               bool cached) const {
-  return cached && tuned_gemms_ ? tuned_linear(x, weight, bias) : torch::linear(x, weight, bias);
-}
-
-torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd, bool for_sampling) const {
+torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd, bool to_float) const {
   const auto& weight_vd =
       config_.tie_word_embeddings ? params_.at("model.embed_tokens.weight") : params_.at("lm_head.weight");
-  auto logits = project(hidden_btd, weight_vd, {}, for_sampling);
-  return for_sampling ? logits : logits.to(torch::kFloat32);
+  auto logits = torch::linear(hidden_btd, weight_vd);
+  return to_float ? logits.to(torch::kFloat32) : logits;
 }
 
 torch::Tensor decoder::hidden(const torch::Tensor& tokens_bt, const torch::Tensor& positions_bt) const {
@@ -683,7 +677,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   auto x_1td = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_t.unsqueeze(0));
   auto hidden_1td = run_layers(x_1td, positions_1t, use);
   auto last_t = to_device(last, tokens_t.device());
-  return lm_head(hidden_1td[0].index_select(0, last_t), /*for_sampling=*/true);
+  return lm_head(hidden_1td[0].index_select(0, last_t), /*to_float=*/false);
 }
 
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
@@ -720,7 +714,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   }
   auto x_b1d = torch::embedding(params_.at("model.embed_tokens.weight"), tokens_b.view({b, 1}));
   auto hidden_b1d = run_layers(x_b1d, positions_b.view({b, 1}), use);
-  return lm_head(hidden_b1d.squeeze(1), /*for_sampling=*/true);
+  return lm_head(hidden_b1d.squeeze(1), /*to_float=*/false);
 }
 
 status decoder::assign(const tensor_map& tensors) {

@@ -216,12 +216,6 @@ class decoder {
   /// compare both). No effect on the CPU or in builds without the kernels.
   void set_fused_kernels(bool on) { fused_kernels_ = on; }
   bool fused_kernels() const { return fused_kernels_; }
-  /// Whether the projections of passes with at most 64 rows (decode steps) run the cublasLt
-  /// candidate tuned_linear timed fastest for their shape instead of torch::linear's pick
-  /// (tuned_linear.hpp). Default on; no effect on the CPU, in builds without the kernels, or with
-  /// autograd.
-  void set_tuned_gemms(bool on) { tuned_gemms_ = on; }
-  bool tuned_gemms() const { return tuned_gemms_; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -298,14 +292,8 @@ class decoder {
   std::array<torch::Tensor, 3> project_qkv(const layer_refs& w, const torch::Tensor& x_btd, const rope_angles& angles,
                                            bool fused) const;
   torch::Tensor run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const;
-  /// fp32 logits (torch::linear, then .float(), as transformers). `for_sampling` (the engine's
-  /// prefill and decode): the model's dtype as the LM head rounds them, through project().
-  torch::Tensor lm_head(const torch::Tensor& hidden_btd, bool for_sampling = false) const;
-  /// x w^T (+ b) in a pass over the KV cache (`cached`: the engine's prefill and decode):
-  /// tuned_linear when tuned_gemms_; otherwise, and in plain passes (forward, the learner's),
-  /// torch::linear, so parity with transformers does not depend on a tuning.
-  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                        bool cached) const;
+  /// Logits of the model's dtype as the LM head rounds them; `to_float`: then their fp32 copy.
+  torch::Tensor lm_head(const torch::Tensor& hidden_btd, bool to_float = true) const;
   torch::Tensor optional_param(const std::string& name) const;
 
   model_config config_;
@@ -318,7 +306,6 @@ class decoder {
   torch::ScalarType dtype_ = torch::kFloat32;
   cache_attention cache_attention_ = cache_attention::sdpa;
   bool fused_kernels_ = true;
-  bool tuned_gemms_ = true;
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

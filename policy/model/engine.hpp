@@ -36,10 +36,6 @@ struct engine_options {
   /// add + RMSNorm, SiLU x up, a decode step's RoPE + KV write); false runs the ATen composites
   /// (for comparison). No effect on the CPU or in builds without the kernels.
   bool fused_kernels = true;
-  /// Run a decode step's projections (at most 64 rows) as the cublasLt candidate timed fastest
-  /// for their shape on this device, not torch::linear's heuristic pick (policy/model/tuned_linear.hpp;
-  /// each shape is tuned once, on its first eager use). No effect on the CPU or without the kernels.
-  bool tuned_gemms = true;
   /// Overlapped decoding (slots layout): launch each step from the tokens the last one drew, still
   /// on the device, and land those tokens on the host (stop checks, results, kept prefixes) while
   /// the new step runs, so the GPU does not wait for the host's bookkeeping between steps. Tokens,

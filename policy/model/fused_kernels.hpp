@@ -43,23 +43,3 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
                 void* segments_work, int64_t b, int64_t v, void* stream);
 
 }  // namespace caf_agent::policy::kernels
-
-namespace caf_agent::policy::kernels {
-
-/// A product y [m, n] = x [m, k] w [n, k]^T (+ bias [n]) through cublasLt (policy/model/tuned_gemm.cu):
-/// bf16 or fp16 operands and result, fp32 sums, the bias added before the one rounding (as
-/// torch::linear). Rows contiguous (x stride k, w stride k, y stride n), pointers 256-byte aligned.
-/// Statuses: 0, a cudaError_t, or 100000 + a cublasStatus_t.
-struct gemm_plan;
-int gemm_plan_create(element dtype, int64_t m, int64_t n, int64_t k, bool bias, gemm_plan** out);
-void gemm_plan_destroy(gemm_plan* plan);
-/// The heuristic's candidates, best ranked first (the first is torch::linear's choice for the
-/// same workspace), at most `capacity`; `found` gets their count. lt_handle: a cublasLtHandle_t.
-int gemm_plan_find(void* lt_handle, gemm_plan* plan, size_t workspace_limit, int capacity, int* found);
-/// The workspace candidate `candidate` needs, in bytes.
-size_t gemm_plan_workspace(const gemm_plan* plan, int candidate);
-/// Runs candidate `candidate` on `stream` (bias null exactly when the plan has none).
-int gemm_plan_run(void* lt_handle, gemm_plan* plan, int candidate, const void* x, const void* w, const void* bias,
-                  void* y, void* workspace, size_t workspace_bytes, void* stream);
-
-}  // namespace caf_agent::policy::kernels

@@ -19,16 +19,12 @@
 //            tokens in the first prompt), --print (each reply as a JSON line with its episode and
 //            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
 //            alone); on stderr {"turn":j,"seconds":..} as each turn completes
-//   tuned-linear --rows M --n N --k K [--bias] [--seed S]   tuned_linear.hpp against torch::linear
-//            on random operands (--device cuda, --dtype bfloat16|float16): prints {"applies":..,
-//            "max_abs_diff":..,"max_abs":..,"choice":..} (the tuner's line for the shape)
 //   sample   --logits FILE --params FILE --rows B --vocab V --out FILE   the fused sampling kernel
 //            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
 //            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs
 //            --logits-dtype bfloat16|float16: the logits rounded to that dtype before sampling
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
-// --no-tuned-gemms (torch::linear's cublasLt pick for decode projections, not tuned_linear.hpp's);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --overlap (engine_options::overlap: a decode step
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
@@ -57,7 +53,6 @@
 #include "policy/model/engine.hpp"
 #include "policy/model/fused_ops.hpp"
 #include "policy/model/tool_args.hpp"
-#include "policy/model/tuned_linear.hpp"
 
 using namespace caf_agent::policy;
 
@@ -83,15 +78,6 @@ template <class E>
 E named_arg(const args& a, const std::string& key, E fallback) {
   return caf_agent::base::parse_name_or_throw<E>(get(a, key, std::string(caf_agent::base::name_of(fallback))),
                                                  "--" + key);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out + "\"";
 }
 
 model_dtype model_dtype_of(const args& a) {
@@ -162,22 +148,6 @@ int run_sample(const args& a) {
   auto [tokens_b, logprobs_b] =
       sample_rows(logits_bv, std::vector<float>(params.data_ptr<float>(), params.data_ptr<float>() + 4 * b));
   return write_floats(torch::stack({tokens_b.to(torch::kFloat32), logprobs_b}), get(a, "out"));
-}
-
-int run_tuned_linear(const args& a) {
-  const int64_t m = std::stoll(get(a, "rows")), n = std::stoll(get(a, "n")), k = std::stoll(get(a, "k"));
-  const auto options = torch::TensorOptions().device(torch::Device(get(a, "device", "cuda"))).dtype(dtype_of(a));
-  torch::manual_seed(std::stoull(get(a, "seed", "0")));
-  auto x = torch::randn({m, k}, options), w = torch::randn({n, k}, options) / std::sqrt(static_cast<double>(k));
-  auto b = a.count("bias") ? torch::randn({n}, options) : torch::Tensor();
-  const bool applies = tuned_linear_applies(x, w, b);
-  auto tuned = tuned_linear(x, w, b), plain = torch::linear(x, w, b);
-  const auto report = tuned_linear_report();
-  std::cout << "{\"applies\":" << (applies ? "true" : "false") << ",\"max_abs_diff\":"
-            << (tuned.to(torch::kFloat32) - plain.to(torch::kFloat32)).abs().max().item<double>()
-            << ",\"max_abs\":" << plain.to(torch::kFloat32).abs().max().item<double>()
-            << ",\"choice\":" << json_string(report.empty() ? "" : report.back()) << "}\n";
-  return 0;
 }
 
 int run_save(const args& a) {
@@ -261,10 +231,7 @@ void print_stats(const engine_stats& s) {
             << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
             << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
-            << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false") << ",\"tuned_gemms\":[";
-  const auto tuned = tuned_linear_report();
-  for (size_t i = 0; i < tuned.size(); ++i) std::cout << (i ? "," : "") << json_string(tuned[i]);
-  std::cout << "]";
+            << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
 }
 
 // `fields`: more "key":value pairs to lead the object with, each followed by a comma.
@@ -290,7 +257,6 @@ engine_options engine_options_of(const args& a) {
   options.max_context = std::stoi(get(a, "max-context", "0"));
   options.cuda_graphs = !a.count("no-cuda-graphs");
   options.fused_kernels = !a.count("no-fused-kernels");
-  options.tuned_gemms = !a.count("no-tuned-gemms");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.overlap = a.count("overlap") > 0;
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
@@ -303,6 +269,15 @@ engine_options engine_options_of(const args& a) {
 
 void synchronize(const engine_options& options) {
   if (options.device != "cpu") torch::cuda::synchronize();
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out + "\"";
 }
 
 // bench --profile FILE: `steps` engine steps under the Kineto profiler (CPU and CUDA activity);
@@ -574,8 +549,7 @@ int run_generate(const std::string& command, const args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr
-        << "usage: policy_model_tool logits|logprobs|values|save|sample|tuned-linear|generate|bench|agent-bench ...\n";
+    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|sample|generate|bench|agent-bench ...\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -585,7 +559,6 @@ int main(int argc, char** argv) {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);
     if (command == "sample") return run_sample(a);
-    if (command == "tuned-linear") return run_tuned_linear(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors

@@ -10,7 +10,6 @@
 
 #include "policy/model/fused_ops.hpp"
 #include "policy/model/sampling.hpp"
-#include "policy/model/tuned_linear.hpp"
 
 namespace policy = caf_agent::policy;
 
@@ -71,15 +70,4 @@ TEST(fused_ops, sampling_asked_to_fuse_on_the_cpu_draws_what_the_composite_draws
   EXPECT_TRUE(torch::equal(a.logprobs_b, b.logprobs_b));
   EXPECT_EQ(a.tokens_b[0].item<int64_t>(), logits[0].argmax().item<int64_t>());
   EXPECT_EQ(a.tokens_b[2].item<int64_t>(), 17);
-}
-
-TEST(tuned_linear, is_torch_linear_where_it_does_not_apply) {
-  torch::manual_seed(6);
-  auto x = torch::randn({8, 32}), w = torch::randn({16, 32}), b = torch::randn({16});
-  EXPECT_FALSE(policy::tuned_linear_applies(x, w, b));  // the CPU
-  EXPECT_TRUE(torch::equal(policy::tuned_linear(x, w, b), torch::linear(x, w, b)));
-  EXPECT_TRUE(torch::equal(policy::tuned_linear(x, w, {}), torch::linear(x, w)));
-  auto many = torch::randn({policy::tuned_linear_max_rows + 1, 32});
-  EXPECT_FALSE(policy::tuned_linear_applies(many, w, b));
-  EXPECT_TRUE(policy::tuned_linear_report().empty());  // nothing tuned on the CPU
 }

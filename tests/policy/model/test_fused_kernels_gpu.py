@@ -211,23 +211,3 @@ def test_fused_sampling_reads_half_logits_as_their_fp32_copy(cuda, tmp_path, dty
     tokens = got[dtype][0].astype(np.int64)
     assert (tokens[forced.numpy() >= 0] == 4242).all()
     assert (tokens[greedy.numpy() == 1] == logits.float().argmax(1).numpy()[greedy.numpy() == 1]).all()
-
-
-# (rows, n, k, bias): Qwen2-0.5B's decode projections (q/k/v with bias, o, gate/up, down, the LM
-# head) at 1 and 64 rows, and a ragged shape.
-TUNED_SHAPES = [(64, 1152, 896, True), (64, 896, 896, False), (64, 9728, 896, False), (64, 896, 4864, False),
-                (1, 896, 4864, False), (1, 151936, 896, False), (64, 151936, 896, False), (7, 100, 72, True)]
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("rows,n,k,bias", TUNED_SHAPES)
-def test_tuned_linear_matches_torch_linear(cuda, dtype, rows, n, k, bias):
-    """tuned_linear (policy/model/tuned_linear.hpp) runs the cublasLt candidate it timed fastest,
-    or torch::linear's own pick: either way the product of the same operands to within the
-    rounding of another summation order (a few units in the last place of the largest entry)."""
-    args = ["tuned-linear", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--n", n, "--k", k, "--seed", 2]
-    info = json.loads(run_tool(*args + (["--bias"] if bias else [])).stdout)
-    assert info["applies"], info
-    assert f"m={rows} n={n} k={k}" in info["choice"], info
-    ulp = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10  # relative spacing at the top of a binade
-    assert info["max_abs_diff"] <= 4 * ulp * info["max_abs"], info
