@@ -67,7 +67,10 @@ struct decode_graphs::state {
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
     {
       at::cuda::CUDAStreamGuard guard(side);
-      for (int i = 0; i < 2; ++i) model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      // One eager warm-up: lazy initialisation (cuBLAS handles and workspaces, kernel modules)
+      // must not happen inside the capture; a second warm-up cost ~7 ms a capture and no capture
+      // needed it (bench/results/2026-12-04-policy-h200-one-warmup.md).
+      model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
       g->cuda.capture_begin(pool);
       g->logits_bv = model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
       g->cuda.capture_end();
