@@ -41,6 +41,7 @@ struct policy_config {
   int64_t kv_cache_tokens = 0;
   bool cuda_graphs = true;
   bool overlap = false;
+  int32_t flash_decode_shares = 0;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -93,6 +94,10 @@ struct policy_config {
     f("overlap", c.overlap,
       "libtorch, slots: launch each decode step from the last one's tokens on the device while the host "
       "lands them (same tokens; off: no gain at the 0.5B shape on the H200, docs/POLICY_MODEL.md)");
+    f("flash_decode_shares", c.flash_decode_shares,
+      "libtorch, flash: decode steps of few long rows cut each row's keys into shares making this many "
+      "sequences, merged by log-sum-exp; 0 = no cut (not yet measured on the H200)",
+      at_least(0, "must be >= 0 (0: no cut)"));
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

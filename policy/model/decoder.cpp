@@ -19,6 +19,10 @@
 namespace caf_agent::policy {
 namespace {
 
+// A decode step's flash cut into shares (decode(), set_flash_decode_shares) only over at least
+// this many keys.
+constexpr int64_t flash_share_min_keys = 8192;
+
 std::string shape_text(c10::IntArrayRef shape) {
   std::ostringstream out;
   out << '[';
@@ -234,7 +238,7 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
 }
 
 torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
-                                        const flash_seqs& seqs) const {
+                                        const flash_seqs& seqs, torch::Tensor* lse) const {
   const int64_t e = q_xge.size(2);
   // The cache [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view.
   const auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
@@ -244,6 +248,7 @@ torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xg
                                           seqs.cu_k, seqs.max_q, seqs.max_k,
                                           /*dropout_p=*/0.0, /*is_causal=*/seqs.max_q > 1, /*return_debug_mask=*/false,
                                           std::nullopt, std::nullopt, std::nullopt, seqs.used_k);
+  if (lse != nullptr) *lse = std::get<1>(out);
   return std::get<0>(out);
 }
 
@@ -378,8 +383,21 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
   const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t s = use.keys;
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
-  if (cache_attention_ == cache_attention::flash)  // one cache sequence per (row, KV head), g queries each
-    return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, use.decode_seqs).view({b, h, 1, e});
+  if (cache_attention_ == cache_attention::flash) {  // one cache sequence per (row, KV head), g queries each
+    const auto& seqs = use.decode_seqs;
+    if (seqs.shares == 1)
+      return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, seqs).view({b, h, 1, e});
+    // Every share of a (row, KV head) asks the same g queries.
+    auto q_xge = q_bkge.reshape({b * k, 1, g, e}).expand({b * k, seqs.shares, g, e}).reshape({-1, g, e});
+    torch::Tensor lse;
+    auto out_xge = flash_over_cache(layer, q_xge, *use.cache, seqs, &lse);
+    // flash's varlen forward returns the log-sum-exps as [g, x] (query head, sequence), with or
+    // without its swap of a decode's g query heads into one sequence's rows.
+    TORCH_CHECK(lse.dim() == 2 && lse.size(0) == g && lse.size(1) == q_xge.size(0) && lse.is_contiguous(),
+                "decode: flash returned a log-sum-exp of ", lse.sizes(), " for ", q_xge.size(0), " sequences of ", g,
+                " queries");
+    return merge_shares(out_xge, lse, seqs.used_k, seqs.shares, fused_kernels_).view({b, h, 1, e});
+  }
   // Each row's first s keys and values.
   auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s)
                                  : k_cache.narrow(0, 0, b).narrow(2, 0, s);
@@ -708,6 +726,30 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
     auto used_b = (positions_b + 1).masked_fill(positions_b == cache.capacity() - 1, 1);
     seqs.used_k = used_b.view({b, 1}).expand({b, k}).reshape({b * k}).to(torch::kInt32);
     seqs.max_k = keys_s;
+    // Few long rows: flash splits each (row, KV head) over up to 128 thread blocks itself, and
+    // its combine kernel then runs a block per 8 query rows, 27 us a layer at one row of 131k keys
+    // on the H200 (bench/results/2026-12-04-policy-h200-half-logits.md). Cut into shares that
+    // make about flash_decode_shares_ sequences, each is split fewer ways, the combine runs more
+    // blocks, and merge_shares joins the shares by log-sum-exp.
+    if (flash_decode_shares_ > 0 && b * k <= flash_decode_shares_ / 2 && keys_s >= flash_share_min_keys) {
+      const int64_t shares = flash_decode_shares_ / (b * k);
+      auto len_b = (used_b + shares - 1).div(shares, "floor");  // keys a share, the last one shorter
+      auto share_1s = torch::arange(shares, positions_b.options()).view({1, 1, shares});
+      auto start_bks = len_b.view({b, 1, 1}) * share_1s;
+      auto base_bk1 = (torch::arange(b * k, positions_b.options()) * cache.capacity()).view({b, k, 1});
+      seqs.shares = shares;
+      seqs.cu_q = torch::arange(b * k * shares + 1, opts);
+      seqs.cu_k =
+          torch::cat({(base_bk1 + start_bks).reshape({b * k * shares}), torch::zeros({1}, positions_b.options())})
+              .to(torch::kInt32);
+      seqs.used_k = (used_b.view({b, 1, 1}) - start_bks)
+                        .clamp(0)
+                        .minimum(len_b.view({b, 1, 1}))
+                        .expand({b, k, shares})
+                        .reshape({b * k * shares})
+                        .to(torch::kInt32);
+      seqs.max_k = (keys_s + shares - 1) / shares;
+    }
   } else {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});

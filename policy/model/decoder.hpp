@@ -216,6 +216,11 @@ class decoder {
   /// compare both). No effect on the CPU or in builds without the kernels.
   void set_fused_kernels(bool on) { fused_kernels_ = on; }
   bool fused_kernels() const { return fused_kernels_; }
+  /// Flash decode steps of few long rows: when the step's (row, KV head) sequences number at most
+  /// half of `sequences` and attend at least 8,192 keys, each is cut into sequences / (rows x KV
+  /// heads) shares of consecutive keys that flash attends as sequences of their own, merged by
+  /// log-sum-exp (fused_ops.hpp merge_shares). 0 (default): no cut.
+  void set_flash_decode_shares(int64_t sequences) { flash_decode_shares_ = sequences; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -238,6 +243,9 @@ class decoder {
   struct flash_seqs {
     torch::Tensor cu_q, cu_k, used_k;
     int64_t max_q = 1, max_k = 0;
+    /// Decode: each (row, KV head) cut into this many consecutive shares of its keys, each a
+    /// sequence of its own, merged by log-sum-exp (merge_shares); 1: no cut. See decode().
+    int64_t shares = 1;
   };
   /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
@@ -273,9 +281,10 @@ class decoder {
   torch::Tensor decode_attention(int64_t layer, const torch::Tensor& q_bh1e, const cache_use& use) const;
   /// flash attention of q [x, g, e] (the queries of the cache sequences `seqs` describes end to
   /// end, g query heads per KV head) over those sequences, causal from the bottom right when a
-  /// sequence has more than one query; returns [x, g, e].
+  /// sequence has more than one query; returns [x, g, e]. `lse`: also flash's fp32 log-sum-exp of
+  /// each query, [g, x].
   torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
-                                 const flash_seqs& seqs) const;
+                                 const flash_seqs& seqs, torch::Tensor* lse = nullptr) const;
   /// A packed prefill's attention with flash over the slot layout: writes every part's keys
   /// into its slot (one indexed copy each for k and v), then one flash call over the parts'
   /// (slot, KV head) sequences. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
@@ -306,6 +315,7 @@ class decoder {
   torch::ScalarType dtype_ = torch::kFloat32;
   cache_attention cache_attention_ = cache_attention::sdpa;
   bool fused_kernels_ = true;
+  int64_t flash_decode_shares_ = 0;
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

@@ -119,6 +119,9 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
     state->model.set_fused_kernels(options.fused_kernels);
+    if (options.flash_decode_shares < 0)
+      return fail("engine: flash_decode_shares must be >= 0, got " + std::to_string(options.flash_decode_shares));
+    state->model.set_flash_decode_shares(options.flash_decode_shares);
     if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544

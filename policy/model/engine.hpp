@@ -45,6 +45,11 @@ struct engine_options {
   /// and a step that applies new weights lands the tokens in flight first. Rationale: off until
   /// measured on the H200.
   bool overlap = false;
+  /// Flash decode steps of few long rows (at most half this many (row, KV head) sequences, at
+  /// least 8,192 keys) cut each row's keys into shares that make this many sequences, merged by
+  /// log-sum-exp (decoder::set_flash_decode_shares); 0: no cut. Rationale: 0 until measured on the
+  /// H200 (issue: flash's split-KV combine kernel runs 2 blocks at one row of 131k keys).
+  int32_t flash_decode_shares = 0;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

@@ -384,6 +384,33 @@ __global__ void __launch_bounds__(pick_threads)
   }
 }
 
+// merge_shares (fused_kernels.hpp): a block per (row, query head), a thread per dimension. The
+// weights exp(lse_s - max) of the shares holding keys, summed in share order, then one rounding.
+template <typename T>
+__global__ void merge_shares_kernel(const T* __restrict__ out_xge, const float* __restrict__ lse_gx,
+                                    const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g,
+                                    int e) {
+  const int64_t y = blockIdx.x / g;
+  const int q = static_cast<int>(blockIdx.x % g);
+  const int64_t x_count = static_cast<int64_t>(gridDim.x) / g * shares;  // every share of every row
+  float m = -INFINITY;
+  for (int s = 0; s < shares; ++s) {
+    const int64_t x = y * shares + s;
+    if (used_x[x] > 0) m = fmaxf(m, lse_gx[q * x_count + x]);
+  }
+  for (int d = threadIdx.x; d < e; d += blockDim.x) {
+    float total = 0.0f, acc = 0.0f;
+    for (int s = 0; s < shares; ++s) {
+      const int64_t x = y * shares + s;
+      if (used_x[x] <= 0) continue;
+      const float w = expf(lse_gx[q * x_count + x] - m);
+      total += w;
+      acc += w * to_f(out_xge[(x * g + q) * e + d]);
+    }
+    merged_yge[(y * g + q) * e + d] = from_f<T>(total > 0.0f ? acc / total : 0.0f);
+  }
+}
+
 template <typename F>
 int dispatch(element dtype, F&& f) {
   switch (dtype) {
@@ -479,6 +506,20 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
     segment_sum_kernel<T><<<grid, segment_threads, 0, cuda_stream>>>(logits, params_4b, stats, b, v, seg);
     sample_pick_kernel<T><<<static_cast<unsigned>(b), pick_threads, 0, cuda_stream>>>(
         logits, params_4b, stats, tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
+  });
+}
+
+int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
+                 int64_t y, int64_t shares, int64_t g, int64_t e, void* stream) {
+  if (y == 0) return 0;
+  if (shares < 1 || g < 1 || e < 1 || y * g > 0x7fffffff || shares > 0x7fffffff)
+    return static_cast<int>(cudaErrorInvalidValue);
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int threads = static_cast<int>(std::min<int64_t>((e + warp - 1) / warp * warp, 256));
+    merge_shares_kernel<T><<<static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
+        static_cast<int>(g), static_cast<int>(e));
   });
 }
 

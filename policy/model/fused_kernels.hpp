@@ -42,4 +42,12 @@ int64_t sample_rows_work_bytes(int64_t b, int64_t v);
 int sample_rows(element dtype, const void* logits_bv, const float* params_4b, int64_t* tokens_b, float* logprobs_b,
                 void* segments_work, int64_t b, int64_t v, void* stream);
 
+/// Attention over a row's keys cut into `shares` consecutive shares, merged: out_xge [x, g, e]
+/// (x = y * shares) holds each share's attention output (row r's shares at r * shares ..), lse_gx
+/// its log-sum-exp per query (fp32, [g, x]: flash's layout), used_x its key count (int32; a share
+/// of 0 keys is left out). merged_yge [y, g, e] = sum_s exp(lse_s - max) out_s / sum_s exp(lse_s -
+/// max), in fp32, rounded once to the element type.
+int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
+                 int64_t y, int64_t shares, int64_t g, int64_t e, void* stream);
+
 }  // namespace caf_agent::policy::kernels

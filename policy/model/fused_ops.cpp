@@ -1,6 +1,7 @@
 // Shape legend: see fused_ops.hpp.
 #include "policy/model/fused_ops.hpp"
 
+#include <limits>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -149,6 +150,38 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
+}
+
+torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
+                           int64_t shares, bool fused) {
+  TORCH_CHECK(shares >= 1 && out_xge.dim() == 3 && out_xge.size(0) % shares == 0 && lse_gx.dim() == 2 &&
+                  lse_gx.size(0) == out_xge.size(1) && lse_gx.size(1) == out_xge.size(0) && used_x.dim() == 1 &&
+                  used_x.size(0) == out_xge.size(0) && lse_gx.scalar_type() == torch::kFloat32,
+              "merge_shares: out ", out_xge.sizes(), " (x = y * ", shares, " shares, g, e), fp32 lse ", lse_gx.sizes(),
+              " (g, x) and used ", used_x.sizes(), " (x) disagree");
+  const int64_t x = out_xge.size(0), g = out_xge.size(1), e = out_xge.size(2), y = x / shares;
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  kernels::element el = kernels::element::fp32;
+  if (fused && applies({&out_xge}) && out_xge.device() == lse_gx.device() && lse_gx.is_contiguous() &&
+      used_x.device() == out_xge.device() && used_x.scalar_type() == torch::kInt32 && used_x.is_contiguous() &&
+      element_of(out_xge.scalar_type(), el)) {
+    const c10::cuda::CUDAGuard guard(out_xge.device());
+    auto merged = torch::empty({y, g, e}, out_xge.options());
+    check_launch(kernels::merge_shares(el, out_xge.data_ptr(), lse_gx.data_ptr<float>(), used_x.data_ptr<int32_t>(),
+                                       merged.data_ptr(), y, shares, g, e, current_stream(out_xge)),
+                 "merge_shares");
+    return merged;
+  }
+#else
+  (void)fused;
+#endif
+  // A share of no keys is left out: its weight 0 and its output (whatever flash left there) 0.
+  auto empty_ys11 = (used_x.reshape({y, shares, 1, 1}) <= 0);
+  auto lse_ysg =
+      lse_gx.t().reshape({y, shares, g}).masked_fill(empty_ys11.squeeze(-1), -std::numeric_limits<float>::infinity());
+  auto w_ysg1 = torch::softmax(lse_ysg, 1).unsqueeze(-1);
+  auto out_ysge = out_xge.reshape({y, shares, g, e}).to(torch::kFloat32).masked_fill(empty_ys11, 0.0);
+  return (w_ysg1 * out_ysge).sum(1).to(out_xge.scalar_type());
 }
 
 bool sample_rows_fuses(const torch::Tensor& logits_bv) {

@@ -39,6 +39,15 @@ bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_c
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
                              torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h);
 
+/// Attention outputs over consecutive shares of each row's keys merged into one: out_xge [x, g, e]
+/// (x = y * S; row r's S shares at r * S ..), lse_gx [g, x] their fp32 log-sum-exps (the layout
+/// flash's varlen forward returns), used_x [x] their key counts (a share of 0 keys is left out;
+/// each row needs one with keys). Returns [y, g, e] in out's dtype: sum_s exp(lse_s - max) out_s /
+/// sum_s exp(lse_s - max), in fp32, rounded once. One kernel where `fused` and the kernels apply,
+/// else the ATen composite (the same sums, in another order).
+torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
+                           int64_t shares, bool fused);
+
 /// True when sample_rows runs as fused kernels: this build has the kernels, CUDA logits [b, v]
 /// (fp32, bf16 or fp16: the kernels read each entry's fp32 value, so bf16 logits sample exactly as
 /// their fp32 copy would) with contiguous rows, b <= 65535.

@@ -29,7 +29,8 @@
 // --no-prefix-cache re-prefills every prompt, --overlap (engine_options::overlap: a decode step
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
-// --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged).
+// --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged),
+// --flash-decode-shares N (engine_options::flash_decode_shares).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -264,6 +265,7 @@ engine_options engine_options_of(const args& a) {
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);
   options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
+  options.flash_decode_shares = std::stoi(get(a, "flash-decode-shares", "0"));
   return options;
 }
 

@@ -497,6 +497,24 @@ TEST(engine, flash_cache_attention_is_refused_where_it_cannot_run_and_auto_falls
   EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
 }
 
+TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alone) {
+  engine_options o;
+  o.model_dir = model_a();
+  o.max_batch = 2;
+  o.flash_decode_shares = -1;
+  auto refused = generation_engine::open(o);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("flash_decode_shares must be >= 0, got -1"), std::string::npos)
+      << refused.error().message;
+  o.flash_decode_shares = 16;  // only flash decode steps are cut; sdpa here gives the default's tokens
+  auto engine = generation_engine::open(o);
+  ASSERT_TRUE(engine) << engine.error().message;
+  ASSERT_TRUE(engine.value()->submit(greedy({5, 9, 2, 77}, 8)));
+  auto done = engine.value()->run_until_idle();
+  ASSERT_TRUE(done && done.value().size() == 1);
+  EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
+}
+
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {

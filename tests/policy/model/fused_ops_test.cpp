@@ -3,6 +3,9 @@
 // decode RoPE + KV write reports that it does not fuse, and sampling asked to fuse falls back to
 // the composite's draw. The kernels themselves are tested on the GPU
 // (tests/policy/model/test_fused_kernels_gpu.py).
+#include <cmath>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -70,4 +73,46 @@ TEST(fused_ops, sampling_asked_to_fuse_on_the_cpu_draws_what_the_composite_draws
   EXPECT_TRUE(torch::equal(a.logprobs_b, b.logprobs_b));
   EXPECT_EQ(a.tokens_b[0].item<int64_t>(), logits[0].argmax().item<int64_t>());
   EXPECT_EQ(a.tokens_b[2].item<int64_t>(), 17);
+}
+
+// Attention of g queries over n keys split into shares of consecutive keys, each share's output
+// and log-sum-exp computed alone, then merged: the attention over all the keys. A share of no keys
+// (its output NaN, as flash may leave it) is left out.
+TEST(fused_ops, merge_shares_joins_attention_over_key_shares_into_attention_over_all_keys) {
+  torch::manual_seed(6);
+  const int64_t g = 3, e = 16, n = 50, shares = 4;
+  auto q_ge = torch::randn({g, e}, torch::kFloat64), k_ne = torch::randn({n, e}, torch::kFloat64);
+  auto v_ne = torch::randn({n, e}, torch::kFloat64);
+  auto want_ge = torch::softmax(q_ge.matmul(k_ne.t()), -1).matmul(v_ne);
+  // Shares of 20, 20, 10 and 0 keys.
+  const std::vector<int64_t> used{20, 20, 10, 0};
+  std::vector<torch::Tensor> outs, lses;
+  int64_t start = 0;
+  for (int64_t s = 0; s < shares; ++s) {
+    if (used[s] == 0) {
+      outs.push_back(torch::full({g, e}, std::nan(""), torch::kFloat64));
+      lses.push_back(torch::full({g}, std::nan(""), torch::kFloat64));
+      continue;
+    }
+    auto scores_gn = q_ge.matmul(k_ne.narrow(0, start, used[s]).t());
+    outs.push_back(torch::softmax(scores_gn, -1).matmul(v_ne.narrow(0, start, used[s])));
+    lses.push_back(torch::logsumexp(scores_gn, -1));
+    start += used[s];
+  }
+  // The log-sum-exps as flash's varlen forward returns them: [g, x].
+  auto out_xge = torch::stack(outs), lse_gx = torch::stack(lses).to(torch::kFloat32).t().contiguous();
+  auto used_x = torch::tensor(used, torch::kInt32);
+  for (bool fused : {true, false}) {
+    auto merged = policy::merge_shares(out_xge, lse_gx, used_x, shares, fused);
+    ASSERT_EQ(merged.sizes(), (std::vector<int64_t>{1, g, e}));
+    EXPECT_TRUE(torch::allclose(merged[0], want_ge, 1e-5, 1e-5)) << (merged[0] - want_ge).abs().max();
+  }
+  // Two rows of the same shares: each merges only its own.
+  auto two = policy::merge_shares(torch::cat({out_xge, out_xge.flip(1)}), torch::cat({lse_gx, lse_gx.flip(0)}, 1),
+                                  torch::cat({used_x, used_x}), shares, false);
+  EXPECT_TRUE(torch::allclose(two[0], want_ge, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(two[1], want_ge.flip(0), 1e-5, 1e-5));
+  EXPECT_THROW(policy::merge_shares(out_xge, lse_gx.to(torch::kFloat64), used_x, shares, false), c10::Error);
+  EXPECT_THROW(policy::merge_shares(out_xge, lse_gx.t(), used_x, shares, false), c10::Error);  // [x, g]
+  EXPECT_THROW(policy::merge_shares(out_xge, lse_gx, used_x, 3, false), c10::Error);
 }

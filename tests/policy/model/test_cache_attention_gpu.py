@@ -26,10 +26,11 @@ def model(tmp_path_factory):
     return path, m
 
 
-def generate(path, prompts, mode, max_batch=3, prefill_chunk=128):
+def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0):
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--dtype", "bfloat16", "--cache-attention", mode,
                     "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 24, "--temperature", 0,
-                    "--max-batch", max_batch, "--max-context", 2048, "--prefill-chunk", prefill_chunk)
+                    "--max-batch", max_batch, "--max-context", max_context, "--prefill-chunk", prefill_chunk,
+                    "--flash-decode-shares", shares)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
@@ -71,6 +72,25 @@ def test_flash_prefill_of_many_parts_in_one_call_matches_transformers(model):
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (1, 2, 7, 64, 129, 250, 3, 400, 31, 17, 800, 90)]
     agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", max_batch=12, prefill_chunk=300),
                                      generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300), min_same=0)
+
+
+@pytest.mark.parametrize("lengths", [(9000,), (8300, 12000)])
+def test_flash_decode_of_few_long_rows_cut_into_shares_matches_sdpa_and_transformers(tmp_path, lengths):
+    # One or two rows of more than 8,192 keys (2 KV heads): with --flash-decode-shares 16 flash
+    # attends each (row, KV head) as 8 or 4 shares of its keys, merged by log-sum-exp
+    # (decoder::decode, merge_shares); without it, as one sequence each. Both agree with sdpa and
+    # transformers.
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    hf = sharp_qwen2(tmp_path, max_positions=16384)
+    gen = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in lengths]
+    def run(mode, shares=0):
+        return generate(tmp_path, prompts, mode, max_batch=len(lengths), prefill_chunk=2048, max_context=16384,
+                        shares=shares)
+    sdpa = run("sdpa")
+    agree_with_sdpa_and_transformers(hf, prompts, run("flash"), sdpa)
+    agree_with_sdpa_and_transformers(hf, prompts, run("flash", shares=16), sdpa)
 
 
 def test_flash_in_float32_is_a_clear_error(model):

@@ -60,12 +60,13 @@ def models(tmp_path_factory):
     return out
 
 
-def sharp_qwen2(path):
-    """A small random Qwen2 (vocab 512, hidden 256, 2 layers, GQA 4/2, 4,096 positions) with weights
-    larger than the default init, so that logits and attention are not near uniform; saved to
-    `path`, returned in eval mode."""
+def sharp_qwen2(path, max_positions=4096):
+    """A small random Qwen2 (vocab 512, hidden 256, 2 layers, GQA 4/2, `max_positions` positions:
+    the weights do not depend on it) with weights larger than the default init, so that logits and
+    attention are not near uniform; saved to `path`, returned in eval mode."""
     config = transformers.Qwen2Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=max_positions,
                                       tie_word_embeddings=True)
     torch.manual_seed(0)
     m = transformers.Qwen2ForCausalLM(config).eval()
