@@ -478,6 +478,20 @@ TEST(engine, matmul_decode_attention_equals_sdpa_over_rows_of_different_lengths)
   }
 }
 
+namespace {
+
+// An engine opened with `o` (on model_a) greedily decodes one request as the default engine does.
+void expect_default_tokens(const engine_options& o) {
+  auto engine = generation_engine::open(o);
+  ASSERT_TRUE(engine) << engine.error().message;
+  ASSERT_TRUE(engine.value()->submit(greedy({5, 9, 2, 77}, 8)));
+  auto done = engine.value()->run_until_idle();
+  ASSERT_TRUE(done && done.value().size() == 1);
+  EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
+}
+
+}  // namespace
+
 TEST(engine, flash_cache_attention_is_refused_where_it_cannot_run_and_auto_falls_back) {
   engine_options o;
   o.model_dir = model_a();
@@ -489,12 +503,7 @@ TEST(engine, flash_cache_attention_is_refused_where_it_cannot_run_and_auto_falls
   EXPECT_NE(refused.error().message.find("cache_attention 'flash' needs a CUDA device"), std::string::npos)
       << refused.error().message;
   o.cache_attention = cache_attention_choice::automatic;  // sdpa here: the same tokens as the default engine
-  auto engine = generation_engine::open(o);
-  ASSERT_TRUE(engine) << engine.error().message;
-  ASSERT_TRUE(engine.value()->submit(greedy({5, 9, 2, 77}, 8)));
-  auto done = engine.value()->run_until_idle();
-  ASSERT_TRUE(done && done.value().size() == 1);
-  EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
+  expect_default_tokens(o);
 }
 
 TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alone) {
@@ -507,12 +516,7 @@ TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alon
   EXPECT_NE(refused.error().message.find("flash_decode_shares must be >= 0, got -1"), std::string::npos)
       << refused.error().message;
   o.flash_decode_shares = 16;  // only flash decode steps are cut; sdpa here gives the default's tokens
-  auto engine = generation_engine::open(o);
-  ASSERT_TRUE(engine) << engine.error().message;
-  ASSERT_TRUE(engine.value()->submit(greedy({5, 9, 2, 77}, 8)));
-  auto done = engine.value()->run_until_idle();
-  ASSERT_TRUE(done && done.value().size() == 1);
-  EXPECT_EQ(done.value().front().tokens, run_alone(model_a(), greedy({5, 9, 2, 77}, 8)));
+  expect_default_tokens(o);
 }
 
 // -- engine_service: the engine on its own thread ---------------------------
