@@ -15,10 +15,10 @@
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
-# capped at OVERLAP_S seconds). SHARES=N: before step 3, the 131k decode and the cached agent
-# workload with --flash-decode-shares N (engine_options::flash_decode_shares; an A/B against step
-# 3's runs, capped at SHARES_S seconds). BENCH_ARGS: more bench_agent.py arguments for
-# step 3 (e.g. --skip-uncached).
+# capped at OVERLAP_S seconds). SHARES="N ...": before step 3, the 131k decode with
+# --flash-decode-shares N (engine_options::flash_decode_shares) for each N, then the cached agent
+# workload with the first N (an A/B against step 3's runs; capped at SHARES_S and SHARES_CACHED_S s).
+# BENCH_ARGS: more bench_agent.py arguments for step 3 (e.g. --skip-uncached).
 # GATE: pytest arguments run right after the build; the call stops there if they fail.
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
@@ -62,10 +62,17 @@ if [ "${OVERLAP:-0}" = 1 ]; then
     --skip-uncached --out "$OUT/agent-overlap.json" > "$OUT/agent-overlap.log" 2>&1
   echo "overlap bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-overlap.log" | tail -4 | cut -c1-600
 fi
+for n in ${SHARES:-}; do
+  timeout "${SHARES_S:-60}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --flash-decode-shares "$n" \
+    --skip batch cached --skip-uncached --profile-out "$OUT/shares-$n" --out "$OUT/agent-shares-$n.json" \
+    > "$OUT/agent-shares-$n.log" 2>&1
+  echo "shares $n (131k) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-shares-$n.log" | tail -3 | cut -c1-400
+done
 if [ -n "${SHARES:-}" ]; then
-  timeout "${SHARES_S:-120}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --flash-decode-shares "$SHARES" \
-    --skip batch --skip-uncached --profile-out "$OUT/shares" --out "$OUT/agent-shares.json" > "$OUT/agent-shares.log" 2>&1
-  echo "shares bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-shares.log" | tail -4 | cut -c1-600
+  n=${SHARES%% *}
+  timeout "${SHARES_CACHED_S:-100}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --flash-decode-shares "$n" \
+    --skip batch long --skip-uncached --out "$OUT/agent-shares-$n-cached.json" > "$OUT/agent-shares-$n-cached.log" 2>&1
+  echo "shares $n (cached) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-shares-$n-cached.log" | tail -2 | cut -c1-400
 fi
 timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" ${BENCH_ARGS:-} \
   --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
