@@ -42,6 +42,7 @@ struct policy_config {
   bool cuda_graphs = true;
   bool overlap = false;
   int32_t flash_decode_shares = 0;
+  int32_t decode_gemv_rows = 0;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -98,6 +99,10 @@ struct policy_config {
       "libtorch, flash: decode steps of few long rows cut each row's keys into shares making this many "
       "sequences, merged by log-sum-exp; 0 = no cut (not yet measured on the H200)",
       at_least(0, "must be >= 0 (0: no cut)"));
+    f("decode_gemv_rows", c.decode_gemv_rows,
+      "libtorch, CUDA: decode steps of at most this many rows (0-8) run the projections as matrix-vector "
+      "kernels instead of cuBLAS; 0 = cuBLAS (not yet measured on the H200)",
+      within(0, 8, "must be in 0..8 (0: cuBLAS)"));
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

@@ -160,6 +160,9 @@ def main():
     parser.add_argument("--flash-decode-shares", type=int, default=0,
                         help="every run with engine_options::flash_decode_shares (flash decode of few long rows "
                              "cut into shares making this many sequences; 0: no cut)")
+    parser.add_argument("--decode-gemv-rows", type=int, default=0,
+                        help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
+                             "rows project with matrix-vector kernels; 0: cuBLAS)")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -174,13 +177,15 @@ def main():
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares else []
+    layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
            "kv_layout": args.kv_layout, "prefill_chunk": args.prefill_chunk,
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
-           "flash_decode_shares": args.flash_decode_shares}
+           "flash_decode_shares": args.flash_decode_shares,
+           "decode_gemv_rows": args.decode_gemv_rows}
 
     def save():
         if args.out:

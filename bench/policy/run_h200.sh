@@ -15,9 +15,10 @@
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
-# capped at OVERLAP_S seconds). SHARES="N ...": before step 3, the 131k decode with
-# --flash-decode-shares N (engine_options::flash_decode_shares) for each N, then the cached agent
-# workload with the first N (an A/B against step 3's runs; capped at SHARES_S and SHARES_CACHED_S s).
+# capped at OVERLAP_S seconds). LONG_AB / CACHED_AB ("flags;flags"): before step 3, the 131k
+# decode / the cached agent workload once per set of bench_agent.py flags (A/Bs against step 3's
+# runs, e.g. LONG_AB="--flash-decode-shares 16;--decode-gemv-rows 1;--overlap"; each run capped at
+# LONG_AB_S / CACHED_AB_S seconds).
 # BENCH_ARGS: more bench_agent.py arguments for step 3 (e.g. --skip-uncached).
 # GATE: pytest arguments run right after the build; the call stops there if they fail.
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
@@ -62,18 +63,22 @@ if [ "${OVERLAP:-0}" = 1 ]; then
     --skip-uncached --out "$OUT/agent-overlap.json" > "$OUT/agent-overlap.log" 2>&1
   echo "overlap bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-overlap.log" | tail -4 | cut -c1-600
 fi
-for n in ${SHARES:-}; do
-  timeout "${SHARES_S:-60}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --flash-decode-shares "$n" \
-    --skip batch cached --skip-uncached --profile-out "$OUT/shares-$n" --out "$OUT/agent-shares-$n.json" \
-    > "$OUT/agent-shares-$n.log" 2>&1
-  echo "shares $n (131k) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-shares-$n.log" | tail -3 | cut -c1-400
-done
-if [ -n "${SHARES:-}" ]; then
-  n=${SHARES%% *}
-  timeout "${SHARES_CACHED_S:-100}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --flash-decode-shares "$n" \
-    --skip batch long --skip-uncached --out "$OUT/agent-shares-$n-cached.json" > "$OUT/agent-shares-$n-cached.log" 2>&1
-  echo "shares $n (cached) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-shares-$n-cached.log" | tail -2 | cut -c1-400
-fi
+# LONG_AB / CACHED_AB: ';'-separated sets of bench_agent.py flags, each one run of the 131k decode
+# (or of the cached agent workload) with them, numbered in order: agent-long-K.json, agent-cached-K.json.
+ab_runs() {  # ab_runs long|cached "flags;flags" seconds
+  local what=$1 k=0 flags skip
+  [ "$what" = long ] && skip="batch cached" || skip="batch long"
+  IFS=';' read -ra sets <<< "$2"
+  for flags in "${sets[@]}"; do
+    k=$((k + 1))
+    # shellcheck disable=SC2086  # flags are words
+    timeout "$3" $PY bench/policy/bench_agent.py --build-dir "$BUILD" $flags --skip $skip --skip-uncached \
+      --profile-out "$OUT/$what-$k" --out "$OUT/agent-$what-$k.json" > "$OUT/agent-$what-$k.log" 2>&1
+    echo "$what $k ($flags) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-$what-$k.log" | tail -2 | cut -c1-400
+  done
+}
+[ -n "${LONG_AB:-}" ] && ab_runs long "$LONG_AB" "${LONG_AB_S:-60}"
+[ -n "${CACHED_AB:-}" ] && ab_runs cached "$CACHED_AB" "${CACHED_AB_S:-100}"
 timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" ${BENCH_ARGS:-} \
   --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1

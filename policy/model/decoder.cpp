@@ -316,7 +316,7 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
     auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
     out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
   }
-  return torch::linear(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b);
+  return linear_rows(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, gemv_rows_of(use));
 }
 
 torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
@@ -328,7 +328,7 @@ torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_bt
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto qkv_bne = torch::linear(x_btd, w.qkv_w, w.qkv_b).view({b, h + 2 * k, e});
+  auto qkv_bne = linear_rows(x_btd, w.qkv_w, w.qkv_b, gemv_rows_of(use)).view({b, h + 2 * k, e});
   if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_)) return {};
   return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h).view({b, h, 1, e});
 }
@@ -564,10 +564,11 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
     const auto& w = layers_[static_cast<size_t>(i)];
     std::tie(residual_btd, normed_btd) =
         add_rms_norm(residual_btd, attention(i, normed_btd, angles, use), w.post_norm_d, eps, fused);
-    auto mlp_btd =
-        w.gate_up_w.defined()
-            ? torch::linear(silu_mul(torch::linear(normed_btd, w.gate_up_w, w.gate_up_b), fused), w.down_w, w.down_b)
-            : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
+    const int64_t gemv = gemv_rows_of(use);
+    auto mlp_btd = w.gate_up_w.defined()
+                       ? linear_rows(silu_mul(linear_rows(normed_btd, w.gate_up_w, w.gate_up_b, gemv), fused), w.down_w,
+                                     w.down_b, gemv)
+                       : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
     const auto& next_norm_d =
         i + 1 < n ? layers_[static_cast<size_t>(i + 1)].input_norm_d : params_.at("model.norm.weight");
     std::tie(residual_btd, normed_btd) = add_rms_norm(residual_btd, mlp_btd, next_norm_d, eps, fused);

@@ -122,6 +122,9 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (options.flash_decode_shares < 0)
       return fail("engine: flash_decode_shares must be >= 0, got " + std::to_string(options.flash_decode_shares));
     state->model.set_flash_decode_shares(options.flash_decode_shares);
+    if (options.decode_gemv_rows < 0 || options.decode_gemv_rows > 8)
+      return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
+    state->model.set_decode_gemv_rows(options.decode_gemv_rows);
     if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544

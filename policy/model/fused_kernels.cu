@@ -411,6 +411,67 @@ __global__ void merge_shares_kernel(const T* __restrict__ out_xge, const float* 
   }
 }
 
+// gemv_rows (fused_kernels.hpp): a warp per output feature. Each lane streams the weight row in
+// 16-byte vectors, gemv_unroll of them in flight, and reads the input rows' matching vectors (the
+// same few rows for every warp, so they stay in L1 / L2); fp32 sums reduced across the warp,
+// the bias added, one rounding.
+constexpr int gemv_threads = 256;
+constexpr int gemv_unroll = 4;
+
+template <typename T, int R>
+__global__ void __launch_bounds__(gemv_threads)
+    gemv_rows_kernel(const T* __restrict__ x_bd, const T* __restrict__ w_nd, const T* __restrict__ bias_n,
+                     T* __restrict__ y_bn, int64_t n, int64_t d) {
+  constexpr int per_vec = 16 / sizeof(T);
+  const int lane = threadIdx.x % warp;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (gemv_threads / warp) + threadIdx.x / warp;
+  if (j >= n) return;
+  const int64_t vecs = d / per_vec;
+  const uint4* w = reinterpret_cast<const uint4*>(w_nd + j * d);
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int64_t base = 0; base < vecs; base += warp * gemv_unroll) {
+    uint4 wv[gemv_unroll];
+#pragma unroll
+    for (int u = 0; u < gemv_unroll; ++u) {
+      const int64_t at = base + u * warp + lane;
+      wv[u] = at < vecs ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < gemv_unroll; ++u) {
+      const int64_t at = base + u * warp + lane;
+      if (at < vecs) {
+        const T* we = reinterpret_cast<const T*>(&wv[u]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x_bd + r * d) + at);
+          const T* xe = reinterpret_cast<const T*>(&xv);
+#pragma unroll
+          for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    for (int offset = warp / 2; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+  if (lane == 0) {
+    const float bias = bias_n != nullptr ? to_f(bias_n[j]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) y_bn[r * n + j] = from_f<T>(acc[r] + bias);
+  }
+}
+
+template <typename T, int R>
+void launch_gemv(const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t n, int64_t d,
+                 cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((n + gemv_threads / warp - 1) / (gemv_threads / warp));
+  gemv_rows_kernel<T, R><<<blocks, gemv_threads, 0, stream>>>(static_cast<const T*>(x_bd), static_cast<const T*>(w_nd),
+                                                              static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n,
+                                                              d);
+}
+
 template <typename F>
 int dispatch(element dtype, F&& f) {
   switch (dtype) {
@@ -520,6 +581,46 @@ int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const 
     merge_shares_kernel<T><<<static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
         static_cast<int>(g), static_cast<int>(e));
+  });
+}
+
+int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
+              int64_t d, void* stream) {
+  if (b == 0 || n == 0) return 0;
+  const int per_vec = dtype == element::fp32 ? 4 : 8;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (b < 0 || b > gemv_max_rows || n < 0 || d < 1 || d % per_vec != 0 || !aligned(x_bd) || !aligned(w_nd) ||
+      (n + 7) / 8 > 0x7fffffff)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    switch (b) {
+      case 1:
+        launch_gemv<T, 1>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 2:
+        launch_gemv<T, 2>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 3:
+        launch_gemv<T, 3>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 4:
+        launch_gemv<T, 4>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 5:
+        launch_gemv<T, 5>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 6:
+        launch_gemv<T, 6>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      case 7:
+        launch_gemv<T, 7>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+      default:
+        launch_gemv<T, 8>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+        break;
+    }
   });
 }
 

@@ -50,4 +50,14 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
 int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
                  int64_t y, int64_t shares, int64_t g, int64_t e, void* stream);
 
+/// Rows gemv_rows takes at most.
+constexpr int64_t gemv_max_rows = 8;
+
+/// y_bn = x_bd w_nd^T + bias_n (bias_n may be null) for b <= gemv_max_rows rows: a warp per output
+/// feature reading the weight once in 16-byte vectors, fp32 sums, one rounding to the element type.
+/// x and w contiguous and 16-byte aligned, d a multiple of 16 bytes' worth of elements; y rows
+/// contiguous.
+int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
+              int64_t d, void* stream);
+
 }  // namespace caf_agent::policy::kernels

@@ -1,6 +1,8 @@
 // Shape legend: see fused_ops.hpp.
 #include "policy/model/fused_ops.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -182,6 +184,41 @@ torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& ls
   auto w_ysg1 = torch::softmax(lse_ysg, 1).unsqueeze(-1);
   auto out_ysge = out_xge.reshape({y, shares, g, e}).to(torch::kFloat32).masked_fill(empty_ys11, 0.0);
   return (w_ysg1 * out_ysge).sum(1).to(out_xge.scalar_type());
+}
+
+bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (max_rows < 1 || !x.defined() || !w.defined() || x.dim() < 1 || w.dim() != 2) return false;
+  const int64_t d = x.size(-1);
+  if (w.size(1) != d || d < 1 || x.numel() / d > std::min(max_rows, kernels::gemv_max_rows)) return false;
+  if (!(bias.defined() ? applies({&x, &w, &bias}) : applies({&x, &w}))) return false;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0))) return false;
+  const int64_t per_vec = 16 / static_cast<int64_t>(x.element_size());
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return d % per_vec == 0 && aligned(x) && aligned(w);
+#else
+  (void)x, (void)w, (void)bias, (void)max_rows;
+  return false;
+#endif
+}
+
+torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
+  if (!linear_rows_fuses(x, w, bias, max_rows)) return torch::linear(x, w, bias);
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const int64_t d = x.size(-1), n = w.size(0), b = x.numel() / d;
+  kernels::element el = kernels::element::fp32;
+  element_of(x.scalar_type(), el);
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto sizes = x.sizes().vec();
+  sizes.back() = n;
+  auto y = torch::empty(sizes, x.options());
+  check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                                  y.data_ptr(), b, n, d, current_stream(x)),
+               "gemv_rows");
+  return y;
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
 }
 
 bool sample_rows_fuses(const torch::Tensor& logits_bv) {

@@ -48,6 +48,15 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
                            int64_t shares, bool fused);
 
+/// torch::linear(x, w, bias) for x [.., d] of at most `max_rows` rows (max_rows <= 8): one
+/// matrix-vector kernel (a warp per output feature, the weight read once in 16-byte vectors, fp32
+/// sums rounded once) where the kernels apply (CUDA, one dtype, x and w contiguous and 16-byte
+/// aligned, d a multiple of 16 bytes' worth, no autograd); else, or with more rows or max_rows 0,
+/// torch::linear. Returns [.., n].
+torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows);
+/// True when linear_rows(x, w, bias, max_rows) runs the kernel.
+bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows);
+
 /// True when sample_rows runs as fused kernels: this build has the kernels, CUDA logits [b, v]
 /// (fp32, bf16 or fp16: the kernels read each entry's fp32 value, so bf16 logits sample exactly as
 /// their fp32 copy would) with contiguous rows, b <= 65535.

@@ -23,6 +23,9 @@
 //            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
 //            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs
 //            --logits-dtype bfloat16|float16: the logits rounded to that dtype before sampling
+//   linear-rows --rows B --in D --out-features N --x FILE --w FILE [--bias FILE] --out FILE
+//            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
+//            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -30,7 +33,8 @@
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged),
-// --flash-decode-shares N (engine_options::flash_decode_shares).
+// --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
+// (engine_options::decode_gemv_rows).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -151,6 +155,22 @@ int run_sample(const args& a) {
   return write_floats(torch::stack({tokens_b.to(torch::kFloat32), logprobs_b}), get(a, "out"));
 }
 
+int run_linear_rows(const args& a) {
+  const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
+  const torch::Device device(get(a, "device", "cuda"));
+  const auto dtype = dtype_of(a);
+  auto x = read_floats(get(a, "x"), b * d).view({b, d}).to(device, dtype);
+  auto w = read_floats(get(a, "w"), n * d).view({n, d}).to(device, dtype);
+  torch::Tensor bias;
+  if (a.count("bias")) bias = read_floats(get(a, "bias"), n).to(device, dtype);
+  if (!linear_rows_fuses(x, w, bias, b)) {
+    std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
+                 "D a multiple of 16 bytes' worth)\n";
+    return 1;
+  }
+  return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+}
+
 int run_save(const args& a) {
   const auto heads = a.count("value-head") ? value_head_mode::required : value_head_mode::none;
   auto model = decoder::load(get(a, "model"), torch::kCPU, dtype_of(a), heads);
@@ -266,6 +286,7 @@ engine_options engine_options_of(const args& a) {
   options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
   options.flash_decode_shares = std::stoi(get(a, "flash-decode-shares", "0"));
+  options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", "0"));
   return options;
 }
 
@@ -561,6 +582,7 @@ int main(int argc, char** argv) {
     if (command == "logits" || command == "logprobs" || command == "values") return run_forward(command, a);
     if (command == "save") return run_save(a);
     if (command == "sample") return run_sample(a);
+    if (command == "linear-rows") return run_linear_rows(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors

@@ -519,6 +519,22 @@ TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alon
   expect_default_tokens(o);
 }
 
+TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone) {
+  engine_options o;
+  o.model_dir = model_a();
+  o.max_batch = 2;
+  for (int32_t rows : {-1, 9}) {
+    o.decode_gemv_rows = rows;
+    auto refused = generation_engine::open(o);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("decode_gemv_rows must be in 0..8, got " + std::to_string(rows)),
+              std::string::npos)
+        << refused.error().message;
+  }
+  o.decode_gemv_rows = 8;  // the kernels run on CUDA only: the CPU decodes as the default engine does
+  expect_default_tokens(o);
+}
+
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {

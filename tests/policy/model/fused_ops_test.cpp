@@ -54,7 +54,22 @@ TEST(fused_ops, nothing_fuses_on_the_cpu) {
   policy::rope_table table{torch::ones({16, 8}), torch::zeros({16, 8})};
   EXPECT_FALSE(policy::rope_kv_decode_fuses(qkv, cache, cache, table));
   EXPECT_FALSE(policy::sample_rows_fuses(torch::randn({2, 100})));
+  EXPECT_FALSE(policy::linear_rows_fuses(torch::randn({2, 64}), torch::randn({8, 64}), torch::randn({8}), 8));
   EXPECT_THROW(policy::rope_kv_decode(qkv, torch::zeros({2}, torch::kInt64), table, cache, cache, 4), c10::Error);
+}
+
+TEST(fused_ops, linear_rows_on_the_cpu_is_torch_linear) {
+  torch::manual_seed(7);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto opts = torch::TensorOptions().dtype(dtype);
+    auto x = torch::randn({1, 3, 64}, opts), w = torch::randn({24, 64}, opts), bias = torch::randn({24}, opts);
+    for (int64_t max_rows : {0, 3, 8}) {
+      auto y = policy::linear_rows(x, w, bias, max_rows);
+      EXPECT_EQ(y.sizes(), (std::vector<int64_t>{1, 3, 24}));
+      EXPECT_TRUE(torch::equal(y, torch::linear(x, w, bias)));
+      EXPECT_TRUE(torch::equal(policy::linear_rows(x, w, {}, max_rows), torch::linear(x, w)));
+    }
+  }
 }
 
 TEST(fused_ops, sampling_asked_to_fuse_on_the_cpu_draws_what_the_composite_draws) {

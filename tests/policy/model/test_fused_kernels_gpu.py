@@ -211,3 +211,49 @@ def test_fused_sampling_reads_half_logits_as_their_fp32_copy(cuda, tmp_path, dty
     tokens = got[dtype][0].astype(np.int64)
     assert (tokens[forced.numpy() >= 0] == 4242).all()
     assert (tokens[greedy.numpy() == 1] == logits.float().argmax(1).numpy()[greedy.numpy() == 1]).all()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_linear_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dtype):
+    """linear_rows' matrix-vector kernel (1-8 rows) over the 0.5B decode shapes (q/k/v 1152 x 896,
+    down 896 x 4864, gate/up 9728 x 896) and a tiny one (13 x 24: fewer vectors than lanes, a
+    partial block): y equals the float64 product of the rounded operands plus the bias, to one
+    rounding of the dtype plus fp32 summation error."""
+    torch_dtype = getattr(torch, dtype)
+    rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -23}[dtype]
+    g = torch.Generator().manual_seed(9)
+    for rows, n, d, with_bias in [(1, 1152, 896, True), (3, 896, 4864, False), (8, 9728, 896, False),
+                                  (5, 13, 24, True), (2, 13, 24, False)]:
+        x = torch.randn(rows, d, generator=g).to(torch_dtype).double()
+        w = (torch.randn(n, d, generator=g) * 0.05).to(torch_dtype).double()
+        bias = torch.randn(n, generator=g).to(torch_dtype).double()
+        for name, t in [("x", x), ("w", w), ("bias", bias)]:
+            t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        out = tmp_path / "y.f32"
+        run_tool("linear-rows", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", d, "--out-features", n,
+                 "--x", tmp_path / "x.f32", "--w", tmp_path / "w.f32", *(["--bias", tmp_path / "bias.f32"]
+                                                                         if with_bias else []), "--out", out)
+        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(rows, n)).double()
+        want = x @ w.T + (bias if with_bias else 0)
+        scale = x.abs() @ w.abs().T
+        err = (got - want).abs() - (rel * want.abs() + 2e-5 * scale + 1e-30)
+        assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
+
+
+def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
+    """Conversations decoded 2 rows at a time with the projections as matrix-vector kernels
+    (--decode-gemv-rows 2) against cuBLAS: in fp32 (sdpa) the same greedy tokens and logprobs within
+    1e-3; in bf16 (flash, CUDA graphs) the same up to near ties."""
+    sharp_qwen2(tmp_path)
+    gemv = ["--decode-gemv-rows", 2]
+    on, _ = conversation(tmp_path, fused=True, dtype="float32", mode="sdpa", extra=gemv)
+    off, _ = conversation(tmp_path, fused=True, dtype="float32", mode="sdpa")
+    assert len(on) == len(off) == 5 * 4
+    for key in sorted(off):
+        assert on[key]["tokens"] == off[key]["tokens"], key
+        assert max(abs(a - b) for a, b in zip(on[key]["logprobs"], off[key]["logprobs"])) < 1e-3, key
+    on, summary = conversation(tmp_path, fused=True, extra=gemv)
+    off, _ = conversation(tmp_path, fused=True)
+    assert summary["graph_captures"] > 0
+    compared, generated = agree_to_near_ties(on, off)
+    assert compared >= generated // 4, (compared, generated)
