@@ -223,7 +223,7 @@ class decoder {
   void set_flash_decode_shares(int64_t sequences) { flash_decode_shares_ = sequences; }
   /// Decode steps of at most `rows` rows (<= 8) run the layers' fused projections (q/k/v, o,
   /// gate/up, down) as matrix-vector kernels (fused_ops.hpp linear_rows) instead of cuBLAS where
-  /// the kernels apply. 0 (default): cuBLAS.
+  /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (default): cuBLAS.
   void set_decode_gemv_rows(int64_t rows) { decode_gemv_rows_ = rows; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
@@ -321,8 +321,8 @@ class decoder {
   bool fused_kernels_ = true;
   int64_t flash_decode_shares_ = 0;
   int64_t decode_gemv_rows_ = 0;
-  /// decode_gemv_rows_ in a decode step, else 0 (linear_rows' max_rows).
-  int64_t gemv_rows_of(const cache_use& use) const { return use.decode ? decode_gemv_rows_ : 0; }
+  /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).
+  int64_t gemv_rows_of(const cache_use& use) const { return use.decode && fused_kernels_ ? decode_gemv_rows_ : 0; }
 };
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).

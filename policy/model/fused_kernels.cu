@@ -463,9 +463,13 @@ __global__ void __launch_bounds__(gemv_threads)
   }
 }
 
-template <typename T, int R>
-void launch_gemv(const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t n, int64_t d,
+// The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count.
+template <typename T, int R = 1>
+void launch_gemv(int64_t b, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t n, int64_t d,
                  cudaStream_t stream) {
+  if constexpr (R < gemv_max_rows) {
+    if (b > R) return launch_gemv<T, R + 1>(b, x_bd, w_nd, bias_n, y_bn, n, d, stream);
+  }
   const auto blocks = static_cast<unsigned>((n + gemv_threads / warp - 1) / (gemv_threads / warp));
   gemv_rows_kernel<T, R><<<blocks, gemv_threads, 0, stream>>>(static_cast<const T*>(x_bd), static_cast<const T*>(w_nd),
                                                               static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n,
@@ -595,32 +599,7 @@ int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bia
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    switch (b) {
-      case 1:
-        launch_gemv<T, 1>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 2:
-        launch_gemv<T, 2>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 3:
-        launch_gemv<T, 3>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 4:
-        launch_gemv<T, 4>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 5:
-        launch_gemv<T, 5>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 6:
-        launch_gemv<T, 6>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      case 7:
-        launch_gemv<T, 7>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-      default:
-        launch_gemv<T, 8>(x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-        break;
-    }
+    launch_gemv<T>(b, x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
   });
 }
 
