@@ -51,9 +51,10 @@ struct engine_options {
   /// H200 (issue: flash's split-KV combine kernel runs 2 blocks at one row of 131k keys).
   int32_t flash_decode_shares = 0;
   /// Decode steps of at most this many rows (0-8) run the layers' projections as matrix-vector
-  /// kernels instead of cuBLAS (decoder::set_decode_gemv_rows; CUDA builds with the fused kernels);
-  /// 0: cuBLAS. Rationale: 0 until measured on the H200 (cuBLAS read the one-row projections of
-  /// the 131k decode at well under the bandwidth bound, bench/results/2026-12-04-policy-h200-one-warmup).
+  /// kernels instead of cuBLAS (decoder::set_decode_gemv_rows; CUDA builds with the kernels, with
+  /// fused_kernels on); 0: cuBLAS. Rationale: 0 until measured on the H200 (cuBLAS reads the
+  /// one-row projections of the 131k decode well under the bandwidth bound,
+  /// bench/results/2026-12-04-policy-h200-one-warmup).
   int32_t decode_gemv_rows = 0;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
