@@ -157,12 +157,12 @@ def main():
     parser.add_argument("--overlap", action="store_true",
                         help="every run with engine_options::overlap (a decode step launched before the last one's "
                              "tokens reach the host)")
-    parser.add_argument("--flash-decode-shares", type=int, default=0,
+    parser.add_argument("--flash-decode-shares", type=int,
                         help="every run with engine_options::flash_decode_shares (flash decode of few long rows "
-                             "cut into shares making this many sequences; 0: no cut)")
-    parser.add_argument("--decode-gemv-rows", type=int, default=0,
+                             "cut into shares making this many sequences; 0: no cut; default: the engine's)")
+    parser.add_argument("--decode-gemv-rows", type=int,
                         help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
-                             "rows project with matrix-vector kernels; 0: cuBLAS)")
+                             "rows project with matrix-vector kernels; 0: cuBLAS; default: the engine's)")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -176,8 +176,8 @@ def main():
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
-    layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares else []
-    layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows else []
+    layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
+    layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",

@@ -20,7 +20,8 @@
 # runs, e.g. LONG_AB="--flash-decode-shares 16;--decode-gemv-rows 1;--overlap"; each run capped at
 # LONG_AB_S / CACHED_AB_S seconds).
 # BENCH_ARGS: more bench_agent.py arguments for step 3 (e.g. --skip-uncached).
-# GATE: pytest arguments run right after the build; the call stops there if they fail.
+# GATE: pytest arguments run right after the build; the call stops there if they fail (GATE_SOFT=1:
+# it goes on, for an A/B whose speed is wanted whichever way the test goes; GATE_S: its cap, 120 s).
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
 # Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
@@ -38,9 +39,9 @@ timeout 200 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); imp
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
 if [ -n "${GATE:-}" ]; then  # e.g. GATE="tests/policy/model/test_fused_kernels_gpu.py -k sample"
-  CAF_AGENT_BUILD_DIR=$BUILD timeout 120 $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
+  CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
   rc=$?; echo "gate tests rc=$rc at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gate-tests.log"
-  [ $rc = 0 ] || exit $rc
+  [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
 CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 #ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
@@ -44,6 +46,8 @@ struct decode_graphs::state {
   kv_cache* cache;
   at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<graph>> graphs;
+  std::optional<c10::cuda::CUDAStream> side;  // every capture's stream (cuBLAS keeps a workspace per stream)
+  std::set<int64_t> warmed_rows;              // row counts an eager warm-up has run
   double capture_seconds = 0;
 
   // The graph of b rows attending `keys` keys, captured on first use.
@@ -63,14 +67,16 @@ struct decode_graphs::state {
     const int64_t scratch = cache->capacity() - 1;
     g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)})
                        .to(model->device());
-    auto side = at::cuda::getStreamFromPool();
+    if (!side) side = at::cuda::getStreamFromPool();
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
     {
-      at::cuda::CUDAStreamGuard guard(side);
-      // One eager warm-up: lazy initialisation (cuBLAS handles and workspaces, kernel modules)
-      // must not happen inside the capture; a second warm-up cost ~7 ms a capture and no capture
-      // needed it (bench/results/2026-12-04-policy-h200-one-warmup.md).
-      model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      at::cuda::CUDAStreamGuard guard(*side);
+      // One eager warm-up per row count: lazy initialisation (cuBLAS handles, the workspace of
+      // this stream) must not happen inside a capture. Another key bucket of the same rows runs
+      // the same kernels but flash's grid (and maybe its split-KV variant, which drivers of CUDA
+      // 12.3 and later load during a capture), so it needs none: a warm-up is an eager step,
+      // ~6 ms of a 64-row capture's ~12 ms (bench/results/2026-12-04-policy-h200-shares-gemv.md).
+      if (warmed_rows.insert(rows).second) model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
       g->cuda.capture_begin(pool);
       g->logits_bv = model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
       g->cuda.capture_end();

@@ -219,11 +219,13 @@ class decoder {
   /// Flash decode steps of few long rows: when the step's (row, KV head) sequences number at most
   /// half of `sequences` and attend at least 8,192 keys, each is cut into sequences / (rows x KV
   /// heads) shares of consecutive keys that flash attends as sequences of their own, merged by
-  /// log-sum-exp (fused_ops.hpp merge_shares). 0 (default): no cut.
+  /// log-sum-exp (fused_ops.hpp merge_shares). 0 (the decoder's default; an engine sets
+  /// engine_options::flash_decode_shares): no cut.
   void set_flash_decode_shares(int64_t sequences) { flash_decode_shares_ = sequences; }
   /// Decode steps of at most `rows` rows (<= 8) run the layers' fused projections (q/k/v, o,
   /// gate/up, down) as matrix-vector kernels (fused_ops.hpp linear_rows) instead of cuBLAS where
-  /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (default): cuBLAS.
+  /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (the decoder's default;
+  /// an engine sets engine_options::decode_gemv_rows): cuBLAS.
   void set_decode_gemv_rows(int64_t rows) { decode_gemv_rows_ = rows; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the

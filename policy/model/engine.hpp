@@ -47,15 +47,17 @@ struct engine_options {
   bool overlap = false;
   /// Flash decode steps of few long rows (at most half this many (row, KV head) sequences, at
   /// least 8,192 keys) cut each row's keys into shares that make this many sequences, merged by
-  /// log-sum-exp (decoder::set_flash_decode_shares); 0: no cut. Rationale: 0 until measured on the
-  /// H200 (issue: flash's split-KV combine kernel runs 2 blocks at one row of 131k keys).
-  int32_t flash_decode_shares = 0;
+  /// log-sum-exp (decoder::set_flash_decode_shares); 0: no cut. Rationale: flash's split-KV combine
+  /// kernel runs 2 blocks at one row of 131k keys (662 us of a 2.08 ms step on the H200); cut into
+  /// 64 sequences the combine and the merge took 209 us and the 131k decode went from 441 to 532
+  /// tok/s with decode_gemv_rows 1 (16: 500, 256: 503; bench/results/2026-12-04-policy-h200-shares-gemv.md).
+  int32_t flash_decode_shares = 64;
   /// Decode steps of at most this many rows (0-8) run the layers' projections as matrix-vector
   /// kernels instead of cuBLAS (decoder::set_decode_gemv_rows; CUDA builds with the kernels, with
-  /// fused_kernels on); 0: cuBLAS. Rationale: 0 until measured on the H200 (cuBLAS reads the
-  /// one-row projections of the 131k decode well under the bandwidth bound,
-  /// bench/results/2026-12-04-policy-h200-one-warmup).
-  int32_t decode_gemv_rows = 0;
+  /// fused_kernels on); 0: cuBLAS. Rationale: 1, measured: at one row of 131k keys the kernels
+  /// took 463 us of a step where cuBLAS's took 543 us, and the decode went from 439 to 459 tok/s
+  /// on the H200 (bench/results/2026-12-04-policy-h200-shares-gemv.md); 2-8 rows not yet measured.
+  int32_t decode_gemv_rows = 1;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

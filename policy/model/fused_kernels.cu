@@ -384,30 +384,57 @@ __global__ void __launch_bounds__(pick_threads)
   }
 }
 
-// merge_shares (fused_kernels.hpp): a block per (row, query head), a thread per dimension. The
-// weights exp(lse_s - max) of the shares holding keys, summed in share order, then one rounding.
+// merge_shares (fused_kernels.hpp): a block per (row, query head). Its threads are `groups` groups
+// of `cols` consecutive dimensions; group k sums shares k, k + groups, ... so a row's shares are
+// read in parallel (one thread looping over 128 shares cost 18 us a call on the H200,
+// bench/results/2026-12-04-policy-h200-shares-gemv.md). Weights exp(lse_s - max) of the shares
+// holding keys, fp32 sums joined in group order, then one rounding.
+constexpr int merge_threads = 1024;
+
 template <typename T>
-__global__ void merge_shares_kernel(const T* __restrict__ out_xge, const float* __restrict__ lse_gx,
-                                    const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g,
-                                    int e) {
+__global__ void __launch_bounds__(merge_threads)
+    merge_shares_kernel(const T* __restrict__ out_xge, const float* __restrict__ lse_gx,
+                        const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g, int e) {
+  __shared__ float acc_s[merge_threads];
+  __shared__ float total_s[merge_threads];
+  __shared__ float max_s[merge_threads / warp];
   const int64_t y = blockIdx.x / g;
   const int q = static_cast<int>(blockIdx.x % g);
   const int64_t x_count = static_cast<int64_t>(gridDim.x) / g * shares;  // every share of every row
+  const float* lse_s = lse_gx + q * x_count + y * shares;
+  const int32_t* used_s = used_x + y * shares;
   float m = -INFINITY;
-  for (int s = 0; s < shares; ++s) {
-    const int64_t x = y * shares + s;
-    if (used_x[x] > 0) m = fmaxf(m, lse_gx[q * x_count + x]);
-  }
-  for (int d = threadIdx.x; d < e; d += blockDim.x) {
-    float total = 0.0f, acc = 0.0f;
-    for (int s = 0; s < shares; ++s) {
-      const int64_t x = y * shares + s;
-      if (used_x[x] <= 0) continue;
-      const float w = expf(lse_gx[q * x_count + x] - m);
-      total += w;
-      acc += w * to_f(out_xge[(x * g + q) * e + d]);
+  for (int s = static_cast<int>(threadIdx.x); s < shares; s += static_cast<int>(blockDim.x))
+    if (used_s[s] > 0) m = fmaxf(m, lse_s[s]);
+  for (int offset = warp / 2; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if (threadIdx.x % warp == 0) max_s[threadIdx.x / warp] = m;
+  __syncthreads();
+  m = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x) / warp; ++w) m = fmaxf(m, max_s[w]);
+  const int cols = min(e, static_cast<int>(blockDim.x)), groups = static_cast<int>(blockDim.x) / cols;
+  const int col = static_cast<int>(threadIdx.x) % cols, group = static_cast<int>(threadIdx.x) / cols;
+  for (int d0 = 0; d0 < e; d0 += cols) {
+    const int d = d0 + col;
+    float acc = 0.0f, total = 0.0f;
+    if (group < groups && d < e)
+      for (int s = group; s < shares; s += groups) {
+        if (used_s[s] <= 0) continue;
+        const float w = expf(lse_s[s] - m);
+        total += w;
+        acc += w * to_f(out_xge[((y * shares + s) * g + q) * e + d]);
+      }
+    acc_s[threadIdx.x] = acc;
+    total_s[threadIdx.x] = total;
+    __syncthreads();
+    if (group == 0 && d < e) {
+      float a = 0.0f, t = 0.0f;
+      for (int k = 0; k < groups; ++k) {
+        a += acc_s[k * cols + col];
+        t += total_s[k * cols + col];
+      }
+      merged_yge[(y * g + q) * e + d] = from_f<T>(t > 0.0f ? a / t : 0.0f);
     }
-    merged_yge[(y * g + q) * e + d] = from_f<T>(total > 0.0f ? acc / total : 0.0f);
+    __syncthreads();
   }
 }
 
@@ -581,7 +608,9 @@ int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const 
     return static_cast<int>(cudaErrorInvalidValue);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const int threads = static_cast<int>(std::min<int64_t>((e + warp - 1) / warp * warp, 256));
+    // Enough threads for every (dimension, share) pair, in whole warps, at most merge_threads.
+    const int64_t pairs = std::min<int64_t>(e * shares, merge_threads);
+    const int threads = static_cast<int>((pairs + warp - 1) / warp * warp);
     merge_shares_kernel<T><<<static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
         static_cast<int>(g), static_cast<int>(e));

@@ -285,8 +285,9 @@ engine_options engine_options_of(const args& a) {
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);
   options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
-  options.flash_decode_shares = std::stoi(get(a, "flash-decode-shares", "0"));
-  options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", "0"));
+  options.flash_decode_shares =
+      std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
+  options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
   return options;
 }
 

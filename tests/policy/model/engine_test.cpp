@@ -515,8 +515,10 @@ TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alon
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("flash_decode_shares must be >= 0, got -1"), std::string::npos)
       << refused.error().message;
-  o.flash_decode_shares = 16;  // only flash decode steps are cut; sdpa here gives the default's tokens
-  expect_default_tokens(o);
+  for (int32_t shares : {0, 64}) {  // only flash decode steps are cut; sdpa here gives the default's tokens
+    o.flash_decode_shares = shares;
+    expect_default_tokens(o);
+  }
 }
 
 TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone) {
@@ -531,8 +533,10 @@ TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone
               std::string::npos)
         << refused.error().message;
   }
-  o.decode_gemv_rows = 8;  // the kernels run on CUDA only: the CPU decodes as the default engine does
-  expect_default_tokens(o);
+  for (int32_t rows : {0, 8}) {  // the kernels run on CUDA only: the CPU decodes as the default engine does
+    o.decode_gemv_rows = rows;
+    expect_default_tokens(o);
+  }
 }
 
 // -- engine_service: the engine on its own thread ---------------------------
