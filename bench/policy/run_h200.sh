@@ -15,10 +15,11 @@
 # UNFUSED=1: before step 3, the 64 x 512 bench with --no-fused-kernels (the ATen composites; an A/B
 # of policy/model/fused_ops.hpp in the same call). OVERLAP=1: before step 3, the 64 x 512 bench and
 # the cached agent workload with --overlap (engine_options::overlap; an A/B against step 3's runs,
-# capped at OVERLAP_S seconds). LONG_AB / CACHED_AB ("flags;flags"): before step 3, the 131k
-# decode / the cached agent workload once per set of bench_agent.py flags (A/Bs against step 3's
-# runs, e.g. LONG_AB="--flash-decode-shares 16;--decode-gemv-rows 1;--overlap"; each run capped at
-# LONG_AB_S / CACHED_AB_S seconds).
+# capped at OVERLAP_S seconds). BATCH_AB / LONG_AB / CACHED_AB ("flags;flags"): before step 3, the
+# 64 x 512 bench / the 131k decode / the cached agent workload once per set of bench_agent.py
+# flags (A/Bs against step 3's runs, e.g. LONG_AB="--flash-decode-shares 16;--decode-gemv-rows 1";
+# each run capped at BATCH_AB_S / LONG_AB_S / CACHED_AB_S seconds; agent-batch-K.json,
+# agent-long-K.json, agent-cached-K.json).
 # BENCH_ARGS: more bench_agent.py arguments for step 3 (e.g. --skip-uncached).
 # GATE: pytest arguments run right after the build; the call stops there if they fail (GATE_SOFT=1:
 # it goes on, for an A/B whose speed is wanted whichever way the test goes; GATE_S: its cap, 120 s).
@@ -64,11 +65,12 @@ if [ "${OVERLAP:-0}" = 1 ]; then
     --skip-uncached --out "$OUT/agent-overlap.json" > "$OUT/agent-overlap.log" 2>&1
   echo "overlap bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-overlap.log" | tail -4 | cut -c1-600
 fi
-# LONG_AB / CACHED_AB: ';'-separated sets of bench_agent.py flags, each one run of the 131k decode
-# (or of the cached agent workload) with them, numbered in order: agent-long-K.json, agent-cached-K.json.
-ab_runs() {  # ab_runs long|cached "flags;flags" seconds
+# BATCH_AB / LONG_AB / CACHED_AB: ';'-separated sets of bench_agent.py flags, each one run of the
+# 64 x 512 bench, the 131k decode or the cached agent workload with them, numbered in order
+# (agent-batch-K.json, agent-long-K.json, agent-cached-K.json).
+ab_runs() {  # ab_runs batch|long|cached "flags;flags" seconds
   local what=$1 k=0 flags skip
-  [ "$what" = long ] && skip="batch cached" || skip="batch long"
+  case $what in batch) skip="cached long" ;; long) skip="batch cached" ;; *) skip="batch long" ;; esac
   IFS=';' read -ra sets <<< "$2"
   for flags in "${sets[@]}"; do
     k=$((k + 1))
@@ -78,6 +80,7 @@ ab_runs() {  # ab_runs long|cached "flags;flags" seconds
     echo "$what $k ($flags) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-$what-$k.log" | tail -2 | cut -c1-400
   done
 }
+[ -n "${BATCH_AB:-}" ] && ab_runs batch "$BATCH_AB" "${BATCH_AB_S:-60}"
 [ -n "${LONG_AB:-}" ] && ab_runs long "$LONG_AB" "${LONG_AB_S:-60}"
 [ -n "${CACHED_AB:-}" ] && ab_runs cached "$CACHED_AB" "${CACHED_AB_S:-100}"
 timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" ${BENCH_ARGS:-} \

@@ -100,6 +100,7 @@ kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t c
     cache.k_nkce.push_back(torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
     cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
   }
+  cache.decode_counters = torch::zeros({slots * config.num_key_value_heads}, options.dtype(torch::kInt32));
   return cache;
 }
 
@@ -382,6 +383,10 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
   const auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t s = use.keys;
+  if (use.decode_kernel)
+    return cache_decode_attention(q_bh1e.reshape({b, h, e}), k_cache, v_cache, use.positions_b, use.keys,
+                                  use.cache->decode_counters)
+        .view({b, h, 1, e});
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
   if (cache_attention_ == cache_attention::flash) {  // one cache sequence per (row, KV head), g queries each
     const auto& seqs = use.decode_seqs;
@@ -715,7 +720,10 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                 "decode: a paged KV cache needs block tables [", b, ", m] covering ", keys_s, " keys");
     use.tables_bm = block_tables_bm;
   }
-  if (cache_attention_ == cache_attention::flash) {
+  use.decode_kernel = cache_attention_ == cache_attention::flash && decode_attention_kernel_ && fused_kernels_ &&
+                      !cache.paged && cache.decode_counters.defined() &&
+                      cache_decode_attention_fuses(cache.k_nkce.front(), config_.num_attention_heads, keys_s);
+  if (cache_attention_ == cache_attention::flash && !use.decode_kernel) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;
     auto opts = positions_b.options().dtype(torch::kInt32);
@@ -751,7 +759,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                         .to(torch::kInt32);
       seqs.max_k = (keys_s + shares - 1) / shares;
     }
-  } else {
+  } else if (!use.decode_kernel) {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});
   }

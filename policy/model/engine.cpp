@@ -125,6 +125,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (options.decode_gemv_rows < 0 || options.decode_gemv_rows > 8)
       return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);
+    state->model.set_decode_attention_kernel(options.decode_attention_kernel);
     if (options.kv_layout == kv_layout_kind::paged) {
       // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
       // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544

@@ -503,6 +503,212 @@ void launch_gemv(int64_t b, const void* x_bd, const void* w_nd, const void* bias
                                                               d);
 }
 
+// decode_attention (fused_kernels.hpp): a block per (split of `chunk` keys, row x KV head), 128
+// threads. A key's e elements are read by LanesPerKey lanes in 16-byte vectors (a warp reads
+// 32 / LanesPerKey keys at once), attn_unroll such reads in flight a lane. Three passes over the
+// block's keys: scores q.k of its g query heads into shared memory (the lanes of a key summed by
+// shuffles), their weights 2^(s - max) and sums, then weights x values. Scores are in base 2 (the
+// query is scaled by log2(e) / sqrt(e)). The block writes its fp32 partial output, max and sum;
+// the last block of a (row, KV head) to finish (a counter, reset to 0 by that block) joins every
+// split's partials and writes the output, rounded once.
+constexpr int attn_threads = 128;
+constexpr int attn_unroll = 4;
+constexpr int attn_warps = attn_threads / warp;
+
+// Each lane's 16-byte vector of rows first, first + stride, .. (attn_unroll of them) of a run of
+// rows of e elements; zeros for rows past n.
+template <int E, typename T>
+__device__ __forceinline__ void load_rows(uint4 (&raw)[attn_unroll], const T* base, int first, int stride, int n) {
+#pragma unroll
+  for (int u = 0; u < attn_unroll; ++u) {
+    const int i = first + u * stride;
+    raw[u] = i < n ? __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64_t>(i) * E)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <typename T, int LanesPerKey>
+__global__ void __launch_bounds__(attn_threads)
+    decode_attention_kernel(const T* __restrict__ q_bhe, const T* __restrict__ k_nkce, const T* __restrict__ v_nkce,
+                            const int64_t* __restrict__ positions_b, T* __restrict__ out_bhe,
+                            float* __restrict__ part_o, float* __restrict__ part_ml, int32_t* __restrict__ counters,
+                            int k, int g, int64_t c, int chunk, float scale_log2) {
+  constexpr int vec = 16 / sizeof(T);
+  constexpr int e = LanesPerKey * vec;
+  constexpr int max_g = decode_attention_max_g;
+  constexpr int keys_per_warp = warp / LanesPerKey;
+  constexpr int keys_per_pass = keys_per_warp * attn_warps;
+  __shared__ float w_s[decode_attention_max_chunk * max_g];  // scores, weights; partial outputs; merge weights
+  __shared__ float max_s[attn_warps][max_g];
+  __shared__ float sum_s[attn_warps][max_g];
+  __shared__ bool last_s;
+  const int split = static_cast<int>(blockIdx.x), splits = static_cast<int>(gridDim.x);
+  const int64_t bk = blockIdx.y;  // row * k + KV head
+  const int64_t row = bk / k;
+  const int64_t position = positions_b[row];
+  const int64_t used = position == c - 1 ? 1 : position + 1;  // a dummy row reads key 0 only
+  const int64_t start = static_cast<int64_t>(split) * chunk;
+  const int64_t left = used - start;  // keys from this block's first on
+  const int n = left <= 0 ? 0 : static_cast<int>(left < chunk ? left : chunk);
+  const int lane = static_cast<int>(threadIdx.x) % warp, wid = static_cast<int>(threadIdx.x) / warp;
+  const int slot = lane / LanesPerKey, sub = lane % LanesPerKey;  // the warp's key, the lane's vector
+  const int64_t q_head = bk * g;                                  // the first of the g query heads: kh * g of row `row`
+  float q[max_g][vec];
+#pragma unroll
+  for (int j = 0; j < max_g; ++j) {
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (j < g) raw = *reinterpret_cast<const uint4*>(q_bhe + (q_head + j) * e + sub * vec);
+    const T* t = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < vec; ++i) q[j][i] = to_f(t[i]) * scale_log2;
+  }
+  const int64_t base = (bk * c + start) * e + sub * vec;  // slot `row`'s head kh, key `start`
+  const T* k_base = k_nkce + base;
+  const T* v_base = v_nkce + base;
+
+  // 1. Scores, and this thread's largest per head.
+  float m[max_g];
+#pragma unroll
+  for (int j = 0; j < max_g; ++j) m[j] = -INFINITY;
+  for (int i0 = wid * keys_per_warp; i0 < n; i0 += attn_unroll * keys_per_pass) {
+    uint4 raw[attn_unroll];
+    load_rows<e>(raw, k_base, i0 + slot, keys_per_pass, n);
+#pragma unroll
+    for (int u = 0; u < attn_unroll; ++u) {
+      const int i = i0 + u * keys_per_pass + slot;
+      const T* kt = reinterpret_cast<const T*>(&raw[u]);
+      float score[max_g];
+#pragma unroll
+      for (int j = 0; j < max_g; ++j) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int t = 0; t < vec; ++t) acc = fmaf(q[j][t], to_f(kt[t]), acc);
+        score[j] = acc;
+      }
+#pragma unroll
+      for (int offset = LanesPerKey / 2; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int j = 0; j < max_g; ++j) score[j] += __shfl_xor_sync(0xffffffffu, score[j], offset);
+      if (i < n && sub == 0)
+#pragma unroll
+        for (int j = 0; j < max_g; ++j) {
+          w_s[i * max_g + j] = score[j];
+          m[j] = fmaxf(m[j], score[j]);
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < max_g; ++j)
+#pragma unroll
+    for (int offset = warp / 2; offset > 0; offset >>= 1)
+      m[j] = fmaxf(m[j], __shfl_xor_sync(0xffffffffu, m[j], offset));
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < max_g; ++j) max_s[wid][j] = m[j];
+  __syncthreads();
+  // 2. Weights 2^(s - max) in place, and their sums: thread t always holds head t % max_g.
+  const int own = static_cast<int>(threadIdx.x) % max_g;
+  float own_max = -INFINITY;
+  for (int w = 0; w < attn_warps; ++w) own_max = fmaxf(own_max, max_s[w][own]);
+  float own_sum = 0.0f;
+  for (int idx = static_cast<int>(threadIdx.x); idx < n * max_g; idx += attn_threads) {
+    const float p = exp2f(w_s[idx] - own_max);
+    w_s[idx] = p;
+    own_sum += p;
+  }
+#pragma unroll
+  for (int offset = max_g; offset < warp; offset <<= 1) own_sum += __shfl_xor_sync(0xffffffffu, own_sum, offset);
+  if (lane < max_g) sum_s[wid][lane] = own_sum;
+  __syncthreads();  // weights and sums visible
+
+  // 3. Weights x values.
+  float acc[max_g][vec];
+#pragma unroll
+  for (int j = 0; j < max_g; ++j)
+#pragma unroll
+    for (int t = 0; t < vec; ++t) acc[j][t] = 0.0f;
+  for (int i0 = wid * keys_per_warp; i0 < n; i0 += attn_unroll * keys_per_pass) {
+    uint4 raw[attn_unroll];
+    load_rows<e>(raw, v_base, i0 + slot, keys_per_pass, n);
+#pragma unroll
+    for (int u = 0; u < attn_unroll; ++u) {
+      const int i = i0 + u * keys_per_pass + slot;
+      if (i >= n) continue;
+      const T* vt = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+      for (int j = 0; j < max_g; ++j) {
+        const float p = w_s[i * max_g + j];
+#pragma unroll
+        for (int t = 0; t < vec; ++t) acc[j][t] = fmaf(p, to_f(vt[t]), acc[j][t]);
+      }
+    }
+  }
+  // The warp's keys summed (lanes holding the same vector), then the warps' through shared memory.
+#pragma unroll
+  for (int offset = LanesPerKey; offset < warp; offset <<= 1)
+#pragma unroll
+    for (int j = 0; j < max_g; ++j)
+#pragma unroll
+      for (int t = 0; t < vec; ++t) acc[j][t] += __shfl_xor_sync(0xffffffffu, acc[j][t], offset);
+  __syncthreads();  // every thread is done with the weights
+  if (slot == 0)
+#pragma unroll
+    for (int j = 0; j < max_g; ++j)
+#pragma unroll
+      for (int t = 0; t < vec; ++t) w_s[(wid * max_g + j) * e + sub * vec + t] = acc[j][t];
+  __syncthreads();
+  const int64_t part = bk * splits + split;
+  for (int idx = static_cast<int>(threadIdx.x); idx < g * e; idx += attn_threads) {
+    const int j = idx / e, d = idx % e;
+    float o = 0.0f;
+    for (int w = 0; w < attn_warps; ++w) o += w_s[(w * max_g + j) * e + d];
+    part_o[(part * g + j) * e + d] = o;
+  }
+  if (threadIdx.x < static_cast<unsigned>(g)) {
+    const int j = static_cast<int>(threadIdx.x);
+    float mx = -INFINITY, sum = 0.0f;
+    for (int w = 0; w < attn_warps; ++w) {
+      mx = fmaxf(mx, max_s[w][j]);
+      sum += sum_s[w][j];
+    }
+    part_ml[(part * g + j) * 2] = mx;  // -inf for a split of no keys (its sum 0)
+    part_ml[(part * g + j) * 2 + 1] = sum;
+  }
+
+  // The last block of this (row, KV head) joins the splits.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_s = atomicAdd(&counters[bk], 1) == splits - 1;
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  // Per head: the largest max, then each split's weight 2^(m_s - max) / sum_s' 2^(m_s' - max) l_s'.
+  for (int j = wid; j < g; j += attn_warps) {
+    const float* ml = part_ml + (bk * splits * g + j) * 2;
+    float mx = -INFINITY;
+    for (int s = lane; s < splits; s += warp) mx = fmaxf(mx, __ldcg(ml + s * g * 2));
+    for (int offset = warp / 2; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    float total = 0.0f;
+    for (int s = lane; s < splits; s += warp) {
+      const float ms = __ldcg(ml + s * g * 2);
+      const float wgt = ms == -INFINITY ? 0.0f : exp2f(ms - mx);
+      w_s[s * max_g + j] = wgt;
+      total += wgt * __ldcg(ml + s * g * 2 + 1);
+    }
+    for (int offset = warp / 2; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    if (lane == 0) max_s[0][j] = total;
+  }
+  __syncthreads();
+  for (int idx = static_cast<int>(threadIdx.x); idx < g * e; idx += attn_threads) {
+    const int j = idx / e, d = idx % e;
+    const float* po = part_o + (bk * splits * g + j) * e + d;
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s) o = fmaf(w_s[s * max_g + j], __ldcg(po + static_cast<int64_t>(s) * g * e), o);
+    const float total = max_s[0][j];
+    out_bhe[(q_head + j) * e + d] = from_f<T>(total > 0.0f ? o / total : 0.0f);
+  }
+  if (threadIdx.x == 0) counters[bk] = 0;
+}
+
 template <typename F>
 int dispatch(element dtype, F&& f) {
   switch (dtype) {
@@ -629,6 +835,67 @@ int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bia
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     launch_gemv<T>(b, x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
+  });
+}
+
+int64_t decode_attention_chunk(int64_t pairs, int64_t keys) {
+  if (pairs < 1 || keys < 1) return 0;
+  // Rationale: about 4 blocks per SM keep enough 16-byte reads in flight for HBM's bandwidth;
+  // a block reads at least 64 keys and at most decode_attention_max_chunk (its shared scores).
+  static const int64_t sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      count = 132;
+    return static_cast<int64_t>(std::max(count, 1));
+  }();
+  constexpr int64_t granule = 64;
+  const int64_t splits = std::clamp<int64_t>((4 * sms + pairs - 1) / pairs, 1, (keys + granule - 1) / granule);
+  const int64_t chunk =
+      std::min<int64_t>(((keys + splits - 1) / splits + granule - 1) / granule * granule, decode_attention_max_chunk);
+  return (keys + chunk - 1) / chunk > decode_attention_max_splits ? 0 : chunk;
+}
+
+bool decode_attention_supports(element dtype, int64_t g, int64_t e) {
+  const int64_t vec = dtype == element::fp32 ? 4 : 8;
+  const int64_t lanes = e / vec;
+  return g >= 1 && g <= decode_attention_max_g && e % vec == 0 &&
+         (lanes == 4 || lanes == 8 || lanes == 16 || lanes == 32);
+}
+
+int decode_attention(element dtype, const void* q_bhe, const void* k_nkce, const void* v_nkce,
+                     const int64_t* positions_b, void* out_bhe, float* part_o, float* part_ml, int32_t* counters,
+                     int64_t b, int64_t k, int64_t g, int64_t e, int64_t c, int64_t chunk, int64_t splits,
+                     void* stream) {
+  if (b == 0) return 0;
+  if (b < 0 || k < 1 || c < 1 || !decode_attention_supports(dtype, g, e) || chunk < 1 ||
+      chunk > decode_attention_max_chunk || splits < 1 || splits > decode_attention_max_splits || b * k > 65535)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(b * k));
+  const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(e)));
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid, attn_threads, 0, cuda_stream>>>(
+          static_cast<const T*>(q_bhe), static_cast<const T*>(k_nkce), static_cast<const T*>(v_nkce), positions_b,
+          static_cast<T*>(out_bhe), part_o, part_ml, counters, static_cast<int>(k), static_cast<int>(g), c,
+          static_cast<int>(chunk), scale_log2);
+    };
+    switch (e / (16 / static_cast<int64_t>(sizeof(T)))) {
+      case 4:
+        launch(decode_attention_kernel<T, 4>);
+        break;
+      case 8:
+        launch(decode_attention_kernel<T, 8>);
+        break;
+      case 16:
+        launch(decode_attention_kernel<T, 16>);
+        break;
+      default:
+        launch(decode_attention_kernel<T, 32>);
+        break;
+    }
   });
 }
 

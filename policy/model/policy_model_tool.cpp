@@ -26,6 +26,11 @@
 //   linear-rows --rows B --in D --out-features N --x FILE --w FILE [--bias FILE] --out FILE
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
+//   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
+//            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R]
+//            the decode attention kernel (fused_ops.hpp's cache_decode_attention) on raw fp32 q
+//            [B, H, E] and slot caches [N, K, C, E] rounded to --dtype; R calls (default 2) must give
+//            the same bits and leave the counters zero; writes fp32 out [B, H, E]
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -34,7 +39,8 @@
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows).
+// (engine_options::decode_gemv_rows), --decode-attention-kernel 0|1
+// (engine_options::decode_attention_kernel).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -171,6 +177,45 @@ int run_linear_rows(const args& a) {
   return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
 }
 
+int run_decode_attention(const args& a) {
+  const int64_t b = std::stoll(get(a, "rows")), n = std::stoll(get(a, "slots")), k = std::stoll(get(a, "kv-heads"));
+  const int64_t h = std::stoll(get(a, "heads")), e = std::stoll(get(a, "head-dim")), c = std::stoll(get(a, "capacity"));
+  const int64_t keys = std::stoll(get(a, "keys")), repeat = std::stoll(get(a, "repeat", "2"));
+  const torch::Device device(get(a, "device", "cuda"));
+  const auto dtype = dtype_of(a);
+  std::vector<int64_t> positions;
+  std::stringstream list(get(a, "positions"));
+  for (std::string item; std::getline(list, item, ',');) positions.push_back(std::stoll(item));
+  if (static_cast<int64_t>(positions.size()) != b) {
+    std::cerr << "decode-attention: --positions names " << positions.size() << " rows, --rows is " << b << "\n";
+    return 2;
+  }
+  auto q = read_floats(get(a, "q"), b * h * e).view({b, h, e}).to(device, dtype);
+  auto k_cache = read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
+  auto v_cache = read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
+  if (!cache_decode_attention_fuses(k_cache, h, keys)) {
+    std::cerr << "decode-attention: the kernel does not run here (a CUDA build with the kernels, h / k <= 8, a "
+                 "head size of 4-32 16-byte vectors)\n";
+    return 1;
+  }
+  auto positions_b = torch::tensor(positions, torch::kInt64).to(device);
+  auto counters = torch::zeros({n * k}, torch::TensorOptions().dtype(torch::kInt32).device(device));
+  torch::Tensor out;
+  for (int64_t i = 0; i < repeat; ++i) {
+    auto again = cache_decode_attention(q, k_cache, v_cache, positions_b, keys, counters);
+    if (out.defined() && !torch::equal(again, out)) {
+      std::cerr << "decode-attention: call " << i + 1 << " gave other bits than the first\n";
+      return 1;
+    }
+    out = again;
+  }
+  if (counters.count_nonzero().item<int64_t>() != 0) {
+    std::cerr << "decode-attention: the counters were not left zero\n";
+    return 1;
+  }
+  return write_floats(out, get(a, "out"));
+}
+
 int run_save(const args& a) {
   const auto heads = a.count("value-head") ? value_head_mode::required : value_head_mode::none;
   auto model = decoder::load(get(a, "model"), torch::kCPU, dtype_of(a), heads);
@@ -288,6 +333,8 @@ engine_options engine_options_of(const args& a) {
   options.flash_decode_shares =
       std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
   options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
+  options.decode_attention_kernel =
+      get(a, "decode-attention-kernel", engine_options{}.decode_attention_kernel ? "1" : "0") != "0";
   return options;
 }
 
@@ -584,6 +631,7 @@ int main(int argc, char** argv) {
     if (command == "save") return run_save(a);
     if (command == "sample") return run_sample(a);
     if (command == "linear-rows") return run_linear_rows(a);
+    if (command == "decode-attention") return run_decode_attention(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors

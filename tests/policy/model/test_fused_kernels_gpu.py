@@ -257,3 +257,47 @@ def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
     assert summary["graph_captures"] > 0
     compared, generated = agree_to_near_ties(on, off)
     assert compared >= generated // 4, (compared, generated)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_decode_attention_kernel_is_the_float64_attention_rounded_once(cuda, tmp_path, dtype):
+    """cache_decode_attention's kernel over slot caches: each row attends its own keys 0..position of
+    its slot (a row at the cache's last position, a dummy row, key 0 only), g query heads per KV
+    head, splits joined by the last block. Shapes: the 0.5B decode (14 heads, 2 KV heads, e 64) with
+    rows of 1 to 40,000 keys (up to ~200 blocks a row), Qwen2.5-7B's (28 / 4, e 128), 8 and 1 query
+    heads per KV head. The output is the float64 attention of the rounded operands to one rounding
+    of the dtype plus fp32 summation error; two calls give the same bits and leave the counters zero
+    (the tool checks both)."""
+    torch_dtype = getattr(torch, dtype)
+    rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -23}[dtype]
+    gen = torch.Generator().manual_seed(11)
+    cases = [  # rows, slots, kv heads, heads, head dim, capacity, positions
+        (3, 4, 2, 14, 64, 40000, [39998, 0, 39999]),  # a long row, one key, a dummy row
+        (4, 4, 2, 14, 64, 1024, [700, 63, 64, 1022]),
+        (2, 3, 4, 28, 128, 2048, [2046, 129]),
+        (2, 2, 2, 16, 64, 512, [300, 511]),
+        (1, 1, 2, 2, 64, 256, [200]),
+    ]
+    for b, n, k, h, e, c, positions in cases:
+        keys = max(p + 1 for p in positions)
+        q = torch.randn(b, h, e, generator=gen).to(torch_dtype).double()
+        kc = torch.randn(n, k, c, e, generator=gen).to(torch_dtype).double()
+        vc = torch.randn(n, k, c, e, generator=gen).to(torch_dtype).double()
+        for name, t in [("q", q), ("k", kc), ("v", vc)]:
+            t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        out = tmp_path / "out.f32"
+        run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--rows", b, "--slots", n, "--kv-heads", k,
+                 "--heads", h, "--head-dim", e, "--capacity", c, "--keys", keys,
+                 "--positions", ",".join(map(str, positions)), "--q", tmp_path / "q.f32", "--k", tmp_path / "k.f32",
+                 "--v", tmp_path / "v.f32", "--out", out)
+        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(b, h, e)).double()
+        g = h // k
+        for r, p in enumerate(positions):
+            used = 1 if p == c - 1 else p + 1
+            for j in range(h):
+                keys_se, values_se = kc[r, j // g, :used], vc[r, j // g, :used]
+                weights = torch.softmax(keys_se @ q[r, j] / e ** 0.5, 0)
+                want = weights @ values_se
+                bound = rel * want.abs() + 1e-5 * (weights @ values_se.abs()) + 1e-30
+                err = (got[r, j] - want).abs() - bound
+                assert err.max().item() <= 0, (dtype, (b, n, k, h, e, c), r, j, (got[r, j] - want).abs().max().item())
