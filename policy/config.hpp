@@ -136,8 +136,6 @@ struct policy_config {
               "teacher-forces replies through the libtorch engine; backend is \"" + to_string(backend) + "\"");
     if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
       e.error("kv_cache_tokens", "applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
-    if (kv_layout == kv_layout_kind::paged && cache_attention == cache_attention_choice::flash)
-      e.error("cache_attention", "\"flash\" is not implemented for kv_layout = \"paged\" yet (auto, sdpa, matmul)");
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
   }

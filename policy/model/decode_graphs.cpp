@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -34,12 +35,18 @@ int64_t decode_key_bucket(int64_t keys, int64_t capacity) {
   return std::min((keys + key_bucket - 1) / key_bucket * key_bucket, capacity);
 }
 
+int64_t decode_table_width(int64_t width, int64_t block_size) {
+  const int64_t step = std::max<int64_t>(1, key_bucket / std::max<int64_t>(block_size, 1));
+  return (width + step - 1) / step * step;
+}
+
 #ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
 
 struct decode_graphs::state {
   struct graph {
     at::cuda::CUDAGraph cuda;
     torch::Tensor inputs_2b;  // tokens and positions, read by the graph
+    torch::Tensor tables_bm;  // paged: the rows' block tables, read by the graph
     torch::Tensor logits_bv;  // written by the graph
   };
   const decoder* model;
@@ -58,15 +65,31 @@ struct decode_graphs::state {
     return it != graphs.end() ? *it->second : capture(rows, bucket);
   }
 
+  // Paged: the graph of b rows with block tables of `width` blocks, captured on first use.
+  graph& paged_graph_for(int64_t b, int64_t width) {
+    const int64_t rows = round_rows(b, std::numeric_limits<int64_t>::max());
+    const int64_t m = decode_table_width(width, cache->capacity());
+    auto it = graphs.find({rows, m});
+    return it != graphs.end() ? *it->second : capture(rows, m);
+  }
+
+  // `keys`: the slots' attended-key bucket, or paged the table width.
   graph& capture(int64_t rows, int64_t keys) {
     const auto start = std::chrono::steady_clock::now();
     auto g = std::make_unique<graph>();
     // Warm-up and capture write keys at the cache's last position of every row's slot, which
     // no sequence uses (the engine ends a sequence before its keys reach it), so neither a
-    // running sequence nor a kept prefix (engine_options::prefix_cache) is disturbed.
-    const int64_t scratch = cache->capacity() - 1;
+    // running sequence nor a kept prefix (engine_options::prefix_cache) is disturbed. Paged:
+    // at position 0 of the last block, which the engine never hands out.
+    const int64_t scratch = cache->paged ? 0 : cache->capacity() - 1;
     g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)})
                        .to(model->device());
+    if (cache->paged) g->tables_bm = torch::full({rows, keys}, cache->slots() - 1, torch::kInt64).to(model->device());
+    const auto step = [&] {
+      return cache->paged
+                 ? model->decode(g->inputs_2b[0], g->inputs_2b[1], keys * cache->capacity(), *cache, g->tables_bm)
+                 : model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+    };
     if (!side) side = at::cuda::getStreamFromPool();
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
     {
@@ -76,9 +99,9 @@ struct decode_graphs::state {
       // the same kernels but flash's grid (and maybe its split-KV variant, which drivers of CUDA
       // 12.3 and later load during a capture), so it needs none: a warm-up is an eager step,
       // ~6 ms of a 64-row capture's ~12 ms (bench/results/2026-12-04-policy-h200-shares-gemv.md).
-      if (warmed_rows.insert(rows).second) model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      if (warmed_rows.insert(rows).second) step();
       g->cuda.capture_begin(pool);
-      g->logits_bv = model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      g->logits_bv = step();
       g->cuda.capture_end();
     }
     c10::cuda::device_synchronize();
@@ -127,6 +150,29 @@ torch::Tensor decode_graphs::decode(const torch::Tensor& tokens_b, const std::ve
   return g.logits_bv.narrow(0, 0, b);
 }
 
+torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                                    const std::vector<const std::vector<int64_t>*>& tables) {
+  auto& s = *state_;
+  const auto b = static_cast<int64_t>(tokens.size());
+  size_t width = 1;
+  for (const auto* blocks : tables) width = std::max(width, blocks->size());
+  auto& g = s.paged_graph_for(b, static_cast<int64_t>(width));
+  const int64_t rows = g.inputs_2b.size(1), m = g.tables_bm.size(1);
+  // Tokens, positions and tables in one copy; padding rows decode token 0 at position 0 of the
+  // scratch block, and tables are padded with it (see capture).
+  auto host = torch::zeros({rows * (2 + m)}, torch::kInt64);
+  int64_t* p = host.data_ptr<int64_t>();
+  std::copy(tokens.begin(), tokens.end(), p);
+  std::copy(positions.begin(), positions.end(), p + rows);
+  std::fill(p + 2 * rows, p + rows * (2 + m), s.cache->slots() - 1);
+  for (size_t i = 0; i < tables.size(); ++i) std::copy(tables[i]->begin(), tables[i]->end(), p + 2 * rows + i * m);
+  auto device = host.pin_memory().to(s.model->device(), /*non_blocking=*/true);
+  g.inputs_2b.copy_(device.narrow(0, 0, 2 * rows).view({2, rows}), /*non_blocking=*/true);
+  g.tables_bm.copy_(device.narrow(0, 2 * rows, rows * m).view({rows, m}), /*non_blocking=*/true);
+  g.cuda.replay();
+  return g.logits_bv.narrow(0, 0, b);
+}
+
 int64_t decode_graphs::captures() const {
   return static_cast<int64_t>(state_->graphs.size());
 }
@@ -151,6 +197,11 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vect
 }
 
 torch::Tensor decode_graphs::decode(const torch::Tensor&, const std::vector<int64_t>&, int64_t) {
+  throw std::logic_error("decode_graphs: this build has no CUDA graph support");
+}
+
+torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                    const std::vector<const std::vector<int64_t>*>&) {
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // decode_graphs: the engine's decoding step replayed from CUDA graphs. On a GPU the step of a
 // small model is bound by launching ~50 kernels per layer from the host; a captured graph
-// launches them all at once. One graph per (rows, attended keys) bucket, captured lazily and
+// launches them all at once. One graph per (rows, attended keys) bucket (paged: rows, block
+// table width), captured lazily and
 // sharing one memory pool; the weights and the KV cache are read in place, so a weight swap
 // (copy into the same storage) needs no recapture.
 //
@@ -25,6 +26,10 @@ namespace caf_agent::policy {
 /// so the bucket stays fine and a conversation captures a graph every 256 tokens (~33 ms each).
 int64_t decode_key_bucket(int64_t keys, int64_t capacity);
 
+/// The block table width a paged decode step of tables up to `width` blocks of `block_size` runs
+/// with (and its graph is captured for): rounded up to cover 256 keys more at a time.
+int64_t decode_table_width(int64_t width, int64_t block_size);
+
 /// Replays captured decode steps of one decoder over one KV cache.
 class decode_graphs {
  public:
@@ -42,6 +47,13 @@ class decode_graphs {
   /// The same with the tokens already on the device (int64 [b], e.g. the last step's draw):
   /// nothing waits for the host to know them.
   torch::Tensor decode(const torch::Tensor& tokens_b, const std::vector<int64_t>& positions, int64_t keys);
+  /// A paged cache's step (kv_cache::paged): row i decodes tokens[i] at positions[i] through its
+  /// block table *tables[i]. Graphs are kept per (rows, table width), the width rounded up to
+  /// cover 256 keys more at a time; tables are padded with the cache's last block, which the
+  /// engine never hands to a sequence (padding rows write their key there, at offset 0).
+  /// Returns fp32 logits [b, v] (a view valid until the next call).
+  torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                       const std::vector<const std::vector<int64_t>*>& tables);
   /// Graphs captured so far and the host seconds their captures took.
   int64_t captures() const;
   double capture_seconds() const;

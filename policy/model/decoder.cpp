@@ -53,6 +53,19 @@ void write_blocks(torch::Tensor& cache_nske, const torch::Tensor& blocks_x, cons
   cache_nske.index_put_({blocks_x, offsets_x}, x_xke);
 }
 
+// flash's variable-length forward: q [x_q, heads, e] over k, v [x_k, KV heads, e], sequence i's
+// queries from row cu_q[i] and its used_k[i] keys from row cu_k[i] (int32); causal from the bottom
+// right when a sequence has more than one query. `lse`: also its fp32 log-sum-exps [heads, x_q].
+torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& cu_q, const torch::Tensor& cu_k, const torch::Tensor& used_k,
+                           int64_t max_q, int64_t max_k, torch::Tensor* lse) {
+  auto out = at::_flash_attention_forward(q, k, v, cu_q, cu_k, max_q, max_k, /*dropout_p=*/0.0, /*is_causal=*/max_q > 1,
+                                          /*return_debug_mask=*/false, std::nullopt, std::nullopt, std::nullopt,
+                                          used_k.defined() ? std::optional<torch::Tensor>(used_k) : std::nullopt);
+  if (lse != nullptr) *lse = std::get<1>(out);
+  return std::get<0>(out);
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& c) {
@@ -241,16 +254,14 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
 torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
                                         const flash_seqs& seqs, torch::Tensor* lse) const {
   const int64_t e = q_xge.size(2);
-  // The cache [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view.
   const auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
-  const int64_t flat = k_cache.size(0) * k_cache.size(1) * k_cache.size(2);
-  auto out = at::_flash_attention_forward(q_xge, k_cache.view({flat, 1, e}), v_cache.view({flat, 1, e}), seqs.cu_q,
-                                          seqs.cu_k, seqs.max_q, seqs.max_k,
-                                          /*dropout_p=*/0.0, /*is_causal=*/seqs.max_q > 1, /*return_debug_mask=*/false,
-                                          std::nullopt, std::nullopt, std::nullopt, seqs.used_k);
-  if (lse != nullptr) *lse = std::get<1>(out);
-  return std::get<0>(out);
+  // Slots [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e]; paged
+  // [blocks, block size, k, e] as rows of every KV head: [blocks * block size, k, e]. Views.
+  const std::vector<int64_t> shape =
+      cache.paged ? std::vector<int64_t>{-1, k_cache.size(2), e} : std::vector<int64_t>{-1, 1, e};
+  return flash_varlen(q_xge, k_cache.view(shape), v_cache.view(shape), seqs.cu_q, seqs.cu_k, seqs.used_k, seqs.max_q,
+                      seqs.max_k, lse);
 }
 
 torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
@@ -269,6 +280,21 @@ torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& 
       .view({k, t, g, e})
       .permute({0, 2, 1, 3})
       .reshape({1, h, t, e});
+}
+
+torch::Tensor decoder::paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                           const torch::Tensor& v_1kte, const cache_use& use) const {
+  const int64_t e = config_.head_dim, k = config_.num_key_value_heads;
+  auto k_rows = use.cache->k_nkce[static_cast<size_t>(layer)].view({-1, k, e});
+  auto v_rows = use.cache->v_nkce[static_cast<size_t>(layer)].view({-1, k, e});
+  k_rows.index_copy_(0, use.page_rows_t, k_1kte[0].transpose(0, 1));
+  v_rows.index_copy_(0, use.page_rows_t, v_1kte[0].transpose(0, 1));
+  const auto& seqs = use.prefill_seqs;
+  return flash_varlen(q_1hte[0].transpose(0, 1), k_rows.index_select(0, use.page_keys_s),
+                      v_rows.index_select(0, use.page_keys_s), seqs.cu_q, seqs.cu_k, {}, seqs.max_q, seqs.max_k,
+                      nullptr)
+      .transpose(0, 1)
+      .unsqueeze(0);
 }
 
 torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
@@ -323,15 +349,15 @@ torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, cons
 torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
   const auto& w = layers_[static_cast<size_t>(layer)];
   if (!fused_kernels_ || !fused_kernels_built() || !x_btd.is_cuda() || use.cache == nullptr || !use.decode ||
-      use.cache->paged || !w.qkv_w.defined() || config_.qk_norm)
+      !w.qkv_w.defined() || config_.qk_norm)
     return {};
   auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t b = x_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   auto qkv_bne = linear_rows(x_btd, w.qkv_w, w.qkv_b, gemv_rows_of(use)).view({b, h + 2 * k, e});
-  if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_)) return {};
-  return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h).view({b, h, 1, e});
+  if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_, use.cache->paged)) return {};
+  return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h, use.rows_b).view({b, h, 1, e});
 }
 
 torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_bhte, const torch::Tensor& k_bkte,
@@ -342,13 +368,9 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
     // Decode (t == 1): write each slot's key at its position, then attend over its cached keys.
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
-    if (use.cache->paged) {
-      // Row i's key goes to its block table[i][p / block size] at offset p % block size.
-      const int64_t block = use.cache->capacity();
-      auto blocks_b = use.tables_bm.gather(1, torch::div(use.positions_b, block, "floor").view({b, 1})).view({b});
-      auto offsets_b = torch::remainder(use.positions_b, block);
-      write_blocks(k_cache, blocks_b, offsets_b, k_bkte.squeeze(2));
-      write_blocks(v_cache, blocks_b, offsets_b, v_bkte.squeeze(2));
+    if (use.cache->paged) {  // row i's key to its flat row (decode())
+      k_cache.view({-1, k, e}).index_copy_(0, use.rows_b, k_bkte.squeeze(2));
+      v_cache.view({-1, k, e}).index_copy_(0, use.rows_b, v_bkte.squeeze(2));
     } else {
       auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
       k_cache.narrow(0, 0, b).scatter_(2, index_bk1e, k_bkte);
@@ -358,6 +380,7 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
   }
   if (use.cache != nullptr && use.prefill_rows_kt.defined())
     return packed_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
+  if (use.cache != nullptr && use.page_rows_t.defined()) return paged_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
   if (use.cache != nullptr) {
     // Prefill of packed parts (b == 1): attention per part, the rest of the block over them all.
     std::vector<torch::Tensor> parts_1hte;
@@ -388,6 +411,18 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
                                   use.cache->decode_counters)
         .view({b, h, 1, e});
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
+  if (cache_attention_ == cache_attention::flash && use.cache->paged) {
+    // One sequence per (row, block) asking the row's h queries (flash's GQA over the k heads).
+    const auto& seqs = use.decode_seqs;
+    auto q_xhe = q_bh1e.reshape({b, 1, h, e}).expand({b, seqs.shares, h, e}).reshape({-1, h, e});
+    torch::Tensor lse;
+    auto out_xhe = flash_over_cache(layer, q_xhe, *use.cache, seqs, &lse);
+    if (seqs.shares == 1) return out_xhe.view({b, h, 1, e});
+    TORCH_CHECK(lse.dim() == 2 && lse.size(0) == h && lse.size(1) == q_xhe.size(0) && lse.is_contiguous(),
+                "decode: flash returned a log-sum-exp of ", lse.sizes(), " for ", q_xhe.size(0), " sequences of ", h,
+                " heads");
+    return merge_shares(out_xhe, lse, seqs.used_k, seqs.shares, fused_kernels_).view({b, h, 1, e});
+  }
   if (cache_attention_ == cache_attention::flash) {  // one cache sequence per (row, KV head), g queries each
     const auto& seqs = use.decode_seqs;
     if (seqs.shares == 1)
@@ -659,8 +694,11 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.cache = &cache;
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
-  TORCH_CHECK(!cache.paged || cache_attention_ != cache_attention::flash,
-              "prefill: flash cache attention over a paged KV cache is not implemented");
+  const bool paged_flash = cache.paged && cache_attention_ == cache_attention::flash;
+  // Paged flash: each new token's flat row, every part's keys' rows, and the int32 offsets of the
+  // parts' queries and gathered keys, end to end (cu_q [parts + 1], then cu_k [parts + 1]).
+  std::vector<int64_t> page_rows, page_keys;
+  std::vector<int32_t> page_offsets(paged_flash ? 2 * (parts.size() + 1) : 0, 0);
   for (const auto& part : parts) {
     const int64_t room = cache.paged ? static_cast<int64_t>(part.blocks.size()) * cache.capacity() : cache.capacity();
     TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= room, "prefill: positions ",
@@ -668,7 +706,17 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
                 " capacity of ", room, " tokens");
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
-    if (cache.paged) {
+    if (paged_flash) {
+      const int64_t block = cache.capacity(), end = part.start + part.length;
+      const auto row = [&](int64_t p) { return part.blocks[static_cast<size_t>(p / block)] * block + p % block; };
+      const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
+      page_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
+      page_offsets[n + i] = static_cast<int32_t>(page_keys.size());
+      for (int64_t p = 0; p < end; ++p) page_keys.push_back(row(p));
+      for (int64_t p = part.start; p < end; ++p) page_rows.push_back(row(p));
+      use.prefill_seqs.max_q = std::max(use.prefill_seqs.max_q, part.length);
+      use.prefill_seqs.max_k = std::max(use.prefill_seqs.max_k, end);
+    } else if (cache.paged) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
       std::vector<int64_t> blocks, offsets;
       for (int64_t p = part.start; p < end; ++p) {
@@ -684,7 +732,18 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
-  if (cache_attention_ == cache_attention::flash) {
+  if (paged_flash) {
+    const auto n = static_cast<int64_t>(parts.size()) + 1;
+    TORCH_CHECK(static_cast<int64_t>(page_keys.size()) <= std::numeric_limits<int32_t>::max(),
+                "prefill: ", page_keys.size(), " keys exceed flash's int32 offsets");
+    page_offsets[static_cast<size_t>(n - 1)] = static_cast<int32_t>(t);
+    page_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(page_keys.size());
+    auto offsets_d = to_device(page_offsets, tokens_t.device());
+    use.prefill_seqs.cu_q = offsets_d.narrow(0, 0, n);
+    use.prefill_seqs.cu_k = offsets_d.narrow(0, n, n);
+    use.page_rows_t = to_device(page_rows, tokens_t.device());
+    use.page_keys_s = to_device(page_keys, tokens_t.device());
+  } else if (cache_attention_ == cache_attention::flash) {
     // One host-to-device copy for the int32 offsets, one for the int64 rows the new keys go to.
     const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots());
     const int64_t x = static_cast<int64_t>(parts.size()) * k;
@@ -713,17 +772,32 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   use.positions_b = positions_b;
   use.keys = keys_s;
   if (cache.paged) {
-    TORCH_CHECK(cache_attention_ != cache_attention::flash,
-                "decode: flash cache attention over a paged KV cache is not implemented");
+    const int64_t bs = cache.capacity();
     TORCH_CHECK(block_tables_bm.defined() && block_tables_bm.dim() == 2 && block_tables_bm.size(0) == b &&
-                    block_tables_bm.size(1) * cache.capacity() >= keys_s,
-                "decode: a paged KV cache needs block tables [", b, ", m] covering ", keys_s, " keys");
+                    block_tables_bm.size(1) * bs >= keys_s && block_tables_bm.scalar_type() == torch::kInt64,
+                "decode: a paged KV cache needs int64 block tables [", b, ", m] covering ", keys_s, " keys");
     use.tables_bm = block_tables_bm;
+    // Row i's new key: block table[i][p / block size], offset p % block size.
+    use.rows_b =
+        block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * bs + positions_b.remainder(bs);
+    if (cache_attention_ == cache_attention::flash) {
+      // Sequence (i, j): block table[i][j]'s rows, its keys below position_i + 1 (0 past the row).
+      const int64_t m = block_tables_bm.size(1);
+      auto opts = positions_b.options().dtype(torch::kInt32);
+      auto& seqs = use.decode_seqs;
+      seqs.shares = m;
+      seqs.cu_q = torch::arange(b * m + 1, opts);
+      seqs.cu_k = torch::cat({block_tables_bm.reshape({b * m}) * bs, torch::zeros({1}, positions_b.options())})
+                      .to(torch::kInt32);
+      auto first_1m = (torch::arange(m, positions_b.options()) * bs).view({1, m});
+      seqs.used_k = ((positions_b + 1).view({b, 1}) - first_1m).clamp(0, bs).reshape({b * m}).to(torch::kInt32);
+      seqs.max_k = std::min(bs, keys_s);
+    }
   }
   use.decode_kernel = cache_attention_ == cache_attention::flash && decode_attention_kernel_ && fused_kernels_ &&
                       !cache.paged && cache.decode_counters.defined() &&
                       cache_decode_attention_fuses(cache.k_nkce.front(), config_.num_attention_heads, keys_s);
-  if (cache_attention_ == cache_attention::flash && !use.decode_kernel) {
+  if (cache_attention_ == cache_attention::flash && !use.decode_kernel && !cache.paged) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;
     auto opts = positions_b.options().dtype(torch::kInt32);
@@ -759,7 +833,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                         .to(torch::kInt32);
       seqs.max_k = (keys_s + shares - 1) / shares;
     }
-  } else if (!use.decode_kernel) {
+  } else if (!use.decode_kernel && cache_attention_ != cache_attention::flash) {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});
   }

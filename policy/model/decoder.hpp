@@ -70,6 +70,11 @@ enum class cache_attention {
   /// one sequence of the cache viewed as [slots * KV heads * capacity, 1, e] with its used length
   /// (seqused_k), so each row reads only its own keys, GQA needs no copy, and decode rows split
   /// the key length over thread blocks (flash-decoding). CUDA with bfloat16 / float16 only.
+  /// A paged cache [blocks, block size, k, e] is flat rows [blocks * block size, k, e]: a decode
+  /// row's every block is one sequence of its own (flash's GQA over the k heads), the blocks
+  /// merged by log-sum-exp (merge_shares); a prefill gathers each part's cached keys into one
+  /// contiguous run first. Rationale: torch's flash op takes no block table (its kernel's paged
+  /// form is not exported).
   flash,
 };
 
@@ -158,7 +163,8 @@ class decoder {
   /// sample_tokens reads them as they are, without an fp32 copy of the whole vocabulary).
   /// A paged cache needs `block_tables_bm` (int64 [b, m], on the model's device): row i's
   /// blocks, covering positions 0..positions_b[i] (pad with any valid block id); row i is then
-  /// sequence i, not slot i.
+  /// sequence i, not slot i. With flash, every entry of the table is read as a share of the row
+  /// (its keys past the row's position left out), so the table's width m sets the step's kernels.
   torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s, kv_cache& cache,
                        const torch::Tensor& block_tables_bm = {}) const;
 
@@ -269,16 +275,22 @@ class decoder {
     torch::Tensor prefill_rows_kt;    ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
     torch::Tensor positions_b;        ///< Decode: where each slot's new key goes.
     torch::Tensor tables_bm;          ///< Decode, paged cache: each row's block table.
-    int64_t keys = 0;                 ///< Decode: attended cache length (max position + 1).
-    torch::Tensor mask_b11s;          ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
-    flash_seqs decode_seqs;           ///< Decode, flash.
-    bool decode_kernel = false;       ///< Decode, flash: the own kernel instead (set_decode_attention_kernel).
+    torch::Tensor
+        rows_b;        ///< Decode, paged cache: each row's new key's row in the flat cache [blocks * block size, k, e].
+    int64_t keys = 0;  ///< Decode: attended cache length (max position + 1).
+    torch::Tensor mask_b11s;     ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
+    flash_seqs decode_seqs;      ///< Decode, flash.
+    bool decode_kernel = false;  ///< Decode, flash: the own kernel instead (set_decode_attention_kernel).
     /// Prefill, paged cache, per part: the block and offset of each new token, and the block
     /// table [1, m] of its keys 0..start+length-1.
     struct paged_part {
       torch::Tensor blocks_t, offsets_t, table_1m;
     };
     std::vector<paged_part> part_pages;
+    /// Prefill, paged cache, flash: each new token's row in the flat cache [blocks * block size,
+    /// k, e], and the rows of every part's keys 0..start+length-1, parts end to end (prefill_seqs
+    /// then describes the parts over those keys gathered).
+    torch::Tensor page_rows_t, page_keys_s;
   };
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
@@ -299,6 +311,11 @@ class decoder {
   /// each query, [g, x].
   torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
                                  const flash_seqs& seqs, torch::Tensor* lse = nullptr) const;
+  /// A packed prefill's attention with flash over a paged cache: writes every part's keys into
+  /// their blocks, gathers each part's keys 0..start+length-1 into one contiguous run, then one
+  /// flash call over them. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
+  torch::Tensor paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                    const torch::Tensor& v_1kte, const cache_use& use) const;
   /// A packed prefill's attention with flash over the slot layout: writes every part's keys
   /// into its slot (one indexed copy each for k and v), then one flash call over the parts'
   /// (slot, KV head) sequences. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].

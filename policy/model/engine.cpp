@@ -49,10 +49,6 @@ status engine_options::validate() const {
     return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
   if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
     return fail("engine: kv_cache_tokens applies to kv_layout 'paged' only (slots hold max_batch x max_context)");
-  if (kv_layout == kv_layout_kind::paged && cache_attention == cache_attention_choice::flash)
-    return fail(
-        "engine: cache_attention 'flash' is not implemented for kv_layout 'paged' yet (use auto, sdpa or "
-        "matmul)");
   return {};
 }
 
@@ -71,21 +67,23 @@ int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
 }
 
 // The cache attention of `options` on this device; "auto" takes flash where it applies.
+// `blocks`: the paged cache's blocks (scratch included).
 result<cache_attention> choose_cache_attention(const engine_options& options, torch::Device device,
-                                               const model_config& config, int64_t context) {
+                                               const model_config& config, int64_t context, int64_t blocks) {
   if (options.cache_attention == cache_attention_choice::sdpa) return cache_attention::sdpa;
   if (options.cache_attention == cache_attention_choice::matmul) return cache_attention::matmul;
+  const bool paged = options.kv_layout == kv_layout_kind::paged;
   std::string why_not;
-  if (options.kv_layout == kv_layout_kind::paged)
-    why_not = "reads the slot layout only";
-  else if (!device.is_cuda())
+  if (!device.is_cuda())
     why_not = "needs a CUDA device";
   else if (options.dtype == model_dtype::float32)
     why_not = "needs bfloat16 or float16";
   // Rationale: the kernel's sequence offsets into the flat cache are int32.
-  else if (static_cast<int64_t>(options.max_batch) * config.num_key_value_heads * context >
-           std::numeric_limits<int32_t>::max())
+  else if (!paged && static_cast<int64_t>(options.max_batch) * config.num_key_value_heads * context >
+                         std::numeric_limits<int32_t>::max())
     why_not = "addresses the cache with int32 offsets (max_batch x KV heads x max_context < 2^31)";
+  else if (paged && blocks * options.kv_block_size > std::numeric_limits<int32_t>::max())
+    why_not = "addresses the cache with int32 offsets (blocks x kv_block_size < 2^31)";
   if (why_not.empty()) return cache_attention::flash;
   if (options.cache_attention == cache_attention_choice::automatic) return cache_attention::sdpa;
   return fail("engine: cache_attention 'flash' " + why_not + " (device " + options.device + ", dtype " +
@@ -115,7 +113,14 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (state->context > config.max_position_embeddings)
       return fail("engine: max_context " + std::to_string(state->context) + " exceeds the model's " +
                   "max_position_embeddings " + std::to_string(config.max_position_embeddings));
-    auto mode = choose_cache_attention(options, device, config, state->context);
+    // Paged: by default every seat can hold a max_context sequence in whole blocks. Rationale:
+    // without the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of
+    // 544 need 192: the H200's 64 x 512 bench preempted 18 times and ran at 4,341 tok/s against
+    // the slots' 22,773 (bench/results/2026-12-02-h200.md).
+    const int64_t bs = options.kv_block_size;
+    const int64_t blocks = options.kv_cache_tokens > 0 ? (options.kv_cache_tokens + bs - 1) / bs
+                                                       : options.max_batch * ((state->context + bs - 1) / bs);
+    auto mode = choose_cache_attention(options, device, config, state->context, blocks + 1);
     if (!mode) return mode.error();
     state->model.set_cache_attention(mode.value());
     state->model.set_fused_kernels(options.fused_kernels);
@@ -127,22 +132,16 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);
     state->model.set_decode_attention_kernel(options.decode_attention_kernel);
     if (options.kv_layout == kv_layout_kind::paged) {
-      // Rationale: by default every seat can hold a max_context sequence in whole blocks. Without
-      // the rounding per seat, 64 x 552 tokens made 138 blocks of 256 where 64 sequences of 544
-      // need 192: the H200's 64 x 512 bench preempted 18 times and ran at 4,341 tok/s against the
-      // slots' 22,773 (bench/results/2026-12-02-h200.md).
-      const int64_t bs = options.kv_block_size;
-      const int64_t blocks = options.kv_cache_tokens > 0 ? (options.kv_cache_tokens + bs - 1) / bs
-                                                         : options.max_batch * ((state->context + bs - 1) / bs);
+      // One block more than the pool hands out: the scratch block where decode_graphs' padding
+      // rows write.
       state->pool.emplace(blocks, options.kv_block_size);
       state->cache =
-          kv_cache::allocate_blocks(config, blocks, options.kv_block_size, device, scalar_type_of(options.dtype));
+          kv_cache::allocate_blocks(config, blocks + 1, options.kv_block_size, device, scalar_type_of(options.dtype));
     } else {
       state->cache =
           kv_cache::allocate(config, options.max_batch, state->context, device, scalar_type_of(options.dtype));
     }
-    // Rationale: graphs replay the slot layout's decode; paged decode runs eagerly until measured.
-    if (options.cuda_graphs && decode_graphs::supported(device) && !state->pool)
+    if (options.cuda_graphs && decode_graphs::supported(device))
       state->graphs = std::make_unique<decode_graphs>(state->model, state->cache);
   } catch (const c10::Error& e) {
     return fail("engine: " + std::string(e.what_without_backtrace()));

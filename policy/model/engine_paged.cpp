@@ -33,7 +33,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     }
   }
   std::vector<int64_t> tokens, positions;
-  std::vector<std::vector<int64_t>*> tables;
+  std::vector<const std::vector<int64_t>*> tables;
   int64_t keys = 1;
   size_t width = 1;
   for (size_t seat : order) {
@@ -49,19 +49,33 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   }
   if (tokens.empty()) return {};
   const auto b = static_cast<int64_t>(tokens.size());
-  // Block tables [b, width], each padded with its own first block (read only under the mask).
+  stats.decoded_tokens += static_cast<uint64_t>(b);
+  ++stats.decode_steps;
+  torch::Tensor logits_bv;
+  if (graphs) {
+    logits_bv = graphs->decode(tokens, positions, tables);
+    ++stats.graph_replays;
+    for (sequence* seq : rows) seq->cached += 1;
+    return logits_bv;
+  }
+  if (model.cache_attention_mode() == cache_attention::flash) {
+    // flash reads every table entry as a share: the graphs' width (and keys to match), so that
+    // eager and replayed steps run the same kernels and give the same bits.
+    width = static_cast<size_t>(decode_table_width(static_cast<int64_t>(width), pool->block_size()));
+    keys = static_cast<int64_t>(width) * pool->block_size();
+  }
+  // Block tables [b, width], each padded with its own first block (read only under the mask,
+  // or by flash as a share of no keys).
   std::vector<int64_t> table_bm;
   for (const auto* blocks : tables) {
     table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
     table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
   }
-  stats.decoded_tokens += static_cast<uint64_t>(b);
-  ++stats.decode_steps;
   // One host-to-device copy: tokens, positions and tables end to end.
   auto inputs =
       torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
-  auto logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
-                                inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
+  logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
+                           inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
   for (sequence* seq : rows) seq->cached += 1;
   return logits_bv;
 }

@@ -171,9 +171,9 @@ constexpr int rope_threads = 128;
 
 template <typename T>
 __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* __restrict__ positions,
-                                      const T* __restrict__ cos_pe, const T* __restrict__ sin_pe, T* __restrict__ q,
-                                      T* __restrict__ k_cache, T* __restrict__ v_cache, int64_t h, int64_t k, int64_t e,
-                                      int64_t c) {
+                                      const int64_t* __restrict__ rows, const T* __restrict__ cos_pe,
+                                      const T* __restrict__ sin_pe, T* __restrict__ q, T* __restrict__ k_cache,
+                                      T* __restrict__ v_cache, int64_t h, int64_t k, int64_t e, int64_t c) {
   const int64_t row = blockIdx.x;
   const int heads = static_cast<int>(h + 2 * k), width = static_cast<int>(e), half = width / 2;
   const int i = static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -181,8 +181,10 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   const int64_t pos = positions[row];
   const T* in = qkv + row * heads * e;
   const int head = i / width, j = i - head * width;
+  // KV head kh's key of this row: slot `row` [row, kh, pos] or, paged, flat row rows[row] [.., kh].
+  const auto at = [&](int64_t kh) { return (rows ? rows[row] * k + kh : (row * k + kh) * c + pos) * e + j; };
   if (head >= h + k) {  // v: into the cache unrotated
-    v_cache[((row * k + (head - h - k)) * c + pos) * e + j] = in[i];
+    v_cache[at(head - h - k)] = in[i];
     return;
   }
   const int swapped = j < half ? i + half : i - half;
@@ -193,7 +195,7 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   if (head < h)
     q[(row * h + head) * e + j] = y;
   else
-    k_cache[((row * k + (head - h)) * c + pos) * e + j] = y;
+    k_cache[at(head - h)] = y;
 }
 
 // sample_rows in three launches over a row cut into S segments (fused_kernels.hpp). Rationale:
@@ -763,9 +765,9 @@ int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, in
   });
 }
 
-int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const void* cos_pe,
-                   const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce, int64_t b, int64_t h,
-                   int64_t k, int64_t e, int64_t c, void* stream) {
+int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const int64_t* rows_b,
+                   const void* cos_pe, const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce,
+                   int64_t b, int64_t h, int64_t k, int64_t e, int64_t c, void* stream) {
   if (b == 0) return 0;
   const int64_t n = (h + 2 * k) * e;  // entries a row
   if (b > 0x7fffffff || n > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
@@ -773,8 +775,9 @@ int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>(b), static_cast<unsigned>((n + rope_threads - 1) / rope_threads));
     rope_kv_decode_kernel<T><<<grid, rope_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(qkv_bne), positions_b, static_cast<const T*>(cos_pe), static_cast<const T*>(sin_pe),
-        static_cast<T*>(q_bhe), static_cast<T*>(k_cache_nkce), static_cast<T*>(v_cache_nkce), h, k, e, c);
+        static_cast<const T*>(qkv_bne), positions_b, rows_b, static_cast<const T*>(cos_pe),
+        static_cast<const T*>(sin_pe), static_cast<T*>(q_bhe), static_cast<T*>(k_cache_nkce),
+        static_cast<T*>(v_cache_nkce), h, k, e, c);
   });
 }
 

@@ -121,33 +121,41 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused) {
 }
 
 bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
-                          const torch::Tensor& v_cache_nkce, const rope_table& table) {
+                          const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged) {
   return applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe}) && qkv_bne.dim() == 3 &&
          k_cache_nkce.dim() == 4 && k_cache_nkce.sizes() == v_cache_nkce.sizes() &&
          qkv_bne.size(2) == k_cache_nkce.size(3) && table.cos_pe.size(1) == qkv_bne.size(2) &&
-         qkv_bne.size(0) <= k_cache_nkce.size(0) && qkv_bne.size(2) % 2 == 0;
+         (paged || qkv_bne.size(0) <= k_cache_nkce.size(0)) && qkv_bne.size(2) % 2 == 0;
 }
 
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
-                             torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h) {
-  TORCH_CHECK(rope_kv_decode_fuses(qkv_bne, k_cache_nkce, v_cache_nkce, table),
+                             torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h,
+                             const torch::Tensor& rows_b) {
+  const bool paged = rows_b.defined();
+  TORCH_CHECK(rope_kv_decode_fuses(qkv_bne, k_cache_nkce, v_cache_nkce, table, paged),
               "rope_kv_decode: needs the CUDA kernels and contiguous CUDA tensors of one dtype");
-  const int64_t b = qkv_bne.size(0), e = qkv_bne.size(2), k = k_cache_nkce.size(1);
+  // Slots [n, k, c, e]; paged [blocks, block size, k, e].
+  const int64_t b = qkv_bne.size(0), e = qkv_bne.size(2), k = k_cache_nkce.size(paged ? 2 : 1);
   TORCH_CHECK(qkv_bne.size(1) == h + 2 * k, "rope_kv_decode: qkv has ", qkv_bne.size(1), " heads, expected ", h,
               " + 2 x ", k);
-  TORCH_CHECK(positions_b.scalar_type() == torch::kInt64 && positions_b.is_contiguous() && positions_b.numel() == b &&
-                  positions_b.device() == qkv_bne.device(),
-              "rope_kv_decode: positions must be ", b, " contiguous int64 on the device");
+  const auto contiguous_int64 = [&](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kInt64 && t.is_contiguous() && t.numel() == b && t.device() == qkv_bne.device();
+  };
+  TORCH_CHECK(contiguous_int64(positions_b), "rope_kv_decode: positions must be ", b,
+              " contiguous int64 on the device");
+  TORCH_CHECK(!paged || contiguous_int64(rows_b), "rope_kv_decode: rows must be ", b,
+              " contiguous int64 on the device");
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   const c10::cuda::CUDAGuard guard(qkv_bne.device());
   kernels::element el = kernels::element::fp32;
   element_of(qkv_bne.scalar_type(), el);
   auto q_bhe = torch::empty({b, h, e}, qkv_bne.options());
-  check_launch(
-      kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(), table.cos_pe.data_ptr(),
-                              table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
-                              v_cache_nkce.data_ptr(), b, h, k, e, k_cache_nkce.size(2), current_stream(qkv_bne)),
-      "rope_kv_decode");
+  check_launch(kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(),
+                                       paged ? rows_b.data_ptr<int64_t>() : nullptr, table.cos_pe.data_ptr(),
+                                       table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
+                                       v_cache_nkce.data_ptr(), b, h, k, e, paged ? 0 : k_cache_nkce.size(2),
+                                       current_stream(qkv_bne)),
+               "rope_kv_decode");
   return q_bhe;
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");

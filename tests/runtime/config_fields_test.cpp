@@ -120,13 +120,13 @@ TEST(config_fields, a_library_struct_validates_without_toml) {
   EXPECT_EQ(errors.lines[1], "max_output_bytes: must be > 0, got 0");
 
   policy::policy_config p;  // a rule between fields, from validate()
-  p.kv_layout = policy::kv_layout_kind::paged;
-  p.cache_attention = policy::cache_attention_choice::flash;
+  p.kv_layout = policy::kv_layout_kind::slots;
+  p.kv_cache_tokens = 4096;
   base::error_list policy_errors;
   base::validate_config(p, policy_errors);
   ASSERT_EQ(policy_errors.lines.size(), 1U);
   EXPECT_EQ(policy_errors.lines[0],
-            "cache_attention: \"flash\" is not implemented for kv_layout = \"paged\" yet (auto, sdpa, matmul)");
+            "kv_cache_tokens: applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
 
   rollout::train_config t;  // nested sections are checked too, their keys prefixed
   t.rft.max_repeats = 0;

@@ -26,11 +26,13 @@ def model(tmp_path_factory):
     return path, m
 
 
-def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, kernel=0):
+def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, kernel=0, block=0):
+    """`block` > 0: the paged layout in blocks of that many tokens."""
+    paged = ["--kv-layout", "paged", "--kv-block-size", block] if block else []
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--dtype", "bfloat16", "--cache-attention", mode,
                     "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 24, "--temperature", 0,
                     "--max-batch", max_batch, "--max-context", max_context, "--prefill-chunk", prefill_chunk,
-                    "--flash-decode-shares", shares, "--decode-attention-kernel", kernel)
+                    "--flash-decode-shares", shares, "--decode-attention-kernel", kernel, *paged)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
@@ -75,6 +77,22 @@ def test_decode_attention_kernel_matches_flash_and_transformers(model):
                                      generate(path, prompts, "flash"))
 
 
+@pytest.mark.parametrize("block", [256, 48])
+def test_paged_flash_matches_slots_flash_and_transformers(model, block):
+    # The paged layout with flash: a decode row's every block is a sequence of its own, merged by
+    # log-sum-exp; a chunked prefill gathers its part's cached keys first (decoder.hpp
+    # cache_attention::flash). Blocks of 48 tokens: the 1,200-token row is 26 blocks, and a block
+    # straddles every 128-token prefill chunk. CUDA graphs on (paged tables replayed). Each block's
+    # output is rounded to bf16 before the merge, as the shares' are: on the H200 the 300-token
+    # row's logprob was 0.0575 from slot flash's at 256-token blocks, so the pair agrees to 0.1
+    # (as the shares do); fp32 transformers decides (within 0.1; a wrong merge was 0.40 off).
+    path, hf = model
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
+    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", block=block),
+                                     generate(path, prompts, "flash"), close=0.1)
+
+
 def test_flash_prefill_of_many_parts_in_one_call_matches_transformers(model):
     # Twelve prompts admitted together: one flash call a layer prefills every part (fresh prompts,
     # prompts whose first chunk ended inside them, one-token parts), each over its own slot only.
@@ -82,6 +100,10 @@ def test_flash_prefill_of_many_parts_in_one_call_matches_transformers(model):
     gen = torch.Generator().manual_seed(2)
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (1, 2, 7, 64, 129, 250, 3, 400, 31, 17, 800, 90)]
     agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", max_batch=12, prefill_chunk=300),
+                                     generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300), min_same=0)
+    # The same over the paged layout: one flash call a layer over every part's gathered keys.
+    agree_with_sdpa_and_transformers(hf, prompts,
+                                     generate(path, prompts, "flash", max_batch=12, prefill_chunk=300, block=64),
                                      generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300), min_same=0)
 
 
@@ -101,15 +123,17 @@ def test_flash_decode_of_few_long_rows_cut_into_shares_matches_sdpa_and_transfor
     hf = sharp_qwen2(tmp_path, max_positions=16384)
     gen = torch.Generator().manual_seed(3)
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in lengths]
-    def run(mode, shares=0, kernel=0):
+    def run(mode, shares=0, kernel=0, block=0):
         return generate(tmp_path, prompts, mode, max_batch=len(lengths), prefill_chunk=2048, max_context=16384,
-                        shares=shares, kernel=kernel)
+                        shares=shares, kernel=kernel, block=block)
     sdpa, flash = run("sdpa"), run("flash")
     agree_with_sdpa_and_transformers(hf, prompts, flash, sdpa, min_same=0, close=0.1)
     for shares in (16, 128):
         agree_with_sdpa_and_transformers(hf, prompts, run("flash", shares=shares), flash, min_same=0, close=0.1)
     # The own decode attention kernel (--decode-attention-kernel) over the same long rows.
     agree_with_sdpa_and_transformers(hf, prompts, run("flash", kernel=1), flash, min_same=0, close=0.1)
+    # The paged layout: 36-47 blocks of 256 a row, each a flash sequence, merged.
+    agree_with_sdpa_and_transformers(hf, prompts, run("flash", block=256), flash, min_same=0, close=0.1)
 
 
 def test_flash_in_float32_is_a_clear_error(model):

@@ -28,12 +28,12 @@ def model(tmp_path_factory):
     return path
 
 
-def conversation(path, dtype, mode, graphs, max_batch=2):
-    """{(episode, turn): reply} and the run's summary."""
+def conversation(path, dtype, mode, graphs, max_batch=2, paged=()):
+    """{(episode, turn): reply} and the run's summary. `paged`: the paged layout's flags."""
     proc = run_tool("agent-bench", "--model", path, "--device", "cuda", "--dtype", dtype, "--cache-attention", mode,
                     "--vocab", 512, "--episodes", 5, "--turns", 4, "--system", 200, "--obs", 60, "--reply", 40,
                     "--temperature", 0, "--print", "--max-batch", max_batch, "--max-context", 2048,
-                    "--prefill-chunk", 128, *([] if graphs else ["--no-cuda-graphs"]))
+                    "--prefill-chunk", 128, *paged, *([] if graphs else ["--no-cuda-graphs"]))
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     replies = {(r["episode"], r["turn"]): r for r in lines if "episode" in r}
     summary = next(r for r in lines if "generated" in r)
@@ -65,3 +65,21 @@ def test_padded_graph_rows_agree_with_eager(model):
             same += 1
         assert same >= 8, (episode, g["tokens"], e["tokens"])
         assert max(abs(a - b) for a, b in zip(g["logprobs"][:same], e["logprobs"][:same])) < 0.05
+
+
+@pytest.mark.parametrize("block", [256, 64])
+def test_paged_graph_decode_equals_eager_with_preemption(model, block):
+    # The paged layout with flash: graphs keyed by (rows, table width) replay tables copied in
+    # each step; the eager step runs the graphs' table width, so both run the same kernels. A
+    # cache of 1,024 tokens for 2 running sequences of up to 600 forces kept prefixes out and
+    # preempts sequences (recomputed on readmission).
+    paged = ["--kv-layout", "paged", "--kv-block-size", block, "--kv-cache-tokens", 1024]
+    graph, graph_summary = conversation(model, "bfloat16", "flash", graphs=True, paged=paged)
+    eager, eager_summary = conversation(model, "bfloat16", "flash", graphs=False, paged=paged)
+    assert len(graph) == len(eager) == 5 * 4
+    assert graph_summary["graph_captures"] > 0 and eager_summary["graph_captures"] == 0
+    assert graph_summary["preemptions"] + graph_summary["evictions"] > 0, graph_summary
+    for key in sorted(eager):
+        g, e = graph[key], eager[key]
+        assert g["tokens"] == e["tokens"], key
+        assert max(abs(a - b) for a, b in zip(g["logprobs"], e["logprobs"])) <= 1e-3, key
