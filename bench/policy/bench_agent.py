@@ -122,7 +122,9 @@ def main():
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--cache-attention", default="auto", help="the engine's cache attention for every run")
     parser.add_argument("--kv-layout", default="slots", choices=["slots", "paged"],
-                        help="the engine's KV layout for every run (paged: sdpa or matmul, no CUDA graphs)")
+                        help="the engine's KV layout for every run")
+    parser.add_argument("--kv-block-size", type=int, default=None,
+                        help="paged: tokens per block for every run (default: the engine's)")
     parser.add_argument("--compare", nargs="*", default=[],
                         help="other cache attentions to run the cached agent workload and the long sequence with")
     parser.add_argument("--skip-uncached", action="store_true", help="leave out the re-prefilling run")
@@ -177,6 +179,7 @@ def main():
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
+    layout += ["--kv-block-size", args.kv_block_size] if args.kv_block_size is not None else []
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
@@ -187,7 +190,7 @@ def main():
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
-           "kv_layout": args.kv_layout, "prefill_chunk": args.prefill_chunk,
+           "kv_layout": args.kv_layout, "kv_block_size": args.kv_block_size, "prefill_chunk": args.prefill_chunk,
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
            "flash_decode_shares": args.flash_decode_shares,
            "decode_gemv_rows": args.decode_gemv_rows}

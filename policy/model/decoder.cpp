@@ -36,21 +36,29 @@ bool ignorable_name(const std::string& name) {
   return name.ends_with("rotary_emb.inv_freq");
 }
 
-// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, block size, k, e] as
-// [b, k, m * block size, e], the shape slot rows have in place (here a strided view of one
-// copy). Rationale: a gather (one copy of the attended keys per layer) keeps every attention
-// mode's code unchanged; a kernel that reads through the table (FA2's paged form) would avoid it.
-torch::Tensor gather_blocks(const torch::Tensor& cache_nske, const torch::Tensor& table_bm) {
+// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, k, block size, e] as
+// [b, k, m * block size, e], the shape slot rows have in place (a copy). Rationale: a gather keeps
+// the sdpa and matmul modes' code unchanged; flash reads the blocks in place (decode()).
+torch::Tensor gather_blocks(const torch::Tensor& cache_nkse, const torch::Tensor& table_bm) {
   const int64_t b = table_bm.size(0), m = table_bm.size(1);
-  const int64_t bs = cache_nske.size(1), k = cache_nske.size(2), e = cache_nske.size(3);
-  return cache_nske.index_select(0, table_bm.reshape({b * m})).view({b, m * bs, k, e}).transpose(1, 2);
+  const int64_t k = cache_nkse.size(1), bs = cache_nkse.size(2), e = cache_nkse.size(3);
+  return cache_nkse.index_select(0, table_bm.reshape({b * m}))
+      .view({b, m, k, bs, e})
+      .transpose(1, 2)
+      .reshape({b, k, m * bs, e});
 }
 
 // Paged cache: writes x_xke (x positions' keys or values, every KV head) into block blocks_x[i]
-// at offset offsets_x[i] of one layer's cache [blocks, block size, k, e].
-void write_blocks(torch::Tensor& cache_nske, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
+// at offset offsets_x[i] of one layer's cache [blocks, k, block size, e].
+void write_blocks(torch::Tensor& cache_nkse, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
                   const torch::Tensor& x_xke) {
-  cache_nske.index_put_({blocks_x, offsets_x}, x_xke);
+  cache_nkse.index_put_({blocks_x, torch::indexing::Slice(), offsets_x}, x_xke);
+}
+
+// Paged cache [blocks, k, block size, e] as rows [blocks * k * block size, e]: the row of each
+// (x, KV head) of flat_x (block * k * block size + offset, head 0's row), x-major: [x * k].
+torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t block_size) {
+  return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * block_size).view({-1});
 }
 
 // flash's variable-length forward: q [x_q, heads, e] over k, v [x_k, KV heads, e], sequence i's
@@ -123,7 +131,7 @@ kv_cache kv_cache::allocate_blocks(const model_config& config, int64_t blocks, i
   cache.paged = true;
   auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    cache.k_nkce.push_back(torch::zeros({blocks, block_size, config.num_key_value_heads, config.head_dim}, options));
+    cache.k_nkce.push_back(torch::zeros({blocks, config.num_key_value_heads, block_size, config.head_dim}, options));
     cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
   }
   return cache;
@@ -256,12 +264,10 @@ torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xg
   const int64_t e = q_xge.size(2);
   const auto& k_cache = cache.k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = cache.v_nkce[static_cast<size_t>(layer)];
-  // Slots [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e]; paged
-  // [blocks, block size, k, e] as rows of every KV head: [blocks * block size, k, e]. Views.
-  const std::vector<int64_t> shape =
-      cache.paged ? std::vector<int64_t>{-1, k_cache.size(2), e} : std::vector<int64_t>{-1, 1, e};
-  return flash_varlen(q_xge, k_cache.view(shape), v_cache.view(shape), seqs.cu_q, seqs.cu_k, seqs.used_k, seqs.max_q,
-                      seqs.max_k, lse);
+  // Slots [n, k, c, e] as one sequence per (slot, KV head): [n * k * c, 1 head, e], a view; paged
+  // [blocks, k, block size, e] alike, one sequence per (block, KV head).
+  return flash_varlen(q_xge, k_cache.view({-1, 1, e}), v_cache.view({-1, 1, e}), seqs.cu_q, seqs.cu_k, seqs.used_k,
+                      seqs.max_q, seqs.max_k, lse);
 }
 
 torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
@@ -285,14 +291,15 @@ torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& 
 torch::Tensor decoder::paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                            const torch::Tensor& v_1kte, const cache_use& use) const {
   const int64_t e = config_.head_dim, k = config_.num_key_value_heads;
-  auto k_rows = use.cache->k_nkce[static_cast<size_t>(layer)].view({-1, k, e});
-  auto v_rows = use.cache->v_nkce[static_cast<size_t>(layer)].view({-1, k, e});
-  k_rows.index_copy_(0, use.page_rows_t, k_1kte[0].transpose(0, 1));
-  v_rows.index_copy_(0, use.page_rows_t, v_1kte[0].transpose(0, 1));
+  auto k_rows = use.cache->k_nkce[static_cast<size_t>(layer)].view({-1, e});
+  auto v_rows = use.cache->v_nkce[static_cast<size_t>(layer)].view({-1, e});
+  // Rows token-major ([T * k], [S * k]): keys [T, k, e] in, [S, k, e] out.
+  k_rows.index_copy_(0, use.page_rows_t, k_1kte[0].transpose(0, 1).reshape({-1, e}));
+  v_rows.index_copy_(0, use.page_rows_t, v_1kte[0].transpose(0, 1).reshape({-1, e}));
   const auto& seqs = use.prefill_seqs;
-  return flash_varlen(q_1hte[0].transpose(0, 1), k_rows.index_select(0, use.page_keys_s),
-                      v_rows.index_select(0, use.page_keys_s), seqs.cu_q, seqs.cu_k, {}, seqs.max_q, seqs.max_k,
-                      nullptr)
+  return flash_varlen(q_1hte[0].transpose(0, 1), k_rows.index_select(0, use.page_keys_s).view({-1, k, e}),
+                      v_rows.index_select(0, use.page_keys_s).view({-1, k, e}), seqs.cu_q, seqs.cu_k, {}, seqs.max_q,
+                      seqs.max_k, nullptr)
       .transpose(0, 1)
       .unsqueeze(0);
 }
@@ -368,9 +375,10 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
     // Decode (t == 1): write each slot's key at its position, then attend over its cached keys.
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
-    if (use.cache->paged) {  // row i's key to its flat row (decode())
-      k_cache.view({-1, k, e}).index_copy_(0, use.rows_b, k_bkte.squeeze(2));
-      v_cache.view({-1, k, e}).index_copy_(0, use.rows_b, v_bkte.squeeze(2));
+    if (use.cache->paged) {  // row i's keys to their rows (decode())
+      auto rows_x = head_rows(use.rows_b, k, use.cache->capacity());
+      k_cache.view({-1, e}).index_copy_(0, rows_x, k_bkte.reshape({b * k, e}));
+      v_cache.view({-1, e}).index_copy_(0, rows_x, v_bkte.reshape({b * k, e}));
     } else {
       auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
       k_cache.narrow(0, 0, b).scatter_(2, index_bk1e, k_bkte);
@@ -411,19 +419,9 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
                                   use.cache->decode_counters)
         .view({b, h, 1, e});
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
-  if (cache_attention_ == cache_attention::flash && use.cache->paged) {
-    // One sequence per (row, block) asking the row's h queries (flash's GQA over the k heads).
-    const auto& seqs = use.decode_seqs;
-    auto q_xhe = q_bh1e.reshape({b, 1, h, e}).expand({b, seqs.shares, h, e}).reshape({-1, h, e});
-    torch::Tensor lse;
-    auto out_xhe = flash_over_cache(layer, q_xhe, *use.cache, seqs, &lse);
-    if (seqs.shares == 1) return out_xhe.view({b, h, 1, e});
-    TORCH_CHECK(lse.dim() == 2 && lse.size(0) == h && lse.size(1) == q_xhe.size(0) && lse.is_contiguous(),
-                "decode: flash returned a log-sum-exp of ", lse.sizes(), " for ", q_xhe.size(0), " sequences of ", h,
-                " heads");
-    return merge_shares(out_xhe, lse, seqs.used_k, seqs.shares, fused_kernels_).view({b, h, 1, e});
-  }
-  if (cache_attention_ == cache_attention::flash) {  // one cache sequence per (row, KV head), g queries each
+  // flash: one cache sequence per (row, KV head), or per share of one (slots' shares, paged
+  // blocks), g queries each.
+  if (cache_attention_ == cache_attention::flash) {
     const auto& seqs = use.decode_seqs;
     if (seqs.shares == 1)
       return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, seqs).view({b, h, 1, e});
@@ -708,12 +706,16 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
     if (paged_flash) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
-      const auto row = [&](int64_t p) { return part.blocks[static_cast<size_t>(p / block)] * block + p % block; };
+      // Position p's rows of the flat cache [blocks * k * block size, e], one per KV head.
+      const auto rows = [&](std::vector<int64_t>& out, int64_t p) {
+        const int64_t first = part.blocks[static_cast<size_t>(p / block)] * k * block + p % block;
+        for (int64_t j = 0; j < k; ++j) out.push_back(first + j * block);
+      };
       const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
       page_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
-      page_offsets[n + i] = static_cast<int32_t>(page_keys.size());
-      for (int64_t p = 0; p < end; ++p) page_keys.push_back(row(p));
-      for (int64_t p = part.start; p < end; ++p) page_rows.push_back(row(p));
+      page_offsets[n + i] = static_cast<int32_t>(page_keys.size() / static_cast<size_t>(k));
+      for (int64_t p = 0; p < end; ++p) rows(page_keys, p);
+      for (int64_t p = part.start; p < end; ++p) rows(page_rows, p);
       use.prefill_seqs.max_q = std::max(use.prefill_seqs.max_q, part.length);
       use.prefill_seqs.max_k = std::max(use.prefill_seqs.max_k, end);
     } else if (cache.paged) {
@@ -734,10 +736,10 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
               " tokens, tokens_t ", t);
   if (paged_flash) {
     const auto n = static_cast<int64_t>(parts.size()) + 1;
-    TORCH_CHECK(static_cast<int64_t>(page_keys.size()) <= std::numeric_limits<int32_t>::max(),
-                "prefill: ", page_keys.size(), " keys exceed flash's int32 offsets");
+    const auto keys = static_cast<int64_t>(page_keys.size()) / k;
+    TORCH_CHECK(keys <= std::numeric_limits<int32_t>::max(), "prefill: ", keys, " keys exceed flash's int32 offsets");
     page_offsets[static_cast<size_t>(n - 1)] = static_cast<int32_t>(t);
-    page_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(page_keys.size());
+    page_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(keys);
     auto offsets_d = to_device(page_offsets, tokens_t.device());
     use.prefill_seqs.cu_q = offsets_d.narrow(0, 0, n);
     use.prefill_seqs.cu_k = offsets_d.narrow(0, n, n);
@@ -777,20 +779,29 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                     block_tables_bm.size(1) * bs >= keys_s && block_tables_bm.scalar_type() == torch::kInt64,
                 "decode: a paged KV cache needs int64 block tables [", b, ", m] covering ", keys_s, " keys");
     use.tables_bm = block_tables_bm;
-    // Row i's new key: block table[i][p / block size], offset p % block size.
-    use.rows_b =
-        block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * bs + positions_b.remainder(bs);
+    // Row i's new key: block table[i][p / block size] at offset p % block size, as the row of
+    // its KV head 0 in the flat cache [blocks * k * block size, e] (head j's: + j * block size).
+    const int64_t k = config_.num_key_value_heads;
+    use.rows_b = block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * (k * bs) +
+                 positions_b.remainder(bs);
     if (cache_attention_ == cache_attention::flash) {
-      // Sequence (i, j): block table[i][j]'s rows, its keys below position_i + 1 (0 past the row).
+      // Sequence (i, j, l): block table[i][l]'s keys of KV head j below position_i + 1 (none past
+      // the row), a share of (row i, head j) as decode_attention merges them.
       const int64_t m = block_tables_bm.size(1);
       auto opts = positions_b.options().dtype(torch::kInt32);
       auto& seqs = use.decode_seqs;
       seqs.shares = m;
-      seqs.cu_q = torch::arange(b * m + 1, opts);
-      seqs.cu_k = torch::cat({block_tables_bm.reshape({b * m}) * bs, torch::zeros({1}, positions_b.options())})
-                      .to(torch::kInt32);
-      auto first_1m = (torch::arange(m, positions_b.options()) * bs).view({1, m});
-      seqs.used_k = ((positions_b + 1).view({b, 1}) - first_1m).clamp(0, bs).reshape({b * m}).to(torch::kInt32);
+      seqs.cu_q = torch::arange(b * k * m + 1, opts);
+      auto first_bkm =
+          (block_tables_bm.view({b, 1, m}) * k + torch::arange(k, positions_b.options()).view({1, k, 1})) * bs;
+      seqs.cu_k =
+          torch::cat({first_bkm.reshape({b * k * m}), torch::zeros({1}, positions_b.options())}).to(torch::kInt32);
+      auto start_11m = (torch::arange(m, positions_b.options()) * bs).view({1, 1, m});
+      seqs.used_k = ((positions_b + 1).view({b, 1, 1}) - start_11m)
+                        .clamp(0, bs)
+                        .expand({b, k, m})
+                        .reshape({b * k * m})
+                        .to(torch::kInt32);
       seqs.max_k = std::min(bs, keys_s);
     }
   }

@@ -35,9 +35,12 @@ enum class value_head_mode {
 /// that a block table per sequence maps its positions to (position p in block table[p / block
 /// size] at offset p % block size).
 struct kv_cache {
-  /// Keys per layer: slots [slots, kv heads, capacity, e]; paged [blocks, block size, kv heads, e].
-  /// Rationale: a block's tokens outermost is FA2's paged layout, and a gather of a row's blocks
-  /// is then its keys in order, viewed per head without a copy.
+  /// Keys per layer: slots [slots, kv heads, capacity, e]; paged [blocks, kv heads, block size, e].
+  /// Rationale: heads outside a block's tokens, as a slot's, make each (block, KV head) a run of
+  /// rows that flash reads as a sequence of one KV head (its g query heads then need no copy; with
+  /// FA2's layout [blocks, block size, k, e] flash copied q, its output and its q back around the
+  /// swap of query heads into rows: 72 copy kernels a 64-row step, 176 us on the H200,
+  /// bench/results/2026-12-04-policy-h200-paged-flash.md).
   std::vector<torch::Tensor> k_nkce;
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
   bool paged = false;                 ///< Rows are blocks addressed through block tables.
@@ -54,7 +57,7 @@ struct kv_cache {
   /// The number of slots (paged: of blocks).
   int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
   /// The capacity in tokens per slot (paged: per block).
-  int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(paged ? 1 : 2); }
+  int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
 };
 
 /// How attention reads the KV cache (decode steps, and prefills that continue a cached prefix).
@@ -70,10 +73,10 @@ enum class cache_attention {
   /// one sequence of the cache viewed as [slots * KV heads * capacity, 1, e] with its used length
   /// (seqused_k), so each row reads only its own keys, GQA needs no copy, and decode rows split
   /// the key length over thread blocks (flash-decoding). CUDA with bfloat16 / float16 only.
-  /// A paged cache [blocks, block size, k, e] is flat rows [blocks * block size, k, e]: a decode
-  /// row's every block is one sequence of its own (flash's GQA over the k heads), the blocks
-  /// merged by log-sum-exp (merge_shares); a prefill gathers each part's cached keys into one
-  /// contiguous run first. Rationale: torch's flash op takes no block table (its kernel's paged
+  /// A paged cache [blocks, k, block size, e] is read alike: a decode row's every (block, KV head)
+  /// is one sequence of its own, merged by log-sum-exp (merge_shares, as the shares of few long
+  /// rows); a prefill gathers each part's cached keys into one contiguous run first. Rationale: torch's flash op takes
+  /// no block table (its kernel's paged
   /// form is not exported).
   flash,
 };
@@ -275,9 +278,10 @@ class decoder {
     torch::Tensor prefill_rows_kt;    ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
     torch::Tensor positions_b;        ///< Decode: where each slot's new key goes.
     torch::Tensor tables_bm;          ///< Decode, paged cache: each row's block table.
-    torch::Tensor
-        rows_b;        ///< Decode, paged cache: each row's new key's row in the flat cache [blocks * block size, k, e].
-    int64_t keys = 0;  ///< Decode: attended cache length (max position + 1).
+    /// Decode, paged cache: each row's new key's row of KV head 0 in the flat cache [blocks * k *
+    /// block size, e] (head j's: + j x block size).
+    torch::Tensor rows_b;
+    int64_t keys = 0;            ///< Decode: attended cache length (max position + 1).
     torch::Tensor mask_b11s;     ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
     flash_seqs decode_seqs;      ///< Decode, flash.
     bool decode_kernel = false;  ///< Decode, flash: the own kernel instead (set_decode_attention_kernel).
@@ -287,9 +291,10 @@ class decoder {
       torch::Tensor blocks_t, offsets_t, table_1m;
     };
     std::vector<paged_part> part_pages;
-    /// Prefill, paged cache, flash: each new token's row in the flat cache [blocks * block size,
-    /// k, e], and the rows of every part's keys 0..start+length-1, parts end to end (prefill_seqs
-    /// then describes the parts over those keys gathered).
+    /// Prefill, paged cache, flash: each new token's rows in the flat cache [blocks * k * block
+    /// size, e] (one per KV head, token-major), and the rows of every part's keys
+    /// 0..start+length-1 alike, parts end to end (prefill_seqs then describes the parts over those
+    /// keys gathered).
     torch::Tensor page_rows_t, page_keys_s;
   };
   void bind_layers();

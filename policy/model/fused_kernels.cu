@@ -181,8 +181,9 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   const int64_t pos = positions[row];
   const T* in = qkv + row * heads * e;
   const int head = i / width, j = i - head * width;
-  // KV head kh's key of this row: slot `row` [row, kh, pos] or, paged, flat row rows[row] [.., kh].
-  const auto at = [&](int64_t kh) { return (rows ? rows[row] * k + kh : (row * k + kh) * c + pos) * e + j; };
+  // KV head kh's key of this row: slot `row` [row, kh, pos] or, paged, row rows[row] + kh * c of
+  // the flat cache [blocks * k * c, e] (c the block size).
+  const auto at = [&](int64_t kh) { return ((rows ? rows[row] : row * k * c + pos) + kh * c) * e + j; };
   if (head >= h + k) {  // v: into the cache unrotated
     v_cache[at(head - h - k)] = in[i];
     return;
