@@ -85,8 +85,8 @@ struct policy_config {
       "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash");
     f("kv_layout", c.kv_layout,
       "libtorch: slots (a preallocated row of max_context tokens per sequence) or paged (blocks taken as "
-      "sequences grow, admission by KV capacity; sdpa / matmul, no CUDA graphs)");
-    // Rationale: 256, the multiple FA2's paged kernels need.
+      "sequences grow, admission by KV capacity; flash reads them in place, with CUDA graphs)");
+    // Rationale: see policy/model/engine.hpp engine_options::kv_block_size.
     f("kv_block_size", c.kv_block_size, "libtorch, paged: tokens per KV block", positive());
     f("kv_cache_tokens", c.kv_cache_tokens,
       "libtorch, paged: tokens of KV storage in all; 0 = max_batch x max_context in whole blocks",

@@ -8,6 +8,8 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
+#include <vector>
 
 #ifdef CAF_AGENT_POLICY_CUDA_GRAPHS
 #include <ATen/cuda/CUDAGraph.h>
@@ -22,6 +24,15 @@ namespace {
 // Rationale: attended keys are rounded up (decode_key_bucket) so a sequence needs a new graph
 // only now and then; rows to powers of two. Extra rows and keys are masked, costing little.
 constexpr int64_t key_bucket = 256;
+
+// Paged, flash: the runs of `rows` padding rows, `width` a row: one run of the scratch block `pad`
+// (their key at its position 0), the rest empty.
+std::vector<int64_t> padding_runs(int64_t rows, int64_t width, int64_t pad) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t l = 0; l < width; ++l) out.insert(out.end(), {pad, 0, l == 0 ? 1 : 0});
+  return out;
+}
 
 int64_t round_rows(int64_t rows, int64_t slots) {
   int64_t b = 1;
@@ -47,12 +58,13 @@ struct decode_graphs::state {
     at::cuda::CUDAGraph cuda;
     torch::Tensor inputs_2b;  // tokens and positions, read by the graph
     torch::Tensor tables_bm;  // paged: the rows' block tables, read by the graph
+    torch::Tensor runs_br3;   // paged, flash: the tables' runs (decoder::decode), read by the graph
     torch::Tensor logits_bv;  // written by the graph
   };
   const decoder* model;
   kv_cache* cache;
   at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<graph>> graphs;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<graph>> graphs;  // (rows, keys or width, runs)
   std::optional<c10::cuda::CUDAStream> side;  // every capture's stream (cuBLAS keeps a workspace per stream)
   std::set<int64_t> warmed_rows;              // row counts an eager warm-up has run
   double capture_seconds = 0;
@@ -61,20 +73,22 @@ struct decode_graphs::state {
   graph& graph_for(int64_t b, int64_t keys) {
     const int64_t rows = round_rows(b, cache->slots());
     const int64_t bucket = decode_key_bucket(keys, cache->capacity());
-    auto it = graphs.find({rows, bucket});
-    return it != graphs.end() ? *it->second : capture(rows, bucket);
+    auto it = graphs.find({rows, bucket, 0});
+    return it != graphs.end() ? *it->second : capture(rows, bucket, 0);
   }
 
-  // Paged: the graph of b rows with block tables of `width` blocks, captured on first use.
-  graph& paged_graph_for(int64_t b, int64_t width) {
+  // Paged: the graph of b rows with block tables of `width` blocks in `runs` runs (flash; else
+  // 0), captured on first use.
+  graph& paged_graph_for(int64_t b, int64_t width, int64_t runs) {
     const int64_t rows = round_rows(b, std::numeric_limits<int64_t>::max());
     const int64_t m = decode_table_width(width, cache->capacity());
-    auto it = graphs.find({rows, m});
-    return it != graphs.end() ? *it->second : capture(rows, m);
+    auto it = graphs.find({rows, m, runs});
+    return it != graphs.end() ? *it->second : capture(rows, m, runs);
   }
 
-  // `keys`: the slots' attended-key bucket, or paged the table width.
-  graph& capture(int64_t rows, int64_t keys) {
+  // `keys`: the slots' attended-key bucket, or paged the table width; `runs`: paged, flash: the
+  // block runs a row.
+  graph& capture(int64_t rows, int64_t keys, int64_t runs) {
     const auto start = std::chrono::steady_clock::now();
     auto g = std::make_unique<graph>();
     // Warm-up and capture write keys at the cache's last position of every row's slot, which
@@ -84,11 +98,13 @@ struct decode_graphs::state {
     const int64_t scratch = cache->paged ? 0 : cache->capacity() - 1;
     g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)})
                        .to(model->device());
-    if (cache->paged) g->tables_bm = torch::full({rows, keys}, cache->slots() - 1, torch::kInt64).to(model->device());
+    const int64_t pad = cache->slots() - 1;
+    if (cache->paged) g->tables_bm = torch::full({rows, keys}, pad, torch::kInt64).to(model->device());
+    if (runs > 0) g->runs_br3 = torch::tensor(padding_runs(rows, runs, pad)).view({rows, runs, 3}).to(model->device());
     const auto step = [&] {
-      return cache->paged
-                 ? model->decode(g->inputs_2b[0], g->inputs_2b[1], keys * cache->capacity(), *cache, g->tables_bm)
-                 : model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
+      return cache->paged ? model->decode(g->inputs_2b[0], g->inputs_2b[1], keys * cache->capacity(), *cache,
+                                          g->tables_bm, g->runs_br3)
+                          : model->decode(g->inputs_2b[0], g->inputs_2b[1], keys, *cache);
     };
     if (!side) side = at::cuda::getStreamFromPool();
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
@@ -106,7 +122,7 @@ struct decode_graphs::state {
     }
     c10::cuda::device_synchronize();
     capture_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return *graphs.emplace(std::pair{rows, keys}, std::move(g)).first->second;
+    return *graphs.emplace(std::tuple{rows, keys, runs}, std::move(g)).first->second;
   }
 };
 
@@ -156,19 +172,28 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   const auto b = static_cast<int64_t>(tokens.size());
   size_t width = 1;
   for (const auto* blocks : tables) width = std::max(width, blocks->size());
-  auto& g = s.paged_graph_for(b, static_cast<int64_t>(width));
+  const bool flash = s.model->cache_attention_mode() == cache_attention::flash;
+  auto& g = s.paged_graph_for(b, static_cast<int64_t>(width), flash ? paged_block_run_count(tables) : 0);
   const int64_t rows = g.inputs_2b.size(1), m = g.tables_bm.size(1);
-  // Tokens, positions and tables in one copy; padding rows decode token 0 at position 0 of the
-  // scratch block, and tables are padded with it (see capture).
-  auto host = torch::zeros({rows * (2 + m)}, torch::kInt64);
+  const int64_t r = g.runs_br3.defined() ? g.runs_br3.size(1) : 0, pad = s.cache->slots() - 1;
+  // Tokens, positions, tables and runs in one copy; padding rows decode token 0 at position 0 of
+  // the scratch block, and tables are padded with it (see capture).
+  auto host = torch::zeros({rows * (2 + m + 3 * r)}, torch::kInt64);
   int64_t* p = host.data_ptr<int64_t>();
   std::copy(tokens.begin(), tokens.end(), p);
   std::copy(positions.begin(), positions.end(), p + rows);
-  std::fill(p + 2 * rows, p + rows * (2 + m), s.cache->slots() - 1);
+  std::fill(p + 2 * rows, p + rows * (2 + m), pad);
   for (size_t i = 0; i < tables.size(); ++i) std::copy(tables[i]->begin(), tables[i]->end(), p + 2 * rows + i * m);
+  if (r > 0) {
+    auto runs = paged_block_runs(tables, s.cache->capacity(), r, pad);
+    const auto padding = padding_runs(rows - b, r, pad);
+    runs.insert(runs.end(), padding.begin(), padding.end());
+    std::copy(runs.begin(), runs.end(), p + rows * (2 + m));
+  }
   auto device = host.pin_memory().to(s.model->device(), /*non_blocking=*/true);
   g.inputs_2b.copy_(device.narrow(0, 0, 2 * rows).view({2, rows}), /*non_blocking=*/true);
   g.tables_bm.copy_(device.narrow(0, 2 * rows, rows * m).view({rows, m}), /*non_blocking=*/true);
+  if (r > 0) g.runs_br3.copy_(device.narrow(0, rows * (2 + m), rows * r * 3).view({rows, r, 3}), /*non_blocking=*/true);
   g.cuda.replay();
   return g.logits_bv.narrow(0, 0, b);
 }

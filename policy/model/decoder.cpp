@@ -23,6 +23,14 @@ namespace {
 // this many keys.
 constexpr int64_t flash_share_min_keys = 8192;
 
+// Paged decode with flash: each run of a row's blocks is cut into shares of at most this many
+// keys. Rationale: torch's flash splits a sequence's keys over thread blocks itself only while a
+// step has fewer than about 0.8 x 2 x SMs (row, KV head, run) sequences; 64 paged rows of a shared
+// prefix have two runs each, so 256 sequences, and flash read each 16k-key run in one thread
+// block: 11.5 ms a step at 64 x 16k keys against the slots' 3.4 ms with flash's own split
+// (bench/results/2026-12-04-policy-h200-paged-flash.md). Not yet measured with the cut.
+constexpr int64_t paged_share_keys = 4096;
+
 std::string shape_text(c10::IntArrayRef shape) {
   std::ostringstream out;
   out << '[';
@@ -36,29 +44,26 @@ bool ignorable_name(const std::string& name) {
   return name.ends_with("rotary_emb.inv_freq");
 }
 
-// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [blocks, k, block size, e] as
-// [b, k, m * block size, e], the shape slot rows have in place (a copy). Rationale: a gather keeps
-// the sdpa and matmul modes' code unchanged; flash reads the blocks in place (decode()).
-torch::Tensor gather_blocks(const torch::Tensor& cache_nkse, const torch::Tensor& table_bm) {
+// Paged cache: the blocks `table_bm` [b, m] of one layer's cache [k, blocks, block size, e] as
+// [b, k, m * block size, e], the shape slot rows have in place (a copy, viewed). Rationale: a
+// gather keeps the sdpa and matmul modes' code unchanged; flash reads the blocks in place.
+torch::Tensor gather_blocks(const torch::Tensor& cache_knse, const torch::Tensor& table_bm) {
   const int64_t b = table_bm.size(0), m = table_bm.size(1);
-  const int64_t k = cache_nkse.size(1), bs = cache_nkse.size(2), e = cache_nkse.size(3);
-  return cache_nkse.index_select(0, table_bm.reshape({b * m}))
-      .view({b, m, k, bs, e})
-      .transpose(1, 2)
-      .reshape({b, k, m * bs, e});
+  const int64_t k = cache_knse.size(0), bs = cache_knse.size(2), e = cache_knse.size(3);
+  return cache_knse.index_select(1, table_bm.reshape({b * m})).view({k, b, m * bs, e}).transpose(0, 1);
 }
 
 // Paged cache: writes x_xke (x positions' keys or values, every KV head) into block blocks_x[i]
-// at offset offsets_x[i] of one layer's cache [blocks, k, block size, e].
-void write_blocks(torch::Tensor& cache_nkse, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
+// at offset offsets_x[i] of one layer's cache [k, blocks, block size, e].
+void write_blocks(torch::Tensor& cache_knse, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
                   const torch::Tensor& x_xke) {
-  cache_nkse.index_put_({blocks_x, torch::indexing::Slice(), offsets_x}, x_xke);
+  cache_knse.index_put_({torch::indexing::Slice(), blocks_x, offsets_x}, x_xke.transpose(0, 1));
 }
 
-// Paged cache [blocks, k, block size, e] as rows [blocks * k * block size, e]: the row of each
-// (x, KV head) of flat_x (block * k * block size + offset, head 0's row), x-major: [x * k].
-torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t block_size) {
-  return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * block_size).view({-1});
+// Paged cache [k, blocks, block size, e] as rows [k * blocks * block size, e]: the rows of each
+// (x, KV head) of flat_x (KV head 0's row: block * block size + offset), x-major: [x * k].
+torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t head_rows) {
+  return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * head_rows).view({-1});
 }
 
 // flash's variable-length forward: q [x_q, heads, e] over k, v [x_k, KV heads, e], sequence i's
@@ -75,6 +80,35 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
 }
 
 }  // namespace
+
+std::vector<int64_t> paged_block_runs(const std::vector<const std::vector<int64_t>*>& tables, int64_t block_size,
+                                      int64_t width, int64_t pad) {
+  std::vector<int64_t> out;
+  out.reserve(tables.size() * static_cast<size_t>(width) * 3);
+  for (const auto* blocks : tables) {
+    int64_t runs = 0;
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      if (i > 0 && (*blocks)[i] == (*blocks)[i - 1] + 1) {
+        ++out.back();  // the run goes on
+        continue;
+      }
+      out.insert(out.end(), {(*blocks)[i], static_cast<int64_t>(i) * block_size, 1});
+      ++runs;
+    }
+    for (; runs < width; ++runs) out.insert(out.end(), {pad, 0, 0});
+  }
+  return out;
+}
+
+int64_t paged_block_run_count(const std::vector<const std::vector<int64_t>*>& tables) {
+  int64_t most = 1;
+  for (const auto* blocks : tables) {
+    int64_t runs = blocks->empty() ? 0 : 1;
+    for (size_t i = 1; i < blocks->size(); ++i) runs += (*blocks)[i] != (*blocks)[i - 1] + 1;
+    most = std::max(most, runs);
+  }
+  return most;
+}
 
 std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& c) {
   std::map<std::string, std::vector<int64_t>> out;
@@ -131,7 +165,7 @@ kv_cache kv_cache::allocate_blocks(const model_config& config, int64_t blocks, i
   cache.paged = true;
   auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    cache.k_nkce.push_back(torch::zeros({blocks, config.num_key_value_heads, block_size, config.head_dim}, options));
+    cache.k_nkce.push_back(torch::zeros({config.num_key_value_heads, blocks, block_size, config.head_dim}, options));
     cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
   }
   return cache;
@@ -376,7 +410,7 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
     auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
     if (use.cache->paged) {  // row i's keys to their rows (decode())
-      auto rows_x = head_rows(use.rows_b, k, use.cache->capacity());
+      auto rows_x = head_rows(use.rows_b, k, use.cache->slots() * use.cache->capacity());
       k_cache.view({-1, e}).index_copy_(0, rows_x, k_bkte.reshape({b * k, e}));
       v_cache.view({-1, e}).index_copy_(0, rows_x, v_bkte.reshape({b * k, e}));
     } else {
@@ -706,10 +740,11 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
     if (paged_flash) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
-      // Position p's rows of the flat cache [blocks * k * block size, e], one per KV head.
+      // Position p's rows of the flat cache [k * blocks * block size, e], one per KV head.
+      const int64_t head = cache.slots() * block;
       const auto rows = [&](std::vector<int64_t>& out, int64_t p) {
-        const int64_t first = part.blocks[static_cast<size_t>(p / block)] * k * block + p % block;
-        for (int64_t j = 0; j < k; ++j) out.push_back(first + j * block);
+        const int64_t first = part.blocks[static_cast<size_t>(p / block)] * block + p % block;
+        for (int64_t j = 0; j < k; ++j) out.push_back(first + j * head);
       };
       const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
       page_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
@@ -765,8 +800,37 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   return lm_head(hidden_1td[0].index_select(0, last_t), /*to_float=*/false);
 }
 
+decoder::paged_decode_layout decoder::describe_paged_decode(const torch::Tensor& positions_b,
+                                                            const torch::Tensor& runs_br3, int64_t kv_heads,
+                                                            int64_t blocks, int64_t block_size, int64_t keys) {
+  // Sequence (i, j, l, c): share c of run l of row i's blocks in KV head j (consecutive blocks are
+  // consecutive rows of a head): the run's keys below position_i + 1 cut into `cut` consecutive
+  // shares (the last shorter; a run of no blocks has none).
+  const int64_t b = runs_br3.size(0), r = runs_br3.size(1), k = kv_heads, bs = block_size;
+  const int64_t cut = (keys + paged_share_keys - 1) / paged_share_keys;
+  const auto& o = positions_b.options();
+  auto first_b1r1 = runs_br3.select(2, 0).view({b, 1, r, 1}), start_b1r1 = runs_br3.select(2, 1).view({b, 1, r, 1});
+  auto used_b1r1 =
+      torch::minimum((positions_b + 1).view({b, 1, 1, 1}) - start_b1r1, runs_br3.select(2, 2).view({b, 1, r, 1}) * bs)
+          .clamp(0);
+  auto len_b1r1 = (used_b1r1 + cut - 1).div(cut, "floor");
+  auto offset_b1rc = len_b1r1 * torch::arange(cut, o).view({1, 1, 1, cut});
+  auto head_1k11 = (torch::arange(k, o) * (blocks * bs)).view({1, k, 1, 1});
+  const int64_t x = b * k * r * cut;
+  paged_decode_layout out;
+  out.shares = r * cut;
+  out.max_k = (keys + cut - 1) / cut;
+  out.cu_q = torch::arange(x + 1, o.dtype(torch::kInt32));
+  out.cu_k =
+      torch::cat({(first_b1r1 * bs + head_1k11 + offset_b1rc).reshape({x}), torch::zeros({1}, o)}).to(torch::kInt32);
+  out.used_k =
+      torch::minimum(used_b1r1 - offset_b1rc, len_b1r1).clamp(0).expand({b, k, r, cut}).reshape({x}).to(torch::kInt32);
+  return out;
+}
+
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
-                              kv_cache& cache, const torch::Tensor& block_tables_bm) const {
+                              kv_cache& cache, const torch::Tensor& block_tables_bm,
+                              const torch::Tensor& runs_br3) const {
   const int64_t b = tokens_b.size(0);
   cache_use use;
   use.cache = &cache;
@@ -780,29 +844,22 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                 "decode: a paged KV cache needs int64 block tables [", b, ", m] covering ", keys_s, " keys");
     use.tables_bm = block_tables_bm;
     // Row i's new key: block table[i][p / block size] at offset p % block size, as the row of
-    // its KV head 0 in the flat cache [blocks * k * block size, e] (head j's: + j * block size).
-    const int64_t k = config_.num_key_value_heads;
-    use.rows_b = block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * (k * bs) +
-                 positions_b.remainder(bs);
+    // its KV head 0 in the flat cache [k * blocks * block size, e] (head j's: + j x blocks x
+    // block size).
+    use.rows_b =
+        block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * bs + positions_b.remainder(bs);
     if (cache_attention_ == cache_attention::flash) {
-      // Sequence (i, j, l): block table[i][l]'s keys of KV head j below position_i + 1 (none past
-      // the row), a share of (row i, head j) as decode_attention merges them.
-      const int64_t m = block_tables_bm.size(1);
-      auto opts = positions_b.options().dtype(torch::kInt32);
+      TORCH_CHECK(runs_br3.defined() && runs_br3.dim() == 3 && runs_br3.size(0) == b && runs_br3.size(2) == 3 &&
+                      runs_br3.scalar_type() == torch::kInt64,
+                  "decode: flash over a paged KV cache needs int64 block runs [", b, ", r, 3]");
+      auto layout =
+          describe_paged_decode(positions_b, runs_br3, config_.num_key_value_heads, cache.slots(), bs, keys_s);
       auto& seqs = use.decode_seqs;
-      seqs.shares = m;
-      seqs.cu_q = torch::arange(b * k * m + 1, opts);
-      auto first_bkm =
-          (block_tables_bm.view({b, 1, m}) * k + torch::arange(k, positions_b.options()).view({1, k, 1})) * bs;
-      seqs.cu_k =
-          torch::cat({first_bkm.reshape({b * k * m}), torch::zeros({1}, positions_b.options())}).to(torch::kInt32);
-      auto start_11m = (torch::arange(m, positions_b.options()) * bs).view({1, 1, m});
-      seqs.used_k = ((positions_b + 1).view({b, 1, 1}) - start_11m)
-                        .clamp(0, bs)
-                        .expand({b, k, m})
-                        .reshape({b * k * m})
-                        .to(torch::kInt32);
-      seqs.max_k = std::min(bs, keys_s);
+      seqs.cu_q = layout.cu_q;
+      seqs.cu_k = layout.cu_k;
+      seqs.used_k = layout.used_k;
+      seqs.shares = layout.shares;
+      seqs.max_k = layout.max_k;
     }
   }
   use.decode_kernel = cache_attention_ == cache_attention::flash && decode_attention_kernel_ && fused_kernels_ &&

@@ -35,11 +35,13 @@ enum class value_head_mode {
 /// that a block table per sequence maps its positions to (position p in block table[p / block
 /// size] at offset p % block size).
 struct kv_cache {
-  /// Keys per layer: slots [slots, kv heads, capacity, e]; paged [blocks, kv heads, block size, e].
-  /// Rationale: heads outside a block's tokens, as a slot's, make each (block, KV head) a run of
-  /// rows that flash reads as a sequence of one KV head (its g query heads then need no copy; with
-  /// FA2's layout [blocks, block size, k, e] flash copied q, its output and its q back around the
-  /// swap of query heads into rows: 72 copy kernels a 64-row step, 176 us on the H200,
+  /// Keys per layer: slots [slots, kv heads, capacity, e]; paged [kv heads, blocks, block size, e].
+  /// Rationale: KV heads outermost make a run of consecutive blocks, in one KV head, one run of
+  /// rows that flash reads as one sequence of one KV head: its g query heads need no copy (with
+  /// FA2's layout [blocks, block size, k, e] flash copied q, its output and its q back around its
+  /// swap of query heads into rows: 72 copy kernels a 64-row step, 176 us on the H200), and a
+  /// sequence whose blocks are consecutive is read as a slot's (flash over 256-token blocks as
+  /// sequences of their own took the cached agent workload past 100 s against the slots' 46 s:
   /// bench/results/2026-12-04-policy-h200-paged-flash.md).
   std::vector<torch::Tensor> k_nkce;
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
@@ -55,7 +57,7 @@ struct kv_cache {
   static kv_cache allocate_blocks(const model_config& config, int64_t blocks, int64_t block_size, torch::Device device,
                                   torch::ScalarType dtype);
   /// The number of slots (paged: of blocks).
-  int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(0); }
+  int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(paged ? 1 : 0); }
   /// The capacity in tokens per slot (paged: per block).
   int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
 };
@@ -73,9 +75,10 @@ enum class cache_attention {
   /// one sequence of the cache viewed as [slots * KV heads * capacity, 1, e] with its used length
   /// (seqused_k), so each row reads only its own keys, GQA needs no copy, and decode rows split
   /// the key length over thread blocks (flash-decoding). CUDA with bfloat16 / float16 only.
-  /// A paged cache [blocks, k, block size, e] is read alike: a decode row's every (block, KV head)
-  /// is one sequence of its own, merged by log-sum-exp (merge_shares, as the shares of few long
-  /// rows); a prefill gathers each part's cached keys into one contiguous run first. Rationale: torch's flash op takes
+  /// A paged cache [k, blocks, block size, e] is read alike: each run of consecutive blocks of a
+  /// decode row, in each KV head, is one sequence, the runs merged by log-sum-exp (merge_shares, as
+  /// the shares of few long rows; one run needs no merge); a prefill gathers each part's cached
+  /// keys into one contiguous run first. Rationale: torch's flash op takes
   /// no block table (its kernel's paged
   /// form is not exported).
   flash,
@@ -152,6 +155,20 @@ class decoder {
   };
   static packed_flash_layout describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
                                                    int64_t capacity, int64_t slots);
+  /// A paged decode step's flash sequences (decode() with flash over a paged cache of `blocks`
+  /// blocks of `block_size` tokens, `kv_heads` KV heads, runs_br3 as decode() takes them, `keys`
+  /// its attended-key bound): one per (row i, KV head j, run l, share c) in that order, run l's
+  /// keys below positions_b[i] + 1 cut into ceil(keys / 4,096) consecutive shares (each
+  /// ceil(used / cut) keys, the last shorter, none past the run). cu_q [x + 1] = 0..x (one query
+  /// each), cu_k [x + 1] their first row in a KV head-major flat cache [k * blocks * block size,
+  /// e] (the last entry unread), used_k [x] their key counts, all int32 on positions_b's device;
+  /// shares = runs x cut (merged per (row, KV head)); max_k the longest share's bound.
+  struct paged_decode_layout {
+    torch::Tensor cu_q, cu_k, used_k;
+    int64_t shares = 1, max_k = 0;
+  };
+  static paged_decode_layout describe_paged_decode(const torch::Tensor& positions_b, const torch::Tensor& runs_br3,
+                                                   int64_t kv_heads, int64_t blocks, int64_t block_size, int64_t keys);
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
   /// runs once over all of them; no part sees another's keys (flash over the slot layout: one
@@ -166,10 +183,12 @@ class decoder {
   /// sample_tokens reads them as they are, without an fp32 copy of the whole vocabulary).
   /// A paged cache needs `block_tables_bm` (int64 [b, m], on the model's device): row i's
   /// blocks, covering positions 0..positions_b[i] (pad with any valid block id); row i is then
-  /// sequence i, not slot i. With flash, every entry of the table is read as a share of the row
-  /// (its keys past the row's position left out), so the table's width m sets the step's kernels.
+  /// sequence i, not slot i. With flash it also needs `runs_br3` (int64 [b, r, 3], on the model's
+  /// device; paged_block_runs()): row i's blocks as runs of consecutive block ids, each its first
+  /// block, its first position and its block count (0 for a padding run); the width r sets the
+  /// step's kernels.
   torch::Tensor decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s, kv_cache& cache,
-                       const torch::Tensor& block_tables_bm = {}) const;
+                       const torch::Tensor& block_tables_bm = {}, const torch::Tensor& runs_br3 = {}) const;
 
   /// The tensors of one decoder block, handles sharing storage with named_parameters().
   struct layer_refs {
@@ -278,8 +297,8 @@ class decoder {
     torch::Tensor prefill_rows_kt;    ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
     torch::Tensor positions_b;        ///< Decode: where each slot's new key goes.
     torch::Tensor tables_bm;          ///< Decode, paged cache: each row's block table.
-    /// Decode, paged cache: each row's new key's row of KV head 0 in the flat cache [blocks * k *
-    /// block size, e] (head j's: + j x block size).
+    /// Decode, paged cache: each row's new key's row of KV head 0 in the flat cache [k * blocks *
+    /// block size, e] (head j's: + j x blocks x block size).
     torch::Tensor rows_b;
     int64_t keys = 0;            ///< Decode: attended cache length (max position + 1).
     torch::Tensor mask_b11s;     ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
@@ -291,7 +310,7 @@ class decoder {
       torch::Tensor blocks_t, offsets_t, table_1m;
     };
     std::vector<paged_part> part_pages;
-    /// Prefill, paged cache, flash: each new token's rows in the flat cache [blocks * k * block
+    /// Prefill, paged cache, flash: each new token's rows in the flat cache [k * blocks * block
     /// size, e] (one per KV head, token-major), and the rows of every part's keys
     /// 0..start+length-1 alike, parts end to end (prefill_seqs then describes the parts over those
     /// keys gathered).
@@ -357,6 +376,14 @@ class decoder {
   /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).
   int64_t gemv_rows_of(const cache_use& use) const { return use.decode && fused_kernels_ ? decode_gemv_rows_ : 0; }
 };
+
+/// Block tables `tables` (row i's blocks, in order) as runs of consecutive block ids, `width` runs
+/// a row (at least the most any row has; padding runs (pad, 0, 0)): per run its first block, its
+/// first position and its block count, row-major [rows * width * 3], decoder::decode's runs_br3.
+std::vector<int64_t> paged_block_runs(const std::vector<const std::vector<int64_t>*>& tables, int64_t block_size,
+                                      int64_t width, int64_t pad);
+/// The most runs of consecutive block ids any of `tables` has.
+int64_t paged_block_run_count(const std::vector<const std::vector<int64_t>*>& tables);
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).
 std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& config);

@@ -86,10 +86,14 @@ struct engine_options {
   /// when a kept prefix is evicted; a request is admitted only when the free blocks cover its
   /// prompt plus a block of decode headroom per running sequence, and a sequence that needs a
   /// block when none is left preempts the most recently admitted one, which is recomputed later).
-  /// Paged reads keys through block tables with sdpa or matmul (not flash) and without CUDA
-  /// graphs. Rationale: slots stays the default until paged is measured on the H200.
+  /// Paged reads keys in place with flash (runs of consecutive blocks as flash sequences) and
+  /// replays CUDA graphs; sdpa and matmul gather them. Rationale: slots stays the default: on the
+  /// H200 paged is near slots at 64 x 512 but took the cached agent workload 97.8 s against 46 s
+  /// (docs/POLICY_MODEL.md).
   kv_layout_kind kv_layout = kv_layout_kind::slots;
-  /// Paged: tokens per block. Rationale: 256, the multiple FA2's paged kernels need.
+  /// Paged: tokens per block. Rationale: 256 keeps the runs of a shared prefix whole in few
+  /// blocks; 1,024 halved the 64 x 512 bench on the H200 (a block of decode headroom per running
+  /// sequence admits fewer at once: bench/results/2026-12-04-policy-h200-paged-flash.md).
   int32_t kv_block_size = 256;
   /// Paged: tokens of KV storage in all (rounded up to whole blocks); 0 means max_batch x
   /// max_context with each seat's share rounded up to whole blocks (at least the slot layout's

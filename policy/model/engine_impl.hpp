@@ -106,6 +106,9 @@ struct generation_engine::impl {
   // Paged layout.
   torch::Tensor decode_paged(std::vector<sequence*>& rows);
   bool admit_paged();
+  // Paged: the first block of seat `seat`'s share of the pool (blocks / max_batch a seat), where
+  // a new sequence there starts if it can (kv_block_pool::take).
+  int64_t seat_base(size_t seat) const;
   void preempt(size_t seat);
   void requeue(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);

@@ -21,7 +21,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   for (size_t seat : order) {
     while (slots[seat] &&
            static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
-      if (auto block = pool->take()) {
+      if (auto block = pool->take({slots[seat]->blocks.back() + 1, seat_base(seat)})) {
         slots[seat]->blocks.push_back(*block);
         continue;
       }
@@ -58,9 +58,11 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     for (sequence* seq : rows) seq->cached += 1;
     return logits_bv;
   }
-  if (model.cache_attention_mode() == cache_attention::flash) {
-    // flash reads every table entry as a share: the graphs' width (and keys to match), so that
-    // eager and replayed steps run the same kernels and give the same bits.
+  // flash reads runs of consecutive blocks: the graphs' width and keys, so that eager and
+  // replayed steps run the same kernels and give the same bits.
+  const bool flash = model.cache_attention_mode() == cache_attention::flash;
+  const int64_t runs = flash ? paged_block_run_count(tables) : 0;
+  if (flash) {
     width = static_cast<size_t>(decode_table_width(static_cast<int64_t>(width), pool->block_size()));
     keys = static_cast<int64_t>(width) * pool->block_size();
   }
@@ -71,13 +73,23 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
     table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
   }
-  // One host-to-device copy: tokens, positions and tables end to end.
+  if (flash) {
+    const auto runs_br3 = paged_block_runs(tables, pool->block_size(), runs, cache.slots() - 1);
+    table_bm.insert(table_bm.end(), runs_br3.begin(), runs_br3.end());
+  }
+  // One host-to-device copy: tokens, positions, tables and runs end to end.
   auto inputs =
       torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
+  const int64_t m = static_cast<int64_t>(width);
   logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
-                           inputs.narrow(0, 2 * b, b * static_cast<int64_t>(width)).view({b, -1}));
+                           inputs.narrow(0, 2 * b, b * m).view({b, m}),
+                           flash ? inputs.narrow(0, 2 * b + b * m, b * runs * 3).view({b, runs, 3}) : torch::Tensor());
   for (sequence* seq : rows) seq->cached += 1;
   return logits_bv;
+}
+
+int64_t generation_engine::impl::seat_base(size_t seat) const {
+  return static_cast<int64_t>(seat) * (pool->total() / static_cast<int64_t>(slots.size()));
 }
 
 void generation_engine::impl::preempt(size_t seat) {
@@ -138,12 +150,15 @@ bool generation_engine::impl::admit_paged() {
     blocks = shared.blocks;
     stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);
   }
-  while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length)) blocks.push_back(*pool->take());
+  const auto index = static_cast<size_t>(seat - slots.begin());
+  while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length))
+    blocks.push_back(blocks.empty() ? *pool->take({seat_base(index)})
+                                    : *pool->take({blocks.back() + 1, seat_base(index)}));
   if (shared.partial >= 0) {  // the shared tokens' last block, copied: this sequence writes after them
     const int64_t own = blocks[static_cast<size_t>(reuse.tokens / pool->block_size())];
-    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
-      cache.k_nkce[layer][own].copy_(cache.k_nkce[layer][shared.partial]);
-      cache.v_nkce[layer][own].copy_(cache.v_nkce[layer][shared.partial]);
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
+      cache.k_nkce[layer].select(1, own).copy_(cache.k_nkce[layer].select(1, shared.partial));
+      cache.v_nkce[layer].select(1, own).copy_(cache.v_nkce[layer].select(1, shared.partial));
     }
     std::vector<int64_t> source{shared.partial};
     pool->give(source);

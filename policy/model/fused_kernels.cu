@@ -182,7 +182,7 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   const T* in = qkv + row * heads * e;
   const int head = i / width, j = i - head * width;
   // KV head kh's key of this row: slot `row` [row, kh, pos] or, paged, row rows[row] + kh * c of
-  // the flat cache [blocks * k * c, e] (c the block size).
+  // the flat cache [k * c, e] (c a KV head's rows).
   const auto at = [&](int64_t kh) { return ((rows ? rows[row] : row * k * c + pos) + kh * c) * e + j; };
   if (head >= h + k) {  // v: into the cache unrotated
     v_cache[at(head - h - k)] = in[i];

@@ -24,8 +24,7 @@ int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, in
 /// One decode step's RoPE and KV-cache write: qkv_bne [b, h + 2k, e] (q heads, k heads, v heads)
 /// of rows at positions_b (int64); q rotated into q_bhe, k rotated and v as is into the caches
 /// [n, k, c, e] at [row, head, position], or with rows_b (int64, not null) into paged caches
-/// [blocks, k, c, e] (c the block size) viewed as rows [blocks * k * c, e] at rows_b[row] + head * c
-/// (rows_b[row]: the block's first row of head 0 plus the offset in the block).
+/// viewed as rows [k * c, e] (c a KV head's rows) at rows_b[row] + head * c.
 /// cos_pe / sin_pe: [p, e] tables (duplicated halves).
 int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const int64_t* rows_b,
                    const void* cos_pe, const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce,

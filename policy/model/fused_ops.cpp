@@ -134,8 +134,9 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
   const bool paged = rows_b.defined();
   TORCH_CHECK(rope_kv_decode_fuses(qkv_bne, k_cache_nkce, v_cache_nkce, table, paged),
               "rope_kv_decode: needs the CUDA kernels and contiguous CUDA tensors of one dtype");
-  // Slots [n, k, c, e]; paged [blocks, k, block size, e].
-  const int64_t b = qkv_bne.size(0), e = qkv_bne.size(2), k = k_cache_nkce.size(1);
+  // Slots [n, k, c, e]; paged [k, blocks, block size, e] (a KV head's rows blocks x block size).
+  const int64_t b = qkv_bne.size(0), e = qkv_bne.size(2), k = k_cache_nkce.size(paged ? 0 : 1);
+  const int64_t c = paged ? k_cache_nkce.size(1) * k_cache_nkce.size(2) : k_cache_nkce.size(2);
   TORCH_CHECK(qkv_bne.size(1) == h + 2 * k, "rope_kv_decode: qkv has ", qkv_bne.size(1), " heads, expected ", h,
               " + 2 x ", k);
   const auto contiguous_int64 = [&](const torch::Tensor& t) {
@@ -150,12 +151,11 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
   kernels::element el = kernels::element::fp32;
   element_of(qkv_bne.scalar_type(), el);
   auto q_bhe = torch::empty({b, h, e}, qkv_bne.options());
-  check_launch(
-      kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(),
-                              paged ? rows_b.data_ptr<int64_t>() : nullptr, table.cos_pe.data_ptr(),
-                              table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
-                              v_cache_nkce.data_ptr(), b, h, k, e, k_cache_nkce.size(2), current_stream(qkv_bne)),
-      "rope_kv_decode");
+  check_launch(kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(),
+                                       paged ? rows_b.data_ptr<int64_t>() : nullptr, table.cos_pe.data_ptr(),
+                                       table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
+                                       v_cache_nkce.data_ptr(), b, h, k, e, c, current_stream(qkv_bne)),
+               "rope_kv_decode");
   return q_bhe;
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");

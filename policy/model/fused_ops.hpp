@@ -29,7 +29,7 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& residu
 torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused);
 
 /// True when rope_kv_decode runs as one kernel: this build has the kernels, every tensor is on
-/// one CUDA device in one dtype, the caches are contiguous [n, k, c, e] (`paged`: [blocks, k,
+/// one CUDA device in one dtype, the caches are contiguous [n, k, c, e] (`paged`: [k, blocks,
 /// block size, e]).
 bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
                           const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged = false);
@@ -37,9 +37,9 @@ bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_c
 /// One decode step's RoPE and KV write (requires rope_kv_decode_fuses): qkv_bne [b, h + 2k, e],
 /// row i at positions_b[i] (int64) of cache slot i. Rotates q (returned, [b, h, e]) and k, and
 /// writes k and v into the caches at [i, head, positions_b[i]]. With `rows_b` (int64 [b]) the
-/// caches are paged [blocks, k, block size, e] and row i's keys go to rows rows_b[i] + head x
-/// block size of their [blocks * k * block size, e] view (rows_b[i] = block * k * block size +
-/// offset).
+/// caches are paged [k, blocks, block size, e] and row i's keys go to rows rows_b[i] + head x
+/// blocks x block size of their [k * blocks * block size, e] view (rows_b[i] = block x block
+/// size + offset).
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
                              torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h,
                              const torch::Tensor& rows_b = {});

@@ -42,11 +42,31 @@ int64_t kv_block_pool::kept_blocks() const {
   return n;
 }
 
-std::optional<int64_t> kv_block_pool::take() {
+std::optional<int64_t> kv_block_pool::take(std::initializer_list<int64_t> prefer) {
   while (free_.empty())
     if (!evict_least_recent()) return std::nullopt;
-  const int64_t block = free_.back();
-  free_.pop_back();
+  const auto is_free = [&](int64_t b) { return b >= 0 && b < total_ && holders_[static_cast<size_t>(b)] == 0; };
+  int64_t block = -1;
+  for (int64_t b : prefer)
+    if (is_free(b)) {
+      block = b;
+      break;
+    }
+  if (block < 0) {  // the longest run of free blocks (the first of equals)
+    int64_t best = -1, best_length = 0;
+    for (int64_t b = 0; b < total_;) {
+      if (!is_free(b)) {
+        ++b;
+        continue;
+      }
+      int64_t end = b;
+      while (end < total_ && is_free(end)) ++end;
+      if (end - b > best_length) best = b, best_length = end - b;
+      b = end;
+    }
+    block = best == 0 ? 0 : best + best_length / 2;
+  }
+  free_.erase(std::find(free_.begin(), free_.end(), block));
   holders_[static_cast<size_t>(block)] = 1;
   return block;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -48,8 +49,13 @@ class kv_block_pool {
   uint64_t evictions() const { return evictions_; }
 
   /// A free block (one holder), evicting least recently used kept prefixes while none is free;
-  /// nullopt when no block is free and nothing is kept.
-  std::optional<int64_t> take();
+  /// nullopt when no block is free and nothing is kept. The first of `prefer` that is free, else
+  /// the middle of the longest run of free blocks (its start when it starts at block 0).
+  /// Rationale: a sequence whose blocks are consecutive ids is read by flash as one sequence per KV
+  /// head, as a slot is (decoder.hpp cache_attention::flash); the engine asks for the block after
+  /// a sequence's last one, and a new sequence for its seat's share of the cache, so that with a
+  /// pool of max_batch x max_context (the default) each sequence grows through a run of its own.
+  std::optional<int64_t> take(std::initializer_list<int64_t> prefer = {});
   /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.
   void give(std::vector<int64_t>& blocks);
 

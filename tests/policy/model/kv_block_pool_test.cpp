@@ -49,3 +49,17 @@ TEST(kv_block_pool, a_shared_block_is_free_only_when_its_last_holder_gives_it_ba
   pool.give(shared.blocks);
   EXPECT_EQ(pool.free(), 4);
 }
+
+TEST(kv_block_pool, blocks_go_where_asked_else_to_the_middle_of_the_longest_free_run) {
+  kv_block_pool pool(16, 4);
+  EXPECT_EQ(*pool.take({8}), 8);       // a seat's share: free, so given
+  EXPECT_EQ(*pool.take({9, 0}), 9);    // the block after a sequence's last
+  EXPECT_EQ(*pool.take({9, 12}), 12);  // taken: the next preference
+  EXPECT_EQ(*pool.take(), 0);          // the longest run is 0..7: its start
+  // Free now: 1..7, 10..11, 13..15; the longest run 1..7, its middle.
+  EXPECT_EQ(*pool.take({-1, 99}), 4);  // preferences out of range are skipped
+  std::vector<int64_t> all;
+  while (auto b = pool.take()) all.push_back(*b);
+  EXPECT_EQ(all.size(), 11u);
+  EXPECT_EQ(pool.free(), 0);
+}

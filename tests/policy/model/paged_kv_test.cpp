@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "policy/model/decoder.hpp"
 #include "policy/model/engine.hpp"
 #include "tests/policy/model/engine_helpers.hpp"
 
@@ -340,4 +341,41 @@ TEST(paged_kv, the_kv_capacity_is_the_pool_or_the_slots) {
   layout odd;
   odd.max_context = 100;
   EXPECT_EQ(open_engine(odd)->kv_capacity_tokens(), 3 * 7 * 16);
+}
+
+// flash reads a paged row as runs of consecutive block ids (decoder::decode's runs_br3).
+TEST(paged_kv, block_tables_read_as_runs_of_consecutive_blocks) {
+  using caf_agent::policy::paged_block_run_count;
+  using caf_agent::policy::paged_block_runs;
+  const std::vector<int64_t> one{4, 5, 6}, three{9, 2, 3, 7};
+  const std::vector<const std::vector<int64_t>*> tables{&one, &three};
+  EXPECT_EQ(paged_block_run_count(tables), 3);
+  // Per run: first block, first position, blocks; rows padded to 3 runs with (pad, 0, 0).
+  EXPECT_EQ(paged_block_runs(tables, 16, 3, 99),
+            (std::vector<int64_t>{4, 0, 3, 99, 0, 0, 99, 0, 0, 9, 0, 1, 2, 16, 2, 7, 48, 1}));
+}
+
+// A paged decode step's flash sequences: a row of two runs (blocks 5, 6 = positions 0..31; block
+// 9 = 32..47) at position 40, 2 KV heads, a cache of 12 blocks of 16. Up to 4,096 keys: one share a
+// run; past it (keys 5,000) each run is cut into 2 shares.
+TEST(paged_kv, a_decode_row_is_one_flash_sequence_per_kv_head_run_and_share) {
+  const auto positions = torch::tensor(std::vector<int64_t>{40});
+  const auto runs = torch::tensor(std::vector<int64_t>{5, 0, 2, 9, 32, 1}).view({1, 2, 3});
+  const auto list = [](const torch::Tensor& t) {
+    std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+    std::copy_n(t.data_ptr<int32_t>(), t.numel(), out.begin());
+    return out;
+  };
+  auto one = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48);
+  EXPECT_EQ(one.shares, 2);
+  EXPECT_EQ(one.max_k, 48);
+  EXPECT_EQ(list(one.cu_q), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  // Head 1's rows start 12 x 16 = 192 rows later.
+  EXPECT_EQ(list(one.cu_k), (std::vector<int32_t>{80, 144, 272, 336, 0}));
+  EXPECT_EQ(list(one.used_k), (std::vector<int32_t>{32, 9, 32, 9}));
+  auto cut = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000);
+  EXPECT_EQ(cut.shares, 4);
+  EXPECT_EQ(cut.max_k, 2500);
+  EXPECT_EQ(list(cut.cu_k), (std::vector<int32_t>{80, 96, 144, 149, 272, 288, 336, 341, 0}));
+  EXPECT_EQ(list(cut.used_k), (std::vector<int32_t>{16, 16, 5, 4, 16, 16, 5, 4}));
 }

@@ -26,9 +26,10 @@ def model(tmp_path_factory):
     return path, m
 
 
-def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, kernel=0, block=0):
-    """`block` > 0: the paged layout in blocks of that many tokens."""
-    paged = ["--kv-layout", "paged", "--kv-block-size", block] if block else []
+def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, kernel=0, block=0,
+             cache_tokens=0):
+    """`block` > 0: the paged layout in blocks of that many tokens (a pool of `cache_tokens`, 0: the default)."""
+    paged = ["--kv-layout", "paged", "--kv-block-size", block, "--kv-cache-tokens", cache_tokens] if block else []
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--dtype", "bfloat16", "--cache-attention", mode,
                     "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 24, "--temperature", 0,
                     "--max-batch", max_batch, "--max-context", max_context, "--prefill-chunk", prefill_chunk,
@@ -77,19 +78,22 @@ def test_decode_attention_kernel_matches_flash_and_transformers(model):
                                      generate(path, prompts, "flash"))
 
 
-@pytest.mark.parametrize("block", [256, 48])
-def test_paged_flash_matches_slots_flash_and_transformers(model, block):
-    # The paged layout with flash: a decode row's every block is a sequence of its own, merged by
-    # log-sum-exp; a chunked prefill gathers its part's cached keys first (decoder.hpp
-    # cache_attention::flash). Blocks of 48 tokens: the 1,200-token row is 26 blocks, and a block
-    # straddles every 128-token prefill chunk. CUDA graphs on (paged tables replayed). Each block's
-    # output is rounded to bf16 before the merge, as the shares' are: on the H200 the 300-token
-    # row's logprob was 0.0575 from slot flash's at 256-token blocks, so the pair agrees to 0.1
-    # (as the shares do); fp32 transformers decides (within 0.1; a wrong merge was 0.40 off).
+@pytest.mark.parametrize("block,cache_tokens", [(256, 0), (48, 0), (48, 2000)])
+def test_paged_flash_matches_slots_flash_and_transformers(model, block, cache_tokens):
+    # The paged layout with flash: each run of consecutive blocks of a decode row is one flash
+    # sequence per KV head, runs merged by log-sum-exp; a chunked prefill gathers its part's
+    # cached keys first (decoder.hpp cache_attention::flash). Blocks of 48 tokens: a block
+    # straddles every 128-token prefill chunk. The default pool gives each row a run of its own;
+    # one of 2,000 tokens (41 blocks, 13 a seat) leaves the 1,200-token row's 26 blocks in several
+    # runs. CUDA graphs on (paged tables replayed). A row of several runs rounds each run's output
+    # to bf16 before the merge, as flash's shares do: on the H200 the 300-token row's logprob was
+    # 0.0575 from slot flash's (256-token blocks, each its own sequence then), so the pair agrees
+    # to 0.1 (as the shares do); fp32 transformers decides (within 0.1; a wrong merge was 0.40 off).
     path, hf = model
     gen = torch.Generator().manual_seed(1)
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
-    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", block=block),
+    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", block=block,
+                                                           cache_tokens=cache_tokens),
                                      generate(path, prompts, "flash"), close=0.1)
 
 
