@@ -23,14 +23,6 @@ namespace {
 // this many keys.
 constexpr int64_t flash_share_min_keys = 8192;
 
-// Paged decode with flash: each run of a row's blocks is cut into shares of at most this many
-// keys. Rationale: torch's flash splits a sequence's keys over thread blocks itself only while a
-// step has fewer than about 0.8 x 2 x SMs (row, KV head, run) sequences; 64 paged rows of a shared
-// prefix have two runs each, so 256 sequences, and flash read each 16k-key run in one thread
-// block: 11.5 ms a step at 64 x 16k keys against the slots' 3.4 ms with flash's own split
-// (bench/results/2026-12-04-policy-h200-paged-flash.md). Not yet measured with the cut.
-constexpr int64_t paged_share_keys = 4096;
-
 std::string shape_text(c10::IntArrayRef shape) {
   std::ostringstream out;
   out << '[';
@@ -802,12 +794,13 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
 
 decoder::paged_decode_layout decoder::describe_paged_decode(const torch::Tensor& positions_b,
                                                             const torch::Tensor& runs_br3, int64_t kv_heads,
-                                                            int64_t blocks, int64_t block_size, int64_t keys) {
+                                                            int64_t blocks, int64_t block_size, int64_t keys,
+                                                            int64_t share_keys) {
   // Sequence (i, j, l, c): share c of run l of row i's blocks in KV head j (consecutive blocks are
   // consecutive rows of a head): the run's keys below position_i + 1 cut into `cut` consecutive
   // shares (the last shorter; a run of no blocks has none).
   const int64_t b = runs_br3.size(0), r = runs_br3.size(1), k = kv_heads, bs = block_size;
-  const int64_t cut = (keys + paged_share_keys - 1) / paged_share_keys;
+  const int64_t cut = share_keys > 0 ? std::max<int64_t>(1, (keys + share_keys - 1) / share_keys) : 1;
   const auto& o = positions_b.options();
   auto first_b1r1 = runs_br3.select(2, 0).view({b, 1, r, 1}), start_b1r1 = runs_br3.select(2, 1).view({b, 1, r, 1});
   auto used_b1r1 =
@@ -852,8 +845,8 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
       TORCH_CHECK(runs_br3.defined() && runs_br3.dim() == 3 && runs_br3.size(0) == b && runs_br3.size(2) == 3 &&
                       runs_br3.scalar_type() == torch::kInt64,
                   "decode: flash over a paged KV cache needs int64 block runs [", b, ", r, 3]");
-      auto layout =
-          describe_paged_decode(positions_b, runs_br3, config_.num_key_value_heads, cache.slots(), bs, keys_s);
+      auto layout = describe_paged_decode(positions_b, runs_br3, config_.num_key_value_heads, cache.slots(), bs, keys_s,
+                                          paged_share_keys_);
       auto& seqs = use.decode_seqs;
       seqs.cu_q = layout.cu_q;
       seqs.cu_k = layout.cu_k;

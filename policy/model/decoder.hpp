@@ -158,8 +158,8 @@ class decoder {
   /// A paged decode step's flash sequences (decode() with flash over a paged cache of `blocks`
   /// blocks of `block_size` tokens, `kv_heads` KV heads, runs_br3 as decode() takes them, `keys`
   /// its attended-key bound): one per (row i, KV head j, run l, share c) in that order, run l's
-  /// keys below positions_b[i] + 1 cut into ceil(keys / 4,096) consecutive shares (each
-  /// ceil(used / cut) keys, the last shorter, none past the run). cu_q [x + 1] = 0..x (one query
+  /// keys below positions_b[i] + 1 cut into ceil(keys / share_keys) consecutive shares (1 when
+  /// share_keys is 0; each ceil(used / cut) keys, the last shorter, none past the run). cu_q [x + 1] = 0..x (one query
   /// each), cu_k [x + 1] their first row in a KV head-major flat cache [k * blocks * block size,
   /// e] (the last entry unread), used_k [x] their key counts, all int32 on positions_b's device;
   /// shares = runs x cut (merged per (row, KV head)); max_k the longest share's bound.
@@ -168,7 +168,8 @@ class decoder {
     int64_t shares = 1, max_k = 0;
   };
   static paged_decode_layout describe_paged_decode(const torch::Tensor& positions_b, const torch::Tensor& runs_br3,
-                                                   int64_t kv_heads, int64_t blocks, int64_t block_size, int64_t keys);
+                                                   int64_t kv_heads, int64_t blocks, int64_t block_size, int64_t keys,
+                                                   int64_t share_keys);
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
   /// runs once over all of them; no part sees another's keys (flash over the slot layout: one
@@ -253,6 +254,10 @@ class decoder {
   /// log-sum-exp (fused_ops.hpp merge_shares). 0 (the decoder's default; an engine sets
   /// engine_options::flash_decode_shares): no cut.
   void set_flash_decode_shares(int64_t sequences) { flash_decode_shares_ = sequences; }
+  /// Flash decode steps over a paged cache cut each run of a row's blocks into shares of at most
+  /// `keys` keys (describe_paged_decode); 0 (the decoder's default; an engine sets
+  /// engine_options::paged_share_keys): no cut.
+  void set_paged_share_keys(int64_t keys) { paged_share_keys_ = keys; }
   /// Decode steps of at most `rows` rows (<= 8) run the layers' fused projections (q/k/v, o,
   /// gate/up, down) as matrix-vector kernels (fused_ops.hpp linear_rows) instead of cuBLAS where
   /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (the decoder's default;
@@ -371,6 +376,7 @@ class decoder {
   cache_attention cache_attention_ = cache_attention::sdpa;
   bool fused_kernels_ = true;
   int64_t flash_decode_shares_ = 0;
+  int64_t paged_share_keys_ = 0;
   int64_t decode_gemv_rows_ = 0;
   bool decode_attention_kernel_ = false;
   /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).

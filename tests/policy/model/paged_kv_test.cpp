@@ -366,16 +366,17 @@ TEST(paged_kv, a_decode_row_is_one_flash_sequence_per_kv_head_run_and_share) {
     std::copy_n(t.data_ptr<int32_t>(), t.numel(), out.begin());
     return out;
   };
-  auto one = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48);
+  auto one = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 4096);
   EXPECT_EQ(one.shares, 2);
   EXPECT_EQ(one.max_k, 48);
   EXPECT_EQ(list(one.cu_q), (std::vector<int32_t>{0, 1, 2, 3, 4}));
   // Head 1's rows start 12 x 16 = 192 rows later.
   EXPECT_EQ(list(one.cu_k), (std::vector<int32_t>{80, 144, 272, 336, 0}));
   EXPECT_EQ(list(one.used_k), (std::vector<int32_t>{32, 9, 32, 9}));
-  auto cut = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000);
+  auto cut = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000, 4096);
   EXPECT_EQ(cut.shares, 4);
   EXPECT_EQ(cut.max_k, 2500);
   EXPECT_EQ(list(cut.cu_k), (std::vector<int32_t>{80, 96, 144, 149, 272, 288, 336, 341, 0}));
   EXPECT_EQ(list(cut.used_k), (std::vector<int32_t>{16, 16, 5, 4, 16, 16, 5, 4}));
+  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000, 0).shares, 2);  // 0: no cut
 }
