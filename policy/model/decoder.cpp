@@ -53,9 +53,10 @@ void write_blocks(torch::Tensor& cache_knse, const torch::Tensor& blocks_x, cons
 }
 
 // Paged cache [k, blocks, block size, e] as rows [k * blocks * block size, e]: the rows of each
-// (x, KV head) of flat_x (KV head 0's row: block * block size + offset), x-major: [x * k].
-torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t head_rows) {
-  return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * head_rows).view({-1});
+// (x, KV head) of flat_x (KV head 0's row: block * block size + offset; a KV head's rows are
+// `stride` = blocks * block size), x-major: [x * k].
+torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t stride) {
+  return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * stride).view({-1});
 }
 
 // flash's variable-length forward: q [x_q, heads, e] over k, v [x_k, KV heads, e], sequence i's
