@@ -42,7 +42,6 @@ struct policy_config {
   bool cuda_graphs = true;
   bool overlap = false;
   int32_t flash_decode_shares = 64;
-  int32_t paged_share_keys = 4096;
   int32_t decode_gemv_rows = 1;
   bool decode_attention_kernel = false;
   std::string script;
@@ -101,10 +100,6 @@ struct policy_config {
       "libtorch, flash: decode steps of few long rows cut each row's keys into shares making this many "
       "sequences, merged by log-sum-exp; 0 = no cut (64 with decode_gemv_rows 1: 131k decode 441 -> 532 tok/s on the "
       "H200)",
-      at_least(0, "must be >= 0 (0: no cut)"));
-    f("paged_share_keys", c.paged_share_keys,
-      "libtorch, paged, flash: each run of a decode row's blocks cut into shares of at most this many keys, "
-      "merged by log-sum-exp; 0 = no cut",
       at_least(0, "must be >= 0 (0: no cut)"));
     f("decode_gemv_rows", c.decode_gemv_rows,
       "libtorch, CUDA: decode steps of at most this many rows (0-8) run the projections as matrix-vector "

@@ -224,7 +224,6 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.cuda_graphs = p.cuda_graphs;
     o.engine.overlap = p.overlap;
     o.engine.flash_decode_shares = p.flash_decode_shares;
-    o.engine.paged_share_keys = p.paged_share_keys;
     o.engine.decode_gemv_rows = p.decode_gemv_rows;
     o.engine.decode_attention_kernel = p.decode_attention_kernel;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);

@@ -162,9 +162,6 @@ def main():
     parser.add_argument("--flash-decode-shares", type=int,
                         help="every run with engine_options::flash_decode_shares (flash decode of few long rows "
                              "cut into shares making this many sequences; 0: no cut; default: the engine's)")
-    parser.add_argument("--paged-share-keys", type=int,
-                        help="every run with engine_options::paged_share_keys (paged, flash: runs of a row's blocks "
-                             "cut into shares of at most this many keys; 0: no cut; default: the engine's)")
     parser.add_argument("--decode-gemv-rows", type=int,
                         help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
                              "rows project with matrix-vector kernels; 0: cuBLAS; default: the engine's)")
@@ -187,7 +184,6 @@ def main():
     layout += ["--overlap"] if args.overlap else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
     layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
-    layout += ["--paged-share-keys", args.paged_share_keys] if args.paged_share_keys is not None else []
     if args.decode_attention_kernel is not None:
         layout += ["--decode-attention-kernel", args.decode_attention_kernel]
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
@@ -196,7 +192,7 @@ def main():
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
            "kv_layout": args.kv_layout, "kv_block_size": args.kv_block_size, "prefill_chunk": args.prefill_chunk,
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
-           "flash_decode_shares": args.flash_decode_shares, "paged_share_keys": args.paged_share_keys,
+           "flash_decode_shares": args.flash_decode_shares,
            "decode_gemv_rows": args.decode_gemv_rows}
 
     def save():

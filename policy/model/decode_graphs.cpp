@@ -59,6 +59,7 @@ struct decode_graphs::state {
     torch::Tensor inputs_2b;  // tokens and positions, read by the graph
     torch::Tensor tables_bm;  // paged: the rows' block tables, read by the graph
     torch::Tensor runs_br3;   // paged, flash: the tables' runs (decoder::decode), read by the graph
+    torch::Tensor packed;     // paged: inputs_2b, tables_bm and runs_br3 end to end (one copy a step)
     torch::Tensor logits_bv;  // written by the graph
   };
   const decoder* model;
@@ -96,11 +97,19 @@ struct decode_graphs::state {
     // running sequence nor a kept prefix (engine_options::prefix_cache) is disturbed. Paged:
     // at position 0 of the last block, which the engine never hands out.
     const int64_t scratch = cache->paged ? 0 : cache->capacity() - 1;
-    g->inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)})
-                       .to(model->device());
+    auto inputs_2b = torch::stack({torch::zeros({rows}, torch::kInt64), torch::full({rows}, scratch, torch::kInt64)});
     const int64_t pad = cache->slots() - 1;
-    if (cache->paged) g->tables_bm = torch::full({rows, keys}, pad, torch::kInt64).to(model->device());
-    if (runs > 0) g->runs_br3 = torch::tensor(padding_runs(rows, runs, pad)).view({rows, runs, 3}).to(model->device());
+    if (cache->paged) {
+      // One device buffer, so that a step's inputs arrive in one copy (decode()).
+      auto parts = std::vector<torch::Tensor>{inputs_2b.view({-1}), torch::full({rows * keys}, pad, torch::kInt64)};
+      if (runs > 0) parts.push_back(torch::tensor(padding_runs(rows, runs, pad)));
+      g->packed = torch::cat(parts).to(model->device());
+      g->inputs_2b = g->packed.narrow(0, 0, 2 * rows).view({2, rows});
+      g->tables_bm = g->packed.narrow(0, 2 * rows, rows * keys).view({rows, keys});
+      if (runs > 0) g->runs_br3 = g->packed.narrow(0, rows * (2 + keys), rows * runs * 3).view({rows, runs, 3});
+    } else {
+      g->inputs_2b = inputs_2b.to(model->device());
+    }
     const auto step = [&] {
       return cache->paged ? model->decode(g->inputs_2b[0], g->inputs_2b[1], keys * cache->capacity(), *cache,
                                           g->tables_bm, g->runs_br3)
@@ -190,10 +199,7 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
     runs.insert(runs.end(), padding.begin(), padding.end());
     std::copy(runs.begin(), runs.end(), p + rows * (2 + m));
   }
-  auto device = host.pin_memory().to(s.model->device(), /*non_blocking=*/true);
-  g.inputs_2b.copy_(device.narrow(0, 0, 2 * rows).view({2, rows}), /*non_blocking=*/true);
-  g.tables_bm.copy_(device.narrow(0, 2 * rows, rows * m).view({rows, m}), /*non_blocking=*/true);
-  if (r > 0) g.runs_br3.copy_(device.narrow(0, rows * (2 + m), rows * r * 3).view({rows, r, 3}), /*non_blocking=*/true);
+  g.packed.copy_(host.pin_memory(), /*non_blocking=*/true);
   g.cuda.replay();
   return g.logits_bv.narrow(0, 0, b);
 }

@@ -93,6 +93,10 @@ std::vector<int64_t> paged_block_runs(const std::vector<const std::vector<int64_
   return out;
 }
 
+int64_t flash_split_sequences(int64_t multiprocessors) {
+  return multiprocessors > 0 ? (16 * multiprocessors + 9) / 10 - 1 : 0;
+}
+
 int64_t paged_block_run_count(const std::vector<const std::vector<int64_t>*>& tables) {
   int64_t most = 1;
   for (const auto* blocks : tables) {
@@ -297,6 +301,33 @@ torch::Tensor decoder::flash_over_cache(int64_t layer, const torch::Tensor& q_xg
                       seqs.max_q, seqs.max_k, lse);
 }
 
+torch::Tensor decoder::paged_flash_decode(int64_t layer, const torch::Tensor& q_yge, const kv_cache& cache,
+                                          const flash_seqs& seqs) const {
+  // Share-major sequences (describe_paged_decode): the call over shares s0..s0+n-1 reads entries
+  // s0 * y .. of cu_k and used_k, every (row, KV head)'s g queries once per share.
+  const int64_t y = q_yge.size(0), g = q_yge.size(1), e = q_yge.size(2);
+  std::vector<torch::Tensor> outs, lses;
+  for (int64_t s0 = 0; s0 < seqs.shares; s0 += seqs.call_shares) {
+    const int64_t n = std::min(seqs.call_shares, seqs.shares - s0);
+    flash_seqs call;
+    call.cu_q = seqs.cu_q.narrow(0, 0, n * y + 1);
+    call.cu_k = seqs.cu_k.narrow(0, s0 * y, n * y + 1);
+    call.used_k = seqs.used_k.narrow(0, s0 * y, n * y);
+    call.max_k = seqs.max_k;
+    auto q_xge = n == 1 ? q_yge : q_yge.unsqueeze(0).expand({n, y, g, e}).reshape({n * y, g, e});
+    torch::Tensor lse;
+    outs.push_back(flash_over_cache(layer, q_xge, cache, call, &lse));
+    // flash's varlen forward returns the log-sum-exps as [g, x] (query head, sequence).
+    TORCH_CHECK(lse.dim() == 2 && lse.size(0) == g && lse.size(1) == n * y, "decode: flash returned a log-sum-exp of ",
+                lse.sizes(), " for ", n * y, " sequences of ", g, " queries");
+    lses.push_back(lse);
+  }
+  auto out_xge = outs.size() == 1 ? outs.front() : torch::cat(outs, 0);
+  auto lse_gx = lses.size() == 1 ? lses.front() : torch::cat(lses, 1);
+  return merge_shares(out_xge, lse_gx.contiguous(), seqs.used_k, seqs.shares, fused_kernels_, /*share_major=*/true)
+      .view({y / config_.num_key_value_heads, config_.num_attention_heads, 1, e});
+}
+
 torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                             const torch::Tensor& v_1kte, const cache_use& use) const {
   const int64_t t = q_1hte.size(2), e = config_.head_dim;
@@ -452,6 +483,7 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
     const auto& seqs = use.decode_seqs;
     if (seqs.shares == 1)
       return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, seqs).view({b, h, 1, e});
+    if (seqs.call_shares > 0) return paged_flash_decode(layer, q_bkge.reshape({b * k, g, e}), *use.cache, seqs);
     // Every share of a (row, KV head) asks the same g queries.
     auto q_xge = q_bkge.reshape({b * k, 1, g, e}).expand({b * k, seqs.shares, g, e}).reshape({-1, g, e});
     torch::Tensor lse;
@@ -796,29 +828,33 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
 decoder::paged_decode_layout decoder::describe_paged_decode(const torch::Tensor& positions_b,
                                                             const torch::Tensor& runs_br3, int64_t kv_heads,
                                                             int64_t blocks, int64_t block_size, int64_t keys,
-                                                            int64_t share_keys) {
-  // Sequence (i, j, l, c): share c of run l of row i's blocks in KV head j (consecutive blocks are
+                                                            int64_t cut, int64_t split_sequences) {
+  // Sequence (l, c, i, j): share c of run l of row i's blocks in KV head j (consecutive blocks are
   // consecutive rows of a head): the run's keys below position_i + 1 cut into `cut` consecutive
   // shares (the last shorter; a run of no blocks has none).
   const int64_t b = runs_br3.size(0), r = runs_br3.size(1), k = kv_heads, bs = block_size;
-  const int64_t cut = share_keys > 0 ? std::max<int64_t>(1, (keys + share_keys - 1) / share_keys) : 1;
+  TORCH_CHECK(cut >= 1, "describe_paged_decode: cut must be >= 1, got ", cut);
   const auto& o = positions_b.options();
-  auto first_b1r1 = runs_br3.select(2, 0).view({b, 1, r, 1}), start_b1r1 = runs_br3.select(2, 1).view({b, 1, r, 1});
-  auto used_b1r1 =
-      torch::minimum((positions_b + 1).view({b, 1, 1, 1}) - start_b1r1, runs_br3.select(2, 2).view({b, 1, r, 1}) * bs)
-          .clamp(0);
-  auto len_b1r1 = (used_b1r1 + cut - 1).div(cut, "floor");
-  auto offset_b1rc = len_b1r1 * torch::arange(cut, o).view({1, 1, 1, cut});
-  auto head_1k11 = (torch::arange(k, o) * (blocks * bs)).view({1, k, 1, 1});
-  const int64_t x = b * k * r * cut;
+  auto first_r1b1 = runs_br3.select(2, 0).t().reshape({r, 1, b, 1});
+  auto start_r1b1 = runs_br3.select(2, 1).t().reshape({r, 1, b, 1});
+  auto used_r1b1 = torch::minimum((positions_b + 1).view({1, 1, b, 1}) - start_r1b1,
+                                  runs_br3.select(2, 2).t().reshape({r, 1, b, 1}) * bs)
+                       .clamp(0);
+  auto len_r1b1 = (used_r1b1 + cut - 1).div(cut, "floor");
+  auto offset_rcb1 = len_r1b1 * torch::arange(cut, o).view({1, cut, 1, 1});
+  auto head_111k = (torch::arange(k, o) * (blocks * bs)).view({1, 1, 1, k});
+  const int64_t x = r * cut * b * k, y = b * k;
   paged_decode_layout out;
   out.shares = r * cut;
   out.max_k = (keys + cut - 1) / cut;
+  out.call_shares =
+      split_sequences > 0 && y <= split_sequences ? std::max<int64_t>(1, split_sequences / y) : out.shares;
+  out.call_shares = std::min(out.call_shares, out.shares);
   out.cu_q = torch::arange(x + 1, o.dtype(torch::kInt32));
   out.cu_k =
-      torch::cat({(first_b1r1 * bs + head_1k11 + offset_b1rc).reshape({x}), torch::zeros({1}, o)}).to(torch::kInt32);
+      torch::cat({(first_r1b1 * bs + head_111k + offset_rcb1).reshape({x}), torch::zeros({1}, o)}).to(torch::kInt32);
   out.used_k =
-      torch::minimum(used_b1r1 - offset_b1rc, len_b1r1).clamp(0).expand({b, k, r, cut}).reshape({x}).to(torch::kInt32);
+      torch::minimum(used_r1b1 - offset_rcb1, len_r1b1).clamp(0).expand({r, cut, b, k}).reshape({x}).to(torch::kInt32);
   return out;
 }
 
@@ -846,13 +882,20 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
       TORCH_CHECK(runs_br3.defined() && runs_br3.dim() == 3 && runs_br3.size(0) == b && runs_br3.size(2) == 3 &&
                       runs_br3.scalar_type() == torch::kInt64,
                   "decode: flash over a paged KV cache needs int64 block runs [", b, ", r, 3]");
-      auto layout = describe_paged_decode(positions_b, runs_br3, config_.num_key_value_heads, cache.slots(), bs, keys_s,
-                                          paged_share_keys_);
+      // Few long rows: each run cut into shares as the slots' rows are (flash_decode_shares_).
+      const int64_t k = config_.num_key_value_heads;
+      const int64_t cut =
+          flash_decode_shares_ > 0 && b * k <= flash_decode_shares_ / 2 && keys_s >= flash_share_min_keys
+              ? flash_decode_shares_ / (b * k)
+              : 1;
+      auto layout = describe_paged_decode(positions_b, runs_br3, k, cache.slots(), bs, keys_s, cut,
+                                          flash_split_sequences(cuda_multiprocessors()));
       auto& seqs = use.decode_seqs;
       seqs.cu_q = layout.cu_q;
       seqs.cu_k = layout.cu_k;
       seqs.used_k = layout.used_k;
       seqs.shares = layout.shares;
+      seqs.call_shares = layout.call_shares;
       seqs.max_k = layout.max_k;
     }
   }

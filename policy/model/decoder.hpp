@@ -157,19 +157,27 @@ class decoder {
                                                    int64_t capacity, int64_t slots);
   /// A paged decode step's flash sequences (decode() with flash over a paged cache of `blocks`
   /// blocks of `block_size` tokens, `kv_heads` KV heads, runs_br3 as decode() takes them, `keys`
-  /// its attended-key bound): one per (row i, KV head j, run l, share c) in that order, run l's
-  /// keys below positions_b[i] + 1 cut into ceil(keys / share_keys) consecutive shares (1 when
-  /// share_keys is 0; each ceil(used / cut) keys, the last shorter, none past the run). cu_q [x + 1] = 0..x (one query
-  /// each), cu_k [x + 1] their first row in a KV head-major flat cache [k * blocks * block size,
-  /// e] (the last entry unread), used_k [x] their key counts, all int32 on positions_b's device;
-  /// shares = runs x cut (merged per (row, KV head)); max_k the longest share's bound.
+  /// its attended-key bound): one per (run l, share c, row i, KV head j) in that order (share-major:
+  /// the shares s = l * cut + c of every (row, KV head) y = i * k + j), run l's keys below
+  /// positions_b[i] + 1 cut into `cut` consecutive shares (each ceil(used / cut) keys, the last
+  /// shorter, none past the run). cu_q [x + 1] = 0..x (one query each), cu_k [x + 1] their first
+  /// row in a KV head-major flat cache [k * blocks * block size, e] (the last entry unread),
+  /// used_k [x] their key counts, all int32 on positions_b's device; shares = runs x cut (merged
+  /// per (row, KV head)); max_k the longest share's bound. call_shares: the shares one flash call
+  /// takes (decode makes ceil(shares / call_shares) calls), as many as keep a call's sequences at
+  /// most `split_sequences` (at least 1), or all of them when one share's already exceed it or
+  /// split_sequences is 0. Rationale: torch's flash splits a decode's keys over thread blocks only
+  /// below about 0.8 x 2 x SMs sequences (flash_split_sequences); past it, it runs its 128-query
+  /// tile kernel, whose wasted work over a decode's few queries made 64 rows x 2 runs (a shared
+  /// prefix) 11.5 ms a step at 16k keys against the slots' 3.4 ms on the H200
+  /// (bench/results/2026-12-04-policy-h200-paged-flash.md).
   struct paged_decode_layout {
     torch::Tensor cu_q, cu_k, used_k;
-    int64_t shares = 1, max_k = 0;
+    int64_t shares = 1, max_k = 0, call_shares = 1;
   };
   static paged_decode_layout describe_paged_decode(const torch::Tensor& positions_b, const torch::Tensor& runs_br3,
                                                    int64_t kv_heads, int64_t blocks, int64_t block_size, int64_t keys,
-                                                   int64_t share_keys);
+                                                   int64_t cut, int64_t split_sequences);
   /// Prefills several sequences in one pass: `tokens_t` holds the parts' new tokens end to end
   /// (int64, on the model's device), each part in its own slot. Every projection, norm and MLP
   /// runs once over all of them; no part sees another's keys (flash over the slot layout: one
@@ -254,10 +262,6 @@ class decoder {
   /// log-sum-exp (fused_ops.hpp merge_shares). 0 (the decoder's default; an engine sets
   /// engine_options::flash_decode_shares): no cut.
   void set_flash_decode_shares(int64_t sequences) { flash_decode_shares_ = sequences; }
-  /// Flash decode steps over a paged cache cut each run of a row's blocks into shares of at most
-  /// `keys` keys (describe_paged_decode); 0 (the decoder's default; an engine sets
-  /// engine_options::paged_share_keys): no cut.
-  void set_paged_share_keys(int64_t keys) { paged_share_keys_ = keys; }
   /// Decode steps of at most `rows` rows (<= 8) run the layers' fused projections (q/k/v, o,
   /// gate/up, down) as matrix-vector kernels (fused_ops.hpp linear_rows) instead of cuBLAS where
   /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (the decoder's default;
@@ -292,6 +296,9 @@ class decoder {
     /// Decode: each (row, KV head) cut into this many consecutive shares of its keys, each a
     /// sequence of its own, merged by log-sum-exp (merge_shares); 1: no cut. See decode().
     int64_t shares = 1;
+    /// Decode, paged: the sequences are share-major (describe_paged_decode) and each flash call
+    /// takes this many shares; 0: row-major, one call.
+    int64_t call_shares = 0;
   };
   /// How attention reads and writes keys: no cache, prefill parts, or a decode step.
   struct cache_use {
@@ -340,6 +347,11 @@ class decoder {
   /// each query, [g, x].
   torch::Tensor flash_over_cache(int64_t layer, const torch::Tensor& q_xge, const kv_cache& cache,
                                  const flash_seqs& seqs, torch::Tensor* lse = nullptr) const;
+  /// A paged decode step's attention of q [y = b * k, g, e] over the share-major sequences
+  /// `seqs` (seqs.call_shares > 0): ceil(shares / call_shares) flash calls, their outputs merged
+  /// per (row, KV head) by log-sum-exp; returns [b, h, 1, e].
+  torch::Tensor paged_flash_decode(int64_t layer, const torch::Tensor& q_yge, const kv_cache& cache,
+                                   const flash_seqs& seqs) const;
   /// A packed prefill's attention with flash over a paged cache: writes every part's keys into
   /// their blocks, gathers each part's keys 0..start+length-1 into one contiguous run, then one
   /// flash call over them. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
@@ -376,7 +388,6 @@ class decoder {
   cache_attention cache_attention_ = cache_attention::sdpa;
   bool fused_kernels_ = true;
   int64_t flash_decode_shares_ = 0;
-  int64_t paged_share_keys_ = 0;
   int64_t decode_gemv_rows_ = 0;
   bool decode_attention_kernel_ = false;
   /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).
@@ -390,6 +401,10 @@ std::vector<int64_t> paged_block_runs(const std::vector<const std::vector<int64_
                                       int64_t width, int64_t pad);
 /// The most runs of consecutive block ids any of `tables` has.
 int64_t paged_block_run_count(const std::vector<const std::vector<int64_t>*>& tables);
+/// The most sequences (of one query head each) a decode call of torch's flash may have and still
+/// split their keys over thread blocks, on a device of `multiprocessors` SMs: FA2's split-KV
+/// heuristic splits below 0.8 x 2 x SMs (211 on the H200's 132); 0 when the count is unknown.
+int64_t flash_split_sequences(int64_t multiprocessors);
 
 /// The names and shapes a checkpoint of `config` must contain (value head excluded).
 std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const model_config& config);

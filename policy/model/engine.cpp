@@ -127,9 +127,6 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (options.flash_decode_shares < 0)
       return fail("engine: flash_decode_shares must be >= 0, got " + std::to_string(options.flash_decode_shares));
     state->model.set_flash_decode_shares(options.flash_decode_shares);
-    if (options.paged_share_keys < 0)
-      return fail("engine: paged_share_keys must be >= 0, got " + std::to_string(options.paged_share_keys));
-    state->model.set_paged_share_keys(options.paged_share_keys);
     if (options.decode_gemv_rows < 0 || options.decode_gemv_rows > 8)
       return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);

@@ -52,14 +52,6 @@ struct engine_options {
   /// 64 sequences the combine and the merge took 209 us and the 131k decode went from 441 to 532
   /// tok/s with decode_gemv_rows 1 (16: 500, 256: 503; bench/results/2026-12-04-policy-h200-shares-gemv.md).
   int32_t flash_decode_shares = 64;
-  /// Paged, flash: each run of a decode row's blocks is cut into shares of at most this many keys
-  /// (decoder::set_paged_share_keys); 0: no cut. Rationale: torch's flash splits a sequence's keys
-  /// over thread blocks only while a step has fewer than about 0.8 x 2 x SMs sequences, and 64
-  /// paged rows sharing a prefix's blocks have two runs each (256 sequences): flash read each
-  /// 16k-key run in one thread block, 11.5 ms a step against the slots' 3.4 ms on the H200
-  /// (bench/results/2026-12-04-policy-h200-paged-flash.md). 4,096 cuts a 131k row into 64
-  /// sequences, the slots' best; not yet measured with paged.
-  int32_t paged_share_keys = 4096;
   /// Decode steps of at most this many rows (0-8) run the layers' projections as matrix-vector
   /// kernels instead of cuBLAS (decoder::set_decode_gemv_rows; CUDA builds with the kernels, with
   /// fused_kernels on); 0: cuBLAS. Rationale: 1, measured: at one row of 131k keys the kernels

@@ -397,18 +397,21 @@ constexpr int merge_threads = 1024;
 template <typename T>
 __global__ void __launch_bounds__(merge_threads)
     merge_shares_kernel(const T* __restrict__ out_xge, const float* __restrict__ lse_gx,
-                        const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g, int e) {
+                        const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g, int e,
+                        bool share_major) {
   __shared__ float acc_s[merge_threads];
   __shared__ float total_s[merge_threads];
   __shared__ float max_s[merge_threads / warp];
   const int64_t y = blockIdx.x / g;
   const int q = static_cast<int>(blockIdx.x % g);
-  const int64_t x_count = static_cast<int64_t>(gridDim.x) / g * shares;  // every share of every row
-  const float* lse_s = lse_gx + q * x_count + y * shares;
-  const int32_t* used_s = used_x + y * shares;
+  const int64_t y_count = static_cast<int64_t>(gridDim.x) / g, x_count = y_count * shares;
+  // Share s of row y is sequence y * shares + s, or share-major s * y_count + y.
+  const int64_t first = share_major ? y : y * shares, stride = share_major ? y_count : 1;
+  const float* lse_s = lse_gx + q * x_count + first;
+  const int32_t* used_s = used_x + first;
   float m = -INFINITY;
   for (int s = static_cast<int>(threadIdx.x); s < shares; s += static_cast<int>(blockDim.x))
-    if (used_s[s] > 0) m = fmaxf(m, lse_s[s]);
+    if (used_s[s * stride] > 0) m = fmaxf(m, lse_s[s * stride]);
   for (int offset = warp / 2; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
   if (threadIdx.x % warp == 0) max_s[threadIdx.x / warp] = m;
   __syncthreads();
@@ -421,10 +424,10 @@ __global__ void __launch_bounds__(merge_threads)
     float acc = 0.0f, total = 0.0f;
     if (group < groups && d < e)
       for (int s = group; s < shares; s += groups) {
-        if (used_s[s] <= 0) continue;
-        const float w = expf(lse_s[s] - m);
+        if (used_s[s * stride] <= 0) continue;
+        const float w = expf(lse_s[s * stride] - m);
         total += w;
-        acc += w * to_f(out_xge[((y * shares + s) * g + q) * e + d]);
+        acc += w * to_f(out_xge[((first + s * stride) * g + q) * e + d]);
       }
     acc_s[threadIdx.x] = acc;
     total_s[threadIdx.x] = total;
@@ -812,7 +815,7 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
 }
 
 int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
-                 int64_t y, int64_t shares, int64_t g, int64_t e, void* stream) {
+                 int64_t y, int64_t shares, int64_t g, int64_t e, bool share_major, void* stream) {
   if (y == 0) return 0;
   if (shares < 1 || g < 1 || e < 1 || y * g > 0x7fffffff || shares > 0x7fffffff)
     return static_cast<int>(cudaErrorInvalidValue);
@@ -823,7 +826,7 @@ int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const 
     const int threads = static_cast<int>((pairs + warp - 1) / warp * warp);
     merge_shares_kernel<T><<<static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
-        static_cast<int>(g), static_cast<int>(e));
+        static_cast<int>(g), static_cast<int>(e), share_major);
   });
 }
 
@@ -842,17 +845,22 @@ int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bia
   });
 }
 
+int multiprocessor_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 0;
+    return sms;
+  }();
+  return count;
+}
+
 int64_t decode_attention_chunk(int64_t pairs, int64_t keys) {
   if (pairs < 1 || keys < 1) return 0;
   // Rationale: about 4 blocks per SM keep enough 16-byte reads in flight for HBM's bandwidth;
   // a block reads at least 64 keys and at most decode_attention_max_chunk (its shared scores).
-  static const int64_t sms = [] {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      count = 132;
-    return static_cast<int64_t>(std::max(count, 1));
-  }();
+  const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
   constexpr int64_t granule = 64;
   const int64_t splits = std::clamp<int64_t>((4 * sms + pairs - 1) / pairs, 1, (keys + granule - 1) / granule);
   const int64_t chunk =

@@ -45,12 +45,16 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
                 void* segments_work, int64_t b, int64_t v, void* stream);
 
 /// Attention over a row's keys cut into `shares` consecutive shares, merged: out_xge [x, g, e]
-/// (x = y * shares) holds each share's attention output (row r's shares at r * shares ..), lse_gx
+/// (x = y * shares) holds each share's attention output (row r's shares at r * shares ..; with
+/// share_major, share s of row r at s * y + r), lse_gx
 /// its log-sum-exp per query (fp32, [g, x]: flash's layout), used_x its key count (int32; a share
 /// of 0 keys is left out). merged_yge [y, g, e] = sum_s exp(lse_s - max) out_s / sum_s exp(lse_s -
 /// max), in fp32, rounded once to the element type.
 int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
-                 int64_t y, int64_t shares, int64_t g, int64_t e, void* stream);
+                 int64_t y, int64_t shares, int64_t g, int64_t e, bool share_major, void* stream);
+
+/// The current CUDA device's multiprocessor count, read once a process; 0 where it cannot be read.
+int multiprocessor_count();
 
 /// Rows gemv_rows takes at most.
 constexpr int64_t gemv_max_rows = 8;

@@ -163,7 +163,7 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 }
 
 torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
-                           int64_t shares, bool fused) {
+                           int64_t shares, bool fused, bool share_major) {
   TORCH_CHECK(shares >= 1 && out_xge.dim() == 3 && out_xge.size(0) % shares == 0 && lse_gx.dim() == 2 &&
                   lse_gx.size(0) == out_xge.size(1) && lse_gx.size(1) == out_xge.size(0) && used_x.dim() == 1 &&
                   used_x.size(0) == out_xge.size(0) && lse_gx.scalar_type() == torch::kFloat32,
@@ -178,20 +178,36 @@ torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& ls
     const c10::cuda::CUDAGuard guard(out_xge.device());
     auto merged = torch::empty({y, g, e}, out_xge.options());
     check_launch(kernels::merge_shares(el, out_xge.data_ptr(), lse_gx.data_ptr<float>(), used_x.data_ptr<int32_t>(),
-                                       merged.data_ptr(), y, shares, g, e, current_stream(out_xge)),
+                                       merged.data_ptr(), y, shares, g, e, share_major, current_stream(out_xge)),
                  "merge_shares");
     return merged;
   }
 #else
   (void)fused;
 #endif
+  // [x, ...] as [y, S, ...]: share-major x is [S, y, ...], transposed.
+  const auto rows_shares = [&](const torch::Tensor& t_x) {
+    auto sizes = t_x.sizes().vec();
+    sizes.erase(sizes.begin());
+    std::vector<int64_t> split{share_major ? shares : y, share_major ? y : shares};
+    split.insert(split.end(), sizes.begin(), sizes.end());
+    auto t = t_x.reshape(split);
+    return share_major ? t.transpose(0, 1) : t;
+  };
   // A share of no keys is left out: its weight 0 and its output (whatever flash left there) 0.
-  auto empty_ys11 = (used_x.reshape({y, shares, 1, 1}) <= 0);
-  auto lse_ysg =
-      lse_gx.t().reshape({y, shares, g}).masked_fill(empty_ys11.squeeze(-1), -std::numeric_limits<float>::infinity());
+  auto empty_ys11 = (rows_shares(used_x).reshape({y, shares, 1, 1}) <= 0);
+  auto lse_ysg = rows_shares(lse_gx.t()).masked_fill(empty_ys11.squeeze(-1), -std::numeric_limits<float>::infinity());
   auto w_ysg1 = torch::softmax(lse_ysg, 1).unsqueeze(-1);
-  auto out_ysge = out_xge.reshape({y, shares, g, e}).to(torch::kFloat32).masked_fill(empty_ys11, 0.0);
+  auto out_ysge = rows_shares(out_xge).to(torch::kFloat32).masked_fill(empty_ys11, 0.0);
   return (w_ysg1 * out_ysge).sum(1).to(out_xge.scalar_type());
+}
+
+int64_t cuda_multiprocessors() {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  return kernels::multiprocessor_count();
+#else
+  return 0;
+#endif
 }
 
 bool cache_decode_attention_fuses(const torch::Tensor& k_cache_nkce, int64_t h, int64_t keys) {

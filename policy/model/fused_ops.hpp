@@ -45,13 +45,18 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
                              const torch::Tensor& rows_b = {});
 
 /// Attention outputs over consecutive shares of each row's keys merged into one: out_xge [x, g, e]
-/// (x = y * S; row r's S shares at r * S ..), lse_gx [g, x] their fp32 log-sum-exps (the layout
+/// (x = y * S; row r's S shares at r * S ..; with share_major, share s of row r at s * y + r, as
+/// flash calls of one share each, joined, leave them), lse_gx [g, x] their fp32 log-sum-exps (the layout
 /// flash's varlen forward returns), used_x [x] their key counts (a share of 0 keys is left out;
 /// each row needs one with keys). Returns [y, g, e] in out's dtype: sum_s exp(lse_s - max) out_s /
 /// sum_s exp(lse_s - max), in fp32, rounded once. One kernel where `fused` and the kernels apply,
 /// else the ATen composite (the same sums, in another order).
 torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
-                           int64_t shares, bool fused);
+                           int64_t shares, bool fused, bool share_major = false);
+
+/// Multiprocessors of the current CUDA device; 0 on a CPU-only build or in builds without the
+/// kernels.
+int64_t cuda_multiprocessors();
 
 /// True when cache_decode_attention runs here: a build with the kernels, CUDA slot caches
 /// [n, k, c, e] (bf16, fp16 or fp32), h / k <= 8 query heads per KV head, a head size the kernel

@@ -38,8 +38,7 @@
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged),
-// --flash-decode-shares N (engine_options::flash_decode_shares), --paged-share-keys N
-// (engine_options::paged_share_keys), --decode-gemv-rows N
+// --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
 // (engine_options::decode_gemv_rows), --decode-attention-kernel 0|1
 // (engine_options::decode_attention_kernel).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
@@ -333,7 +332,6 @@ engine_options engine_options_of(const args& a) {
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
   options.flash_decode_shares =
       std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
-  options.paged_share_keys = std::stoi(get(a, "paged-share-keys", std::to_string(engine_options{}.paged_share_keys)));
   options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
   options.decode_attention_kernel =
       get(a, "decode-attention-kernel", engine_options{}.decode_attention_kernel ? "1" : "0") != "0";

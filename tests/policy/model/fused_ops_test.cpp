@@ -127,6 +127,14 @@ TEST(fused_ops, merge_shares_joins_attention_over_key_shares_into_attention_over
                                   torch::cat({used_x, used_x}), shares, false);
   EXPECT_TRUE(torch::allclose(two[0], want_ge, 1e-5, 1e-5));
   EXPECT_TRUE(torch::allclose(two[1], want_ge.flip(0), 1e-5, 1e-5));
+  // The same two rows share-major (share s of row r at s * 2 + r, as one flash call per share
+  // leaves them once joined): the same merge.
+  auto major = policy::merge_shares(torch::stack({out_xge, out_xge.flip(1)}, 1).reshape({2 * shares, g, e}),
+                                    torch::stack({lse_gx, lse_gx.flip(0)}, 2).reshape({g, 2 * shares}),
+                                    torch::stack({used_x, used_x}, 1).reshape({2 * shares}), shares, false,
+                                    /*share_major=*/true);
+  EXPECT_TRUE(torch::allclose(major[0], want_ge, 1e-5, 1e-5)) << (major[0] - want_ge).abs().max();
+  EXPECT_TRUE(torch::allclose(major[1], want_ge.flip(0), 1e-5, 1e-5));
   EXPECT_THROW(policy::merge_shares(out_xge, lse_gx.to(torch::kFloat64), used_x, shares, false), c10::Error);
   EXPECT_THROW(policy::merge_shares(out_xge, lse_gx.t(), used_x, shares, false), c10::Error);  // [x, g]
   EXPECT_THROW(policy::merge_shares(out_xge, lse_gx, used_x, 3, false), c10::Error);

@@ -355,28 +355,42 @@ TEST(paged_kv, block_tables_read_as_runs_of_consecutive_blocks) {
             (std::vector<int64_t>{4, 0, 3, 99, 0, 0, 99, 0, 0, 9, 0, 1, 2, 16, 2, 7, 48, 1}));
 }
 
-// A paged decode step's flash sequences: a row of two runs (blocks 5, 6 = positions 0..31; block
-// 9 = 32..47) at position 40, 2 KV heads, a cache of 12 blocks of 16. Up to 4,096 keys: one share a
-// run; past it (keys 5,000) each run is cut into 2 shares.
+// A paged decode step's flash sequences, share-major: row 0 of two runs (blocks 5, 6 = positions
+// 0..31; block 9 = 32..47) at position 40, row 1 of one (blocks 1, 2) at position 20 and a padding
+// run, 2 KV heads, a cache of 12 blocks of 16. Each share is one sequence per (row, KV head), and
+// a flash call takes as many shares as keep it within split_sequences sequences.
 TEST(paged_kv, a_decode_row_is_one_flash_sequence_per_kv_head_run_and_share) {
-  const auto positions = torch::tensor(std::vector<int64_t>{40});
-  const auto runs = torch::tensor(std::vector<int64_t>{5, 0, 2, 9, 32, 1}).view({1, 2, 3});
+  const auto positions = torch::tensor(std::vector<int64_t>{40, 20});
+  const auto runs = torch::tensor(std::vector<int64_t>{5, 0, 2, 9, 32, 1, 1, 0, 2, 11, 0, 0}).view({2, 2, 3});
   const auto list = [](const torch::Tensor& t) {
     std::vector<int32_t> out(static_cast<size_t>(t.numel()));
     std::copy_n(t.data_ptr<int32_t>(), t.numel(), out.begin());
     return out;
   };
-  auto one = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 4096);
+  auto one = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 1, 211);
   EXPECT_EQ(one.shares, 2);
   EXPECT_EQ(one.max_k, 48);
-  EXPECT_EQ(list(one.cu_q), (std::vector<int32_t>{0, 1, 2, 3, 4}));
-  // Head 1's rows start 12 x 16 = 192 rows later.
-  EXPECT_EQ(list(one.cu_k), (std::vector<int32_t>{80, 144, 272, 336, 0}));
-  EXPECT_EQ(list(one.used_k), (std::vector<int32_t>{32, 9, 32, 9}));
-  auto cut = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000, 4096);
+  EXPECT_EQ(one.call_shares, 2);  // 8 sequences: one call
+  EXPECT_EQ(list(one.cu_q), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // Run 0 of (row 0, head 0), (row 0, head 1), (row 1, head 0), (row 1, head 1), then run 1 of
+  // each; head 1's rows start 12 x 16 = 192 rows later; the padding run reads no key.
+  EXPECT_EQ(list(one.cu_k), (std::vector<int32_t>{80, 272, 16, 208, 144, 336, 176, 368, 0}));
+  EXPECT_EQ(list(one.used_k), (std::vector<int32_t>{32, 32, 21, 21, 9, 9, 0, 0}));
+  // 4 sequences a share: a call a share at 4 (or 5-7), all in one when a share alone is past it
+  // or the limit is unknown.
+  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 1, 4).call_shares, 1);
+  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 1, 7).call_shares, 1);
+  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 1, 3).call_shares, 2);
+  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 1, 0).call_shares, 2);
+  // Each run cut in 2: shares (run 0, cut 0), (0, 1), (1, 0), (1, 1).
+  auto cut = decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000, 2, 211);
   EXPECT_EQ(cut.shares, 4);
   EXPECT_EQ(cut.max_k, 2500);
-  EXPECT_EQ(list(cut.cu_k), (std::vector<int32_t>{80, 96, 144, 149, 272, 288, 336, 341, 0}));
-  EXPECT_EQ(list(cut.used_k), (std::vector<int32_t>{16, 16, 5, 4, 16, 16, 5, 4}));
-  EXPECT_EQ(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 5000, 0).shares, 2);  // 0: no cut
+  EXPECT_EQ(list(cut.cu_k),
+            (std::vector<int32_t>{80, 272, 16, 208, 96, 288, 27, 219, 144, 336, 176, 368, 149, 341, 176, 368, 0}));
+  EXPECT_EQ(list(cut.used_k), (std::vector<int32_t>{16, 16, 11, 11, 16, 16, 10, 10, 5, 5, 0, 0, 4, 4, 0, 0}));
+  EXPECT_THROW(decoder::describe_paged_decode(positions, runs, 2, 12, 16, 48, 0, 211), c10::Error);
+  EXPECT_EQ(caf_agent::policy::flash_split_sequences(132), 211);  // 0.8 x 2 x 132 = 211.2
+  EXPECT_EQ(caf_agent::policy::flash_split_sequences(120), 191);  // 192: no longer split
+  EXPECT_EQ(caf_agent::policy::flash_split_sequences(0), 0);
 }
