@@ -108,10 +108,11 @@ struct engine_options {
 /// What the engine did since open(): the work of prefills and decode steps, and the prefix
 /// cache's hits, copies and evictions. Keys computed = prefilled_tokens + decoded_tokens.
 struct engine_stats {
-  uint64_t admissions = 0;           ///< Requests that entered a slot.
-  uint64_t prefilled_tokens = 0;     ///< Prompt tokens run through prefill (their keys computed).
-  uint64_t reused_tokens = 0;        ///< Prompt tokens whose keys came from the prefix cache.
-  uint64_t copied_tokens = 0;        ///< Of those, keys copied from another slot's kept prefix (paged: shared).
+  uint64_t admissions = 0;        ///< Requests that entered a slot.
+  uint64_t prefilled_tokens = 0;  ///< Prompt tokens run through prefill (their keys computed).
+  uint64_t reused_tokens = 0;     ///< Prompt tokens whose keys came from the prefix cache.
+  uint64_t copied_tokens =
+      0;  ///< Of those, keys copied (slots: from another slot's kept prefix; paged: into the sequence's run of blocks).
   uint64_t decoded_tokens = 0;       ///< Tokens run through decode steps (one key each).
   uint64_t decode_steps = 0;         ///< Steps that ran a decode pass.
   uint64_t attended_keys = 0;        ///< Keys read by decode rows, summed (the KV traffic of decoding).

@@ -109,6 +109,8 @@ struct generation_engine::impl {
   // Paged: the first block of seat `seat`'s share of the pool (blocks / max_batch a seat), where
   // a new sequence there starts if it can (kv_block_pool::take).
   int64_t seat_base(size_t seat) const;
+  /// Paged: copies the keys of blocks `from` into the first from.size() blocks of `to`, every layer.
+  void copy_blocks(const std::vector<int64_t>& from, const std::vector<int64_t>& to);
   void preempt(size_t seat);
   void requeue(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);

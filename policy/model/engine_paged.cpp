@@ -88,6 +88,17 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   return logits_bv;
 }
 
+void generation_engine::impl::copy_blocks(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  if (from.empty()) return;
+  auto to_head = to;
+  to_head.resize(from.size());
+  const auto src = torch::tensor(from).to(model.device()), dst = torch::tensor(to_head).to(model.device());
+  for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
+    cache.k_nkce[layer].index_copy_(1, dst, cache.k_nkce[layer].index_select(1, src));
+    cache.v_nkce[layer].index_copy_(1, dst, cache.v_nkce[layer].index_select(1, src));
+  }
+}
+
 int64_t generation_engine::impl::seat_base(size_t seat) const {
   return static_cast<int64_t>(seat) * (pool->total() / static_cast<int64_t>(slots.size()));
 }
@@ -151,6 +162,22 @@ bool generation_engine::impl::admit_paged() {
     stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);
   }
   const auto index = static_cast<size_t>(seat - slots.begin());
+  // One run of consecutive blocks where one is free: flash reads a row's blocks as runs, each a
+  // sequence of its own (decoder::describe_paged_decode), so a row of one run reads as a slot does.
+  // Reused blocks (taken over, or a shared prefix's full blocks) stay where they are when they are
+  // one run that can grow in place; else their keys are copied into the new run and given back.
+  const int64_t wanted = pool->blocks_for(length), have = static_cast<int64_t>(blocks.size());
+  const bool in_place = have > 0 && blocks.back() - blocks.front() == have - 1 &&
+                        pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
+  if (!in_place) {
+    auto run = pool->take_run(std::max(wanted, have), have == 0 ? seat_base(index) : -1);
+    if (!run.empty() && have > 0) {
+      copy_blocks(blocks, run);
+      if (take_over) stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);  // shared ones are counted
+      pool->give(blocks);
+    }
+    if (!run.empty()) blocks = std::move(run);
+  }
   while (static_cast<int64_t>(blocks.size()) < pool->blocks_for(length))
     blocks.push_back(blocks.empty() ? *pool->take({seat_base(index)})
                                     : *pool->take({blocks.back() + 1, seat_base(index)}));

@@ -52,23 +52,54 @@ std::optional<int64_t> kv_block_pool::take(std::initializer_list<int64_t> prefer
       block = b;
       break;
     }
-  if (block < 0) {  // the longest run of free blocks (the first of equals)
-    int64_t best = -1, best_length = 0;
-    for (int64_t b = 0; b < total_;) {
-      if (!is_free(b)) {
-        ++b;
-        continue;
-      }
-      int64_t end = b;
-      while (end < total_ && is_free(end)) ++end;
-      if (end - b > best_length) best = b, best_length = end - b;
-      b = end;
-    }
+  if (block < 0) {
+    const auto [best, best_length] = longest_free_run();
     block = best == 0 ? 0 : best + best_length / 2;
   }
   free_.erase(std::find(free_.begin(), free_.end(), block));
   holders_[static_cast<size_t>(block)] = 1;
   return block;
+}
+
+std::pair<int64_t, int64_t> kv_block_pool::longest_free_run() const {
+  int64_t best = -1, best_length = 0;
+  for (int64_t b = 0; b < total_;) {
+    if (holders_[static_cast<size_t>(b)] != 0) {
+      ++b;
+      continue;
+    }
+    int64_t end = b;
+    while (end < total_ && holders_[static_cast<size_t>(end)] == 0) ++end;
+    if (end - b > best_length) best = b, best_length = end - b;
+    b = end;
+  }
+  return {best, best_length};
+}
+
+bool kv_block_pool::free_range(int64_t first, int64_t n) const {
+  if (first < 0 || n < 0 || first + n > total_) return false;
+  for (int64_t b = first; b < first + n; ++b)
+    if (holders_[static_cast<size_t>(b)] != 0) return false;
+  return true;
+}
+
+std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer) {
+  if (n <= 0) return {};
+  while (free() < n)
+    if (!evict_least_recent()) break;
+  int64_t first = -1;
+  if (free_range(prefer, n)) {
+    first = prefer;
+  } else {
+    const auto [best, length] = longest_free_run();
+    if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;
+  }
+  if (first < 0) return {};
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  std::iota(out.begin(), out.end(), first);
+  for (int64_t block : out) holders_[static_cast<size_t>(block)] = 1;
+  std::erase_if(free_, [&](int64_t block) { return block >= first && block < first + n; });
+  return out;
 }
 
 void kv_block_pool::give(std::vector<int64_t>& blocks) {

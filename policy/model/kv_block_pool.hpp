@@ -10,6 +10,7 @@
 #include <deque>
 #include <initializer_list>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace caf_agent::policy {
@@ -56,6 +57,14 @@ class kv_block_pool {
   /// a sequence's last one, and a new sequence for its seat's share of the cache, so that with a
   /// pool of max_batch x max_context (the default) each sequence grows through a run of its own.
   std::optional<int64_t> take(std::initializer_list<int64_t> prefer = {});
+  /// n consecutive free blocks (one holder each), in order: from `prefer` when prefer..prefer+n-1
+  /// are free, else within the longest run of free blocks (at its start when it starts at block
+  /// 0, else (length - n) / 2 into it, leaving room to grow after them). Kept prefixes are evicted,
+  /// least recently used first, only while fewer than n blocks are free (as taking n blocks one
+  /// by one would). Empty, taking nothing, when no run of n free blocks is left.
+  std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1);
+  /// Whether blocks first..first+n-1 exist and are all free.
+  bool free_range(int64_t first, int64_t n) const;
   /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.
   void give(std::vector<int64_t>& blocks);
 
@@ -88,6 +97,8 @@ class kv_block_pool {
 
  private:
   bool evict_least_recent();
+  /// The longest run of free blocks (the first of equals): its first block (-1: none) and length.
+  std::pair<int64_t, int64_t> longest_free_run() const;
   void remember_evicted(std::vector<int32_t> tokens);
   /// Per block, how many kept prefixes hold it.
   std::vector<int32_t> kept_holders() const;

@@ -50,6 +50,33 @@ TEST(kv_block_pool, a_shared_block_is_free_only_when_its_last_holder_gives_it_ba
   EXPECT_EQ(pool.free(), 4);
 }
 
+// take_run: n consecutive blocks, where asked if free there, else inside the longest free run,
+// evicting kept prefixes only while fewer than n blocks are free.
+TEST(kv_block_pool, a_run_of_blocks_goes_where_asked_else_into_the_longest_free_run) {
+  kv_block_pool pool(16, 4);
+  EXPECT_EQ(pool.take_run(3, 4), (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_TRUE(pool.free_range(7, 9));
+  EXPECT_FALSE(pool.free_range(6, 2));
+  EXPECT_FALSE(pool.free_range(15, 2));  // past the pool
+  // 5..7 not all free: the longest run is 7..15 (9 blocks), 2 in leaves room after.
+  EXPECT_EQ(pool.take_run(4, 5), (std::vector<int64_t>{9, 10, 11, 12}));
+  // The longest run now 0..3, at block 0: its start.
+  EXPECT_EQ(pool.take_run(2), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(pool.free(), 7);
+  EXPECT_TRUE(pool.take_run(4).empty());  // free: 2..3, 7..8, 13..15; no run of 4, nothing taken
+  EXPECT_EQ(pool.free(), 7);
+  // A kept prefix on 13..15 is evicted only when fewer blocks than asked are free.
+  std::vector<int64_t> blocks{13, 14, 15};
+  for (int64_t& b : blocks) ASSERT_EQ(*pool.take({b}), b);
+  pool.keep(std::vector<int32_t>(12, 1), blocks);
+  EXPECT_EQ(pool.free(), 4);
+  EXPECT_TRUE(pool.take_run(3).empty());  // 4 free, none 3 in a row: kept prefix stays
+  EXPECT_EQ(pool.kept(), 1u);
+  EXPECT_TRUE(pool.take_run(5).empty());  // 4 free, fewer than 5: it goes, and still no run of 5
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_EQ(pool.take_run(3), (std::vector<int64_t>{13, 14, 15}));
+}
+
 TEST(kv_block_pool, blocks_go_where_asked_else_to_the_middle_of_the_longest_free_run) {
   kv_block_pool pool(16, 4);
   EXPECT_EQ(*pool.take({8}), 8);       // a seat's share: free, so given

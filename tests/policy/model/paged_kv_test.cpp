@@ -265,7 +265,9 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
   EXPECT_EQ(refused([](auto& o) { o.cache_attention = cache_attention_choice::matmul; }), "");
 }
 
-TEST(paged_kv, a_shared_prefix_shares_full_blocks_and_keeps_the_other_conversation_whole) {
+// The shared full block's keys are copied into each new sequence's own run of blocks (admit_paged:
+// one run a row where one is free), the partial one too; the tokens are the slot layout's.
+TEST(paged_kv, a_shared_prefix_is_reused_not_recomputed_and_keeps_the_other_conversation_whole) {
   auto paged = open_engine(layout{});
   auto plain = open_engine(slots(3));
   const auto system = observation(5, 0, 30);  // one full block of 16 and 14 tokens of the next
