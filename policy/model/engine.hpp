@@ -108,11 +108,10 @@ struct engine_options {
 /// What the engine did since open(): the work of prefills and decode steps, and the prefix
 /// cache's hits, copies and evictions. Keys computed = prefilled_tokens + decoded_tokens.
 struct engine_stats {
-  uint64_t admissions = 0;        ///< Requests that entered a slot.
-  uint64_t prefilled_tokens = 0;  ///< Prompt tokens run through prefill (their keys computed).
-  uint64_t reused_tokens = 0;     ///< Prompt tokens whose keys came from the prefix cache.
-  uint64_t copied_tokens =
-      0;  ///< Of those, keys copied (slots: from another slot's kept prefix; paged: into the sequence's run of blocks).
+  uint64_t admissions = 0;           ///< Requests that entered a slot.
+  uint64_t prefilled_tokens = 0;     ///< Prompt tokens run through prefill (their keys computed).
+  uint64_t reused_tokens = 0;        ///< Prompt tokens whose keys came from the prefix cache.
+  uint64_t copied_tokens = 0;        ///< Of those, keys copied from another slot's kept prefix (paged: shared).
   uint64_t decoded_tokens = 0;       ///< Tokens run through decode steps (one key each).
   uint64_t decode_steps = 0;         ///< Steps that ran a decode pass.
   uint64_t attended_keys = 0;        ///< Keys read by decode rows, summed (the KV traffic of decoding).
@@ -128,6 +127,7 @@ struct engine_stats {
   // Paged layout only (zero for slots):
   uint64_t preemptions = 0;        ///< Running sequences put back to wait because no block was left.
   uint64_t recomputed_tokens = 0;  ///< Prefilled tokens whose keys had been computed before (preempted or evicted).
+  uint64_t moved_tokens = 0;       ///< Keys copied to keep a sequence's blocks one run (admission, decode growth).
   uint64_t kv_blocks = 0;          ///< Blocks in the pool (now).
   uint64_t kv_blocks_free = 0;     ///< Of those, on the free list (now).
   uint64_t kv_blocks_kept = 0;     ///< Of those, held by kept prefixes (now; the rest are running sequences').

@@ -21,8 +21,21 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   for (size_t seat : order) {
     while (slots[seat] &&
            static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
-      if (auto block = pool->take({slots[seat]->blocks.back() + 1, seat_base(seat)})) {
-        slots[seat]->blocks.push_back(*block);
+      auto& blocks = slots[seat]->blocks;
+      // The block after its last keeps the row one run; when it is taken, the row moves to a
+      // free run of one more block if there is one (its keys copied), else it grows elsewhere.
+      if (!pool->free_range(blocks.back() + 1, 1) && blocks.back() - blocks.front() + 1 == std::ssize(blocks)) {
+        auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*evict=*/false);
+        if (!run.empty()) {
+          copy_blocks(blocks, run);
+          stats.moved_tokens += static_cast<uint64_t>(slots[seat]->cached);
+          pool->give(blocks);
+          blocks = std::move(run);
+          continue;
+        }
+      }
+      if (auto block = pool->take({blocks.back() + 1, seat_base(seat)})) {
+        blocks.push_back(*block);
         continue;
       }
       // Nothing free or kept: the most recently admitted running sequence gives its blocks up.
@@ -170,10 +183,10 @@ bool generation_engine::impl::admit_paged() {
   const bool in_place = have > 0 && blocks.back() - blocks.front() == have - 1 &&
                         pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
   if (!in_place) {
-    auto run = pool->take_run(std::max(wanted, have), have == 0 ? seat_base(index) : -1);
+    auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*evict=*/have == 0);
     if (!run.empty() && have > 0) {
       copy_blocks(blocks, run);
-      if (take_over) stats.copied_tokens += static_cast<uint64_t>(reuse.tokens);  // shared ones are counted
+      stats.moved_tokens += static_cast<uint64_t>(reuse.tokens);
       pool->give(blocks);
     }
     if (!run.empty()) blocks = std::move(run);

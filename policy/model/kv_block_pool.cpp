@@ -83,9 +83,9 @@ bool kv_block_pool::free_range(int64_t first, int64_t n) const {
   return true;
 }
 
-std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer) {
+std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, bool evict) {
   if (n <= 0) return {};
-  while (free() < n)
+  while (evict && free() < n)
     if (!evict_least_recent()) break;
   int64_t first = -1;
   if (free_range(prefer, n)) {

@@ -59,10 +59,10 @@ class kv_block_pool {
   std::optional<int64_t> take(std::initializer_list<int64_t> prefer = {});
   /// n consecutive free blocks (one holder each), in order: from `prefer` when prefer..prefer+n-1
   /// are free, else within the longest run of free blocks (at its start when it starts at block
-  /// 0, else (length - n) / 2 into it, leaving room to grow after them). Kept prefixes are evicted,
-  /// least recently used first, only while fewer than n blocks are free (as taking n blocks one
-  /// by one would). Empty, taking nothing, when no run of n free blocks is left.
-  std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1);
+  /// 0, else (length - n) / 2 into it, leaving room to grow after them). With `evict`, kept
+  /// prefixes are evicted, least recently used first, only while fewer than n blocks are free (as
+  /// taking n blocks one by one would). Empty, taking nothing, when no run of n free blocks is left.
+  std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1, bool evict = true);
   /// Whether blocks first..first+n-1 exist and are all free.
   bool free_range(int64_t first, int64_t n) const;
   /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.

@@ -72,6 +72,8 @@ TEST(kv_block_pool, a_run_of_blocks_goes_where_asked_else_into_the_longest_free_
   EXPECT_EQ(pool.free(), 4);
   EXPECT_TRUE(pool.take_run(3).empty());  // 4 free, none 3 in a row: kept prefix stays
   EXPECT_EQ(pool.kept(), 1u);
+  EXPECT_TRUE(pool.take_run(5, -1, /*evict=*/false).empty());  // without eviction it stays too
+  EXPECT_EQ(pool.kept(), 1u);
   EXPECT_TRUE(pool.take_run(5).empty());  // 4 free, fewer than 5: it goes, and still no run of 5
   EXPECT_EQ(pool.kept(), 0u);
   EXPECT_EQ(pool.take_run(3), (std::vector<int64_t>{13, 14, 15}));

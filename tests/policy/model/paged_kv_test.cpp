@@ -211,6 +211,22 @@ TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_wi
   EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, 3u * (10 + 40 - 1) + s.recomputed_tokens);
 }
 
+// 30 blocks of 16, 3 seats (blocks 0, 10, 20 first): a 150-token prompt takes blocks 0..9, a
+// 20-token one 10..11; the first grows past block 9, finds block 10 taken and moves, keys
+// copied, to a free run of 11 blocks, so it stays one run. Tokens are the slot layout's.
+TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the_same_tokens) {
+  layout roomy;
+  roomy.cache_tokens = 480;
+  const std::vector<generation_request> requests = {greedy(observation(30, 0, 150), 30),
+                                                    greedy(observation(31, 0, 20), 30)};
+  const auto reference = run_all(*open_engine(slots(3)), requests);
+  auto engine = open_engine(roomy);
+  const auto got = run_all(*engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
+  EXPECT_GE(engine->stats().moved_tokens, 160u);  // the first sequence's keys when it reached block 10
+  EXPECT_EQ(engine->stats().preemptions, 0u);
+}
+
 TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) {
   // 512 tokens of KV for 4 sequences: a slot's share would be 128 tokens.
   layout l;
