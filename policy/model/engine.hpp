@@ -128,9 +128,12 @@ struct engine_stats {
   uint64_t preemptions = 0;        ///< Running sequences put back to wait because no block was left.
   uint64_t recomputed_tokens = 0;  ///< Prefilled tokens whose keys had been computed before (preempted or evicted).
   uint64_t moved_tokens = 0;       ///< Keys copied to keep a sequence's blocks one run (admission, decode growth).
-  uint64_t kv_blocks = 0;          ///< Blocks in the pool (now).
-  uint64_t kv_blocks_free = 0;     ///< Of those, on the free list (now).
-  uint64_t kv_blocks_kept = 0;     ///< Of those, held by kept prefixes (now; the rest are running sequences').
+  /// Runs of consecutive blocks of decode rows, summed (/ decoded_tokens: runs a row; flash reads
+  /// each run as a sequence of its own).
+  uint64_t decode_block_runs = 0;
+  uint64_t kv_blocks = 0;       ///< Blocks in the pool (now).
+  uint64_t kv_blocks_free = 0;  ///< Of those, on the free list (now).
+  uint64_t kv_blocks_kept = 0;  ///< Of those, held by kept prefixes (now; the rest are running sequences').
 };
 
 /// Generates tokens for many sequences at once. One thread calls submit / step / cancel;

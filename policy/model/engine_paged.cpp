@@ -25,7 +25,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
       // The block after its last keeps the row one run; when it is taken, the row moves to a
       // free run of one more block if there is one (its keys copied), else it grows elsewhere.
       if (!pool->free_range(blocks.back() + 1, 1) && blocks.back() - blocks.front() + 1 == std::ssize(blocks)) {
-        auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*evict=*/false);
+        auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/1);
         if (!run.empty()) {
           copy_blocks(blocks, run);
           stats.moved_tokens += static_cast<uint64_t>(slots[seat]->cached);
@@ -58,6 +58,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     width = std::max(width, seq.blocks.size());
     tables.push_back(&seq.blocks);
     stats.attended_keys += static_cast<uint64_t>(seq.cached + 1);
+    stats.decode_block_runs += static_cast<uint64_t>(paged_block_run_count({&seq.blocks}));
     rows.push_back(&seq);
   }
   if (tokens.empty()) return {};
@@ -183,7 +184,7 @@ bool generation_engine::impl::admit_paged() {
   const bool in_place = have > 0 && blocks.back() - blocks.front() == have - 1 &&
                         pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
   if (!in_place) {
-    auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*evict=*/have == 0);
+    auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*needed=*/wanted - have);
     if (!run.empty() && have > 0) {
       copy_blocks(blocks, run);
       stats.moved_tokens += static_cast<uint64_t>(reuse.tokens);

@@ -83,13 +83,23 @@ bool kv_block_pool::free_range(int64_t first, int64_t n) const {
   return true;
 }
 
-std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, bool evict) {
+std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t needed) {
   if (n <= 0) return {};
-  while (evict && free() < n)
+  while (free() < (needed < 0 ? n : needed))
     if (!evict_least_recent()) break;
   int64_t first = -1;
-  if (free_range(prefer, n)) {
-    first = prefer;
+  if (prefer >= 0 && prefer < total_) {
+    // The first n free blocks in a row within [from, to).
+    const auto first_fit = [&](int64_t from, int64_t to) {
+      for (int64_t b = from, length = 0; b < to; ++b) {
+        length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
+        if (length >= n) return b - n + 1;
+      }
+      return int64_t{-1};
+    };
+    // From `prefer` on, else from block 0 (runs that start before it).
+    first = first_fit(prefer, total_);
+    if (first < 0) first = first_fit(0, std::min(total_, prefer + n - 1));
   } else {
     const auto [best, length] = longest_free_run();
     if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;

@@ -282,6 +282,7 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.preemptions -= before.preemptions;
   now.recomputed_tokens -= before.recomputed_tokens;
   now.moved_tokens -= before.moved_tokens;
+  now.decode_block_runs -= before.decode_block_runs;
   now.overlapped_steps -= before.overlapped_steps;
   now.overlap_dropped_rows -= before.overlap_dropped_rows;
   return now;
@@ -295,9 +296,9 @@ void print_stats(const engine_stats& s) {
             << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays
             << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
             << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
-            << ",\"moved\":" << s.moved_tokens << ",\"overlapped_steps\":" << s.overlapped_steps
-            << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows << ",\"kv_blocks\":" << s.kv_blocks
-            << ",\"kv_blocks_free\":" << s.kv_blocks_free
+            << ",\"moved\":" << s.moved_tokens << ",\"block_runs\":" << s.decode_block_runs
+            << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
+            << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
             << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
 }

@@ -50,33 +50,38 @@ TEST(kv_block_pool, a_shared_block_is_free_only_when_its_last_holder_gives_it_ba
   EXPECT_EQ(pool.free(), 4);
 }
 
-// take_run: n consecutive blocks, where asked if free there, else inside the longest free run,
-// evicting kept prefixes only while fewer than n blocks are free.
+// take_run: n consecutive blocks, from where asked on (else from block 0), or without a wish
+// inside the longest free run; kept prefixes are evicted only while fewer blocks are free than the
+// caller lacks (default n).
 TEST(kv_block_pool, a_run_of_blocks_goes_where_asked_else_into_the_longest_free_run) {
   kv_block_pool pool(16, 4);
   EXPECT_EQ(pool.take_run(3, 4), (std::vector<int64_t>{4, 5, 6}));
   EXPECT_TRUE(pool.free_range(7, 9));
   EXPECT_FALSE(pool.free_range(6, 2));
-  EXPECT_FALSE(pool.free_range(15, 2));  // past the pool
-  // 5..7 not all free: the longest run is 7..15 (9 blocks), 2 in leaves room after.
-  EXPECT_EQ(pool.take_run(4, 5), (std::vector<int64_t>{9, 10, 11, 12}));
-  // The longest run now 0..3, at block 0: its start.
-  EXPECT_EQ(pool.take_run(2), (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(pool.free(), 7);
-  EXPECT_TRUE(pool.take_run(4).empty());  // free: 2..3, 7..8, 13..15; no run of 4, nothing taken
-  EXPECT_EQ(pool.free(), 7);
-  // A kept prefix on 13..15 is evicted only when fewer blocks than asked are free.
-  std::vector<int64_t> blocks{13, 14, 15};
-  for (int64_t& b : blocks) ASSERT_EQ(*pool.take({b}), b);
-  pool.keep(std::vector<int32_t>(12, 1), blocks);
-  EXPECT_EQ(pool.free(), 4);
-  EXPECT_TRUE(pool.take_run(3).empty());  // 4 free, none 3 in a row: kept prefix stays
-  EXPECT_EQ(pool.kept(), 1u);
-  EXPECT_TRUE(pool.take_run(5, -1, /*evict=*/false).empty());  // without eviction it stays too
-  EXPECT_EQ(pool.kept(), 1u);
-  EXPECT_TRUE(pool.take_run(5).empty());  // 4 free, fewer than 5: it goes, and still no run of 5
-  EXPECT_EQ(pool.kept(), 0u);
-  EXPECT_EQ(pool.take_run(3), (std::vector<int64_t>{13, 14, 15}));
+  EXPECT_FALSE(pool.free_range(15, 2));                                 // past the pool
+  EXPECT_EQ(pool.take_run(4, 5), (std::vector<int64_t>{7, 8, 9, 10}));  // 5, 6 taken: the next free four
+  // No wish: the longest free run is 11..15, not at block 0: (5 - 2) / 2 in.
+  EXPECT_EQ(pool.take_run(2), (std::vector<int64_t>{12, 13}));
+  EXPECT_EQ(pool.take_run(2, 14), (std::vector<int64_t>{14, 15}));
+  EXPECT_EQ(pool.take_run(3, 12), (std::vector<int64_t>{0, 1, 2}));  // nothing from 12 on: from block 0
+  EXPECT_EQ(pool.free(), 2);                                         // 3 and 11
+  EXPECT_TRUE(pool.take_run(2).empty());                             // no run of 2: nothing taken
+  EXPECT_TRUE(pool.take_run(2, 3).empty());
+  EXPECT_EQ(pool.free(), 2);
+  // A pool full of kept prefixes: a caller lacking one block evicts one (the least recent), whose
+  // blocks then make the run; one lacking none evicts nothing.
+  kv_block_pool full(6, 4);
+  std::vector<int64_t> older, newer;
+  for (int64_t b : {0, 1, 2}) older.push_back(*full.take({b}));
+  for (int64_t b : {3, 4, 5}) newer.push_back(*full.take({b}));
+  full.keep(std::vector<int32_t>(12, 1), older);
+  full.keep(std::vector<int32_t>(12, 2), newer);
+  EXPECT_TRUE(full.take_run(3, -1, /*needed=*/0).empty());
+  EXPECT_EQ(full.kept(), 2u);
+  EXPECT_EQ(full.take_run(3, -1, /*needed=*/1), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(full.kept(), 1u);
+  EXPECT_EQ(full.take_run(3), (std::vector<int64_t>{3, 4, 5}));  // 0 free, 3 lacking: the last one goes
+  EXPECT_EQ(full.kept(), 0u);
 }
 
 TEST(kv_block_pool, blocks_go_where_asked_else_to_the_middle_of_the_longest_free_run) {

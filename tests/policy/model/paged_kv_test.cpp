@@ -223,8 +223,10 @@ TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the
   auto engine = open_engine(roomy);
   const auto got = run_all(*engine, requests);
   for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
-  EXPECT_GE(engine->stats().moved_tokens, 160u);  // the first sequence's keys when it reached block 10
-  EXPECT_EQ(engine->stats().preemptions, 0u);
+  const auto s = engine->stats();
+  EXPECT_GE(s.moved_tokens, 160u);  // the first sequence's keys when it reached block 10
+  EXPECT_EQ(s.preemptions, 0u);
+  EXPECT_EQ(s.decode_block_runs, s.decoded_tokens);  // every decode row one run
 }
 
 TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) {
