@@ -705,6 +705,17 @@ engine_stats generation_engine::stats() const {
   }
   return out;
 }
+size_t generation_engine::forget_prefixes() {
+  size_t n = 0;
+  for (auto& k : impl_->kept)
+    if (k) {
+      k.reset();
+      ++n;
+    }
+  if (impl_->pool) n += static_cast<size_t>(impl_->pool->drop_kept());
+  return n;
+}
+
 size_t generation_engine::kept_prefixes() const {
   if (impl_->pool) return impl_->pool->kept();
   return static_cast<size_t>(

@@ -174,6 +174,12 @@ class generation_engine {
   engine_stats stats() const;
   /// Slots holding a finished sequence's kept prefix (not running).
   size_t kept_prefixes() const;
+  /// Forgets every kept prefix: their slots or blocks are free again, and later prompts are
+  /// prefilled in full. Returns how many were dropped. For a warm-up whose keys no later request
+  /// shares: left kept, a paged one holds the first blocks of a seat's share of the pool and
+  /// pushes that seat's sequence into the next seat's (kv_block_pool::take_run). Call from the
+  /// thread that calls step().
+  size_t forget_prefixes();
 
   /// Sequences holding a KV-cache slot.
   size_t running() const;

@@ -184,7 +184,10 @@ bool generation_engine::impl::admit_paged() {
   const bool in_place = have > 0 && blocks.back() - blocks.front() == have - 1 &&
                         pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
   if (!in_place) {
-    auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*needed=*/wanted - have);
+    // Room for all it may grow to (its prompt and max_new_tokens), where a free run has it.
+    const int64_t most = std::min<int64_t>(length + next.request.max_new_tokens, context);
+    auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*needed=*/wanted - have,
+                              /*room=*/pool->blocks_for(most));
     if (!run.empty() && have > 0) {
       copy_blocks(blocks, run);
       stats.moved_tokens += static_cast<uint64_t>(reuse.tokens);

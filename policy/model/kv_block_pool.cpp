@@ -83,23 +83,27 @@ bool kv_block_pool::free_range(int64_t first, int64_t n) const {
   return true;
 }
 
-std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t needed) {
+std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t needed, int64_t room) {
   if (n <= 0) return {};
   while (free() < (needed < 0 ? n : needed))
     if (!evict_least_recent()) break;
   int64_t first = -1;
   if (prefer >= 0 && prefer < total_) {
-    // The first n free blocks in a row within [from, to).
-    const auto first_fit = [&](int64_t from, int64_t to) {
-      for (int64_t b = from, length = 0; b < to; ++b) {
-        length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
-        if (length >= n) return b - n + 1;
-      }
-      return int64_t{-1};
+    // The first k free blocks in a row from `prefer` on, else from block 0 (runs that start
+    // before it).
+    const auto first_fit = [&](int64_t k) {
+      const auto fit = [&](int64_t from, int64_t to) {
+        for (int64_t b = from, length = 0; b < to; ++b) {
+          length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
+          if (length >= k) return b - k + 1;
+        }
+        return int64_t{-1};
+      };
+      const int64_t at = fit(prefer, total_);
+      return at >= 0 ? at : fit(0, std::min(total_, prefer + k - 1));
     };
-    // From `prefer` on, else from block 0 (runs that start before it).
-    first = first_fit(prefer, total_);
-    if (first < 0) first = first_fit(0, std::min(total_, prefer + n - 1));
+    if (room > n) first = first_fit(room);
+    if (first < 0) first = first_fit(n);
   } else {
     const auto [best, length] = longest_free_run();
     if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;

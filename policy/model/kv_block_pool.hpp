@@ -58,7 +58,8 @@ class kv_block_pool {
   /// pool of max_batch x max_context (the default) each sequence grows through a run of its own.
   std::optional<int64_t> take(std::initializer_list<int64_t> prefer = {});
   /// n consecutive free blocks (one holder each), in order: with `prefer` (a seat's share of the
-  /// pool), the first n free in a row from it on, else from block 0; without, within the longest
+  /// pool), the first n free in a row from it on, else from block 0 (the first n of `room` free in
+  /// a row where there are: room to grow); without, within the longest
   /// run of free blocks (at its start when it starts at block 0, else (length - n) / 2 into it,
   /// leaving room to grow after them). Rationale: a seat whose first block a kept prefix still
   /// holds then takes the free blocks after it, in its own share, not the middle of another's
@@ -67,7 +68,7 @@ class kv_block_pool {
   /// evicted, least recently used first, only while fewer than `needed` blocks are free (-1: n):
   /// the blocks the caller lacks, so no more than taking them one by one would evict. Empty,
   /// taking nothing, when no run of n free blocks is left.
-  std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1, int64_t needed = -1);
+  std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1, int64_t needed = -1, int64_t room = 0);
   /// Whether blocks first..first+n-1 exist and are all free.
   bool free_range(int64_t first, int64_t n) const;
   /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.

@@ -480,6 +480,7 @@ int run_agent_bench(const args& a) {
     warm.max_new_tokens = 4;
     (void)engine.submit(warm);
     if (auto w = engine.run_until_idle(); !w) throw std::runtime_error(w.error().message);
+    engine.forget_prefixes();  // its random prompt is no episode's
     synchronize(options);
   }
   const auto before = engine.stats();
@@ -543,6 +544,7 @@ int run_generate(const std::string& command, const args& a) {
     warm.max_new_tokens = 4;
     (void)engine.value()->submit(warm);
     (void)engine.value()->run_until_idle();
+    engine.value()->forget_prefixes();
     if (options.device != "cpu") torch::cuda::synchronize();
   }
   // --repeat N (bench): the same requests N times on the same engine; later runs find the CUDA

@@ -62,6 +62,14 @@ TEST(kv_block_pool, a_run_of_blocks_goes_where_asked_else_into_the_longest_free_
   EXPECT_EQ(pool.take_run(4, 5), (std::vector<int64_t>{7, 8, 9, 10}));  // 5, 6 taken: the next free four
   // No wish: the longest free run is 11..15, not at block 0: (5 - 2) / 2 in.
   EXPECT_EQ(pool.take_run(2), (std::vector<int64_t>{12, 13}));
+  EXPECT_EQ(pool.take_run(1, 13, -1, /*room=*/2), (std::vector<int64_t>{14}));  // 14, 15 free: room for 2
+  std::vector<int64_t> back{14};
+  pool.give(back);
+  // Room for 3 not from 14 on (14, 15), but from block 0 (0..3): there.
+  EXPECT_EQ(pool.take_run(1, 14, -1, /*room=*/3), (std::vector<int64_t>{0}));
+  pool.give(back = {0});
+  EXPECT_EQ(pool.take_run(1, 14, -1, /*room=*/5), (std::vector<int64_t>{14}));  // room for 5 nowhere: 1 from 14
+  pool.give(back = {14});
   EXPECT_EQ(pool.take_run(2, 14), (std::vector<int64_t>{14, 15}));
   EXPECT_EQ(pool.take_run(3, 12), (std::vector<int64_t>{0, 1, 2}));  // nothing from 12 on: from block 0
   EXPECT_EQ(pool.free(), 2);                                         // 3 and 11

@@ -316,6 +316,21 @@ TEST(paged_kv, a_shared_prefix_is_reused_not_recomputed_and_keeps_the_other_conv
   EXPECT_EQ(paged->stats().evictions, 0u);
 }
 
+TEST(paged_kv, forgotten_prefixes_free_their_blocks_and_are_prefilled_again) {
+  for (const auto& l : {layout{}, slots(3, /*prefix_cache=*/true)}) {
+    auto engine = open_engine(l);
+    const auto request = greedy(observation(6, 0, 40), 5);
+    const auto first = run_one(*engine, request);
+    ASSERT_EQ(engine->kept_prefixes(), 1u);
+    EXPECT_EQ(engine->forget_prefixes(), 1u);
+    EXPECT_EQ(engine->kept_prefixes(), 0u);
+    const auto s = engine->stats();
+    EXPECT_EQ(s.kv_blocks_free, s.kv_blocks);  // paged: every block free (slots: both 0)
+    expect_same(run_one(*engine, request), first, "after forgetting");
+    EXPECT_EQ(engine->stats().reused_tokens, s.reused_tokens);  // prefilled in full
+  }
+}
+
 TEST(paged_kv, new_weights_drop_every_kept_prefix) {
   const std::string& model_b = test_support::long_model_b();
   auto paged = open_engine(layout{});
