@@ -24,7 +24,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
       auto& blocks = slots[seat]->blocks;
       // The block after its last keeps the row one run; when it is taken, the row moves to a
       // free run of one more block if there is one (its keys copied), else it grows elsewhere.
-      if (!pool->free_range(blocks.back() + 1, 1) && blocks.back() - blocks.front() + 1 == std::ssize(blocks)) {
+      if (!pool->free_range(blocks.back() + 1, 1) && paged_block_run_count({&blocks}) == 1) {
         auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/1);
         if (!run.empty()) {
           copy_blocks(blocks, run);
@@ -181,7 +181,7 @@ bool generation_engine::impl::admit_paged() {
   // Reused blocks (taken over, or a shared prefix's full blocks) stay where they are when they are
   // one run that can grow in place; else their keys are copied into the new run and given back.
   const int64_t wanted = pool->blocks_for(length), have = static_cast<int64_t>(blocks.size());
-  const bool in_place = have > 0 && blocks.back() - blocks.front() == have - 1 &&
+  const bool in_place = have > 0 && paged_block_run_count({&blocks}) == 1 &&
                         pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
   if (!in_place) {
     // Room for all it may grow to (its prompt and max_new_tokens), where a free run has it.
