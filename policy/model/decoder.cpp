@@ -59,6 +59,15 @@ torch::Tensor head_rows(const torch::Tensor& flat_x, int64_t k, int64_t stride) 
   return (flat_x.view({-1, 1}) + torch::arange(k, flat_x.options()).view({1, k}) * stride).view({-1});
 }
 
+// Whether the blocks holding positions 0..end-1 (blocks of `block_size` tokens) are consecutive
+// block ids, so that each KV head's keys lie in one stretch of the flat paged cache.
+bool one_run(const std::vector<int64_t>& blocks, int64_t block_size, int64_t end) {
+  const auto used = std::min(blocks.size(), static_cast<size_t>((end + block_size - 1) / block_size));
+  for (size_t i = 1; i < used; ++i)
+    if (blocks[i] != blocks[i - 1] + 1) return false;
+  return true;
+}
+
 // flash's variable-length forward: q [x_q, heads, e] over k, v [x_k, KV heads, e], sequence i's
 // queries from row cu_q[i] and its used_k[i] keys from row cu_k[i] (int32); causal from the bottom
 // right when a sequence has more than one query. `lse`: also its fp32 log-sum-exps [heads, x_q].
@@ -713,10 +722,21 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, int64_t slot, kv_c
 }
 
 decoder::packed_flash_layout decoder::describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
-                                                            int64_t capacity, int64_t slots) {
+                                                            int64_t capacity, int64_t slots, bool paged) {
   const int64_t p = static_cast<int64_t>(parts.size()), k = kv_heads, c = capacity;
+  TORCH_CHECK(slots * k * c <= std::numeric_limits<int32_t>::max(), "prefill: a cache of ", slots * k * c,
+              " rows exceeds flash's int32 offsets");
   int64_t t = 0;
-  for (const auto& part : parts) t += part.length;
+  for (const auto& part : parts) {
+    t += part.length;
+    TORCH_CHECK(!paged || (!part.blocks.empty() && one_run(part.blocks, c, part.start + part.length)),
+                "prefill: a part's blocks are not one run");
+  }
+  // Where head j of part i's keys start in the flat cache: slots [slots, k, c, e] at its slot's
+  // head j; paged [k, blocks, c, e] at head j's copy of the part's first block.
+  const auto base = [&](const prefill_part& part, int64_t j) {
+    return paged ? j * slots * c + part.blocks.front() * c : (part.slot * k + j) * c;
+  };
   packed_flash_layout out;
   out.seqs.assign(static_cast<size_t>(3 * p * k + 2), 0);
   out.rows.reserve(static_cast<size_t>(k * t));
@@ -729,9 +749,9 @@ decoder::packed_flash_layout decoder::describe_packed_flash(const std::vector<pr
       const auto& part = parts[static_cast<size_t>(i)];
       const int64_t x = j * p + i;
       cu_q[x] = static_cast<int32_t>(j * t + offset);
-      cu_k[x] = static_cast<int32_t>((part.slot * k + j) * c);
+      cu_k[x] = static_cast<int32_t>(base(part, j));
       used[x] = static_cast<int32_t>(part.start + part.length);
-      for (int64_t q = 0; q < part.length; ++q) out.rows.push_back((part.slot * k + j) * c + part.start + q);
+      for (int64_t q = 0; q < part.length; ++q) out.rows.push_back(base(part, j) + part.start + q);
       offset += part.length;
       out.max_q = std::max(out.max_q, part.length);
       out.max_k = std::max(out.max_k, part.start + part.length);
@@ -751,11 +771,17 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.cache = &cache;
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
-  const bool paged_flash = cache.paged && cache_attention_ == cache_attention::flash;
-  // Paged flash: each new token's flat row, every part's keys' rows, and the int32 offsets of the
+  // Paged flash reads the keys in place when every part's blocks are one run (the engine places
+  // sequences so); otherwise it gathers each part's keys (paged_flash_prefill).
+  const bool flash = cache_attention_ == cache_attention::flash;
+  const bool paged_gather =
+      cache.paged && flash && !std::ranges::all_of(parts, [&](const prefill_part& part) {
+        return !part.blocks.empty() && one_run(part.blocks, cache.capacity(), part.start + part.length);
+      });
+  // Paged flash, gathering: each new token's flat row, every part's keys' rows, and the int32 offsets of the
   // parts' queries and gathered keys, end to end (cu_q [parts + 1], then cu_k [parts + 1]).
   std::vector<int64_t> page_rows, page_keys;
-  std::vector<int32_t> page_offsets(paged_flash ? 2 * (parts.size() + 1) : 0, 0);
+  std::vector<int32_t> page_offsets(paged_gather ? 2 * (parts.size() + 1) : 0, 0);
   for (const auto& part : parts) {
     const int64_t room = cache.paged ? static_cast<int64_t>(part.blocks.size()) * cache.capacity() : cache.capacity();
     TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= room, "prefill: positions ",
@@ -763,7 +789,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
                 " capacity of ", room, " tokens");
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
-    if (paged_flash) {
+    if (paged_gather) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
       // Position p's rows of the flat cache [k * blocks * block size, e], one per KV head.
       const int64_t head = cache.slots() * block;
@@ -778,7 +804,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
       for (int64_t p = part.start; p < end; ++p) rows(page_rows, p);
       use.prefill_seqs.max_q = std::max(use.prefill_seqs.max_q, part.length);
       use.prefill_seqs.max_k = std::max(use.prefill_seqs.max_k, end);
-    } else if (cache.paged) {
+    } else if (cache.paged && !flash) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
       std::vector<int64_t> blocks, offsets;
       for (int64_t p = part.start; p < end; ++p) {
@@ -794,7 +820,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
-  if (paged_flash) {
+  if (paged_gather) {
     const auto n = static_cast<int64_t>(parts.size()) + 1;
     const auto keys = static_cast<int64_t>(page_keys.size()) / k;
     TORCH_CHECK(keys <= std::numeric_limits<int32_t>::max(), "prefill: ", keys, " keys exceed flash's int32 offsets");
@@ -805,9 +831,9 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
     use.prefill_seqs.cu_k = offsets_d.narrow(0, n, n);
     use.page_rows_t = to_device(page_rows, tokens_t.device());
     use.page_keys_s = to_device(page_keys, tokens_t.device());
-  } else if (cache_attention_ == cache_attention::flash) {
+  } else if (flash) {
     // One host-to-device copy for the int32 offsets, one for the int64 rows the new keys go to.
-    const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots());
+    const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots(), cache.paged);
     const int64_t x = static_cast<int64_t>(parts.size()) * k;
     auto seqs_d = to_device(layout.seqs, tokens_t.device());
     auto& described = use.prefill_seqs;

@@ -153,8 +153,10 @@ class decoder {
     std::vector<int64_t> rows;
     int64_t max_q = 1, max_k = 0;
   };
+  /// `paged`: the cache is paged [k, blocks = slots, block size = capacity, e] and each part's
+  /// blocks are one run (checked): head j's keys start at row (j * blocks + first block) * c.
   static packed_flash_layout describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
-                                                   int64_t capacity, int64_t slots);
+                                                   int64_t capacity, int64_t slots, bool paged = false);
   /// A paged decode step's flash sequences (decode() with flash over a paged cache of `blocks`
   /// blocks of `block_size` tokens, `kv_heads` KV heads, runs_br3 as decode() takes them, `keys`
   /// its attended-key bound): one per (run l, share c, row i, KV head j) in that order (share-major:
@@ -306,7 +308,7 @@ class decoder {
     bool decode = false;              ///< A decode step (else, with a cache, a prefill of `parts`).
     std::vector<prefill_part> parts;  ///< Prefill: the sequences, their tokens end to end.
     flash_seqs prefill_seqs;          ///< Prefill, flash (slots): every part's (slot, KV head) sequences.
-    torch::Tensor prefill_rows_kt;    ///< Prefill, flash: each new key's row in the flat cache [n*k*c, e].
+    torch::Tensor prefill_rows_kt;    ///< Prefill, flash in place: each new key's row in the flat cache.
     torch::Tensor positions_b;        ///< Decode: where each slot's new key goes.
     torch::Tensor tables_bm;          ///< Decode, paged cache: each row's block table.
     /// Decode, paged cache: each row's new key's row of KV head 0 in the flat cache [k * blocks *
@@ -322,10 +324,10 @@ class decoder {
       torch::Tensor blocks_t, offsets_t, table_1m;
     };
     std::vector<paged_part> part_pages;
-    /// Prefill, paged cache, flash: each new token's rows in the flat cache [k * blocks * block
-    /// size, e] (one per KV head, token-major), and the rows of every part's keys
-    /// 0..start+length-1 alike, parts end to end (prefill_seqs then describes the parts over those
-    /// keys gathered).
+    /// Prefill, paged cache, flash, some part in more than one run: each new token's rows in the
+    /// flat cache [k * blocks * block size, e] (one per KV head, token-major), and the rows of
+    /// every part's keys 0..start+length-1 alike, parts end to end (prefill_seqs then describes
+    /// the parts over those keys gathered).
     torch::Tensor page_rows_t, page_keys_s;
   };
   void bind_layers();
@@ -352,14 +354,17 @@ class decoder {
   /// per (row, KV head) by log-sum-exp; returns [b, h, 1, e].
   torch::Tensor paged_flash_decode(int64_t layer, const torch::Tensor& q_yge, const kv_cache& cache,
                                    const flash_seqs& seqs) const;
-  /// A packed prefill's attention with flash over a paged cache: writes every part's keys into
-  /// their blocks, gathers each part's keys 0..start+length-1 into one contiguous run, then one
-  /// flash call over them. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
+  /// A packed prefill's attention with flash over a paged cache some part of which has blocks in
+  /// more than one run (else packed_flash_prefill reads them in place): writes every part's keys
+  /// into their blocks, gathers each part's keys 0..start+length-1 into one contiguous run (a
+  /// copy of the whole context each layer), then one flash call over them. q [1, h, T, e], k and v [1, k, T, e];
+  /// returns [1, h, T, e].
   torch::Tensor paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                     const torch::Tensor& v_1kte, const cache_use& use) const;
-  /// A packed prefill's attention with flash over the slot layout: writes every part's keys
-  /// into its slot (one indexed copy each for k and v), then one flash call over the parts'
-  /// (slot, KV head) sequences. q [1, h, T, e], k and v [1, k, T, e]; returns [1, h, T, e].
+  /// A packed prefill's attention with flash over the slot layout, or a paged cache whose parts'
+  /// blocks are one run each: writes every part's keys into its slot or run (one indexed copy
+  /// each for k and v), then one flash call over the parts' (slot or run, KV head) sequences. q [1, h, T, e], k and v
+  /// [1, k, T, e]; returns [1, h, T, e].
   torch::Tensor packed_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                      const torch::Tensor& v_1kte, const cache_use& use) const;
   /// One prefill part's attention (sdpa, or a paged cache): writes its keys into its slot,

@@ -1,7 +1,8 @@
 // decoder::describe_packed_flash: the cache sequences a packed prefill hands flash over the slot
-// layout (run on the GPU only; the layout itself is host arithmetic, checked here). Each new key
-// must land at its slot's row for its head and position, and each sequence's queries must be the
-// part's tokens under that head, reading that slot's keys up to the part's last position.
+// layout or a paged cache's runs of blocks (run on the GPU only; the layout itself is host
+// arithmetic, checked here). Each new key must land at its slot's row for its head and position,
+// and each sequence's queries must be the part's tokens under that head, reading that slot's keys
+// up to the part's last position.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -49,6 +50,27 @@ TEST(packed_flash, one_part_is_one_sequence_per_kv_head) {
   EXPECT_EQ(layout.rows, (std::vector<int64_t>{37, 38, 39, 53, 54, 55}));
   EXPECT_EQ(layout.max_q, 3);
   EXPECT_EQ(layout.max_k, 8);
+}
+
+TEST(packed_flash, paged_parts_read_their_run_of_blocks_in_place) {
+  // A paged cache [k = 2, blocks = 10, block size = 4, e]: head j's copy of block b starts at row
+  // (j * 10 + b) * 4. Part 0 holds blocks 6-7 (positions 0..5 of a fresh prompt), part 1 blocks
+  // 1-3 (a continuation at 9..10 of a cached prefix); blocks past the part's end may lie anywhere.
+  const std::vector<decoder::prefill_part> parts = {{0, 0, 6, {6, 7}}, {0, 9, 2, {1, 2, 3, 9}}};
+  const auto layout = decoder::describe_packed_flash(parts, 2, 4, 10, /*paged=*/true);
+  const int32_t* cu_q = layout.seqs.data();
+  const int32_t* cu_k = cu_q + 5;
+  const int32_t* used = cu_k + 5;
+  EXPECT_EQ(std::vector<int32_t>(cu_q, cu_q + 5), (std::vector<int32_t>{0, 6, 8, 14, 16}));
+  EXPECT_EQ(std::vector<int32_t>(cu_k, cu_k + 5), (std::vector<int32_t>{24, 4, 64, 44, 80}));
+  EXPECT_EQ(std::vector<int32_t>(used, used + 4), (std::vector<int32_t>{6, 11, 6, 11}));
+  EXPECT_EQ(layout.rows, (std::vector<int64_t>{24, 25, 26, 27, 28, 29, 13, 14, 64, 65, 66, 67, 68, 69, 53, 54}));
+  EXPECT_EQ(layout.max_k, 11);
+}
+
+TEST(packed_flash, a_paged_part_of_two_runs_is_refused) {
+  // Blocks 1 and 3 hold positions 0..7: head 0's keys are not one stretch, so in place is wrong.
+  EXPECT_THROW(decoder::describe_packed_flash({{0, 6, 2, {1, 3}}}, 2, 4, 10, /*paged=*/true), c10::Error);
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ def test_decode_attention_kernel_matches_flash_and_transformers(model):
 @pytest.mark.parametrize("block,cache_tokens", [(256, 0), (48, 0), (48, 2000)])
 def test_paged_flash_matches_slots_flash_and_transformers(model, block, cache_tokens):
     # The paged layout with flash: each run of consecutive blocks of a decode row is one flash
-    # sequence per KV head, runs merged by log-sum-exp; a chunked prefill gathers its part's
-    # cached keys first (decoder.hpp cache_attention::flash). Blocks of 48 tokens: a block
+    # sequence per KV head, runs merged by log-sum-exp; a chunked prefill reads a part's
+    # run of blocks in place, or gathers the cached keys of a part in several runs first (decoder.hpp cache_attention::flash). Blocks of 48 tokens: a block
     # straddles every 128-token prefill chunk. The default pool gives each row a run of its own;
     # one of 2,000 tokens (41 blocks, 13 a seat) leaves the 1,200-token row's 26 blocks in several
     # runs. CUDA graphs on (paged tables replayed). A row of several runs rounds each run's output
@@ -105,7 +105,7 @@ def test_flash_prefill_of_many_parts_in_one_call_matches_transformers(model):
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (1, 2, 7, 64, 129, 250, 3, 400, 31, 17, 800, 90)]
     agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", max_batch=12, prefill_chunk=300),
                                      generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300), min_same=0)
-    # The same over the paged layout: one flash call a layer over every part's gathered keys.
+    # The same over the paged layout: one flash call a layer over every part's run of blocks.
     agree_with_sdpa_and_transformers(hf, prompts,
                                      generate(path, prompts, "flash", max_batch=12, prefill_chunk=300, block=64),
                                      generate(path, prompts, "sdpa", max_batch=12, prefill_chunk=300), min_same=0)
