@@ -22,10 +22,15 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     while (slots[seat] &&
            static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
       auto& blocks = slots[seat]->blocks;
-      // The block after its last keeps the row one run; when it is taken, the row moves to a
-      // free run of one more block if there is one (its keys copied), else it grows elsewhere.
-      if (!pool->free_range(blocks.back() + 1, 1) && paged_block_run_count({&blocks}) == 1) {
-        auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/1);
+      // The block after its last keeps the row one run. When it is taken the row moves to a
+      // free run of one more block (its keys copied); when there is none, it evicts the kept
+      // prefixes holding that next block, else those least recently used until such a run is
+      // free; only when none is left does it grow elsewhere (a second run).
+      const int64_t next = blocks.back() + 1;
+      if (!pool->free_range(next, 1) && paged_block_run_count({&blocks}) == 1) {
+        auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/0);
+        if (run.empty() && pool->evict_holders_of(next)) continue;
+        if (run.empty()) run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/1);
         if (!run.empty()) {
           copy_blocks(blocks, run);
           stats.moved_tokens += static_cast<uint64_t>(slots[seat]->cached);

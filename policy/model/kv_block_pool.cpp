@@ -87,33 +87,55 @@ std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t 
   if (n <= 0) return {};
   while (free() < (needed < 0 ? n : needed))
     if (!evict_least_recent()) break;
-  int64_t first = -1;
-  if (prefer >= 0 && prefer < total_) {
-    // The first k free blocks in a row from `prefer` on, else from block 0 (runs that start
-    // before it).
-    const auto first_fit = [&](int64_t k) {
-      const auto fit = [&](int64_t from, int64_t to) {
-        for (int64_t b = from, length = 0; b < to; ++b) {
-          length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
-          if (length >= k) return b - k + 1;
-        }
-        return int64_t{-1};
+  const auto place = [&] {
+    int64_t first = -1;
+    if (prefer >= 0 && prefer < total_) {
+      // The first k free blocks in a row from `prefer` on, else from block 0 (runs that start
+      // before it).
+      const auto first_fit = [&](int64_t k) {
+        const auto fit = [&](int64_t from, int64_t to) {
+          for (int64_t b = from, length = 0; b < to; ++b) {
+            length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
+            if (length >= k) return b - k + 1;
+          }
+          return int64_t{-1};
+        };
+        const int64_t at = fit(prefer, total_);
+        return at >= 0 ? at : fit(0, std::min(total_, prefer + k - 1));
       };
-      const int64_t at = fit(prefer, total_);
-      return at >= 0 ? at : fit(0, std::min(total_, prefer + k - 1));
-    };
-    if (room > n) first = first_fit(room);
-    if (first < 0) first = first_fit(n);
-  } else {
-    const auto [best, length] = longest_free_run();
-    if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;
-  }
+      if (room > n) first = first_fit(room);
+      if (first < 0) first = first_fit(n);
+    } else {
+      const auto [best, length] = longest_free_run();
+      if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;
+    }
+    return first;
+  };
+  int64_t first = place();
+  // No run of n free: more least recently used prefixes go, unless the caller takes only free
+  // blocks (needed 0).
+  while (first < 0 && needed != 0 && evict_least_recent()) first = place();
   if (first < 0) return {};
   std::vector<int64_t> out(static_cast<size_t>(n));
   std::iota(out.begin(), out.end(), first);
   for (int64_t block : out) holders_[static_cast<size_t>(block)] = 1;
   std::erase_if(free_, [&](int64_t block) { return block >= first && block < first + n; });
   return out;
+}
+
+bool kv_block_pool::evict_holders_of(int64_t block) {
+  if (block < 0 || block >= total_) return false;
+  const auto b = static_cast<size_t>(block);
+  if (holders_[b] == 0) return true;
+  if (kept_holders()[b] != holders_[b]) return false;  // a running sequence holds it
+  for (size_t i = kept_.size(); i-- > 0;) {
+    if (std::find(kept_[i].blocks.begin(), kept_[i].blocks.end(), block) == kept_[i].blocks.end()) continue;
+    give(kept_[i].blocks);
+    remember_evicted(std::move(kept_[i].tokens));
+    kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++evictions_;
+  }
+  return holders_[b] == 0;
 }
 
 void kv_block_pool::give(std::vector<int64_t>& blocks) {

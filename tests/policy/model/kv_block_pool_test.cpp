@@ -92,6 +92,42 @@ TEST(kv_block_pool, a_run_of_blocks_goes_where_asked_else_into_the_longest_free_
   EXPECT_EQ(full.kept(), 0u);
 }
 
+TEST(kv_block_pool, a_run_evicts_least_recently_used_prefixes_until_one_is_free) {
+  // The least recent prefix holds blocks 0 and 3: evicting it frees two blocks but no run of two,
+  // so the next one goes too. Needed 0 evicts nothing.
+  kv_block_pool pool(6, 4);
+  std::vector<int64_t> older, newer;
+  for (int64_t b : {0, 3}) older.push_back(*pool.take({b}));
+  for (int64_t b : {1, 2, 4, 5}) newer.push_back(*pool.take({b}));
+  pool.keep(std::vector<int32_t>(8, 1), older);
+  pool.keep(std::vector<int32_t>(16, 2), newer);
+  EXPECT_TRUE(pool.take_run(2, -1, /*needed=*/0).empty());
+  EXPECT_EQ(pool.kept(), 2u);
+  EXPECT_EQ(pool.take_run(2, -1, /*needed=*/1), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_EQ(pool.evictions(), 2u);
+}
+
+TEST(kv_block_pool, a_block_is_freed_by_evicting_only_the_kept_prefixes_that_alone_hold_it) {
+  kv_block_pool pool(4, 4);
+  std::vector<int64_t> running{*pool.take({0})}, kept{*pool.take({1}), *pool.take({2})};
+  pool.keep(std::vector<int32_t>(8, 1), kept);
+  EXPECT_FALSE(pool.evict_holders_of(0));  // a running sequence holds it
+  EXPECT_TRUE(pool.evict_holders_of(3));   // already free
+  EXPECT_EQ(pool.kept(), 1u);
+  // Block 1 shared by a running sequence too: not freed, the prefix stays.
+  const auto shared = pool.share(pool.longest_match(std::vector<int32_t>(8, 1), 4));
+  ASSERT_EQ(shared.blocks, (std::vector<int64_t>{1}));
+  EXPECT_FALSE(pool.evict_holders_of(1));
+  EXPECT_EQ(pool.kept(), 1u);
+  // Block 2 only the prefix holds: it goes whole (its share of block 1 too).
+  EXPECT_TRUE(pool.evict_holders_of(2));
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_EQ(pool.evictions(), 1u);
+  EXPECT_TRUE(pool.free_range(2, 2));
+  EXPECT_FALSE(pool.free_range(1, 1));  // still the running sequence's
+}
+
 TEST(kv_block_pool, blocks_go_where_asked_else_to_the_middle_of_the_longest_free_run) {
   kv_block_pool pool(16, 4);
   EXPECT_EQ(*pool.take({8}), 8);       // a seat's share: free, so given

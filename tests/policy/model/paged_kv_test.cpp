@@ -229,6 +229,29 @@ TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the
   EXPECT_EQ(s.decode_block_runs, s.decoded_tokens);  // every decode row one run
 }
 
+// 12 blocks of 16, 3 seats: twelve short conversations leave twelve kept prefixes of one block
+// each, so the pool is full of them. Three longer replies follow: each row's next block is a kept
+// prefix's, which is evicted so that the row grows in place (one run each, no second flash
+// sequence), rather than into whatever block an eviction elsewhere freed.
+TEST(paged_kv, a_row_grows_over_kept_prefixes_in_one_run_with_the_same_tokens) {
+  layout full;
+  full.cache_tokens = 192;
+  std::vector<generation_request> first, second;
+  for (int i = 0; i < 12; ++i) first.push_back(greedy(observation(40 + i, 0, 10), 5));
+  for (int i = 0; i < 3; ++i) second.push_back(greedy(observation(60 + i, 0, 10), 40));
+  auto engine = open_engine(full);
+  run_all(*engine, first);
+  const auto before = engine->stats();
+  ASSERT_EQ(before.decode_block_runs, before.decoded_tokens);
+  const auto reference = run_all(*open_engine(slots(3)), second);
+  const auto got = run_all(*engine, second);
+  for (size_t i = 0; i < second.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
+  const auto s = engine->stats();
+  EXPECT_GT(s.evictions, before.evictions);
+  EXPECT_EQ(s.preemptions, 0u);
+  EXPECT_EQ(s.decode_block_runs - before.decode_block_runs, s.decoded_tokens - before.decoded_tokens);
+}
+
 TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) {
   // 512 tokens of KV for 4 sequences: a slot's share would be 128 tokens.
   layout l;
