@@ -109,6 +109,15 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
 
 void generation_engine::impl::copy_blocks(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
   if (from.empty()) return;
+  const auto n = static_cast<int64_t>(from.size());
+  if (paged_block_run_count({&from}) == 1 && paged_block_run_count({&to}) == 1) {
+    // Run to run (the usual move): one copy a tensor, no index tensors to send.
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
+      cache.k_nkce[layer].narrow(1, to.front(), n).copy_(cache.k_nkce[layer].narrow(1, from.front(), n));
+      cache.v_nkce[layer].narrow(1, to.front(), n).copy_(cache.v_nkce[layer].narrow(1, from.front(), n));
+    }
+    return;
+  }
   auto to_head = to;
   to_head.resize(from.size());
   const auto src = torch::tensor(from).to(model.device()), dst = torch::tensor(to_head).to(model.device());
@@ -163,7 +172,16 @@ bool generation_engine::impl::admit_paged() {
   // A prompt that continues a kept prefix takes its blocks over; one that shares only its start
   // (another episode's system prompt and task) shares its full blocks and copies the last
   // partial one, so the kept prefix stays whole for its own next turn.
-  const bool take_over = reuse.index >= 0 && reuse.tokens == pool->kept_tokens(reuse.index);
+  // It also takes over the first tokens of a prefix it does not continue whole when that prefix
+  // is the least recently used and no free run of blocks holds it as it grows (its prompt and
+  // max_new_tokens): the prefix would be the first to go, and its blocks are then a run in place
+  // (no copy, no other prefix evicted), as a slot is taken over. Not when a running sequence
+  // shares the block it would write into.
+  const int64_t most = std::min<int64_t>(length + next.request.max_new_tokens, context);
+  const bool cramped = pool->longest_free_run().second < pool->blocks_for(most);
+  const bool take_over =
+      reuse.index >= 0 && (reuse.tokens == pool->kept_tokens(reuse.index) ||
+                           (cramped && reuse.index == pool->least_recent() && pool->writable_after(reuse)));
   const int64_t reused_blocks = take_over ? pool->blocks_for(reuse.tokens) : reuse.tokens / pool->block_size();
   // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
   // prompt and first new key, plus a block of decode headroom per running sequence, so that an
@@ -190,7 +208,6 @@ bool generation_engine::impl::admit_paged() {
                         pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have));
   if (!in_place) {
     // Room for all it may grow to (its prompt and max_new_tokens), where a free run has it.
-    const int64_t most = std::min<int64_t>(length + next.request.max_new_tokens, context);
     auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*needed=*/wanted - have,
                               /*room=*/pool->blocks_for(most));
     if (!run.empty() && have > 0) {

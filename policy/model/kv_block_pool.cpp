@@ -225,10 +225,22 @@ int64_t kv_block_pool::evicted_match(const std::vector<int32_t>& tokens, int64_t
   return best_n;
 }
 
+int64_t kv_block_pool::least_recent() const {
+  if (kept_.empty()) return -1;
+  return std::min_element(kept_.begin(), kept_.end(),
+                          [](const auto& a, const auto& b) { return a.last_used < b.last_used; }) -
+         kept_.begin();
+}
+
+bool kv_block_pool::writable_after(const match& m) const {
+  if (m.tokens % block_size_ == 0) return true;
+  const auto& blocks = kept_[static_cast<size_t>(m.index)].blocks;
+  return holders_[static_cast<size_t>(blocks[static_cast<size_t>(m.tokens / block_size_)])] == 1;
+}
+
 bool kv_block_pool::evict_least_recent() {
   if (kept_.empty()) return false;
-  auto oldest = std::min_element(kept_.begin(), kept_.end(),
-                                 [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+  auto oldest = kept_.begin() + least_recent();
   give(oldest->blocks);
   remember_evicted(std::move(oldest->tokens));
   kept_.erase(oldest);

@@ -46,6 +46,12 @@ class kv_block_pool {
   }
   /// Kept prefixes.
   size_t kept() const { return kept_.size(); }
+  /// The kept prefix evicted next (least recently used), -1 when none is kept.
+  int64_t least_recent() const;
+  /// Whether a sequence that takes over the first `m.tokens` of kept prefix `m.index` may write
+  /// its next keys in place: they start a block, or the block they go into has no other holder
+  /// (a running sequence sharing it reads its keys there).
+  bool writable_after(const match& m) const;
   /// Kept prefixes given up, wholly or in part, since construction.
   uint64_t evictions() const { return evictions_; }
 
@@ -74,6 +80,8 @@ class kv_block_pool {
   /// whether it is free now. Rationale: a decode row whose next block a kept prefix holds grows
   /// into it rather than into a second run (decode_paged), when no free run can take the row.
   bool evict_holders_of(int64_t block);
+  /// The longest run of free blocks (the first of equals): its first block (-1: none) and length.
+  std::pair<int64_t, int64_t> longest_free_run() const;
   /// Whether blocks first..first+n-1 exist and are all free.
   bool free_range(int64_t first, int64_t n) const;
   /// Drops one holder of each of `blocks` (a block without holders is free) and clears it.
@@ -108,8 +116,6 @@ class kv_block_pool {
 
  private:
   bool evict_least_recent();
-  /// The longest run of free blocks (the first of equals): its first block (-1: none) and length.
-  std::pair<int64_t, int64_t> longest_free_run() const;
   void remember_evicted(std::vector<int32_t> tokens);
   /// Per block, how many kept prefixes hold it.
   std::vector<int32_t> kept_holders() const;

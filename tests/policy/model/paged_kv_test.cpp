@@ -252,6 +252,28 @@ TEST(paged_kv, a_row_grows_over_kept_prefixes_in_one_run_with_the_same_tokens) {
   EXPECT_EQ(s.decode_block_runs - before.decode_block_runs, s.decoded_tokens - before.decoded_tokens);
 }
 
+// 12 blocks of 16, 3 seats, three conversations of 10 + 40 tokens kept (four blocks each, the
+// whole pool). The same prompts again: each matches its kept prefix but for the reply, and the
+// free blocks cannot hold it as it grows, so it takes over the least recently used prefix's
+// blocks in place (as a slot is taken over): no block copied or moved, one run a row.
+TEST(paged_kv, a_prompt_again_takes_over_the_least_recent_prefix_in_place_when_the_pool_is_full) {
+  layout full;
+  full.cache_tokens = 192;
+  std::vector<generation_request> requests;
+  for (int i = 0; i < 3; ++i) requests.push_back(greedy(observation(70 + i, 0, 10), 40));
+  auto engine = open_engine(full);
+  const auto first = run_all(*engine, requests);
+  const auto before = engine->stats();
+  const auto again = run_all(*engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) expect_same(again[i], first[i], "request " + std::to_string(i));
+  const auto s = engine->stats();
+  EXPECT_EQ(s.reused_tokens - before.reused_tokens, 3u * 9);  // all but each prompt's last token
+  EXPECT_EQ(s.copied_tokens, before.copied_tokens);
+  EXPECT_EQ(s.moved_tokens, before.moved_tokens);
+  EXPECT_EQ(s.recomputed_tokens, before.recomputed_tokens);
+  EXPECT_EQ(s.decode_block_runs - before.decode_block_runs, s.decoded_tokens - before.decoded_tokens);
+}
+
 TEST(paged_kv, one_sequence_may_use_most_of_the_cache_and_ends_when_it_is_full) {
   // 512 tokens of KV for 4 sequences: a slot's share would be 128 tokens.
   layout l;
