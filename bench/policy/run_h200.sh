@@ -87,9 +87,14 @@ timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py
   --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent.log" | tail -20
-# No machine paths in what comes back: the tree's root as ., the Python environment as <venv>.
+# No machine paths in what comes back: the tree's root as ., the Python environment as <venv>,
+# a compiler outside /usr as <cc>.
 VENV=$($PY -c "import sys; print(sys.prefix)")
-grep -rlF -e "$PWD" -e "$VENV" "$OUT" 2>/dev/null | xargs -r sed -i "s|$PWD|.|g; s|$VENV|<venv>|g"
+CC_DIR=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
+SCRUB="s|$PWD/|./|g; s|$PWD\b|.|g"
+case $VENV in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$VENV/|<venv>/|g" ;; esac
+case $CC_DIR in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$CC_DIR/|<cc>/|g" ;; esac
+grep -rlF -e "$PWD" -e "$VENV/" -e "$CC_DIR/" "$OUT" 2>/dev/null | xargs -r sed -i "$SCRUB"
 if [ "${PACK:-0}" = 1 ]; then
   (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
 fi
