@@ -88,8 +88,9 @@ struct engine_options {
   /// block when none is left preempts the most recently admitted one, which is recomputed later).
   /// Paged reads keys in place with flash (runs of consecutive blocks as flash sequences) and
   /// replays CUDA graphs; sdpa and matmul gather them. Rationale: slots stays the default: on the
-  /// H200 paged is near slots at 64 x 512 but took the cached agent workload 97.8 s against 46 s
-  /// (docs/POLICY_MODEL.md).
+  /// H200 the two are within 1-3% on every bench workload (64 x 512, the cached agent workload,
+  /// 131k decode: bench/results/2026-12-04-policy-h200-paged-in-place.md), slots has the longer
+  /// record, and on the CPU paged gathers its keys (docs/POLICY_MODEL.md).
   kv_layout_kind kv_layout = kv_layout_kind::slots;
   /// Paged: tokens per block. Rationale: 256 keeps the runs of a shared prefix whole in few
   /// blocks; 1,024 halved the 64 x 512 bench on the H200 (a block of decode headroom per running
