@@ -444,44 +444,54 @@ __global__ void __launch_bounds__(merge_threads)
   }
 }
 
-// gemv_rows (fused_kernels.hpp): a warp per output feature. Each lane streams the weight row in
-// 16-byte vectors, gemv_unroll of them in flight, and reads the input rows' matching vectors (the
-// same few rows for every warp, so they stay in L1 / L2); fp32 sums reduced across the warp,
-// the bias added, one rounding.
+// gemv_rows (fused_kernels.hpp): `split` warps per output feature (1, 2, 4 or 8), each over its
+// share of the input dimension. Each lane streams the weight row in 16-byte vectors, gemv_unroll
+// of them in flight, and reads the input rows' matching vectors (the same few rows for every
+// warp, so they stay in L1 / L2); fp32 sums reduced across the warp, then across the row's warps
+// through shared memory, the bias added, one rounding. Rationale: a warp per feature left an
+// output of 896 features (a 0.5B model's o and down projections) at 112 blocks on 132 SMs with a
+// few loads in flight each: 480 us a 1-row step for 715 MB of weights, ~1.5 TB/s on the H200;
+// split, 455 us (bench/results/2026-12-04-policy-h200-paged-in-place.md, calls 3 and 4). The rest
+// is per call: 96 calls a step, the q/k/v and o ones ~2 MB each.
 constexpr int gemv_threads = 256;
+constexpr int gemv_warps = gemv_threads / 32;
 constexpr int gemv_unroll = 4;
 
 template <typename T, int R>
 __global__ void __launch_bounds__(gemv_threads)
     gemv_rows_kernel(const T* __restrict__ x_bd, const T* __restrict__ w_nd, const T* __restrict__ bias_n,
-                     T* __restrict__ y_bn, int64_t n, int64_t d) {
+                     T* __restrict__ y_bn, int64_t n, int64_t d, int split) {
   constexpr int per_vec = 16 / sizeof(T);
-  const int lane = threadIdx.x % warp;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * (gemv_threads / warp) + threadIdx.x / warp;
-  if (j >= n) return;
-  const int64_t vecs = d / per_vec;
-  const uint4* w = reinterpret_cast<const uint4*>(w_nd + j * d);
+  __shared__ float part_s[gemv_warps][R];
+  const int lane = threadIdx.x % warp, wid = threadIdx.x / warp;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (gemv_warps / split) + wid / split;
+  const int part = wid % split;
+  const int64_t vecs = d / per_vec, chunk = (vecs + split - 1) / split;
+  const int64_t first = part * chunk, last = first + chunk < vecs ? first + chunk : vecs;
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (int64_t base = 0; base < vecs; base += warp * gemv_unroll) {
-    uint4 wv[gemv_unroll];
+  if (j < n) {
+    const uint4* w = reinterpret_cast<const uint4*>(w_nd + j * d);
+    for (int64_t base = first; base < last; base += warp * gemv_unroll) {
+      uint4 wv[gemv_unroll];
 #pragma unroll
-    for (int u = 0; u < gemv_unroll; ++u) {
-      const int64_t at = base + u * warp + lane;
-      wv[u] = at < vecs ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
-    }
+      for (int u = 0; u < gemv_unroll; ++u) {
+        const int64_t at = base + u * warp + lane;
+        wv[u] = at < last ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
+      }
 #pragma unroll
-    for (int u = 0; u < gemv_unroll; ++u) {
-      const int64_t at = base + u * warp + lane;
-      if (at < vecs) {
-        const T* we = reinterpret_cast<const T*>(&wv[u]);
+      for (int u = 0; u < gemv_unroll; ++u) {
+        const int64_t at = base + u * warp + lane;
+        if (at < last) {
+          const T* we = reinterpret_cast<const T*>(&wv[u]);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x_bd + r * d) + at);
-          const T* xe = reinterpret_cast<const T*>(&xv);
+          for (int r = 0; r < R; ++r) {
+            const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x_bd + r * d) + at);
+            const T* xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-          for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
+            for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
+          }
         }
       }
     }
@@ -489,11 +499,32 @@ __global__ void __launch_bounds__(gemv_threads)
 #pragma unroll
   for (int r = 0; r < R; ++r)
     for (int offset = warp / 2; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
-  if (lane == 0) {
+  if (split > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) part_s[wid][r] = acc[r];
+    __syncthreads();
+    if (lane == 0 && part == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r] = 0.0f;
+        for (int k = 0; k < split; ++k) acc[r] += part_s[wid + k][r];
+      }
+  }
+  if (lane == 0 && part == 0 && j < n) {
     const float bias = bias_n != nullptr ? to_f(bias_n[j]) : 0.0f;
 #pragma unroll
     for (int r = 0; r < R; ++r) y_bn[r * n + j] = from_f<T>(acc[r] + bias);
   }
+}
+
+// Warps per output feature: doubled (to 8 at most) while the blocks would not fill the GPU four
+// times over and each warp would still have a vector per lane.
+int gemv_split(int64_t n, int64_t vecs) {
+  const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
+  int split = 1;
+  while (split < gemv_warps && n * split / gemv_warps < 4 * sms && vecs / (2 * split) >= warp) split *= 2;
+  return split;
 }
 
 // The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count.
@@ -503,10 +534,12 @@ void launch_gemv(int64_t b, const void* x_bd, const void* w_nd, const void* bias
   if constexpr (R < gemv_max_rows) {
     if (b > R) return launch_gemv<T, R + 1>(b, x_bd, w_nd, bias_n, y_bn, n, d, stream);
   }
-  const auto blocks = static_cast<unsigned>((n + gemv_threads / warp - 1) / (gemv_threads / warp));
+  const int split = gemv_split(n, d / (16 / static_cast<int64_t>(sizeof(T))));
+  const int64_t per_block = gemv_warps / split;
+  const auto blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
   gemv_rows_kernel<T, R><<<blocks, gemv_threads, 0, stream>>>(static_cast<const T*>(x_bd), static_cast<const T*>(w_nd),
                                                               static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n,
-                                                              d);
+                                                              d, split);
 }
 
 // decode_attention (fused_kernels.hpp): a block per (split of `chunk` keys, row x KV head), 128

@@ -59,8 +59,9 @@ int multiprocessor_count();
 /// Rows gemv_rows takes at most.
 constexpr int64_t gemv_max_rows = 8;
 
-/// y_bn = x_bd w_nd^T + bias_n (bias_n may be null) for b <= gemv_max_rows rows: a warp per output
-/// feature reading the weight once in 16-byte vectors, fp32 sums, one rounding to the element type.
+/// y_bn = x_bd w_nd^T + bias_n (bias_n may be null) for b <= gemv_max_rows rows: one to eight warps
+/// per output feature (more when there are few features) reading the weight once in 16-byte
+/// vectors, fp32 sums, one rounding to the element type.
 /// x and w contiguous and 16-byte aligned, d a multiple of 16 bytes' worth of elements; y rows
 /// contiguous.
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,

@@ -216,14 +216,17 @@ def test_fused_sampling_reads_half_logits_as_their_fp32_copy(cuda, tmp_path, dty
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_linear_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dtype):
     """linear_rows' matrix-vector kernel (1-8 rows) over the 0.5B decode shapes (q/k/v 1152 x 896,
-    down 896 x 4864, gate/up 9728 x 896) and a tiny one (13 x 24: fewer vectors than lanes, a
-    partial block): y equals the float64 product of the rounded operands plus the bias, to one
-    rounding of the dtype plus fp32 summation error."""
+    down 896 x 4864, gate/up 9728 x 896), a tiny one (13 x 24: fewer vectors than lanes, a
+    partial block), and outputs split over 2-8 warps a feature (few features, a long input:
+    1150 x 896 ends in a partial block of split features, 13 x 4096 has 8 warps a feature): y
+    equals the float64 product of the rounded operands plus the bias, to one rounding of the dtype
+    plus fp32 summation error."""
     torch_dtype = getattr(torch, dtype)
     rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -23}[dtype]
     g = torch.Generator().manual_seed(9)
     for rows, n, d, with_bias in [(1, 1152, 896, True), (3, 896, 4864, False), (8, 9728, 896, False),
-                                  (5, 13, 24, True), (2, 13, 24, False)]:
+                                  (5, 13, 24, True), (2, 13, 24, False), (1, 1150, 896, True),
+                                  (2, 13, 4096, True)]:
         x = torch.randn(rows, d, generator=g).to(torch_dtype).double()
         w = (torch.randn(n, d, generator=g) * 0.05).to(torch_dtype).double()
         bias = torch.randn(n, generator=g).to(torch_dtype).double()
