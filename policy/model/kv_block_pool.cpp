@@ -88,28 +88,13 @@ std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t 
   while (free() < (needed < 0 ? n : needed))
     if (!evict_least_recent()) break;
   const auto place = [&] {
-    int64_t first = -1;
-    if (prefer >= 0 && prefer < total_) {
-      // The first k free blocks in a row from `prefer` on, else from block 0 (runs that start
-      // before it).
-      const auto first_fit = [&](int64_t k) {
-        const auto fit = [&](int64_t from, int64_t to) {
-          for (int64_t b = from, length = 0; b < to; ++b) {
-            length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
-            if (length >= k) return b - k + 1;
-          }
-          return int64_t{-1};
-        };
-        const int64_t at = fit(prefer, total_);
-        return at >= 0 ? at : fit(0, std::min(total_, prefer + k - 1));
-      };
-      if (room > n) first = first_fit(room);
-      if (first < 0) first = first_fit(n);
-    } else {
+    if (prefer < 0 || prefer >= total_) {
       const auto [best, length] = longest_free_run();
-      if (length >= n) first = best == 0 ? 0 : best + (length - n) / 2;
+      if (length < n) return int64_t{-1};
+      return best == 0 ? 0 : best + (length - n) / 2;
     }
-    return first;
+    const int64_t roomy = room > n ? first_fit(prefer, room) : -1;
+    return roomy >= 0 ? roomy : first_fit(prefer, n);
   };
   int64_t first = place();
   // No run of n free: more least recently used prefixes go, unless the caller takes only free
@@ -123,18 +108,25 @@ std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t 
   return out;
 }
 
+int64_t kv_block_pool::first_fit(int64_t from, int64_t n) const {
+  const auto fit = [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin, length = 0; b < end; ++b) {
+      length = holders_[static_cast<size_t>(b)] == 0 ? length + 1 : 0;
+      if (length >= n) return b - n + 1;
+    }
+    return int64_t{-1};
+  };
+  const int64_t at = fit(from, total_);
+  return at >= 0 ? at : fit(0, std::min(total_, from + n - 1));
+}
+
 bool kv_block_pool::evict_holders_of(int64_t block) {
   if (block < 0 || block >= total_) return false;
   const auto b = static_cast<size_t>(block);
   if (holders_[b] == 0) return true;
   if (kept_holders()[b] != holders_[b]) return false;  // a running sequence holds it
-  for (size_t i = kept_.size(); i-- > 0;) {
-    if (std::find(kept_[i].blocks.begin(), kept_[i].blocks.end(), block) == kept_[i].blocks.end()) continue;
-    give(kept_[i].blocks);
-    remember_evicted(std::move(kept_[i].tokens));
-    kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
-    ++evictions_;
-  }
+  for (size_t i = kept_.size(); i-- > 0;)
+    if (std::find(kept_[i].blocks.begin(), kept_[i].blocks.end(), block) != kept_[i].blocks.end()) evict(i);
   return holders_[b] == 0;
 }
 
@@ -240,12 +232,16 @@ bool kv_block_pool::writable_after(const match& m) const {
 
 bool kv_block_pool::evict_least_recent() {
   if (kept_.empty()) return false;
-  auto oldest = kept_.begin() + least_recent();
-  give(oldest->blocks);
-  remember_evicted(std::move(oldest->tokens));
-  kept_.erase(oldest);
-  ++evictions_;
+  evict(static_cast<size_t>(least_recent()));
   return true;
+}
+
+void kv_block_pool::evict(size_t index) {
+  auto it = kept_.begin() + static_cast<std::ptrdiff_t>(index);
+  give(it->blocks);
+  remember_evicted(std::move(it->tokens));
+  kept_.erase(it);
+  ++evictions_;
 }
 
 void kv_block_pool::remember_evicted(std::vector<int32_t> tokens) {

@@ -116,6 +116,11 @@ class kv_block_pool {
 
  private:
   bool evict_least_recent();
+  /// Gives up kept prefix `index` whole (an eviction).
+  void evict(size_t index);
+  /// The first of n free blocks in a row from block `from` on, else from block 0 (runs that
+  /// start before `from`); -1 when there is none.
+  int64_t first_fit(int64_t from, int64_t n) const;
   void remember_evicted(std::vector<int32_t> tokens);
   /// Per block, how many kept prefixes hold it.
   std::vector<int32_t> kept_holders() const;
