@@ -96,10 +96,7 @@ std::vector<int64_t> kv_block_pool::take_run(int64_t n, int64_t prefer, int64_t 
     const int64_t roomy = room > n ? first_fit(prefer, room) : -1;
     return roomy >= 0 ? roomy : first_fit(prefer, n);
   };
-  int64_t first = place();
-  // No run of n free: more least recently used prefixes go, unless the caller takes only free
-  // blocks (needed 0).
-  while (first < 0 && needed != 0 && evict_least_recent()) first = place();
+  const int64_t first = place();
   if (first < 0) return {};
   std::vector<int64_t> out(static_cast<size_t>(n));
   std::iota(out.begin(), out.end(), first);

@@ -70,11 +70,13 @@ class kv_block_pool {
   /// leaving room to grow after them). Rationale: a seat whose first block a kept prefix still
   /// holds then takes the free blocks after it, in its own share, not the middle of another's
   /// (that displaced one sequence after another: 64 rows of 1,024 tokens took 7,839 runs for
-  /// 6,336 decode rows). Kept prefixes are evicted, least recently used first, while fewer than
-  /// `needed` blocks are free (-1: n), then while no run of n free blocks is there (needed 0:
-  /// none is evicted). Rationale: a row in two runs is read as two flash sequences and a
-  /// prefill gathers its keys (decoder.hpp), which on the H200 cost more than recomputing an old
-  /// prefix. Empty, taking nothing, when no run of n free blocks is left.
+  /// 6,336 decode rows). Kept prefixes are evicted, least recently used first, only while fewer
+  /// than `needed` blocks are free (-1: n): the blocks the caller lacks, so no more than taking
+  /// them one by one would evict. Rationale: evicting more until a run was free (least recently
+  /// used first, or the prefixes of the window with the fewest kept blocks) cost a pool that
+  /// thrashes (64 agent episodes in 64% of the keys they need) a point of prefix hits and left
+  /// its rows in more runs, not fewer (bench/results/2026-12-04-policy-h200-paged-in-place.md).
+  /// Empty, taking nothing, when no run of n free blocks is left.
   std::vector<int64_t> take_run(int64_t n, int64_t prefer = -1, int64_t needed = -1, int64_t room = 0);
   /// Frees `block` by evicting the kept prefixes holding it, when they are all that holds it;
   /// whether it is free now. Rationale: a decode row whose next block a kept prefix holds grows
