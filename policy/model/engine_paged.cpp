@@ -24,8 +24,8 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
       auto& blocks = slots[seat]->blocks;
       // The block after its last keeps the row one run. When it is taken the row moves to a
       // free run of one more block (its keys copied); when there is none, it evicts the kept
-      // prefixes holding that next block, else those least recently used until such a run is
-      // free; only when none is left does it grow elsewhere (a second run).
+      // prefixes holding that next block and grows in place; when a running sequence holds it,
+      // it moves to a run that evicting for the one block lacking leaves, else grows elsewhere.
       const int64_t next = blocks.back() + 1;
       if (!pool->free_range(next, 1) && paged_block_run_count({&blocks}) == 1) {
         auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/0);
