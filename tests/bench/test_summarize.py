@@ -1,0 +1,30 @@
+"""bench/policy/summarize.py over a committed run_h200.sh call: every workload's figure, by run,
+with the paged layout's placement counts; a path that is not a folder is a clear error."""
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench/policy/summarize.py"
+CALL = ROOT / "bench/results/2026-12-04-policy-h200-paged-in-place/call2"
+
+
+def summarize(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_call_reads_as_one_row_per_run_and_workload():
+    proc = summarize(CALL)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 6, proc.stdout
+    assert "| batch-1 (kv_layout=paged) | 64 x 512, repeat 0 | 46,453 tok/s | 1.00 runs a row |" in rows
+    assert "| batch-1 (kv_layout=paged) | 64 x 512, repeat 1 | 45,895 tok/s | 1.00 runs a row, hit rate 0.969 |" in rows
+    assert "| cached-1 (kv_layout=paged) | agent workload, prefix cache | 44.96 s | 1.00 runs a row, hit rate 0.959 |" in rows
+    assert "| main | agent workload, prefix cache | 44.51 s | hit rate 0.959 |" in rows
+
+
+def test_a_missing_folder_is_named(tmp_path):
+    proc = summarize(tmp_path / "nowhere")
+    assert proc.returncode != 0
+    assert "nowhere is not a folder" in proc.stderr
