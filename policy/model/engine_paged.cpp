@@ -178,10 +178,9 @@ bool generation_engine::impl::admit_paged() {
   // (no copy, no other prefix evicted), as a slot is taken over. Not when a running sequence
   // shares the block it would write into.
   const int64_t most = std::min<int64_t>(length + next.request.max_new_tokens, context);
-  const bool cramped = pool->longest_free_run().second < pool->blocks_for(most);
-  const bool take_over =
-      reuse.index >= 0 && (reuse.tokens == pool->kept_tokens(reuse.index) ||
-                           (cramped && reuse.index == pool->least_recent() && pool->writable_after(reuse)));
+  const bool take_over = reuse.index >= 0 && (reuse.tokens == pool->kept_tokens(reuse.index) ||
+                                              (reuse.index == pool->least_recent() && pool->writable_after(reuse) &&
+                                               pool->longest_free_run().second < pool->blocks_for(most)));
   const int64_t reused_blocks = take_over ? pool->blocks_for(reuse.tokens) : reuse.tokens / pool->block_size();
   // Rationale: admitted only if the blocks obtainable (free, or kept and evictable) cover its
   // prompt and first new key, plus a block of decode headroom per running sequence, so that an
