@@ -220,12 +220,8 @@ bool generation_engine::impl::admit_paged() {
     blocks.push_back(blocks.empty() ? *pool->take({seat_base(index)})
                                     : *pool->take({blocks.back() + 1, seat_base(index)}));
   if (shared.partial >= 0) {  // the shared tokens' last block, copied: this sequence writes after them
-    const int64_t own = blocks[static_cast<size_t>(reuse.tokens / pool->block_size())];
-    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
-      cache.k_nkce[layer].select(1, own).copy_(cache.k_nkce[layer].select(1, shared.partial));
-      cache.v_nkce[layer].select(1, own).copy_(cache.v_nkce[layer].select(1, shared.partial));
-    }
     std::vector<int64_t> source{shared.partial};
+    copy_blocks(source, {blocks[static_cast<size_t>(reuse.tokens / pool->block_size())]});
     pool->give(source);
   }
   sequence& seq = seat->emplace(std::move(next));
