@@ -39,6 +39,7 @@ struct policy_config {
   kv_layout_kind kv_layout = kv_layout_kind::slots;
   int32_t kv_block_size = 256;
   int64_t kv_cache_tokens = 0;
+  kv_cache_dtype_kind kv_cache_dtype = kv_cache_dtype_kind::automatic;
   bool cuda_graphs = true;
   bool overlap = false;
   int32_t flash_decode_shares = 64;
@@ -91,6 +92,10 @@ struct policy_config {
     f("kv_cache_tokens", c.kv_cache_tokens,
       "libtorch, paged: tokens of KV storage in all; 0 = max_batch x max_context in whole blocks",
       at_least(0, "must be >= 0 (0: max_batch x max_context in whole blocks)"));
+    // Rationale: see policy/model/engine.hpp engine_options::kv_cache_dtype.
+    f("kv_cache_dtype", c.kv_cache_dtype,
+      "libtorch: the KV cache's element type: auto (the model's dtype) or fp8_e4m3 (half the bytes; keys and "
+      "values rounded to e4m3, needs bfloat16 or float16)");
     f("cuda_graphs", c.cuda_graphs,
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("overlap", c.overlap,
@@ -136,6 +141,8 @@ struct policy_config {
               "teacher-forces replies through the libtorch engine; backend is \"" + to_string(backend) + "\"");
     if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
       e.error("kv_cache_tokens", "applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
+    if (kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 && dtype == model_dtype::float32)
+      e.error("kv_cache_dtype", "fp8_e4m3 needs dtype = \"bfloat16\" or \"float16\"");
     if (device != "cpu" && device != "cuda" && device.rfind("cuda:", 0) != 0)
       e.error("device", "must be cpu, cuda or cuda:N, got '" + device + "'");
   }

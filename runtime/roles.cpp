@@ -221,6 +221,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.kv_layout = p.kv_layout;
     o.engine.kv_block_size = p.kv_block_size;
     o.engine.kv_cache_tokens = p.kv_cache_tokens;
+    o.engine.kv_cache_dtype = p.kv_cache_dtype;
     o.engine.cuda_graphs = p.cuda_graphs;
     o.engine.overlap = p.overlap;
     o.engine.flash_decode_shares = p.flash_decode_shares;
@@ -236,8 +237,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                      std::to_string(p.max_context) + "|" + (p.prefix_cache ? "cache" : "no-cache") + "|" +
                      std::to_string(p.prefill_chunk) + "|" + to_string(p.cache_attention) + "|" +
                      to_string(p.kv_layout) + "|" + std::to_string(p.kv_block_size) + "|" +
-                     std::to_string(p.kv_cache_tokens) + "|" + (p.cuda_graphs ? "graphs" : "eager") + "|" +
-                     (p.overlap ? "overlap" : "plain");
+                     std::to_string(p.kv_cache_tokens) + "|" + to_string(p.kv_cache_dtype) + "|" +
+                     (p.cuda_graphs ? "graphs" : "eager") + "|" + (p.overlap ? "overlap" : "plain");
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {

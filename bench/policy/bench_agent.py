@@ -39,6 +39,7 @@ BF16_FLOP_PER_S = 989e12
 SHAPE = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
              num_attention_heads=14, num_key_value_heads=2)
 CONTEXT = 131072
+KV_ELEMENT_BYTES = 2  # bytes of a cached key or value element: 2 (bf16), 1 (--kv-cache-dtype fp8_e4m3)
 
 
 # --dry-run: the script's logic on a CPU with a tiny model (no figure of it means anything).
@@ -108,7 +109,7 @@ def sampled_turns_bound(costs, turns):
 def bounds(result, params):
     """Lower bounds in seconds: decode by bandwidth, prefill by bf16 throughput."""
     head_dim = SHAPE["hidden_size"] // SHAPE["num_attention_heads"]
-    kv_bytes_per_key = SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim * 2
+    kv_bytes_per_key = SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim * KV_ELEMENT_BYTES
     decode = (result["decode_steps"] * params * 2 + result["attended_keys"] * kv_bytes_per_key) / HBM_BYTES_PER_S
     prefill = 2 * params * result["prefilled"] / BF16_FLOP_PER_S
     return {"decode_bound_s": decode, "prefill_bound_s": prefill, "bound_s": decode + prefill,
@@ -125,6 +126,9 @@ def main():
                         help="the engine's KV layout for every run")
     parser.add_argument("--kv-block-size", type=int, default=None,
                         help="paged: tokens per block for every run (default: the engine's)")
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8_e4m3"],
+                        help="the engine's KV cache element type for every run (fp8_e4m3: 1 byte a key element; "
+                             "the bounds count the bytes it reads)")
     parser.add_argument("--compare", nargs="*", default=[],
                         help="other cache attentions to run the cached agent workload and the long sequence with")
     parser.add_argument("--skip-uncached", action="store_true", help="leave out the re-prefilling run")
@@ -172,7 +176,8 @@ def main():
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
     args = parser.parse_args()
-    global SHAPE, CONTEXT
+    global SHAPE, CONTEXT, KV_ELEMENT_BYTES
+    KV_ELEMENT_BYTES = 1 if args.kv_cache_dtype == "fp8_e4m3" else 2
     device, dtype, agent_context, batch_context = "cuda", "bfloat16", 32768, 552
     if args.dry_run:
         SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
@@ -180,6 +185,7 @@ def main():
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     layout += ["--kv-block-size", args.kv_block_size] if args.kv_block_size is not None else []
+    layout += ["--kv-cache-dtype", args.kv_cache_dtype] if args.kv_cache_dtype != "auto" else []
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
@@ -190,7 +196,8 @@ def main():
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
            "torch": torch.__version__, "host": platform.node(), "cache_attention": args.cache_attention,
-           "kv_layout": args.kv_layout, "kv_block_size": args.kv_block_size, "prefill_chunk": args.prefill_chunk,
+           "kv_layout": args.kv_layout, "kv_block_size": args.kv_block_size, "kv_cache_dtype": args.kv_cache_dtype,
+           "prefill_chunk": args.prefill_chunk,
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
            "flash_decode_shares": args.flash_decode_shares,
            "decode_gemv_rows": args.decode_gemv_rows}

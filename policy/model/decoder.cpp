@@ -36,20 +36,40 @@ bool ignorable_name(const std::string& name) {
   return name.ends_with("rotary_emb.inv_freq");
 }
 
+bool is_fp8(const torch::Tensor& cache) {
+  return cache.scalar_type() == torch::kFloat8_e4m3fn;
+}
+
+// Keys or values of the model's dtype as `cache` holds them (kv_cache::entries()): for an e4m3 cache each
+// value saturated at +-448 and rounded to e4m3 (ATen's cast alone turns what exceeds the range
+// into NaN), as bytes; otherwise as they are.
+torch::Tensor stored(const torch::Tensor& x, const torch::Tensor& cache) {
+  if (!is_fp8(cache)) return x;
+  return x.clamp(-448.0, 448.0).to(torch::kFloat8_e4m3fn).view(torch::kUInt8);
+}
+
+// Entries read from `cache` (its own type or kv_cache::entries()' bytes) in `dtype`.
+torch::Tensor loaded(const torch::Tensor& x, const torch::Tensor& cache, torch::ScalarType dtype) {
+  return is_fp8(cache) ? x.view(torch::kFloat8_e4m3fn).to(dtype) : x;
+}
+
 // Paged cache: the blocks `table_bm` [b, m] of one layer's cache [k, blocks, block size, e] as
-// [b, k, m * block size, e], the shape slot rows have in place (a copy, viewed). Rationale: a
-// gather keeps the sdpa and matmul modes' code unchanged; flash reads the blocks in place.
-torch::Tensor gather_blocks(const torch::Tensor& cache_knse, const torch::Tensor& table_bm) {
+// [b, k, m * block size, e] in `dtype`, the shape slot rows have in place (a copy, viewed).
+// Rationale: a gather keeps the sdpa and matmul modes' code unchanged; flash reads the blocks in place.
+torch::Tensor gather_blocks(const torch::Tensor& cache_knse, const torch::Tensor& table_bm, torch::ScalarType dtype) {
   const int64_t b = table_bm.size(0), m = table_bm.size(1);
   const int64_t k = cache_knse.size(0), bs = cache_knse.size(2), e = cache_knse.size(3);
-  return cache_knse.index_select(1, table_bm.reshape({b * m})).view({k, b, m * bs, e}).transpose(0, 1);
+  return loaded(kv_cache::entries(cache_knse).index_select(1, table_bm.reshape({b * m})), cache_knse, dtype)
+      .view({k, b, m * bs, e})
+      .transpose(0, 1);
 }
 
 // Paged cache: writes x_xke (x positions' keys or values, every KV head) into block blocks_x[i]
 // at offset offsets_x[i] of one layer's cache [k, blocks, block size, e].
 void write_blocks(torch::Tensor& cache_knse, const torch::Tensor& blocks_x, const torch::Tensor& offsets_x,
                   const torch::Tensor& x_xke) {
-  cache_knse.index_put_({torch::indexing::Slice(), blocks_x, offsets_x}, x_xke.transpose(0, 1));
+  kv_cache::entries(cache_knse)
+      .index_put_({torch::indexing::Slice(), blocks_x, offsets_x}, stored(x_xke.transpose(0, 1), cache_knse));
 }
 
 // Paged cache [k, blocks, block size, e] as rows [k * blocks * block size, e]: the rows of each
@@ -153,13 +173,24 @@ std::map<std::string, std::vector<int64_t>> expected_parameter_shapes(const mode
   return out;
 }
 
+torch::Tensor kv_cache::entries(const torch::Tensor& buffer) {
+  return is_fp8(buffer) ? buffer.view(torch::kUInt8) : buffer;
+}
+
+torch::Tensor kv_cache::zeros(c10::IntArrayRef shape, torch::Device device, torch::ScalarType dtype) {
+  const auto options = torch::TensorOptions().device(device);
+  // Rationale: zero bytes are e4m3 zeros; filling a float8 tensor is not every build's kernel.
+  if (dtype == torch::kFloat8_e4m3fn) return torch::zeros(shape, options.dtype(torch::kUInt8)).view(dtype);
+  return torch::zeros(shape, options.dtype(dtype));
+}
+
 kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
                             torch::ScalarType dtype) {
   kv_cache cache;
   auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    cache.k_nkce.push_back(torch::zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, options));
-    cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
+    for (auto* buffers : {&cache.k_nkce, &cache.v_nkce})
+      buffers->push_back(zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, device, dtype));
   }
   cache.decode_counters = torch::zeros({slots * config.num_key_value_heads}, options.dtype(torch::kInt32));
   return cache;
@@ -169,10 +200,9 @@ kv_cache kv_cache::allocate_blocks(const model_config& config, int64_t blocks, i
                                    torch::ScalarType dtype) {
   kv_cache cache;
   cache.paged = true;
-  auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    cache.k_nkce.push_back(torch::zeros({config.num_key_value_heads, blocks, block_size, config.head_dim}, options));
-    cache.v_nkce.push_back(torch::zeros_like(cache.k_nkce.back()));
+    for (auto* buffers : {&cache.k_nkce, &cache.v_nkce})
+      buffers->push_back(zeros({config.num_key_value_heads, blocks, block_size, config.head_dim}, device, dtype));
   }
   return cache;
 }
@@ -358,15 +388,20 @@ torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& 
 torch::Tensor decoder::paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
                                            const torch::Tensor& v_1kte, const cache_use& use) const {
   const int64_t e = config_.head_dim, k = config_.num_key_value_heads;
-  auto k_rows = use.cache->k_nkce[static_cast<size_t>(layer)].view({-1, e});
-  auto v_rows = use.cache->v_nkce[static_cast<size_t>(layer)].view({-1, e});
-  // Rows token-major ([T * k], [S * k]): keys [T, k, e] in, [S, k, e] out.
-  k_rows.index_copy_(0, use.page_rows_t, k_1kte[0].transpose(0, 1).reshape({-1, e}));
-  v_rows.index_copy_(0, use.page_rows_t, v_1kte[0].transpose(0, 1).reshape({-1, e}));
+  const auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
+  const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
+  auto k_rows = kv_cache::entries(k_cache).view({-1, e});
+  auto v_rows = kv_cache::entries(v_cache).view({-1, e});
+  // Rows token-major ([T * k], [S * k]): keys [T, k, e] in, [S, k, e] out (an e4m3 cache's read
+  // back into the model's dtype).
+  k_rows.index_copy_(0, use.page_rows_t, stored(k_1kte[0].transpose(0, 1).reshape({-1, e}), k_cache));
+  v_rows.index_copy_(0, use.page_rows_t, stored(v_1kte[0].transpose(0, 1).reshape({-1, e}), v_cache));
   const auto& seqs = use.prefill_seqs;
-  return flash_varlen(q_1hte[0].transpose(0, 1), k_rows.index_select(0, use.page_keys_s).view({-1, k, e}),
-                      v_rows.index_select(0, use.page_keys_s).view({-1, k, e}), seqs.cu_q, seqs.cu_k, {}, seqs.max_q,
-                      seqs.max_k, nullptr)
+  const auto dtype = q_1hte.scalar_type();
+  return flash_varlen(q_1hte[0].transpose(0, 1),
+                      loaded(k_rows.index_select(0, use.page_keys_s), k_cache, dtype).view({-1, k, e}),
+                      loaded(v_rows.index_select(0, use.page_keys_s), v_cache, dtype).view({-1, k, e}), seqs.cu_q,
+                      seqs.cu_k, {}, seqs.max_q, seqs.max_k, nullptr)
       .transpose(0, 1)
       .unsqueeze(0);
 }
@@ -383,18 +418,19 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
     write_blocks(k_cache, page->blocks_t, page->offsets_t, k_1kte[0].transpose(0, 1));
     write_blocks(v_cache, page->blocks_t, page->offsets_t, v_1kte[0].transpose(0, 1));
   } else {
-    k_cache[part.slot].narrow(1, part.start, t).copy_(k_1kte[0]);
-    v_cache[part.slot].narrow(1, part.start, t).copy_(v_1kte[0]);
+    kv_cache::entries(k_cache)[part.slot].narrow(1, part.start, t).copy_(stored(k_1kte[0], k_cache));
+    kv_cache::entries(v_cache)[part.slot].narrow(1, part.start, t).copy_(stored(v_1kte[0], v_cache));
   }
   if (part.start == 0)
     return at::scaled_dot_product_attention(q_1hte, k_1kte, v_1kte, {}, 0.0, /*is_causal=*/true, std::nullopt,
                                             /*enable_gqa=*/h != k);
   // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
   const int64_t s = part.start + t;
-  auto k_1kse = page != nullptr ? gather_blocks(k_cache, page->table_1m).narrow(2, 0, s)
-                                : k_cache.narrow(0, part.slot, 1).narrow(2, 0, s);
-  auto v_1kse = page != nullptr ? gather_blocks(v_cache, page->table_1m).narrow(2, 0, s)
-                                : v_cache.narrow(0, part.slot, 1).narrow(2, 0, s);
+  const auto dtype = q_1hte.scalar_type();
+  auto k_1kse = page != nullptr ? gather_blocks(k_cache, page->table_1m, dtype).narrow(2, 0, s)
+                                : loaded(k_cache.narrow(0, part.slot, 1).narrow(2, 0, s), k_cache, dtype);
+  auto v_1kse = page != nullptr ? gather_blocks(v_cache, page->table_1m, dtype).narrow(2, 0, s)
+                                : loaded(v_cache.narrow(0, part.slot, 1).narrow(2, 0, s), v_cache, dtype);
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q_1hte.device());
   auto mask_ts = torch::arange(s, opts).view({1, s}) <= (torch::arange(t, opts) + part.start).view({t, 1});
   // Rationale: keys repeated per query head rather than enable_gqa, which the masked
@@ -444,12 +480,12 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
     auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
     if (use.cache->paged) {  // row i's keys to their rows (decode())
       auto rows_x = head_rows(use.rows_b, k, use.cache->slots() * use.cache->capacity());
-      k_cache.view({-1, e}).index_copy_(0, rows_x, k_bkte.reshape({b * k, e}));
-      v_cache.view({-1, e}).index_copy_(0, rows_x, v_bkte.reshape({b * k, e}));
+      kv_cache::entries(k_cache).view({-1, e}).index_copy_(0, rows_x, stored(k_bkte.reshape({b * k, e}), k_cache));
+      kv_cache::entries(v_cache).view({-1, e}).index_copy_(0, rows_x, stored(v_bkte.reshape({b * k, e}), v_cache));
     } else {
       auto index_bk1e = use.positions_b.view({b, 1, 1, 1}).expand({b, k, 1, e});
-      k_cache.narrow(0, 0, b).scatter_(2, index_bk1e, k_bkte);
-      v_cache.narrow(0, 0, b).scatter_(2, index_bk1e, v_bkte);
+      kv_cache::entries(k_cache).narrow(0, 0, b).scatter_(2, index_bk1e, stored(k_bkte, k_cache));
+      kv_cache::entries(v_cache).narrow(0, 0, b).scatter_(2, index_bk1e, stored(v_bkte, v_cache));
     }
     return decode_attention(layer, q_bhte, use);
   }
@@ -485,10 +521,14 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
     return cache_decode_attention(q_bh1e.reshape({b, h, e}), k_cache, v_cache, use.positions_b, use.keys,
                                   use.cache->decode_counters)
         .view({b, h, 1, e});
+  if (use.fp8_kernel)
+    return fp8_decode_attention(q_bh1e.reshape({b, h, e}), k_cache, v_cache, use.positions_b, use.keys,
+                                use.cache->paged ? use.tables_bm : torch::Tensor{})
+        .view({b, h, 1, e});
   auto q_bkge = q_bh1e.reshape({b, k, g, e});
   // flash: one cache sequence per (row, KV head), or per share of one (slots' shares, paged
   // blocks), g queries each.
-  if (cache_attention_ == cache_attention::flash) {
+  if (use.flash_decode) {
     const auto& seqs = use.decode_seqs;
     if (seqs.shares == 1)
       return flash_over_cache(layer, q_bkge.reshape({b * k, g, e}), *use.cache, seqs).view({b, h, 1, e});
@@ -504,11 +544,12 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
                 " queries");
     return merge_shares(out_xge, lse, seqs.used_k, seqs.shares, fused_kernels_).view({b, h, 1, e});
   }
-  // Each row's first s keys and values.
-  auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm).narrow(2, 0, s)
-                                 : k_cache.narrow(0, 0, b).narrow(2, 0, s);
-  auto v_bkse = use.cache->paged ? gather_blocks(v_cache, use.tables_bm).narrow(2, 0, s)
-                                 : v_cache.narrow(0, 0, b).narrow(2, 0, s);
+  // Each row's first s keys and values (an e4m3 cache's in the model's dtype).
+  const auto dtype = q_bh1e.scalar_type();
+  auto k_bkse = use.cache->paged ? gather_blocks(k_cache, use.tables_bm, dtype).narrow(2, 0, s)
+                                 : loaded(k_cache.narrow(0, 0, b).narrow(2, 0, s), k_cache, dtype);
+  auto v_bkse = use.cache->paged ? gather_blocks(v_cache, use.tables_bm, dtype).narrow(2, 0, s)
+                                 : loaded(v_cache.narrow(0, 0, b).narrow(2, 0, s), v_cache, dtype);
   if (cache_attention_ == cache_attention::matmul) {
     // [b*k, g, s] scores over the merged (row, KV head) batch; keys stay in place (strided).
     auto q_xge = q_bkge.reshape({b * k, g, e});
@@ -772,12 +813,15 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
   // Paged flash reads the keys in place when every part's blocks are one run (the engine places
-  // sequences so); otherwise it gathers each part's keys (paged_flash_prefill).
+  // sequences so); otherwise it gathers each part's keys (paged_flash_prefill), as it does from an
+  // e4m3 cache in either layout (flash takes no float8: the gather reads them back in the model's
+  // dtype).
   const bool flash = cache_attention_ == cache_attention::flash;
   const bool paged_gather =
-      cache.paged && flash && !std::ranges::all_of(parts, [&](const prefill_part& part) {
-        return !part.blocks.empty() && one_run(part.blocks, cache.capacity(), part.start + part.length);
-      });
+      flash && (cache.fp8() || (cache.paged && !std::ranges::all_of(parts, [&](const prefill_part& part) {
+                                  return !part.blocks.empty() &&
+                                         one_run(part.blocks, cache.capacity(), part.start + part.length);
+                                })));
   // Paged flash, gathering: each new token's flat row, every part's keys' rows, and the int32 offsets of the
   // parts' queries and gathered keys, end to end (cu_q [parts + 1], then cu_k [parts + 1]).
   std::vector<int64_t> page_rows, page_keys;
@@ -791,10 +835,12 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
     if (paged_gather) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
-      // Position p's rows of the flat cache [k * blocks * block size, e], one per KV head.
-      const int64_t head = cache.slots() * block;
+      // Position p's rows of the flat cache, one per KV head: paged [k * blocks * block size, e]
+      // (a KV head's rows blocks x block size apart); slots [slots * k * capacity, e] (capacity apart).
+      const int64_t head = cache.paged ? cache.slots() * block : block;
       const auto rows = [&](std::vector<int64_t>& out, int64_t p) {
-        const int64_t first = part.blocks[static_cast<size_t>(p / block)] * block + p % block;
+        const int64_t first =
+            cache.paged ? part.blocks[static_cast<size_t>(p / block)] * block + p % block : part.slot * k * block + p;
         for (int64_t j = 0; j < k; ++j) out.push_back(first + j * head);
       };
       const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
@@ -893,6 +939,11 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   use.decode = true;
   use.positions_b = positions_b;
   use.keys = keys_s;
+  // An e4m3 cache: the fp8 kernel where it runs, else its keys read back for sdpa or matmul
+  // (flash takes no float8).
+  use.fp8_kernel = cache.fp8() && fused_kernels_ &&
+                   fp8_decode_attention_fuses(cache.k_nkce.front(), dtype_, config_.num_attention_heads, cache.paged);
+  use.flash_decode = cache_attention_ == cache_attention::flash && !cache.fp8();
   if (cache.paged) {
     const int64_t bs = cache.capacity();
     TORCH_CHECK(block_tables_bm.defined() && block_tables_bm.dim() == 2 && block_tables_bm.size(0) == b &&
@@ -904,7 +955,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
     // block size).
     use.rows_b =
         block_tables_bm.gather(1, positions_b.div(bs, "floor").view({b, 1})).view({b}) * bs + positions_b.remainder(bs);
-    if (cache_attention_ == cache_attention::flash) {
+    if (use.flash_decode) {
       TORCH_CHECK(runs_br3.defined() && runs_br3.dim() == 3 && runs_br3.size(0) == b && runs_br3.size(2) == 3 &&
                       runs_br3.scalar_type() == torch::kInt64,
                   "decode: flash over a paged KV cache needs int64 block runs [", b, ", r, 3]");
@@ -925,10 +976,10 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
       seqs.max_k = layout.max_k;
     }
   }
-  use.decode_kernel = cache_attention_ == cache_attention::flash && decode_attention_kernel_ && fused_kernels_ &&
-                      !cache.paged && cache.decode_counters.defined() &&
+  use.decode_kernel = use.flash_decode && decode_attention_kernel_ && fused_kernels_ && !cache.paged &&
+                      cache.decode_counters.defined() &&
                       cache_decode_attention_fuses(cache.k_nkce.front(), config_.num_attention_heads, keys_s);
-  if (cache_attention_ == cache_attention::flash && !use.decode_kernel && !cache.paged) {
+  if (use.flash_decode && !use.decode_kernel && !cache.paged) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;
     auto opts = positions_b.options().dtype(torch::kInt32);
@@ -964,7 +1015,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                         .to(torch::kInt32);
       seqs.max_k = (keys_s + shares - 1) / shares;
     }
-  } else if (!use.decode_kernel && cache_attention_ != cache_attention::flash) {
+  } else if (!use.decode_kernel && !use.fp8_kernel && !use.flash_decode) {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});
   }

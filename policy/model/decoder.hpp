@@ -60,6 +60,16 @@ struct kv_cache {
   int64_t slots() const { return k_nkce.empty() ? 0 : k_nkce.front().size(paged ? 1 : 0); }
   /// The capacity in tokens per slot (paged: per block).
   int64_t capacity() const { return k_nkce.empty() ? 0 : k_nkce.front().size(2); }
+  /// The buffers hold e4m3 (torch::kFloat8_e4m3fn, engine_options::kv_cache_dtype): keys and values
+  /// are rounded to it as they are written and read back in the model's dtype (or by the fp8
+  /// decode kernel).
+  bool fp8() const { return !k_nkce.empty() && k_nkce.front().scalar_type() == torch::kFloat8_e4m3fn; }
+  /// A layer's buffer as ATen's index ops take it: an e4m3 one as its bytes (index_copy_,
+  /// index_select, scatter_ and index_put_ take no float8 type), others as they are. A view:
+  /// writes through it land in the buffer.
+  static torch::Tensor entries(const torch::Tensor& buffer);
+  /// A zeroed buffer of `shape` (e4m3 too).
+  static torch::Tensor zeros(c10::IntArrayRef shape, torch::Device device, torch::ScalarType dtype);
 };
 
 /// How attention reads the KV cache (decode steps, and prefills that continue a cached prefix).
@@ -318,6 +328,8 @@ class decoder {
     torch::Tensor mask_b11s;     ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
     flash_seqs decode_seqs;      ///< Decode, flash.
     bool decode_kernel = false;  ///< Decode, flash: the own kernel instead (set_decode_attention_kernel).
+    bool fp8_kernel = false;     ///< Decode, e4m3 cache: fused_ops.hpp's fp8_decode_attention.
+    bool flash_decode = false;   ///< Decode: flash over the cache (flash mode, not an e4m3 cache).
     /// Prefill, paged cache, per part: the block and offset of each new token, and the block
     /// table [1, m] of its keys 0..start+length-1.
     struct paged_part {

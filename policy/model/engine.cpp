@@ -45,6 +45,10 @@ status engine_options::validate() const {
   if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
   if (prefill_chunk < 0) return fail("engine: prefill_chunk must be >= 0 (0: whole prompts)");
   if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
+  if (kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 && dtype == model_dtype::float32)
+    return fail(
+        "engine: kv_cache_dtype 'fp8_e4m3' needs dtype bfloat16 or float16 (the model's keys are rounded to "
+        "e4m3 from them)");
   if (kv_cache_tokens < 0)
     return fail("engine: kv_cache_tokens must be >= 0 (0: max_batch x max_context in whole blocks)");
   if (kv_layout == kv_layout_kind::slots && kv_cache_tokens != 0)
@@ -131,15 +135,15 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
       return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);
     state->model.set_decode_attention_kernel(options.decode_attention_kernel);
+    const auto cache_type =
+        options.kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 ? torch::kFloat8_e4m3fn : scalar_type_of(options.dtype);
     if (options.kv_layout == kv_layout_kind::paged) {
       // One block more than the pool hands out: the scratch block where decode_graphs' padding
       // rows write.
       state->pool.emplace(blocks, options.kv_block_size);
-      state->cache =
-          kv_cache::allocate_blocks(config, blocks + 1, options.kv_block_size, device, scalar_type_of(options.dtype));
+      state->cache = kv_cache::allocate_blocks(config, blocks + 1, options.kv_block_size, device, cache_type);
     } else {
-      state->cache =
-          kv_cache::allocate(config, options.max_batch, state->context, device, scalar_type_of(options.dtype));
+      state->cache = kv_cache::allocate(config, options.max_batch, state->context, device, cache_type);
     }
     if (options.cuda_graphs && decode_graphs::supported(device))
       state->graphs = std::make_unique<decode_graphs>(state->model, state->cache);
@@ -318,14 +322,11 @@ void generation_engine::impl::claim_slot(const slot_choice& choice) {
     ++stats.evictions;  // some (or all) of this slot's kept keys are overwritten
   kept_here.reset();
   if (choice.copy_from >= 0) {
-    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {
-      cache.k_nkce[layer][choice.slot]
-          .narrow(1, 0, choice.reuse)
-          .copy_(cache.k_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
-      cache.v_nkce[layer][choice.slot]
-          .narrow(1, 0, choice.reuse)
-          .copy_(cache.v_nkce[layer][choice.copy_from].narrow(1, 0, choice.reuse));
-    }
+    for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer)
+      for (const auto* buffer : {&cache.k_nkce[layer], &cache.v_nkce[layer]}) {
+        auto entries = kv_cache::entries(*buffer);
+        entries[choice.slot].narrow(1, 0, choice.reuse).copy_(entries[choice.copy_from].narrow(1, 0, choice.reuse));
+      }
     kept[static_cast<size_t>(choice.copy_from)]->last_used = ++clock;
     stats.copied_tokens += static_cast<uint64_t>(choice.reuse);
   }

@@ -26,4 +26,10 @@ CAF_AGENT_ENUM_NAMES(cache_attention_choice, "auto", "sdpa", "matmul", "flash")
 enum class kv_layout_kind : uint8_t { slots, paged };
 CAF_AGENT_ENUM_NAMES(kv_layout_kind, "slots", "paged")
 
+/// The KV cache's element type ([policy] kv_cache_dtype): the model's dtype (`auto`), or 8-bit
+/// floats (`fp8_e4m3`: each key and value rounded to e4m3, saturated at +-448, no scale), half
+/// the bytes a decode step reads.
+enum class kv_cache_dtype_kind : uint8_t { automatic, fp8_e4m3 };
+CAF_AGENT_ENUM_NAMES(kv_cache_dtype_kind, "auto", "fp8_e4m3")
+
 }  // namespace caf_agent::policy

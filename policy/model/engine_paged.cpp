@@ -113,8 +113,10 @@ void generation_engine::impl::copy_blocks(const std::vector<int64_t>& from, cons
   if (paged_block_run_count({&from}) == 1 && paged_block_run_count({&to}) == 1) {
     // Run to run (the usual move): one copy a tensor, no index tensors to send.
     for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
-      cache.k_nkce[layer].narrow(1, to.front(), n).copy_(cache.k_nkce[layer].narrow(1, from.front(), n));
-      cache.v_nkce[layer].narrow(1, to.front(), n).copy_(cache.v_nkce[layer].narrow(1, from.front(), n));
+      for (const auto* buffer : {&cache.k_nkce[layer], &cache.v_nkce[layer]}) {
+        auto entries = kv_cache::entries(*buffer);
+        entries.narrow(1, to.front(), n).copy_(entries.narrow(1, from.front(), n));
+      }
     }
     return;
   }
@@ -122,8 +124,10 @@ void generation_engine::impl::copy_blocks(const std::vector<int64_t>& from, cons
   to_head.resize(from.size());
   const auto src = torch::tensor(from).to(model.device()), dst = torch::tensor(to_head).to(model.device());
   for (size_t layer = 0; layer < cache.k_nkce.size(); ++layer) {  // [k, blocks, block size, e]
-    cache.k_nkce[layer].index_copy_(1, dst, cache.k_nkce[layer].index_select(1, src));
-    cache.v_nkce[layer].index_copy_(1, dst, cache.v_nkce[layer].index_select(1, src));
+    for (const auto* buffer : {&cache.k_nkce[layer], &cache.v_nkce[layer]}) {
+      auto entries = kv_cache::entries(*buffer);
+      entries.index_copy_(1, dst, entries.index_select(1, src));
+    }
   }
 }
 

@@ -6,11 +6,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace caf_agent::policy::kernels {
 namespace {
@@ -169,11 +171,21 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
 // took 3.3 us a call on the H200, bench/results/2026-12-03-policy-h200-packed-prefill).
 constexpr int rope_threads = 128;
 
-template <typename T>
+// A cache entry of type C from a value of the model's type T: T itself, or (C uint8_t) e4m3
+// saturated at +-448, as ATen's clamp then cast to float8_e4m3fn rounds it.
+template <typename C, typename T>
+__device__ __forceinline__ C to_cache(T v) {
+  if constexpr (std::is_same_v<C, uint8_t>)
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(to_f(v), __NV_SATFINITE, __NV_E4M3));
+  else
+    return v;
+}
+
+template <typename T, typename C>
 __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* __restrict__ positions,
                                       const int64_t* __restrict__ rows, const T* __restrict__ cos_pe,
-                                      const T* __restrict__ sin_pe, T* __restrict__ q, T* __restrict__ k_cache,
-                                      T* __restrict__ v_cache, int64_t h, int64_t k, int64_t e, int64_t c) {
+                                      const T* __restrict__ sin_pe, T* __restrict__ q, C* __restrict__ k_cache,
+                                      C* __restrict__ v_cache, int64_t h, int64_t k, int64_t e, int64_t c) {
   const int64_t row = blockIdx.x;
   const int heads = static_cast<int>(h + 2 * k), width = static_cast<int>(e), half = width / 2;
   const int i = static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -185,7 +197,7 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   // the flat cache [k * c, e] (c a KV head's rows).
   const auto at = [&](int64_t kh) { return ((rows ? rows[row] : row * k * c + pos) + kh * c) * e + j; };
   if (head >= h + k) {  // v: into the cache unrotated
-    v_cache[at(head - h - k)] = in[i];
+    v_cache[at(head - h - k)] = to_cache<C>(in[i]);
     return;
   }
   const int swapped = j < half ? i + half : i - half;
@@ -196,7 +208,7 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   if (head < h)
     q[(row * h + head) * e + j] = y;
   else
-    k_cache[at(head - h)] = y;
+    k_cache[at(head - h)] = to_cache<C>(y);
 }
 
 // sample_rows in three launches over a row cut into S segments (fused_kernels.hpp). Rationale:
@@ -804,17 +816,24 @@ int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, in
 
 int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const int64_t* rows_b,
                    const void* cos_pe, const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce,
-                   int64_t b, int64_t h, int64_t k, int64_t e, int64_t c, void* stream) {
+                   int64_t b, int64_t h, int64_t k, int64_t e, int64_t c, bool fp8_cache, void* stream) {
   if (b == 0) return 0;
   const int64_t n = (h + 2 * k) * e;  // entries a row
   if (b > 0x7fffffff || n > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>(b), static_cast<unsigned>((n + rope_threads - 1) / rope_threads));
-    rope_kv_decode_kernel<T><<<grid, rope_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(qkv_bne), positions_b, rows_b, static_cast<const T*>(cos_pe),
-        static_cast<const T*>(sin_pe), static_cast<T*>(q_bhe), static_cast<T*>(k_cache_nkce),
-        static_cast<T*>(v_cache_nkce), h, k, e, c);
+    const auto launch = [&](auto cache_tag) {
+      using C = decltype(cache_tag);
+      rope_kv_decode_kernel<T, C><<<grid, rope_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const T*>(qkv_bne), positions_b, rows_b, static_cast<const T*>(cos_pe),
+          static_cast<const T*>(sin_pe), static_cast<T*>(q_bhe), static_cast<C*>(k_cache_nkce),
+          static_cast<C*>(v_cache_nkce), h, k, e, c);
+    };
+    if (fp8_cache)
+      launch(uint8_t{});
+    else
+      launch(T{});
   });
 }
 

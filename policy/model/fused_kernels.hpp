@@ -25,10 +25,11 @@ int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, in
 /// of rows at positions_b (int64); q rotated into q_bhe, k rotated and v as is into the caches
 /// [n, k, c, e] at [row, head, position], or with rows_b (int64, not null) into paged caches
 /// viewed as rows [k * c, e] (c a KV head's rows) at rows_b[row] + head * c.
-/// cos_pe / sin_pe: [p, e] tables (duplicated halves).
+/// cos_pe / sin_pe: [p, e] tables (duplicated halves). fp8_cache: the caches hold e4m3 bytes
+/// (each key and value rounded to e4m3, saturated at +-448) instead of the element type.
 int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_b, const int64_t* rows_b,
                    const void* cos_pe, const void* sin_pe, void* q_bhe, void* k_cache_nkce, void* v_cache_nkce,
-                   int64_t b, int64_t h, int64_t k, int64_t e, int64_t c, void* stream);
+                   int64_t b, int64_t h, int64_t k, int64_t e, int64_t c, bool fp8_cache, void* stream);
 
 }  // namespace caf_agent::policy::kernels
 

@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "policy/model/fp8_kernels.hpp"
 #include "policy/model/fused_kernels.hpp"
 #endif
 
@@ -122,10 +123,19 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused) {
 
 bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
                           const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged) {
-  return applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe}) && qkv_bne.dim() == 3 &&
-         k_cache_nkce.dim() == 4 && k_cache_nkce.sizes() == v_cache_nkce.sizes() &&
-         qkv_bne.size(2) == k_cache_nkce.size(3) && table.cos_pe.size(1) == qkv_bne.size(2) &&
-         (paged || qkv_bne.size(0) <= k_cache_nkce.size(0)) && qkv_bne.size(2) % 2 == 0;
+  // An e4m3 cache takes the model's bf16 or fp16 keys rounded (the kernel's to_cache).
+  const bool fp8 = k_cache_nkce.defined() && k_cache_nkce.scalar_type() == torch::kFloat8_e4m3fn;
+  const auto cache_fits = [&] {
+    return fp8 ? v_cache_nkce.scalar_type() == k_cache_nkce.scalar_type() && k_cache_nkce.is_cuda() &&
+                     k_cache_nkce.device() == qkv_bne.device() && v_cache_nkce.device() == qkv_bne.device() &&
+                     k_cache_nkce.is_contiguous() && v_cache_nkce.is_contiguous() &&
+                     qkv_bne.scalar_type() != torch::kFloat32 && applies({&qkv_bne, &table.cos_pe, &table.sin_pe})
+               : applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe});
+  };
+  return qkv_bne.defined() && cache_fits() && qkv_bne.dim() == 3 && k_cache_nkce.dim() == 4 &&
+         k_cache_nkce.sizes() == v_cache_nkce.sizes() && qkv_bne.size(2) == k_cache_nkce.size(3) &&
+         table.cos_pe.size(1) == qkv_bne.size(2) && (paged || qkv_bne.size(0) <= k_cache_nkce.size(0)) &&
+         qkv_bne.size(2) % 2 == 0;
 }
 
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
@@ -154,7 +164,8 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
   check_launch(kernels::rope_kv_decode(el, qkv_bne.data_ptr(), positions_b.data_ptr<int64_t>(),
                                        paged ? rows_b.data_ptr<int64_t>() : nullptr, table.cos_pe.data_ptr(),
                                        table.sin_pe.data_ptr(), q_bhe.data_ptr(), k_cache_nkce.data_ptr(),
-                                       v_cache_nkce.data_ptr(), b, h, k, e, c, current_stream(qkv_bne)),
+                                       v_cache_nkce.data_ptr(), b, h, k, e, c,
+                                       k_cache_nkce.scalar_type() == torch::kFloat8_e4m3fn, current_stream(qkv_bne)),
                "rope_kv_decode");
   return q_bhe;
 #else
@@ -263,6 +274,68 @@ torch::Tensor cache_decode_attention(const torch::Tensor& q_bhe, const torch::Te
   return out;
 #else
   (void)c, (void)g;
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+bool fp8_decode_attention_fuses(const torch::Tensor& k_cache, torch::ScalarType q_dtype, int64_t h, bool paged) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (!k_cache.defined() || !k_cache.is_cuda() || k_cache.dim() != 4 ||
+      k_cache.scalar_type() != torch::kFloat8_e4m3fn || !k_cache.is_contiguous() ||
+      (q_dtype != torch::kBFloat16 && q_dtype != torch::kHalf))
+    return false;
+  const int64_t k = k_cache.size(paged ? 0 : 1), c = k_cache.size(2), e = k_cache.size(3);
+  return h > 0 && h % k == 0 && kernels::fp8_attention_supports(h / k, e) && (!paged || c % 16 == 0);
+#else
+  (void)k_cache, (void)q_dtype, (void)h, (void)paged;
+  return false;
+#endif
+}
+
+torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tensor& k_cache,
+                                   const torch::Tensor& v_cache, const torch::Tensor& positions_b, int64_t keys,
+                                   const torch::Tensor& tables_bm) {
+  const bool paged = tables_bm.defined();
+  TORCH_CHECK(q_bhe.dim() == 3 && fp8_decode_attention_fuses(k_cache, q_bhe.scalar_type(), q_bhe.size(1), paged),
+              "fp8_decode_attention: the kernel does not take q ", q_bhe.sizes(), " (", q_bhe.scalar_type(),
+              ") over a cache ", k_cache.sizes(), " (", k_cache.scalar_type(),
+              ") here (needs the CUDA kernels, an e4m3 cache, bf16 or fp16 q, g <= 8, head size 64 or 128, "
+              "paged blocks of a multiple of 16)");
+  const int64_t b = q_bhe.size(0), h = q_bhe.size(1), e = q_bhe.size(2);
+  const int64_t k = k_cache.size(paged ? 0 : 1), c = k_cache.size(2), g = h / k;
+  const int64_t blocks = paged ? k_cache.size(1) : 0, m = paged ? tables_bm.size(1) : 0;
+  const auto on_device = [&](const torch::Tensor& t) { return t.device() == q_bhe.device(); };
+  TORCH_CHECK(e == k_cache.size(3) && v_cache.sizes() == k_cache.sizes() &&
+                  v_cache.scalar_type() == k_cache.scalar_type() && v_cache.is_contiguous() && on_device(k_cache) &&
+                  on_device(v_cache) && positions_b.dim() == 1 && positions_b.size(0) == b &&
+                  positions_b.scalar_type() == torch::kInt64 && on_device(positions_b) && keys >= 1 &&
+                  (paged ? keys <= m * c : b <= k_cache.size(0) && keys <= c),
+              "fp8_decode_attention: q ", q_bhe.sizes(), ", caches ", k_cache.sizes(), " / ", v_cache.sizes(),
+              ", positions ", positions_b.sizes(), " (int64) and ", keys, " keys disagree");
+  TORCH_CHECK(!paged || (tables_bm.dim() == 2 && tables_bm.size(0) == b && tables_bm.scalar_type() == torch::kInt64 &&
+                         on_device(tables_bm)),
+              "fp8_decode_attention: block tables ", tables_bm.sizes(), " must be int64 [", b, ", m] on the device");
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  kernels::element el = kernels::element::fp32;
+  element_of(q_bhe.scalar_type(), el);
+  const c10::cuda::CUDAGuard guard(q_bhe.device());
+  const auto q = q_bhe.contiguous();
+  const auto positions = positions_b.contiguous();
+  const auto tables = paged ? tables_bm.contiguous() : tables_bm;
+  const int64_t warp_keys = kernels::fp8_attention_warp_keys(b * k, keys);
+  const int64_t split_keys = kernels::fp8_attention_warps * warp_keys, splits = (keys + split_keys - 1) / split_keys;
+  auto out = torch::empty({b, h, e}, q.options());
+  auto part_o = torch::empty({b * k * splits * g * e}, q.options().dtype(torch::kFloat32));
+  auto part_lse = torch::empty({b * k * splits * g}, q.options().dtype(torch::kFloat32));
+  check_launch(kernels::fp8_decode_attention(
+                   el, q.data_ptr(), static_cast<const uint8_t*>(k_cache.data_ptr()),
+                   static_cast<const uint8_t*>(v_cache.data_ptr()), positions.data_ptr<int64_t>(),
+                   paged ? tables.data_ptr<int64_t>() : nullptr, out.data_ptr(), part_o.data_ptr<float>(),
+                   part_lse.data_ptr<float>(), b, k, g, e, c, blocks, m, warp_keys, splits, current_stream(q)),
+               "fp8_decode_attention");
+  return out;
+#else
+  (void)c, (void)g, (void)blocks, (void)m;
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
 }

@@ -31,13 +31,17 @@
 //            the decode attention kernel (fused_ops.hpp's cache_decode_attention) on raw fp32 q
 //            [B, H, E] and slot caches [N, K, C, E] rounded to --dtype; R calls (default 2) must give
 //            the same bits and leave the counters zero; writes fp32 out [B, H, E]
+//            --kv-cache-dtype fp8_e4m3: the caches rounded to e4m3 instead, read by fused_ops.hpp's
+//            fp8_decode_attention; with --block-size BS (a divisor of C) laid out paged, row r's
+//            blocks scattered over the pool in an order of blocks not their own (block tables)
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --overlap (engine_options::overlap: a decode step
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
-// --max-context, --kv-layout slots|paged, --kv-block-size N, --kv-cache-tokens N (paged),
+// --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
+// --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
 // (engine_options::decode_gemv_rows), --decode-attention-kernel 0|1
 // (engine_options::decode_attention_kernel).
@@ -177,6 +181,56 @@ int run_linear_rows(const args& a) {
   return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
 }
 
+// decode-attention --kv-cache-dtype fp8_e4m3: the caches rounded to e4m3 (saturated), slots or,
+// with --block-size, paged with row r's j-th block at pool block (j * n + n - 1 - r) (blocks of
+// one row never adjacent, rows interleaved), so that every key is read through the tables.
+int run_fp8_decode_attention(const args& a, const torch::Tensor& q, const std::vector<int64_t>& positions, int64_t n,
+                             int64_t k, int64_t c, int64_t keys) {
+  const int64_t b = q.size(0), h = q.size(1), e = q.size(2);
+  const auto to_fp8 = [&](const torch::Tensor& x) { return x.clamp(-448.0, 448.0).to(torch::kFloat8_e4m3fn); };
+  auto k_nkce = to_fp8(read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e})).to(q.device());
+  auto v_nkce = to_fp8(read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e})).to(q.device());
+  auto positions_b = torch::tensor(positions, torch::kInt64).to(q.device());
+  const int64_t bs = std::stoll(get(a, "block-size", "0"));
+  torch::Tensor k_cache = k_nkce, v_cache = v_nkce, tables;
+  if (bs > 0) {
+    if (c % bs != 0) {
+      std::cerr << "decode-attention: --block-size " << bs << " does not divide --capacity " << c << "\n";
+      return 2;
+    }
+    const int64_t m = c / bs, pool = n * m;
+    std::vector<int64_t> table(static_cast<size_t>(n * m));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < m; ++j) table[static_cast<size_t>(r * m + j)] = j * n + (n - 1 - r);
+    tables = torch::tensor(table, torch::kInt64).view({n, m});
+    // [n, k, m, bs, e] -> pool [k, blocks, bs, e] at the tables' blocks (bytes: index_copy_ takes no float8).
+    const auto page = [&](const torch::Tensor& slots) {
+      auto paged = kv_cache::zeros({k, pool, bs, e}, slots.device(), slots.scalar_type());
+      auto src = kv_cache::entries(slots).view({n, k, m, bs, e}).permute({1, 0, 2, 3, 4}).reshape({k, n * m, bs, e});
+      kv_cache::entries(paged).index_copy_(1, tables.reshape({n * m}).to(slots.device()), src);
+      return paged;
+    };
+    k_cache = page(k_nkce), v_cache = page(v_nkce);
+    tables = tables.narrow(0, 0, b).to(q.device());
+  }
+  if (!fp8_decode_attention_fuses(k_cache, q.scalar_type(), h, bs > 0)) {
+    std::cerr << "decode-attention: the fp8 kernel does not run here (a CUDA build with the kernels, bf16 or fp16, "
+                 "h / k <= 8, head size 64 or 128, blocks of a multiple of 16)\n";
+    return 1;
+  }
+  const int64_t repeat = std::stoll(get(a, "repeat", "2"));
+  torch::Tensor out;
+  for (int64_t i = 0; i < repeat; ++i) {
+    auto again = fp8_decode_attention(q, k_cache, v_cache, positions_b, keys, tables);
+    if (out.defined() && !torch::equal(again, out)) {
+      std::cerr << "decode-attention: call " << i + 1 << " gave other bits than the first\n";
+      return 1;
+    }
+    out = again;
+  }
+  return write_floats(out, get(a, "out"));
+}
+
 int run_decode_attention(const args& a) {
   const int64_t b = std::stoll(get(a, "rows")), n = std::stoll(get(a, "slots")), k = std::stoll(get(a, "kv-heads"));
   const int64_t h = std::stoll(get(a, "heads")), e = std::stoll(get(a, "head-dim")), c = std::stoll(get(a, "capacity"));
@@ -191,6 +245,8 @@ int run_decode_attention(const args& a) {
     return 2;
   }
   auto q = read_floats(get(a, "q"), b * h * e).view({b, h, e}).to(device, dtype);
+  if (named_arg(a, "kv-cache-dtype", kv_cache_dtype_kind::automatic) == kv_cache_dtype_kind::fp8_e4m3)
+    return run_fp8_decode_attention(a, q, positions, n, k, c, keys);
   auto k_cache = read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
   auto v_cache = read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
   if (!cache_decode_attention_fuses(k_cache, h, keys)) {
@@ -331,6 +387,7 @@ engine_options engine_options_of(const args& a) {
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);
+  options.kv_cache_dtype = named_arg(a, "kv-cache-dtype", options.kv_cache_dtype);
   options.kv_block_size = std::stoi(get(a, "kv-block-size", std::to_string(options.kv_block_size)));
   options.kv_cache_tokens = std::stoll(get(a, "kv-cache-tokens", "0"));
   options.flash_decode_shares =

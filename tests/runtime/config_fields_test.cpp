@@ -127,6 +127,13 @@ TEST(config_fields, a_library_struct_validates_without_toml) {
   ASSERT_EQ(policy_errors.lines.size(), 1U);
   EXPECT_EQ(policy_errors.lines[0],
             "kv_cache_tokens: applies to kv_layout = \"paged\" only (slots hold max_batch x max_context)");
+  p = {};  // an e4m3 KV cache rounds the model's bf16 or fp16 keys
+  p.kv_cache_dtype = policy::kv_cache_dtype_kind::fp8_e4m3;
+  p.dtype = policy::model_dtype::float32;
+  base::error_list fp8_errors;
+  base::validate_config(p, fp8_errors);
+  ASSERT_EQ(fp8_errors.lines.size(), 1U);
+  EXPECT_EQ(fp8_errors.lines[0], "kv_cache_dtype: fp8_e4m3 needs dtype = \"bfloat16\" or \"float16\"");
 
   rollout::train_config t;  // nested sections are checked too, their keys prefixed
   t.rft.max_repeats = 0;

@@ -1,0 +1,100 @@
+"""The e4m3 KV cache (engine_options::kv_cache_dtype fp8_e4m3) on the GPU (marker gpu: the device
+machine only).
+
+- The decode kernel (fused_ops.hpp fp8_decode_attention) against float64 attention over the same
+  e4m3 keys and values, slots and paged (block tables that scatter every row's blocks), bf16 and
+  fp16 queries, the 0.5B decode shape, Qwen2.5-7B's (e 128) and 1 and 8 query heads per KV head.
+- Whole conversations (prefix cache, eviction, CUDA graphs): the kernel against the ATen path that
+  reads the same cache converted back to bf16 (--no-fused-kernels), slots and paged; and the e4m3
+  cache against the bf16 one (the rounding of keys and values is the only difference).
+"""
+import numpy as np
+import pytest
+import torch
+
+from test_fused_kernels_gpu import agree_to_near_ties, conversation
+from test_policy_model import run_tool, sharp_qwen2
+
+pytestmark = pytest.mark.gpu
+
+
+def e4m3(t):
+    """t rounded to e4m3 as the engine stores it (saturated at +-448), as float64."""
+    return t.float().clamp(-448, 448).to(torch.float8_e4m3fn).double()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_fp8_decode_attention_is_the_float64_attention_of_the_e4m3_cache(cuda, tmp_path, dtype):
+    """Each row attends its keys 0..position (slots: a row at the cache's last position, a dummy
+    row, key 0 only; paged: through its block table). The kernel multiplies on tensor cores in
+    fp16 (q and the softmax weights rounded to fp16, keys and values exact) with fp32 sums, and
+    rounds the output once to the dtype: within that of float64 attention of the rounded q over
+    the e4m3 keys and values. Two calls give the same bits (the tool checks)."""
+    torch_dtype = getattr(torch, dtype)
+    rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}[dtype]
+    gen = torch.Generator().manual_seed(5)
+    cases = [  # rows, slots, kv heads, heads, head dim, capacity, positions, block size (0: slots)
+        (3, 4, 2, 14, 64, 40000, [39998, 0, 39999], 0),  # a long row, one key, a dummy row
+        (4, 4, 2, 14, 64, 1024, [700, 63, 64, 1022], 0),
+        (2, 3, 4, 28, 128, 2048, [2046, 129], 0),
+        (2, 2, 2, 16, 64, 512, [300, 511], 0),
+        (1, 1, 2, 2, 64, 256, [200], 0),
+        (3, 3, 2, 14, 64, 4096, [4095, 17, 2500], 256),
+        (3, 3, 2, 14, 64, 1024, [1023, 0, 515], 16),
+        (2, 2, 4, 28, 128, 960, [959, 47], 48),
+    ]
+    for b, n, k, h, e, c, positions, block in cases:
+        keys = max(p + 1 for p in positions)
+        q = torch.randn(b, h, e, generator=gen).to(torch_dtype).double()
+        # Keys and values spread over e4m3's range, some past it (saturated).
+        kc = torch.randn(n, k, c, e, generator=gen) * 3
+        vc = torch.randn(n, k, c, e, generator=gen) * torch.rand(n, k, c, 1, generator=gen) * 600
+        for name, t in [("q", q), ("k", kc), ("v", vc)]:
+            t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        out = tmp_path / "out.f32"
+        run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--kv-cache-dtype", "fp8_e4m3",
+                 "--block-size", block, "--rows", b, "--slots", n, "--kv-heads", k, "--heads", h, "--head-dim", e,
+                 "--capacity", c, "--keys", keys, "--positions", ",".join(map(str, positions)),
+                 "--q", tmp_path / "q.f32", "--k", tmp_path / "k.f32", "--v", tmp_path / "v.f32", "--out", out)
+        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(b, h, e)).double()
+        kq, vq = e4m3(kc), e4m3(vc)
+        assert vq.abs().max().item() == 448  # some values saturated
+        g = h // k
+        for r, p in enumerate(positions):
+            used = 1 if block == 0 and p == c - 1 else p + 1
+            for j in range(h):
+                keys_se, values_se = kq[r, j // g, :used], vq[r, j // g, :used]
+                q16 = q[r, j].to(torch.float16).double()
+                weights = torch.softmax(keys_se @ q16 / e ** 0.5, 0)
+                want = weights @ values_se
+                # fp16 weights: each off by 2^-11 of itself at most.
+                bound = rel * want.abs() + 2.0 ** -10 * (weights @ values_se.abs()) + 1e-6
+                err = (got[r, j] - want).abs() - bound
+                assert err.max().item() <= 0, (dtype, (b, n, k, h, e, c, block), r, j,
+                                               (got[r, j] - want).abs().max().item())
+
+
+@pytest.mark.parametrize("layout", [["--kv-layout", "slots"], ["--kv-layout", "paged", "--kv-block-size", "64"]])
+def test_fp8_kernel_decodes_what_the_converting_composite_decodes(cuda, tmp_path, layout):
+    """A 5-episode x 4-turn conversation over an e4m3 cache, 2 at a time (kept prefixes evicted):
+    with the kernels (fp8_decode_attention, CUDA graphs) and without (each decode step's keys read
+    back into bf16 for sdpa) the same tokens and logprobs to bf16 precision, up to near ties."""
+    sharp_qwen2(tmp_path)
+    extra = ["--kv-cache-dtype", "fp8_e4m3", *layout]
+    on, summary = conversation(tmp_path, fused=True, extra=extra)
+    off, _ = conversation(tmp_path, fused=False, extra=extra)
+    assert summary["graph_captures"] > 0 and summary["evictions"] > 0
+    assert len(on) == len(off) == 5 * 4
+    compared, generated = agree_to_near_ties(on, off)
+    assert compared >= generated // 4, (compared, generated)
+
+
+def test_fp8_cache_decodes_near_the_bf16_cache(cuda, tmp_path):
+    """The same conversation over an e4m3 cache and a bf16 one (flash): the greedy tokens agree until
+    a near tie and the logprobs of the agreeing tokens differ by 0.05 at most (keys and values
+    rounded to 3 mantissa bits are the only difference)."""
+    sharp_qwen2(tmp_path)
+    fp8, _ = conversation(tmp_path, fused=True, extra=["--kv-cache-dtype", "fp8_e4m3"])
+    bf16, _ = conversation(tmp_path, fused=True)
+    compared, generated = agree_to_near_ties(fp8, bf16)
+    assert compared >= generated // 4, (compared, generated)
