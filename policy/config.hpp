@@ -44,7 +44,6 @@ struct policy_config {
   bool overlap = false;
   int32_t flash_decode_shares = 64;
   int32_t decode_gemv_rows = 1;
-  bool decode_attention_kernel = false;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -110,9 +109,6 @@ struct policy_config {
       "libtorch, CUDA: decode steps of at most this many rows (0-8) run the projections as matrix-vector "
       "kernels instead of cuBLAS; 0 = cuBLAS (1: 131k decode 439 -> 459 tok/s on the H200)",
       within(0, 8, "must be in 0..8 (0: cuBLAS)"));
-    f("decode_attention_kernel", c.decode_attention_kernel,
-      "libtorch, flash, slots: decode steps attend with the own split-key kernel instead of flash (off: "
-      "slower than flash on the H200, docs/POLICY_MODEL.md)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

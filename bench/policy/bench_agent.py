@@ -169,9 +169,6 @@ def main():
     parser.add_argument("--decode-gemv-rows", type=int,
                         help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
                              "rows project with matrix-vector kernels; 0: cuBLAS; default: the engine's)")
-    parser.add_argument("--decode-attention-kernel", type=int, choices=(0, 1),
-                        help="every run with engine_options::decode_attention_kernel (1: flash decode steps attend "
-                             "with the own split-key kernel; default: the engine's)")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -190,8 +187,6 @@ def main():
     layout += ["--overlap"] if args.overlap else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
     layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
-    if args.decode_attention_kernel is not None:
-        layout += ["--decode-attention-kernel", args.decode_attention_kernel]
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",

@@ -187,12 +187,10 @@ torch::Tensor kv_cache::zeros(c10::IntArrayRef shape, torch::Device device, torc
 kv_cache kv_cache::allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
                             torch::ScalarType dtype) {
   kv_cache cache;
-  auto options = torch::TensorOptions().device(device).dtype(dtype);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     for (auto* buffers : {&cache.k_nkce, &cache.v_nkce})
       buffers->push_back(zeros({slots, config.num_key_value_heads, capacity, config.head_dim}, device, dtype));
   }
-  cache.decode_counters = torch::zeros({slots * config.num_key_value_heads}, options.dtype(torch::kInt32));
   return cache;
 }
 
@@ -517,10 +515,6 @@ torch::Tensor decoder::decode_attention(int64_t layer, const torch::Tensor& q_bh
   const auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t s = use.keys;
-  if (use.decode_kernel)
-    return cache_decode_attention(q_bh1e.reshape({b, h, e}), k_cache, v_cache, use.positions_b, use.keys,
-                                  use.cache->decode_counters)
-        .view({b, h, 1, e});
   if (use.fp8_kernel)
     return fp8_decode_attention(q_bh1e.reshape({b, h, e}), k_cache, v_cache, use.positions_b, use.keys,
                                 use.cache->paged ? use.tables_bm : torch::Tensor{})
@@ -976,10 +970,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
       seqs.max_k = layout.max_k;
     }
   }
-  use.decode_kernel = use.flash_decode && decode_attention_kernel_ && fused_kernels_ && !cache.paged &&
-                      cache.decode_counters.defined() &&
-                      cache_decode_attention_fuses(cache.k_nkce.front(), config_.num_attention_heads, keys_s);
-  if (use.flash_decode && !use.decode_kernel && !cache.paged) {
+  if (use.flash_decode && !cache.paged) {
     // One cache sequence per (row, KV head): row i's slot is i, its used keys 0..positions_b[i].
     const int64_t k = config_.num_key_value_heads;
     auto opts = positions_b.options().dtype(torch::kInt32);
@@ -1015,7 +1006,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
                         .to(torch::kInt32);
       seqs.max_k = (keys_s + shares - 1) / shares;
     }
-  } else if (!use.decode_kernel && !use.fp8_kernel && !use.flash_decode) {
+  } else if (!use.fp8_kernel && !use.flash_decode) {
     auto keys_11s = torch::arange(keys_s, positions_b.options()).view({1, 1, 1, keys_s});
     use.mask_b11s = keys_11s <= positions_b.view({b, 1, 1, 1});
   }

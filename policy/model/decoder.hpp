@@ -46,9 +46,6 @@ struct kv_cache {
   std::vector<torch::Tensor> k_nkce;
   std::vector<torch::Tensor> v_nkce;  ///< Values per layer, same shape.
   bool paged = false;                 ///< Rows are blocks addressed through block tables.
-  /// Slots: int32 zeros [slots * kv heads], the decode attention kernel's counters (fused_ops.hpp
-  /// cache_decode_attention), which it leaves zero.
-  torch::Tensor decode_counters;
 
   /// Allocates zeroed buffers for `slots` sequences of up to `capacity` tokens.
   static kv_cache allocate(const model_config& config, int64_t slots, int64_t capacity, torch::Device device,
@@ -279,10 +276,6 @@ class decoder {
   /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (the decoder's default;
   /// an engine sets engine_options::decode_gemv_rows): cuBLAS.
   void set_decode_gemv_rows(int64_t rows) { decode_gemv_rows_ = rows; }
-  /// Flash decode steps over a slot cache run the own split-key kernel (fused_ops.hpp
-  /// cache_decode_attention) instead of flash where it applies and the fused kernels are on.
-  /// Off (the decoder's default; an engine sets engine_options::decode_attention_kernel): flash.
-  void set_decode_attention_kernel(bool on) { decode_attention_kernel_ = on; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -324,12 +317,11 @@ class decoder {
     /// Decode, paged cache: each row's new key's row of KV head 0 in the flat cache [k * blocks *
     /// block size, e] (head j's: + j x blocks x block size).
     torch::Tensor rows_b;
-    int64_t keys = 0;            ///< Decode: attended cache length (max position + 1).
-    torch::Tensor mask_b11s;     ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
-    flash_seqs decode_seqs;      ///< Decode, flash.
-    bool decode_kernel = false;  ///< Decode, flash: the own kernel instead (set_decode_attention_kernel).
-    bool fp8_kernel = false;     ///< Decode, e4m3 cache: fused_ops.hpp's fp8_decode_attention.
-    bool flash_decode = false;   ///< Decode: flash over the cache (flash mode, not an e4m3 cache).
+    int64_t keys = 0;           ///< Decode: attended cache length (max position + 1).
+    torch::Tensor mask_b11s;    ///< Decode, sdpa / matmul: which cached keys each slot may attend to.
+    flash_seqs decode_seqs;     ///< Decode, flash.
+    bool fp8_kernel = false;    ///< Decode, e4m3 cache: fused_ops.hpp's fp8_decode_attention.
+    bool flash_decode = false;  ///< Decode: flash over the cache (flash mode, not an e4m3 cache).
     /// Prefill, paged cache, per part: the block and offset of each new token, and the block
     /// table [1, m] of its keys 0..start+length-1.
     struct paged_part {
@@ -406,7 +398,6 @@ class decoder {
   bool fused_kernels_ = true;
   int64_t flash_decode_shares_ = 0;
   int64_t decode_gemv_rows_ = 0;
-  bool decode_attention_kernel_ = false;
   /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).
   int64_t gemv_rows_of(const cache_use& use) const { return use.decode && fused_kernels_ ? decode_gemv_rows_ : 0; }
 };

@@ -58,15 +58,6 @@ struct engine_options {
   /// took 463 us of a step where cuBLAS's took 543 us, and the decode went from 439 to 459 tok/s
   /// on the H200 (bench/results/2026-12-04-policy-h200-shares-gemv.md); 2-8 rows not yet measured.
   int32_t decode_gemv_rows = 1;
-  /// Flash decode steps over the slot cache run policy/model's own split-key attention kernel
-  /// (fused_ops.hpp cache_decode_attention: blocks of up to 1,024 keys, fp32 weights, the splits
-  /// joined by the last block of each (row, KV head)) instead of flash, where it applies (CUDA
-  /// builds with the kernels, fused_kernels on, at most 8 query heads per KV head). Rationale: off,
-  /// measured slower than flash on the H200 (64 x 512 43.0k against 46.2k tok/s, 131k decode 452
-  /// against 504 tok/s, cached agent workload 62.6 against 45.7 s:
-  /// bench/results/2026-12-04-policy-h200-decode-kernel.md); kept as the base of a paged decode
-  /// that follows block tables (torch 2.11's flash takes none).
-  bool decode_attention_kernel = false;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

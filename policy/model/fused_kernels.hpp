@@ -68,28 +68,4 @@ constexpr int64_t gemv_max_rows = 8;
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
               int64_t d, void* stream);
 
-/// Query heads per KV head, keys per block, and blocks per (row, KV head) decode_attention takes at most.
-constexpr int64_t decode_attention_max_g = 8;
-constexpr int64_t decode_attention_max_chunk = 1024;
-constexpr int64_t decode_attention_max_splits = 1024;
-
-/// Keys each block of decode_attention reads when `pairs` (row, KV head) pairs attend at most
-/// `keys` keys (about 4 blocks per SM of the current device, 64 to decode_attention_max_chunk keys
-/// a block); 0 when that takes more than decode_attention_max_splits blocks a pair.
-int64_t decode_attention_chunk(int64_t pairs, int64_t keys);
-/// True when decode_attention takes g query heads per KV head of head_dim e in `dtype`.
-bool decode_attention_supports(element dtype, int64_t g, int64_t e);
-
-/// One decode step's attention over a slot KV cache: row r (slot r) of q_bhe [b, h, e] (h = k * g;
-/// heads kh * g .. kh * g + g - 1 share KV head kh) attends keys 0..positions_b[r] of the caches
-/// [n, k, c, e] (int64 positions; a row at position c - 1, a dummy row, attends key 0 only),
-/// scaled 1 / sqrt(e); out_bhe [b, h, e]. Keys are read in `splits` blocks of `chunk` per (row,
-/// KV head) (splits * chunk >= the largest position + 1); part_o [b * k * splits * g * e] and
-/// part_ml [b * k * splits * g * 2] are fp32 scratch, counters [b * k] int32 zeros (left zero).
-/// Scores and sums in fp32, the output rounded once.
-int decode_attention(element dtype, const void* q_bhe, const void* k_nkce, const void* v_nkce,
-                     const int64_t* positions_b, void* out_bhe, float* part_o, float* part_ml, int32_t* counters,
-                     int64_t b, int64_t k, int64_t g, int64_t e, int64_t c, int64_t chunk, int64_t splits,
-                     void* stream);
-
 }  // namespace caf_agent::policy::kernels

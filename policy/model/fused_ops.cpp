@@ -221,63 +221,6 @@ int64_t cuda_multiprocessors() {
 #endif
 }
 
-bool cache_decode_attention_fuses(const torch::Tensor& k_cache_nkce, int64_t h, int64_t keys) {
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  kernels::element el = kernels::element::fp32;
-  if (!k_cache_nkce.defined() || !k_cache_nkce.is_cuda() || k_cache_nkce.dim() != 4 ||
-      !element_of(k_cache_nkce.scalar_type(), el))
-    return false;
-  const int64_t k = k_cache_nkce.size(1), c = k_cache_nkce.size(2), e = k_cache_nkce.size(3);
-  return h > 0 && h % k == 0 && keys >= 1 && keys <= c && kernels::decode_attention_supports(el, h / k, e) &&
-         kernels::decode_attention_chunk(k_cache_nkce.size(0) * k, keys) > 0;
-#else
-  (void)k_cache_nkce, (void)h, (void)keys;
-  return false;
-#endif
-}
-
-torch::Tensor cache_decode_attention(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                                     const torch::Tensor& v_cache_nkce, const torch::Tensor& positions_b, int64_t keys,
-                                     const torch::Tensor& counters_x) {
-  TORCH_CHECK(
-      q_bhe.dim() == 3 && k_cache_nkce.dim() == 4 && cache_decode_attention_fuses(k_cache_nkce, q_bhe.size(1), keys),
-      "cache_decode_attention: the kernel does not take q ", q_bhe.sizes(), " over a cache ", k_cache_nkce.sizes(),
-      " of ", keys, " keys here (needs the CUDA kernels, g <= 8, a supported head size)");
-  const int64_t b = q_bhe.size(0), h = q_bhe.size(1), e = q_bhe.size(2);
-  const int64_t n = k_cache_nkce.size(0), k = k_cache_nkce.size(1), c = k_cache_nkce.size(2), g = h / k;
-  TORCH_CHECK(e == k_cache_nkce.size(3) && b <= n && v_cache_nkce.sizes() == k_cache_nkce.sizes() &&
-                  q_bhe.scalar_type() == k_cache_nkce.scalar_type() &&
-                  v_cache_nkce.scalar_type() == k_cache_nkce.scalar_type() && q_bhe.device() == k_cache_nkce.device() &&
-                  v_cache_nkce.device() == k_cache_nkce.device() && k_cache_nkce.is_contiguous() &&
-                  v_cache_nkce.is_contiguous() && positions_b.dim() == 1 && positions_b.size(0) == b &&
-                  positions_b.scalar_type() == torch::kInt64 && positions_b.device() == q_bhe.device() &&
-                  counters_x.dim() == 1 && counters_x.size(0) >= b * k && counters_x.scalar_type() == torch::kInt32 &&
-                  counters_x.device() == q_bhe.device() && counters_x.is_contiguous(),
-              "cache_decode_attention: q ", q_bhe.sizes(), ", caches ", k_cache_nkce.sizes(), " / ",
-              v_cache_nkce.sizes(), ", positions ", positions_b.sizes(), " (int64) and counters ", counters_x.sizes(),
-              " (int32, >= b * k) disagree");
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  kernels::element el = kernels::element::fp32;
-  element_of(q_bhe.scalar_type(), el);
-  const c10::cuda::CUDAGuard guard(q_bhe.device());
-  const auto q = q_bhe.contiguous();
-  const auto positions = positions_b.contiguous();
-  const int64_t chunk = kernels::decode_attention_chunk(b * k, keys), splits = (keys + chunk - 1) / chunk;
-  auto out = torch::empty({b, h, e}, q.options());
-  auto part_o = torch::empty({b * k * splits * g * e}, q.options().dtype(torch::kFloat32));
-  auto part_ml = torch::empty({b * k * splits * g * 2}, q.options().dtype(torch::kFloat32));
-  check_launch(kernels::decode_attention(el, q.data_ptr(), k_cache_nkce.data_ptr(), v_cache_nkce.data_ptr(),
-                                         positions.data_ptr<int64_t>(), out.data_ptr(), part_o.data_ptr<float>(),
-                                         part_ml.data_ptr<float>(), counters_x.data_ptr<int32_t>(), b, k, g, e, c,
-                                         chunk, splits, current_stream(q)),
-               "decode_attention");
-  return out;
-#else
-  (void)c, (void)g;
-  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
-#endif
-}
-
 bool fp8_decode_attention_fuses(const torch::Tensor& k_cache, torch::ScalarType q_dtype, int64_t h, bool paged) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   if (!k_cache.defined() || !k_cache.is_cuda() || k_cache.dim() != 4 ||

@@ -58,20 +58,6 @@ torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& ls
 /// kernels.
 int64_t cuda_multiprocessors();
 
-/// True when cache_decode_attention runs here: a build with the kernels, CUDA slot caches
-/// [n, k, c, e] (bf16, fp16 or fp32), h / k <= 8 query heads per KV head, a head size the kernel
-/// reads in whole 16-byte vectors (4-32 of them), and `keys` within its reach (about 1M).
-bool cache_decode_attention_fuses(const torch::Tensor& k_cache_nkce, int64_t h, int64_t keys);
-/// One decode step's attention with the kernel (fused_kernels.hpp decode_attention): row r of
-/// q_bhe [b, h, e] (slot r) attends keys 0..positions_b[r] of the slot caches (a row at the
-/// cache's last position, a dummy row, attends key 0 only), scaled 1 / sqrt(e); `keys` bounds
-/// every row's (a graph's key bucket). counters_x: int32 [>= b * k] zeros on the device, left zero
-/// (kv_cache::decode_counters). Returns [b, h, e] in q's dtype: fp32 scores, weights and sums,
-/// one rounding. Throws where cache_decode_attention_fuses does not hold.
-torch::Tensor cache_decode_attention(const torch::Tensor& q_bhe, const torch::Tensor& k_cache_nkce,
-                                     const torch::Tensor& v_cache_nkce, const torch::Tensor& positions_b, int64_t keys,
-                                     const torch::Tensor& counters_x);
-
 /// True when fp8_decode_attention runs here: a build with the kernels, a CUDA e4m3 KV cache
 /// (slots [n, k, c, e], or paged [k, blocks, block size, e] with a block size that is a multiple
 /// of 16), q in bf16 or fp16, h / k <= 8 query heads per KV head, head size 64 or 128.

@@ -27,13 +27,12 @@
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
-//            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R]
-//            the decode attention kernel (fused_ops.hpp's cache_decode_attention) on raw fp32 q
-//            [B, H, E] and slot caches [N, K, C, E] rounded to --dtype; R calls (default 2) must give
-//            the same bits and leave the counters zero; writes fp32 out [B, H, E]
-//            --kv-cache-dtype fp8_e4m3: the caches rounded to e4m3 instead, read by fused_ops.hpp's
-//            fp8_decode_attention; with --block-size BS (a divisor of C) laid out paged, row r's
-//            blocks scattered over the pool in an order of blocks not their own (block tables)
+//            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R] [--block-size BS]
+//            the e4m3 cache's decode attention kernel (fused_ops.hpp's fp8_decode_attention) on raw
+//            fp32 q [B, H, E] rounded to --dtype (bfloat16 or float16) and slot caches [N, K, C, E]
+//            rounded to e4m3; with BS (a divisor of C) laid out paged, each row's blocks scattered
+//            over the pool (block tables); R calls (default 2) must give the same bits; writes fp32
+//            out [B, H, E]
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -43,8 +42,7 @@
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows), --decode-attention-kernel 0|1
-// (engine_options::decode_attention_kernel).
+// (engine_options::decode_gemv_rows).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -181,44 +179,54 @@ int run_linear_rows(const args& a) {
   return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
 }
 
-// decode-attention --kv-cache-dtype fp8_e4m3: the caches rounded to e4m3 (saturated), slots or,
-// with --block-size, paged with row r's j-th block at pool block (j * n + n - 1 - r) (blocks of
-// one row never adjacent, rows interleaved), so that every key is read through the tables.
-int run_fp8_decode_attention(const args& a, const torch::Tensor& q, const std::vector<int64_t>& positions, int64_t n,
-                             int64_t k, int64_t c, int64_t keys) {
-  const int64_t b = q.size(0), h = q.size(1), e = q.size(2);
-  const auto to_fp8 = [&](const torch::Tensor& x) { return x.clamp(-448.0, 448.0).to(torch::kFloat8_e4m3fn); };
-  auto k_nkce = to_fp8(read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e})).to(q.device());
-  auto v_nkce = to_fp8(read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e})).to(q.device());
-  auto positions_b = torch::tensor(positions, torch::kInt64).to(q.device());
+// decode-attention: the caches rounded to e4m3 (saturated), slots or, with --block-size, paged with
+// row r's j-th block at pool block (j * n + n - 1 - r) (blocks of one row never adjacent, rows
+// interleaved), so that every key is read through the tables.
+int run_decode_attention(const args& a) {
+  const int64_t b = std::stoll(get(a, "rows")), n = std::stoll(get(a, "slots")), k = std::stoll(get(a, "kv-heads"));
+  const int64_t h = std::stoll(get(a, "heads")), e = std::stoll(get(a, "head-dim")), c = std::stoll(get(a, "capacity"));
+  const int64_t keys = std::stoll(get(a, "keys")), repeat = std::stoll(get(a, "repeat", "2"));
   const int64_t bs = std::stoll(get(a, "block-size", "0"));
-  torch::Tensor k_cache = k_nkce, v_cache = v_nkce, tables;
+  const torch::Device device(get(a, "device", "cuda"));
+  std::vector<int64_t> positions;
+  std::stringstream list(get(a, "positions"));
+  for (std::string item; std::getline(list, item, ',');) positions.push_back(std::stoll(item));
+  if (static_cast<int64_t>(positions.size()) != b || b > n) {
+    std::cerr << "decode-attention: --positions names " << positions.size() << " rows, --rows is " << b << ", --slots "
+              << n << "\n";
+    return 2;
+  }
+  if (bs < 0 || (bs > 0 && c % bs != 0)) {
+    std::cerr << "decode-attention: --block-size " << bs << " does not divide --capacity " << c << "\n";
+    return 2;
+  }
+  auto q = read_floats(get(a, "q"), b * h * e).view({b, h, e}).to(device, dtype_of(a));
+  const auto to_fp8 = [&](const torch::Tensor& x) { return x.clamp(-448.0, 448.0).to(torch::kFloat8_e4m3fn); };
+  auto k_cache = to_fp8(read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e})).to(device);
+  auto v_cache = to_fp8(read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e})).to(device);
+  auto positions_b = torch::tensor(positions, torch::kInt64).to(device);
+  torch::Tensor tables;
   if (bs > 0) {
-    if (c % bs != 0) {
-      std::cerr << "decode-attention: --block-size " << bs << " does not divide --capacity " << c << "\n";
-      return 2;
-    }
     const int64_t m = c / bs, pool = n * m;
     std::vector<int64_t> table(static_cast<size_t>(n * m));
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < m; ++j) table[static_cast<size_t>(r * m + j)] = j * n + (n - 1 - r);
-    tables = torch::tensor(table, torch::kInt64).view({n, m});
+    tables = torch::tensor(table, torch::kInt64).view({n, m}).to(device);
     // [n, k, m, bs, e] -> pool [k, blocks, bs, e] at the tables' blocks (bytes: index_copy_ takes no float8).
     const auto page = [&](const torch::Tensor& slots) {
-      auto paged = kv_cache::zeros({k, pool, bs, e}, slots.device(), slots.scalar_type());
+      auto paged = kv_cache::zeros({k, pool, bs, e}, device, slots.scalar_type());
       auto src = kv_cache::entries(slots).view({n, k, m, bs, e}).permute({1, 0, 2, 3, 4}).reshape({k, n * m, bs, e});
-      kv_cache::entries(paged).index_copy_(1, tables.reshape({n * m}).to(slots.device()), src);
+      kv_cache::entries(paged).index_copy_(1, tables.reshape({n * m}), src);
       return paged;
     };
-    k_cache = page(k_nkce), v_cache = page(v_nkce);
-    tables = tables.narrow(0, 0, b).to(q.device());
+    k_cache = page(k_cache), v_cache = page(v_cache);
+    tables = tables.narrow(0, 0, b);
   }
   if (!fp8_decode_attention_fuses(k_cache, q.scalar_type(), h, bs > 0)) {
-    std::cerr << "decode-attention: the fp8 kernel does not run here (a CUDA build with the kernels, bf16 or fp16, "
+    std::cerr << "decode-attention: the kernel does not run here (a CUDA build with the kernels, bf16 or fp16, "
                  "h / k <= 8, head size 64 or 128, blocks of a multiple of 16)\n";
     return 1;
   }
-  const int64_t repeat = std::stoll(get(a, "repeat", "2"));
   torch::Tensor out;
   for (int64_t i = 0; i < repeat; ++i) {
     auto again = fp8_decode_attention(q, k_cache, v_cache, positions_b, keys, tables);
@@ -227,47 +235,6 @@ int run_fp8_decode_attention(const args& a, const torch::Tensor& q, const std::v
       return 1;
     }
     out = again;
-  }
-  return write_floats(out, get(a, "out"));
-}
-
-int run_decode_attention(const args& a) {
-  const int64_t b = std::stoll(get(a, "rows")), n = std::stoll(get(a, "slots")), k = std::stoll(get(a, "kv-heads"));
-  const int64_t h = std::stoll(get(a, "heads")), e = std::stoll(get(a, "head-dim")), c = std::stoll(get(a, "capacity"));
-  const int64_t keys = std::stoll(get(a, "keys")), repeat = std::stoll(get(a, "repeat", "2"));
-  const torch::Device device(get(a, "device", "cuda"));
-  const auto dtype = dtype_of(a);
-  std::vector<int64_t> positions;
-  std::stringstream list(get(a, "positions"));
-  for (std::string item; std::getline(list, item, ',');) positions.push_back(std::stoll(item));
-  if (static_cast<int64_t>(positions.size()) != b) {
-    std::cerr << "decode-attention: --positions names " << positions.size() << " rows, --rows is " << b << "\n";
-    return 2;
-  }
-  auto q = read_floats(get(a, "q"), b * h * e).view({b, h, e}).to(device, dtype);
-  if (named_arg(a, "kv-cache-dtype", kv_cache_dtype_kind::automatic) == kv_cache_dtype_kind::fp8_e4m3)
-    return run_fp8_decode_attention(a, q, positions, n, k, c, keys);
-  auto k_cache = read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
-  auto v_cache = read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e}).to(device, dtype);
-  if (!cache_decode_attention_fuses(k_cache, h, keys)) {
-    std::cerr << "decode-attention: the kernel does not run here (a CUDA build with the kernels, h / k <= 8, a "
-                 "head size of 4-32 16-byte vectors)\n";
-    return 1;
-  }
-  auto positions_b = torch::tensor(positions, torch::kInt64).to(device);
-  auto counters = torch::zeros({n * k}, torch::TensorOptions().dtype(torch::kInt32).device(device));
-  torch::Tensor out;
-  for (int64_t i = 0; i < repeat; ++i) {
-    auto again = cache_decode_attention(q, k_cache, v_cache, positions_b, keys, counters);
-    if (out.defined() && !torch::equal(again, out)) {
-      std::cerr << "decode-attention: call " << i + 1 << " gave other bits than the first\n";
-      return 1;
-    }
-    out = again;
-  }
-  if (counters.count_nonzero().item<int64_t>() != 0) {
-    std::cerr << "decode-attention: the counters were not left zero\n";
-    return 1;
   }
   return write_floats(out, get(a, "out"));
 }
@@ -393,8 +360,6 @@ engine_options engine_options_of(const args& a) {
   options.flash_decode_shares =
       std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
   options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
-  options.decode_attention_kernel =
-      get(a, "decode-attention-kernel", engine_options{}.decode_attention_kernel ? "1" : "0") != "0";
   return options;
 }
 

@@ -539,16 +539,6 @@ TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone
   }
 }
 
-TEST(engine, decode_attention_kernel_leaves_the_cpu_alone) {
-  engine_options o;
-  o.model_dir = model_a();
-  o.max_batch = 2;
-  for (bool on : {false, true}) {  // the kernel runs on CUDA only: the CPU decodes as the default engine does
-    o.decode_attention_kernel = on;
-    expect_default_tokens(o);
-  }
-}
-
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {

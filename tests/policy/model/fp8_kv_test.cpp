@@ -30,9 +30,8 @@ decoder soft_attention_model() {
   auto model = bf16_model();
   tensor_map scaled;
   for (const auto& [name, tensor] : model.named_parameters())
-    scaled[name] = name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos
-                       ? tensor * 0.2
-                       : tensor;
+    scaled[name] =
+        name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos ? tensor * 0.2 : tensor;
   EXPECT_TRUE(model.assign(scaled));
   return model;
 }

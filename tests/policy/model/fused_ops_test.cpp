@@ -140,18 +140,21 @@ TEST(fused_ops, merge_shares_joins_attention_over_key_shares_into_attention_over
   EXPECT_THROW(policy::merge_shares(out_xge, lse_gx, used_x, 3, false), c10::Error);
 }
 
-// The decode attention kernel runs on CUDA only: on the CPU it does not apply, and a call says so
-// instead of computing anything.
-TEST(fused_ops, cache_decode_attention_is_refused_where_its_kernel_cannot_run) {
-  auto k_cache = torch::zeros({2, 2, 64, 16});
-  EXPECT_FALSE(policy::cache_decode_attention_fuses(k_cache, 4, 32));
-  EXPECT_FALSE(policy::cache_decode_attention_fuses(torch::Tensor(), 4, 32));
+// The e4m3 cache's decode attention kernel runs on CUDA only: on the CPU it does not apply (nor
+// over a bf16 cache, nor with a paged block size it cannot read 16 keys at a time), and a call says
+// so instead of computing anything.
+TEST(fused_ops, fp8_decode_attention_is_refused_where_its_kernel_cannot_run) {
+  const auto e4m3 = [](std::vector<int64_t> shape) { return torch::zeros(shape).to(torch::kFloat8_e4m3fn); };
+  auto k_cache = e4m3({2, 2, 64, 64});
+  EXPECT_FALSE(policy::fp8_decode_attention_fuses(k_cache, torch::kBFloat16, 4, false));
+  EXPECT_FALSE(policy::fp8_decode_attention_fuses(torch::zeros({2, 2, 64, 64}), torch::kBFloat16, 4, false));
+  EXPECT_FALSE(policy::fp8_decode_attention_fuses(torch::Tensor(), torch::kBFloat16, 4, false));
   try {
-    policy::cache_decode_attention(torch::zeros({2, 4, 16}), k_cache, k_cache, torch::zeros({2}, torch::kInt64), 32,
-                                   torch::zeros({4}, torch::kInt32));
+    policy::fp8_decode_attention(torch::zeros({2, 4, 64}, torch::kBFloat16), k_cache, k_cache,
+                                 torch::zeros({2}, torch::kInt64), 32);
     FAIL() << "expected a refusal";
   } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what_without_backtrace()).find("cache_decode_attention: the kernel does not take"),
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("fp8_decode_attention: the kernel does not take"),
               std::string::npos)
         << e.what_without_backtrace();
   }

@@ -26,14 +26,14 @@ def model(tmp_path_factory):
     return path, m
 
 
-def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, kernel=0, block=0,
+def generate(path, prompts, mode, max_batch=3, prefill_chunk=128, max_context=2048, shares=0, block=0,
              cache_tokens=0):
     """`block` > 0: the paged layout in blocks of that many tokens (a pool of `cache_tokens`, 0: the default)."""
     paged = ["--kv-layout", "paged", "--kv-block-size", block, "--kv-cache-tokens", cache_tokens] if block else []
     proc = run_tool("generate", "--model", path, "--device", "cuda", "--dtype", "bfloat16", "--cache-attention", mode,
                     "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 24, "--temperature", 0,
                     "--max-batch", max_batch, "--max-context", max_context, "--prefill-chunk", prefill_chunk,
-                    "--flash-decode-shares", shares, "--decode-attention-kernel", kernel, *paged)
+                    "--flash-decode-shares", shares, *paged)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
@@ -65,17 +65,6 @@ def test_flash_cache_attention_matches_sdpa_and_transformers(model):
     # A short prompt, and two whose chunked prefill continues from cached keys (128 per step).
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
     agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash"), generate(path, prompts, "sdpa"))
-
-
-def test_decode_attention_kernel_matches_flash_and_transformers(model):
-    # --decode-attention-kernel 1: flash decode steps attend with the own split-key kernel (CUDA
-    # graphs on, so its counters are replayed too); prefill stays flash. Rows of 5, 300 and 1,200
-    # prompt tokens decode together; a slot still prefilling decodes a dummy row meanwhile.
-    path, hf = model
-    gen = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in (5, 300, 1200)]
-    agree_with_sdpa_and_transformers(hf, prompts, generate(path, prompts, "flash", kernel=1),
-                                     generate(path, prompts, "flash"))
 
 
 @pytest.mark.parametrize("block,cache_tokens", [(256, 0), (48, 0), (48, 2000)])
@@ -127,15 +116,13 @@ def test_flash_decode_of_few_long_rows_cut_into_shares_matches_sdpa_and_transfor
     hf = sharp_qwen2(tmp_path, max_positions=16384)
     gen = torch.Generator().manual_seed(3)
     prompts = [torch.randint(3, 512, (n,), generator=gen).tolist() for n in lengths]
-    def run(mode, shares=0, kernel=0, block=0):
+    def run(mode, shares=0, block=0):
         return generate(tmp_path, prompts, mode, max_batch=len(lengths), prefill_chunk=2048, max_context=16384,
-                        shares=shares, kernel=kernel, block=block)
+                        shares=shares, block=block)
     sdpa, flash = run("sdpa"), run("flash")
     agree_with_sdpa_and_transformers(hf, prompts, flash, sdpa, min_same=0, close=0.1)
     for shares in (16, 128):
         agree_with_sdpa_and_transformers(hf, prompts, run("flash", shares=shares), flash, min_same=0, close=0.1)
-    # The own decode attention kernel (--decode-attention-kernel) over the same long rows.
-    agree_with_sdpa_and_transformers(hf, prompts, run("flash", kernel=1), flash, min_same=0, close=0.1)
     # The paged layout: 36-47 blocks of 256 a row, each a flash sequence, merged.
     agree_with_sdpa_and_transformers(hf, prompts, run("flash", block=256), flash, min_same=0, close=0.1)
 

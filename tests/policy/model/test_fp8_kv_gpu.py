@@ -52,8 +52,7 @@ def test_fp8_decode_attention_is_the_float64_attention_of_the_e4m3_cache(cuda, t
         for name, t in [("q", q), ("k", kc), ("v", vc)]:
             t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
         out = tmp_path / "out.f32"
-        run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--kv-cache-dtype", "fp8_e4m3",
-                 "--block-size", block, "--rows", b, "--slots", n, "--kv-heads", k, "--heads", h, "--head-dim", e,
+        run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--block-size", block, "--rows", b, "--slots", n, "--kv-heads", k, "--heads", h, "--head-dim", e,
                  "--capacity", c, "--keys", keys, "--positions", ",".join(map(str, positions)),
                  "--q", tmp_path / "q.f32", "--k", tmp_path / "k.f32", "--v", tmp_path / "v.f32", "--out", out)
         got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(b, h, e)).double()
