@@ -419,12 +419,18 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
     kv_cache::entries(k_cache)[part.slot].narrow(1, part.start, t).copy_(stored(k_1kte[0], k_cache));
     kv_cache::entries(v_cache)[part.slot].narrow(1, part.start, t).copy_(stored(v_1kte[0], v_cache));
   }
-  if (part.start == 0)
-    return at::scaled_dot_product_attention(q_1hte, k_1kte, v_1kte, {}, 0.0, /*is_causal=*/true, std::nullopt,
-                                            /*enable_gqa=*/h != k);
+  const auto dtype = q_1hte.scalar_type();
+  if (part.start == 0) {
+    // An e4m3 cache: the keys and values as stored (rounded), as every later read sees them, so
+    // that a prompt attends the same keys whether prefilled at once, in chunks or after a prefix.
+    const auto as_read = [&](const torch::Tensor& x, const torch::Tensor& cache) {
+      return is_fp8(cache) ? loaded(stored(x, cache), cache, dtype) : x;
+    };
+    return at::scaled_dot_product_attention(q_1hte, as_read(k_1kte, k_cache), as_read(v_1kte, v_cache), {}, 0.0,
+                                            /*is_causal=*/true, std::nullopt, /*enable_gqa=*/h != k);
+  }
   // Continuing a cached prefix: query i (position start + i) sees keys 0..start + i.
   const int64_t s = part.start + t;
-  const auto dtype = q_1hte.scalar_type();
   auto k_1kse = page != nullptr ? gather_blocks(k_cache, page->table_1m, dtype).narrow(2, 0, s)
                                 : loaded(k_cache.narrow(0, part.slot, 1).narrow(2, 0, s), k_cache, dtype);
   auto v_1kse = page != nullptr ? gather_blocks(v_cache, page->table_1m, dtype).narrow(2, 0, s)

@@ -66,18 +66,39 @@ TEST(fp8_kv, a_prefill_stores_the_bf16_caches_keys_and_values_rounded_to_e4m3) {
     ASSERT_TRUE(fp8.fp8());
     // 37 tokens: slot 1, or blocks 5, 2, 7 (not one run).
     const decoder::prefill_part part{1, 0, 37, paged ? std::vector<int64_t>{5, 2, 7} : std::vector<int64_t>{}};
-    auto logits_bf16 = model.prefill(tokens(0, 37), {part}, bf16);
-    auto logits_fp8 = model.prefill(tokens(0, 37), {part}, fp8);
-    // A first prefill attends its own keys as computed, so its logits are the bf16 cache's.
-    EXPECT_TRUE(torch::equal(logits_fp8, logits_bf16)) << (paged ? "paged" : "slots");
+    model.prefill(tokens(0, 37), {part}, bf16);
+    model.prefill(tokens(0, 37), {part}, fp8);
+    // The first layer's keys and values come from the embeddings alone: every entry, the untouched
+    // zeros included, is the bf16 cache's rounded. (Later layers' inputs already differ: attention
+    // read the rounded keys.)
+    EXPECT_TRUE(torch::equal(kv_cache::entries(fp8.k_nkce[0]), e4m3_bytes(bf16.k_nkce[0])));
+    EXPECT_TRUE(torch::equal(kv_cache::entries(fp8.v_nkce[0]), e4m3_bytes(bf16.v_nkce[0])));
     for (size_t layer = 0; layer < bf16.k_nkce.size(); ++layer) {
-      // Every entry, the untouched zeros included, is the bf16 cache's rounded.
-      EXPECT_TRUE(torch::equal(kv_cache::entries(fp8.k_nkce[layer]), e4m3_bytes(bf16.k_nkce[layer]))) << layer;
-      EXPECT_TRUE(torch::equal(kv_cache::entries(fp8.v_nkce[layer]), e4m3_bytes(bf16.v_nkce[layer]))) << layer;
       EXPECT_GT(fp8.k_nkce[layer].view(torch::kUInt8).count_nonzero().item<int64_t>(), 37);
-      // And the rounding changed some of them (3 mantissa bits against bf16's 7).
+      // The rounding changed some entries (3 mantissa bits against bf16's 7).
       EXPECT_FALSE(torch::equal(fp8.k_nkce[layer].to(torch::kBFloat16), bf16.k_nkce[layer])) << layer;
     }
+  }
+}
+
+TEST(fp8_kv, a_prompt_attends_the_same_rounded_keys_at_once_and_after_a_cached_prefix) {
+  // 42 tokens prefilled at once, and as 30 then 12 after the cached 30, over an e4m3 cache and a
+  // bf16 one: the two ways part over e4m3 no more than bf16's own rounding parts them (every read,
+  // the first prefill's too, sees the rounded keys), far less than e4m3 parts from bf16.
+  auto model = soft_attention_model();
+  for (bool paged : {false, true}) {
+    const std::vector<int64_t> blocks = paged ? std::vector<int64_t>{6, 1, 4} : std::vector<int64_t>{};
+    const auto both_ways = [&](torch::ScalarType dtype) {
+      auto whole = make_cache(model, paged, dtype), parts = make_cache(model, paged, dtype);
+      auto at_once = model.prefill(tokens(0, 42), {decoder::prefill_part{0, 0, 42, blocks}}, whole);
+      model.prefill(tokens(0, 30), {decoder::prefill_part{0, 0, 30, blocks}}, parts);
+      return std::pair{at_once, model.prefill(tokens(30, 12), {decoder::prefill_part{0, 30, 12, blocks}}, parts)};
+    };
+    const auto [fp8_once, fp8_continued] = both_ways(torch::kFloat8_e4m3fn);
+    const auto [bf16_once, bf16_continued] = both_ways(torch::kBFloat16);
+    const std::string where = paged ? "paged" : "slots";
+    EXPECT_LE(relative_gap(fp8_continued, fp8_once), 2 * relative_gap(bf16_continued, bf16_once) + 1e-3) << where;
+    EXPECT_LT(relative_gap(fp8_continued, fp8_once), 0.25 * relative_gap(fp8_once, bf16_once)) << where;
   }
 }
 
@@ -112,8 +133,8 @@ TEST(fp8_kv, decode_and_a_continued_prefill_read_the_rounded_keys) {
     }
 }
 
-TEST(fp8_kv, the_engine_gives_the_same_tokens_over_slots_and_blocks_and_reuses_prefixes) {
-  const auto run = [](kv_layout_kind layout) {
+TEST(fp8_kv, the_engine_gives_the_same_tokens_over_slots_and_blocks_with_and_without_the_prefix_cache) {
+  const auto run = [](kv_layout_kind layout, bool prefix_cache) {
     engine_options o;
     o.model_dir = test_support::long_model();
     o.dtype = model_dtype::bfloat16;
@@ -122,6 +143,7 @@ TEST(fp8_kv, the_engine_gives_the_same_tokens_over_slots_and_blocks_and_reuses_p
     o.kv_block_size = 16;
     o.max_batch = 2;
     o.prefill_chunk = 16;
+    o.prefix_cache = prefix_cache;
     auto engine = generation_engine::open(o);
     EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
     // Two conversations of three turns: each turn's prompt is the last prompt, its reply and a new observation.
@@ -137,14 +159,18 @@ TEST(fp8_kv, the_engine_gives_the_same_tokens_over_slots_and_blocks_and_reuses_p
       }
     return std::pair{replies, engine.value()->stats()};
   };
-  const auto [slots, slot_stats] = run(kv_layout_kind::slots);
-  const auto [paged, paged_stats] = run(kv_layout_kind::paged);
+  const auto [slots, slot_stats] = run(kv_layout_kind::slots, true);
+  const auto [paged, paged_stats] = run(kv_layout_kind::paged, true);
+  // Every turn re-prefilled in chunks of 16: the rounded keys read alike (decoder's prefill).
+  const auto [again, again_stats] = run(kv_layout_kind::slots, false);
   EXPECT_EQ(slots, paged);
+  EXPECT_EQ(slots, again);
   EXPECT_EQ(slots.size(), 6u);
   for (const auto* stats : {&slot_stats, &paged_stats}) {
     EXPECT_EQ(stats->prefix_hits, 4u);  // turns 2 and 3 of both conversations
     EXPECT_GT(stats->reused_tokens, 0u);
   }
+  EXPECT_EQ(again_stats.prefix_hits, 0u);
 }
 
 TEST(fp8_kv, needs_a_bf16_or_fp16_model) {
