@@ -3,7 +3,7 @@
 
 The cache is laid out as the engine keeps it, [slots, KV heads, capacity, head_dim] per layer;
 each of `rows` decode rows attends with 14 query heads (2 KV heads, Qwen2-0.5B) over its own used
-keys. Options, as policy/model/decoder.cpp runs them:
+keys. Options, as policy/model/decoder_cache.cpp and decoder_flash.cpp run them:
   sdpa    one masked scaled_dot_product_attention call over the first max-used keys;
   matmul  two batched matrix products with fp32 scores and a masked softmax between;
   flash   aten::_flash_attention_forward, variable-length form over the cache in place (one
@@ -121,7 +121,7 @@ def copy_bandwidth():
 
 
 def step_breakdown(rows, keys_used, dtype):
-    """Time one 24-layer decode step of the Qwen2-0.5B shape as decoder.cpp runs it (CUDA graph),
+    """Time one 24-layer decode step of the Qwen2-0.5B shape as policy/model runs it (CUDA graph),
     and the same with parts left out or replaced, to place the step's time."""
     d, f, v, layers = 896, 4864, 151936, 24
     gen = torch.Generator(device="cuda").manual_seed(1)
