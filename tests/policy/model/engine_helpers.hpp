@@ -56,12 +56,14 @@ inline generation_result run_one(generation_engine& engine, generation_request r
   return done && !done.value().empty() ? done.value().front() : generation_result{};
 }
 
-/// The same tokens, and logprobs within 1e-4 (fp32: the same computation up to summation order).
-inline void expect_same(const generation_result& a, const generation_result& b, const std::string& where) {
+/// The same tokens, and logprobs within `tolerance` (1e-4 by default: fp32, the same computation up
+/// to summation order).
+inline void expect_same(const generation_result& a, const generation_result& b, const std::string& where,
+                        double tolerance = 1e-4) {
   EXPECT_EQ(a.tokens, b.tokens) << where;
   ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << where;
   for (size_t i = 0; i < a.logprobs.size(); ++i)
-    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << where << " token " << i;
+    EXPECT_NEAR(a.logprobs[i], b.logprobs[i], tolerance) << where << " token " << i;
 }
 
 }  // namespace caf_agent::policy::test_support

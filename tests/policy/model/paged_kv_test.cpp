@@ -30,6 +30,7 @@ struct layout {
   int32_t prefill_chunk = 2048;
   bool prefix_cache = true;
   cache_attention_choice cache_attention = cache_attention_choice::automatic;
+  bool fp8 = false;  ///< A bf16 model over an e4m3 KV cache (block moves and copies go through its bytes).
 };
 
 std::unique_ptr<generation_engine> open_engine(const layout& l) {
@@ -43,13 +44,18 @@ std::unique_ptr<generation_engine> open_engine(const layout& l) {
   o.prefill_chunk = l.prefill_chunk;
   o.prefix_cache = l.prefix_cache;
   o.cache_attention = l.cache_attention;
+  if (l.fp8) {
+    o.dtype = model_dtype::bfloat16;
+    o.kv_cache_dtype = kv_cache_dtype_kind::fp8_e4m3;
+  }
   auto engine = generation_engine::open(o);
   EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
   return std::move(engine.value());
 }
 
-layout slots(int32_t max_batch = 3, bool prefix_cache = false) {
+layout slots(int32_t max_batch = 3, bool prefix_cache = false, bool fp8 = false) {
   layout l;
+  l.fp8 = fp8;
   l.kv_layout = kv_layout_kind::slots;
   l.max_batch = max_batch;
   l.prefix_cache = prefix_cache;
@@ -137,34 +143,39 @@ TEST(paged_kv, a_conversation_prefills_only_its_new_tokens_and_matches_a_full_re
 
 TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_their_recomputation) {
   // 6 blocks of 16: a kept conversation of >= 49 tokens (4 blocks) and the other's next turn
-  // never fit together, so each turn evicts the other conversation's keys.
-  layout small;
-  small.cache_tokens = 96;
-  small.max_batch = 1;
-  auto paged = open_engine(small);
-  auto plain = open_engine(slots(1));
-  std::vector<std::vector<int32_t>> history = {observation(1, 0, 50), observation(2, 0, 50)};
-  uint64_t expected_recomputed = 0, prompts = 0;
-  std::vector<size_t> kept_length(2, 0);
-  for (int turn = 0; turn < 3; ++turn) {
-    for (int who = 0; who < 2; ++who) {
-      auto a = run_one(*paged, greedy(history[who], 5));
-      expect_same(a, run_one(*plain, greedy(history[who], 5)),
-                  "conversation " + std::to_string(who) + " turn " + std::to_string(turn));
-      expected_recomputed += kept_length[who];  // its earlier keys were evicted: all computed again
-      prompts += history[who].size();
-      kept_length[who] = history[who].size() + a.tokens.size() - 1;
-      history[who].insert(history[who].end(), a.tokens.begin(), a.tokens.end());
-      auto obs = observation(who + 1, turn + 1, 8);
-      history[who].insert(history[who].end(), obs.begin(), obs.end());
+  // never fit together, so each turn evicts the other conversation's keys. Over bf16 / fp32 keys
+  // and over e4m3 keys (against the slot layout's e4m3 tokens).
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
+    layout small;
+    small.cache_tokens = 96;
+    small.max_batch = 1;
+    small.fp8 = fp8;
+    auto paged = open_engine(small);
+    auto plain = open_engine(slots(1, false, fp8));
+    std::vector<std::vector<int32_t>> history = {observation(1, 0, 50), observation(2, 0, 50)};
+    uint64_t expected_recomputed = 0, prompts = 0;
+    std::vector<size_t> kept_length(2, 0);
+    for (int turn = 0; turn < 3; ++turn) {
+      for (int who = 0; who < 2; ++who) {
+        auto a = run_one(*paged, greedy(history[who], 5));
+        expect_same(a, run_one(*plain, greedy(history[who], 5)),
+                    "conversation " + std::to_string(who) + " turn " + std::to_string(turn));
+        expected_recomputed += kept_length[who];  // its earlier keys were evicted: all computed again
+        prompts += history[who].size();
+        kept_length[who] = history[who].size() + a.tokens.size() - 1;
+        history[who].insert(history[who].end(), a.tokens.begin(), a.tokens.end());
+        auto obs = observation(who + 1, turn + 1, 8);
+        history[who].insert(history[who].end(), obs.begin(), obs.end());
+      }
     }
+    const auto s = paged->stats();
+    EXPECT_GE(s.evictions, 5u);
+    EXPECT_EQ(s.reused_tokens, 0u);
+    EXPECT_EQ(s.prefilled_tokens, prompts);
+    EXPECT_EQ(s.recomputed_tokens, expected_recomputed);
+    EXPECT_EQ(expected_recomputed, 2u * ((50 + 5 - 1) + (63 + 5 - 1)));  // the kept keys of turns 0 and 1
   }
-  const auto s = paged->stats();
-  EXPECT_GE(s.evictions, 5u);
-  EXPECT_EQ(s.reused_tokens, 0u);
-  EXPECT_EQ(s.prefilled_tokens, prompts);
-  EXPECT_EQ(s.recomputed_tokens, expected_recomputed);
-  EXPECT_EQ(expected_recomputed, 2u * ((50 + 5 - 1) + (63 + 5 - 1)));  // the kept keys of turns 0 and 1
 }
 
 TEST(paged_kv, requests_beyond_the_kv_capacity_wait_and_all_finish) {
@@ -192,41 +203,54 @@ TEST(paged_kv, requests_beyond_the_kv_capacity_wait_and_all_finish) {
 }
 
 TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_with_the_same_tokens) {
-  // 6 blocks of 16; three sequences of 10 + 40 tokens would need 12: the newest gives way.
-  layout tight;
-  tight.cache_tokens = 96;
-  tight.max_batch = 3;
-  std::vector<generation_request> requests = {greedy(observation(20, 0, 10), 40), greedy(observation(21, 0, 10), 40),
-                                              greedy(observation(22, 0, 10), 40)};
-  requests[1].sampling.temperature = 1.0f;  // sampling continues from the same random stream
-  requests[1].seed = 3;
-  const auto reference = run_all(*open_engine(slots(3)), requests);
-  auto engine = open_engine(tight);
-  const auto got = run_all(*engine, requests);
-  for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
-  const auto s = engine->stats();
-  EXPECT_GT(s.preemptions, 0u);
-  EXPECT_GT(s.recomputed_tokens, 0u);
-  // Keys computed = the three sequences' keys once each, plus what preemption made recompute.
-  EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, 3u * (10 + 40 - 1) + s.recomputed_tokens);
+  // 6 blocks of 16; three sequences of 10 + 40 tokens would need 12: the newest gives way. Over
+  // bf16 / fp32 keys and over e4m3 keys.
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
+    layout tight;
+    tight.cache_tokens = 96;
+    tight.max_batch = 3;
+    tight.fp8 = fp8;
+    std::vector<generation_request> requests = {greedy(observation(20, 0, 10), 40), greedy(observation(21, 0, 10), 40),
+                                                greedy(observation(22, 0, 10), 40)};
+    requests[1].sampling.temperature = 1.0f;  // sampling continues from the same random stream
+    requests[1].seed = 3;
+    const auto reference = run_all(*open_engine(slots(3, false, fp8)), requests);
+    auto engine = open_engine(tight);
+    const auto got = run_all(*engine, requests);
+    // The e4m3 run's model is bf16: a preempted sequence's recomputing prefill rounds its keys'
+    // inputs otherwise than its decode steps did: the same tokens, logprobs to bf16 precision (0.05,
+    // as flash against sdpa in tests/policy/model/test_cache_attention_gpu.py).
+    for (size_t i = 0; i < requests.size(); ++i)
+      expect_same(got[i], reference[i], "request " + std::to_string(i), fp8 ? 0.05 : 1e-4);
+    const auto s = engine->stats();
+    EXPECT_GT(s.preemptions, 0u);
+    EXPECT_GT(s.recomputed_tokens, 0u);
+    // Keys computed = the three sequences' keys once each, plus what preemption made recompute.
+    EXPECT_EQ(s.prefilled_tokens + s.decoded_tokens, 3u * (10 + 40 - 1) + s.recomputed_tokens);
+  }
 }
 
 // 30 blocks of 16, 3 seats (blocks 0, 10, 20 first): a 150-token prompt takes blocks 0..9, a
 // 20-token one 10..11; the first grows past block 9, finds block 10 taken and moves, keys
 // copied, to a free run of 11 blocks, so it stays one run. Tokens are the slot layout's.
 TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the_same_tokens) {
-  layout roomy;
-  roomy.cache_tokens = 480;
-  const std::vector<generation_request> requests = {greedy(observation(30, 0, 150), 30),
-                                                    greedy(observation(31, 0, 20), 30)};
-  const auto reference = run_all(*open_engine(slots(3)), requests);
-  auto engine = open_engine(roomy);
-  const auto got = run_all(*engine, requests);
-  for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
-  const auto s = engine->stats();
-  EXPECT_GE(s.moved_tokens, 160u);  // the first sequence's keys when it reached block 10
-  EXPECT_EQ(s.preemptions, 0u);
-  EXPECT_EQ(s.decode_block_runs, s.decoded_tokens);  // every decode row one run
+  for (bool fp8 : {false, true}) {  // the move copies e4m3 keys as bytes
+    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
+    layout roomy;
+    roomy.cache_tokens = 480;
+    roomy.fp8 = fp8;
+    const std::vector<generation_request> requests = {greedy(observation(30, 0, 150), 30),
+                                                      greedy(observation(31, 0, 20), 30)};
+    const auto reference = run_all(*open_engine(slots(3, false, fp8)), requests);
+    auto engine = open_engine(roomy);
+    const auto got = run_all(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
+    const auto s = engine->stats();
+    EXPECT_GE(s.moved_tokens, 160u);  // the first sequence's keys when it reached block 10
+    EXPECT_EQ(s.preemptions, 0u);
+    EXPECT_EQ(s.decode_block_runs, s.decoded_tokens);  // every decode row one run
+  }
 }
 
 // 12 blocks of 16, 3 seats: twelve short conversations leave twelve kept prefixes of one block
