@@ -44,6 +44,7 @@ struct policy_config {
   bool overlap = false;
   int32_t flash_decode_shares = 64;
   int32_t decode_gemv_rows = 1;
+  bool programmatic_launch = false;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -109,6 +110,10 @@ struct policy_config {
       "libtorch, CUDA: decode steps of at most this many rows (0-8) run the projections as matrix-vector "
       "kernels instead of cuBLAS; 0 = cuBLAS (1: 131k decode 439 -> 459 tok/s on the H200)",
       within(0, 8, "must be in 0..8 (0: cuBLAS)"));
+    // Rationale: see policy/model/engine.hpp engine_options::programmatic_launch.
+    f("programmatic_launch", c.programmatic_launch,
+      "libtorch, CUDA (Hopper): the fused kernels launch as programmatic dependents, each starting during the "
+      "last one's tail (the same tokens; off until measured)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

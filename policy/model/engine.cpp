@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "policy/model/engine_impl.hpp"
+#include "policy/model/fused_ops.hpp"
 #include "policy/model/host_copy.hpp"
 #include "policy/model/sampling.hpp"
 
@@ -134,6 +135,7 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (options.decode_gemv_rows < 0 || options.decode_gemv_rows > 8)
       return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);
+    if (device.is_cuda()) set_programmatic_launch(options.programmatic_launch);
     const auto cache_type =
         options.kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 ? torch::kFloat8_e4m3fn : scalar_type_of(options.dtype);
     if (options.kv_layout == kv_layout_kind::paged) {

@@ -58,6 +58,13 @@ struct engine_options {
   /// took 463 us of a step where cuBLAS's took 543 us, and the decode went from 439 to 459 tok/s
   /// on the H200 (bench/results/2026-12-04-policy-h200-shares-gemv.md); 2-8 rows not yet measured.
   int32_t decode_gemv_rows = 1;
+  /// The fused kernels launch as programmatic dependents of the kernel before them (Hopper:
+  /// fused_kernels.hpp set_programmatic_launch): each may start during the last one's tail, and
+  /// the matrix-vector kernels load their first weights before waiting for its results. The same
+  /// tokens either way. Process-wide (the last engine opened sets it). Rationale: off until
+  /// measured; the gaps between a decode step's ~250 kernels are ~24% of the 1-row 131k step on
+  /// the H200 (bench/results/2026-12-04-policy-h200-paged-in-place.md, call 3).
+  bool programmatic_launch = false;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

@@ -21,6 +21,7 @@
 // memory, then their outputs summed by 256 threads (a float4 of dimensions each, the splits
 // strided over the threads) and reduced once through shared memory.
 #include "policy/model/fp8_kernels.hpp"
+#include "policy/model/programmatic_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -206,6 +207,8 @@ __global__ void __launch_bounds__(split_warps* warp)
                      const uint8_t* __restrict__ v_cache, const int64_t* __restrict__ positions_b,
                      const int64_t* __restrict__ tables_bm, float* __restrict__ part_o, float* __restrict__ part_lse,
                      int k, int g, int64_t c, int64_t blocks, int64_t m, int warp_keys, float scale_log2) {
+  allow_dependents();
+  dependency_wait();
   __shared__ float o_s[split_warps][fp8_attention_max_g][E];
   __shared__ float m_s[split_warps][fp8_attention_max_g];
   __shared__ float l_s[split_warps][fp8_attention_max_g];
@@ -297,6 +300,8 @@ __global__ void __launch_bounds__(join_threads)
     fp8_join_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                     const int64_t* __restrict__ positions_b, const int64_t* __restrict__ tables_bm,
                     T* __restrict__ out_bhe, int k, int g, int64_t c, int64_t m, int split_keys, int splits) {
+  allow_dependents();
+  dependency_wait();
   constexpr int vecs = E / 4;                 // float4s of an output
   constexpr int lanes = join_threads / vecs;  // splits summed side by side
   __shared__ float w_s[fp8_attention_max_splits];
@@ -362,17 +367,18 @@ __global__ void __launch_bounds__(join_threads)
 }
 
 template <typename T, int E>
-void launch(const void* q_bhe, const uint8_t* k_cache, const uint8_t* v_cache, const int64_t* positions_b,
-            const int64_t* tables_bm, void* out_bhe, float* part_o, float* part_lse, int64_t b, int64_t k, int64_t g,
-            int64_t c, int64_t blocks, int64_t m, int64_t warp_keys, int64_t splits, cudaStream_t stream) {
+void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* v_cache, const int64_t* positions_b,
+                      const int64_t* tables_bm, void* out_bhe, float* part_o, float* part_lse, int64_t b, int64_t k,
+                      int64_t g, int64_t c, int64_t blocks, int64_t m, int64_t warp_keys, int64_t splits,
+                      cudaStream_t stream) {
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(E)));
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(b * k));
-  fp8_split_kernel<T, E><<<grid, split_warps * warp, 0, stream>>>(
-      static_cast<const T*>(q_bhe), k_cache, v_cache, positions_b, tables_bm, part_o, part_lse, static_cast<int>(k),
-      static_cast<int>(g), c, blocks, m, static_cast<int>(warp_keys), scale_log2);
-  fp8_join_kernel<T, E><<<static_cast<unsigned>(b * k * g), join_threads, 0, stream>>>(
-      part_o, part_lse, positions_b, tables_bm, static_cast<T*>(out_bhe), static_cast<int>(k), static_cast<int>(g), c,
-      m, static_cast<int>(split_warps * warp_keys), static_cast<int>(splits));
+  launch(fp8_split_kernel<T, E>, grid, split_warps * warp, 0, stream, static_cast<const T*>(q_bhe), k_cache, v_cache,
+         positions_b, tables_bm, part_o, part_lse, static_cast<int>(k), static_cast<int>(g), c, blocks, m,
+         static_cast<int>(warp_keys), scale_log2);
+  launch(fp8_join_kernel<T, E>, static_cast<unsigned>(b * k * g), join_threads, 0, stream, part_o, part_lse,
+         positions_b, tables_bm, static_cast<T*>(out_bhe), static_cast<int>(k), static_cast<int>(g), c, m,
+         static_cast<int>(split_warps * warp_keys), static_cast<int>(splits));
 }
 
 }  // namespace
@@ -406,8 +412,8 @@ int fp8_decode_attention(element dtype, const void* q_bhe, const uint8_t* k_cach
   const auto s = static_cast<cudaStream_t>(stream);
   const auto go = [&](auto tag, auto width) {
     using T = decltype(tag);
-    launch<T, decltype(width)::value>(q_bhe, k_cache, v_cache, positions_b, tables_bm, out_bhe, part_o, part_lse, b, k,
-                                      g, c, blocks, m, warp_keys, splits, s);
+    launch_attention<T, decltype(width)::value>(q_bhe, k_cache, v_cache, positions_b, tables_bm, out_bhe, part_o,
+                                                part_lse, b, k, g, c, blocks, m, warp_keys, splits, s);
   };
   using e64 = std::integral_constant<int, 64>;
   using e128 = std::integral_constant<int, 128>;

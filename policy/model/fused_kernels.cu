@@ -3,6 +3,7 @@
 // here too), so results equal the composite's bit for bit except for the order of the RMSNorm's
 // sum of squares.
 #include "policy/model/fused_kernels.hpp"
+#include "policy/model/programmatic_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -72,6 +74,8 @@ template <typename T>
 __global__ void add_rms_norm_kernel(const T* __restrict__ residual, const T* __restrict__ delta,
                                     const T* __restrict__ weight, T* __restrict__ sum, T* __restrict__ normed,
                                     int64_t d, float eps) {
+  allow_dependents();
+  dependency_wait();
   const int64_t row = blockIdx.x;
   const T* r = residual + row * d;
   const T* dl = delta != nullptr ? delta + row * d : nullptr;
@@ -104,6 +108,8 @@ template <typename T, int V>
 __global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T* __restrict__ delta,
                                         const T* __restrict__ weight, T* __restrict__ sum, T* __restrict__ normed,
                                         int64_t d, float eps) {
+  allow_dependents();
+  dependency_wait();
   constexpr int n = 16 / sizeof(T);
   const int64_t row = blockIdx.x, vecs = d / n;
   const uint4* r = reinterpret_cast<const uint4*>(residual + row * d);
@@ -155,6 +161,8 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T*
 // silu rounded (the composite's silu output), times up, rounded.
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t rows, int64_t f) {
+  allow_dependents();
+  dependency_wait();
   const int64_t total = rows * f;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -186,6 +194,8 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
                                       const int64_t* __restrict__ rows, const T* __restrict__ cos_pe,
                                       const T* __restrict__ sin_pe, T* __restrict__ q, C* __restrict__ k_cache,
                                       C* __restrict__ v_cache, int64_t h, int64_t k, int64_t e, int64_t c) {
+  allow_dependents();
+  dependency_wait();
   const int64_t row = blockIdx.x;
   const int heads = static_cast<int>(h + 2 * k), width = static_cast<int>(e), half = width / 2;
   const int i = static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x;
@@ -262,6 +272,8 @@ __device__ void block_argmax(float& best, int64_t& arg) {
 template <typename T>
 __global__ void __launch_bounds__(segment_threads)
     segment_max_kernel(const T* __restrict__ logits, segment_stats* __restrict__ stats, int64_t v, int64_t seg) {
+  allow_dependents();
+  dependency_wait();
   const int s = blockIdx.x, segments = gridDim.x;
   const int64_t row = blockIdx.y;
   const T* x = logits + row * v;
@@ -284,6 +296,8 @@ template <typename T>
 __global__ void __launch_bounds__(segment_threads)
     segment_sum_kernel(const T* __restrict__ logits, const float* __restrict__ params,
                        segment_stats* __restrict__ stats, int64_t b, int64_t v, int64_t seg) {
+  allow_dependents();
+  dependency_wait();
   const int s = blockIdx.x, segments = gridDim.x;
   const int64_t row = blockIdx.y;
   const T* x = logits + row * v;
@@ -314,6 +328,8 @@ __global__ void __launch_bounds__(pick_threads)
     sample_pick_kernel(const T* __restrict__ logits, const float* __restrict__ params,
                        const segment_stats* __restrict__ stats, int64_t* __restrict__ tokens,
                        float* __restrict__ logprobs, int64_t b, int64_t v, int64_t seg, int segments) {
+  allow_dependents();
+  dependency_wait();
   __shared__ float s_seg_incl[max_segments];  // inclusive scan of the segments' sums
   __shared__ float s_sub_incl[32];            // inclusive scan of the drawn segment's sub-segment sums
   __shared__ int64_t s_token, s_arg;
@@ -411,6 +427,8 @@ __global__ void __launch_bounds__(merge_threads)
     merge_shares_kernel(const T* __restrict__ out_xge, const float* __restrict__ lse_gx,
                         const int32_t* __restrict__ used_x, T* __restrict__ merged_yge, int shares, int g, int e,
                         bool share_major) {
+  allow_dependents();
+  dependency_wait();
   __shared__ float acc_s[merge_threads];
   __shared__ float total_s[merge_threads];
   __shared__ float max_s[merge_threads / warp];
@@ -473,6 +491,7 @@ template <typename T, int R>
 __global__ void __launch_bounds__(gemv_threads)
     gemv_rows_kernel(const T* __restrict__ x_bd, const T* __restrict__ w_nd, const T* __restrict__ bias_n,
                      T* __restrict__ y_bn, int64_t n, int64_t d, int split) {
+  allow_dependents();
   constexpr int per_vec = 16 / sizeof(T);
   __shared__ float part_s[gemv_warps][R];
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp;
@@ -480,18 +499,25 @@ __global__ void __launch_bounds__(gemv_threads)
   const int part = wid % split;
   const int64_t vecs = d / per_vec, chunk = (vecs + split - 1) / split;
   const int64_t first = part * chunk, last = first + chunk < vecs ? first + chunk : vecs;
+  const uint4* w = reinterpret_cast<const uint4*>(w_nd + (j < n ? j : 0) * d);
+  // The first vectors of the weight row: no kernel of a step writes weights, so they load before
+  // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail.
+  uint4 wv[gemv_unroll];
+  const auto load_weights = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < gemv_unroll; ++u) {
+      const int64_t at = base + u * warp + lane;
+      wv[u] = j < n && at < last ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_weights(first);
+  dependency_wait();
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   if (j < n) {
-    const uint4* w = reinterpret_cast<const uint4*>(w_nd + j * d);
     for (int64_t base = first; base < last; base += warp * gemv_unroll) {
-      uint4 wv[gemv_unroll];
-#pragma unroll
-      for (int u = 0; u < gemv_unroll; ++u) {
-        const int64_t at = base + u * warp + lane;
-        wv[u] = at < last ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
-      }
+      if (base != first) load_weights(base);
 #pragma unroll
       for (int u = 0; u < gemv_unroll; ++u) {
         const int64_t at = base + u * warp + lane;
@@ -549,9 +575,8 @@ void launch_gemv(int64_t b, const void* x_bd, const void* w_nd, const void* bias
   const int split = gemv_split(n, d / (16 / static_cast<int64_t>(sizeof(T))));
   const int64_t per_block = gemv_warps / split;
   const auto blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
-  gemv_rows_kernel<T, R><<<blocks, gemv_threads, 0, stream>>>(static_cast<const T*>(x_bd), static_cast<const T*>(w_nd),
-                                                              static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n,
-                                                              d, split);
+  launch(gemv_rows_kernel<T, R>, blocks, gemv_threads, 0, stream, static_cast<const T*>(x_bd),
+         static_cast<const T*>(w_nd), static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n, d, split);
 }
 
 template <typename F>
@@ -586,13 +611,13 @@ int add_rms_norm(element dtype, const void* residual_xd, const void* delta_xd, c
     const auto grid = static_cast<unsigned>(x);
     const auto cuda_stream = static_cast<cudaStream_t>(stream);
     if (vec)
-      add_rms_norm_vec_kernel<T, vec_per_thread><<<grid, norm_threads, 0, cuda_stream>>>(
-          static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
-          static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
+      launch(add_rms_norm_vec_kernel<T, vec_per_thread>, grid, norm_threads, 0, cuda_stream,
+             static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
+             static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
     else
-      add_rms_norm_kernel<T><<<grid, norm_threads, 0, cuda_stream>>>(
-          static_cast<const T*>(residual_xd), static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d),
-          static_cast<T*>(sum_xd), static_cast<T*>(normed_xd), d, eps);
+      launch(add_rms_norm_kernel<T>, grid, norm_threads, 0, cuda_stream, static_cast<const T*>(residual_xd),
+             static_cast<const T*>(delta_xd), static_cast<const T*>(weight_d), static_cast<T*>(sum_xd),
+             static_cast<T*>(normed_xd), d, eps);
   });
 }
 
@@ -603,8 +628,8 @@ int silu_mul(element dtype, const void* gate_up_x2f, void* out_xf, int64_t x, in
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + threads - 1) / threads, 65535));
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    silu_mul_kernel<T><<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const T*>(gate_up_x2f),
-                                                                                  static_cast<T*>(out_xf), x, f);
+    launch(silu_mul_kernel<T>, blocks, threads, 0, static_cast<cudaStream_t>(stream),
+           static_cast<const T*>(gate_up_x2f), static_cast<T*>(out_xf), x, f);
   });
 }
 
@@ -617,17 +642,17 @@ int rope_kv_decode(element dtype, const void* qkv_bne, const int64_t* positions_
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>(b), static_cast<unsigned>((n + rope_threads - 1) / rope_threads));
-    const auto launch = [&](auto cache_tag) {
+    const auto for_cache = [&](auto cache_tag) {
       using C = decltype(cache_tag);
-      rope_kv_decode_kernel<T, C><<<grid, rope_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const T*>(qkv_bne), positions_b, rows_b, static_cast<const T*>(cos_pe),
-          static_cast<const T*>(sin_pe), static_cast<T*>(q_bhe), static_cast<C*>(k_cache_nkce),
-          static_cast<C*>(v_cache_nkce), h, k, e, c);
+      launch(rope_kv_decode_kernel<T, C>, grid, rope_threads, 0, static_cast<cudaStream_t>(stream),
+             static_cast<const T*>(qkv_bne), positions_b, rows_b, static_cast<const T*>(cos_pe),
+             static_cast<const T*>(sin_pe), static_cast<T*>(q_bhe), static_cast<C*>(k_cache_nkce),
+             static_cast<C*>(v_cache_nkce), h, k, e, c);
     };
     if (fp8_cache)
-      launch(uint8_t{});
+      for_cache(uint8_t{});
     else
-      launch(T{});
+      for_cache(T{});
   });
 }
 
@@ -653,10 +678,10 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     const auto* logits = static_cast<const T*>(logits_bv);
-    segment_max_kernel<T><<<grid, segment_threads, 0, cuda_stream>>>(logits, stats, v, seg);
-    segment_sum_kernel<T><<<grid, segment_threads, 0, cuda_stream>>>(logits, params_4b, stats, b, v, seg);
-    sample_pick_kernel<T><<<static_cast<unsigned>(b), pick_threads, 0, cuda_stream>>>(
-        logits, params_4b, stats, tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
+    launch(segment_max_kernel<T>, grid, segment_threads, 0, cuda_stream, logits, stats, v, seg);
+    launch(segment_sum_kernel<T>, grid, segment_threads, 0, cuda_stream, logits, params_4b, stats, b, v, seg);
+    launch(sample_pick_kernel<T>, static_cast<unsigned>(b), pick_threads, 0, cuda_stream, logits, params_4b, stats,
+           tokens_b, logprobs_b, b, v, seg, static_cast<int>(segments));
   });
 }
 
@@ -670,9 +695,9 @@ int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const 
     // Enough threads for every (dimension, share) pair, in whole warps, at most merge_threads.
     const int64_t pairs = std::min<int64_t>(e * shares, merge_threads);
     const int threads = static_cast<int>((pairs + warp - 1) / warp * warp);
-    merge_shares_kernel<T><<<static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
-        static_cast<int>(g), static_cast<int>(e), share_major);
+    launch(merge_shares_kernel<T>, static_cast<unsigned>(y * g), threads, 0, static_cast<cudaStream_t>(stream),
+           static_cast<const T*>(out_xge), lse_gx, used_x, static_cast<T*>(merged_yge), static_cast<int>(shares),
+           static_cast<int>(g), static_cast<int>(e), share_major);
   });
 }
 
@@ -689,6 +714,18 @@ int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bia
     using T = decltype(tag);
     launch_gemv<T>(b, x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
   });
+}
+
+namespace {
+std::atomic<bool> programmatic{false};
+}  // namespace
+
+bool programmatic_launch() {
+  return programmatic.load(std::memory_order_relaxed);
+}
+
+void set_programmatic_launch(bool on) {
+  programmatic.store(on, std::memory_order_relaxed);
 }
 
 int multiprocessor_count() {

@@ -54,6 +54,12 @@ int sample_rows(element dtype, const void* logits_bv, const float* params_4b, in
 int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const int32_t* used_x, void* merged_yge,
                  int64_t y, int64_t shares, int64_t g, int64_t e, bool share_major, void* stream);
 
+/// Whether this process's kernels launch as programmatic dependents of the kernel before them
+/// (programmatic_launch.cuh: each may start during the last one's tail, waiting for its results
+/// before reading them; the same bits either way). Off by default. Process-wide: engines of one
+/// process share it, the last one set wins (it changes timing only).
+void set_programmatic_launch(bool on);
+
 /// The current CUDA device's multiprocessor count, read once a process; 0 where it cannot be read.
 int multiprocessor_count();
 

@@ -213,6 +213,14 @@ torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& ls
   return (w_ysg1 * out_ysge).sum(1).to(out_xge.scalar_type());
 }
 
+void set_programmatic_launch(bool on) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  kernels::set_programmatic_launch(on);
+#else
+  (void)on;
+#endif
+}
+
 int64_t cuda_multiprocessors() {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   return kernels::multiprocessor_count();

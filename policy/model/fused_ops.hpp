@@ -54,6 +54,11 @@ torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& 
 torch::Tensor merge_shares(const torch::Tensor& out_xge, const torch::Tensor& lse_gx, const torch::Tensor& used_x,
                            int64_t shares, bool fused, bool share_major = false);
 
+/// Whether this process's fused kernels launch as programmatic dependents (fused_kernels.hpp
+/// set_programmatic_launch: each may start during the tail of the kernel before it; the same
+/// bits either way). No effect in builds without the kernels.
+void set_programmatic_launch(bool on);
+
 /// Multiprocessors of the current CUDA device; 0 on a CPU-only build or in builds without the
 /// kernels.
 int64_t cuda_multiprocessors();

@@ -42,7 +42,7 @@
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows).
+// (engine_options::decode_gemv_rows), --programmatic-launch (engine_options::programmatic_launch).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -351,6 +351,7 @@ engine_options engine_options_of(const args& a) {
   options.fused_kernels = !a.count("no-fused-kernels");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.overlap = a.count("overlap") > 0;
+  options.programmatic_launch = a.count("programmatic-launch") > 0;
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);

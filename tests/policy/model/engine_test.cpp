@@ -537,6 +537,9 @@ TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone
     o.decode_gemv_rows = rows;
     expect_default_tokens(o);
   }
+  o.decode_gemv_rows = 1;
+  o.programmatic_launch = true;  // a launch attribute of the CUDA kernels: the CPU decodes alike
+  expect_default_tokens(o);
 }
 
 // -- engine_service: the engine on its own thread ---------------------------

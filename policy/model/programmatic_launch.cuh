@@ -1,0 +1,55 @@
+#pragma once
+// programmatic_launch: Hopper's programmatic dependent launch for policy/model's kernels (nvcc
+// only). A kernel launched with it may start while the kernel before it on the stream is still
+// running: it lets its own dependent start (allow_dependents), loads what no earlier kernel of
+// the step writes (the weights), then waits (dependency_wait) until the kernel before it has
+// finished and its writes are visible, and only then reads their outputs or writes anything.
+// Results are the same bits as without it; what changes is the gap between kernels (each
+// launch's ramp-up and the last wave's tail) and, for the matrix-vector kernels, the latency of
+// their first weight loads. Rationale: a decode step of the 0.5B shape is ~250 kernels; on the
+// H200 the 1-row 131k step ran 1,649 us busy of 2,175 us wall, the rest gaps between kernels
+// (bench/results/2026-12-04-policy-h200-paged-in-place.md, call 3).
+//
+// Without the launch attribute (fused_kernels.hpp set_programmatic_launch(false), the default)
+// the two device calls return at once and every kernel runs after the one before it, as a plain
+// launch does.
+
+#include <cuda_runtime.h>
+
+namespace caf_agent::policy::kernels {
+
+/// Whether launches carry the attribute (set_programmatic_launch).
+bool programmatic_launch();
+
+/// In a kernel: the next kernel on the stream may be scheduled now.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// In a kernel: waits until the kernel before it on the stream has finished, its writes visible.
+/// Nothing the kernel before it writes may be read, and nothing may be written, before this.
+__device__ __forceinline__ void dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// kernel<<<grid, block, smem, stream>>>(args...), programmatic when programmatic_launch().
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic_launch() ? 1 : 0;
+  cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+}  // namespace caf_agent::policy::kernels
