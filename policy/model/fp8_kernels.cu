@@ -18,8 +18,8 @@
 //     key are one run of e/8 (dimensions gr * e/8 ..), and its outputs (columns 2qd, 2qd + 1)
 //     are dimensions qd * e/4 .. qd * e/4 + e/4 - 1.
 // fp8_join_kernel: a block per (row, query head): the splits' log-sum-exps to weights in shared
-// memory, then their outputs summed by 256 threads (a float4 of dimensions each, the splits
-// strided over the threads) and reduced once through shared memory.
+// memory, then their outputs summed by 128 or 1,024 threads (a float4 of dimensions each, the
+// splits strided over the threads) and reduced once through shared memory.
 #include "policy/model/fp8_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
 
@@ -37,7 +37,11 @@ namespace {
 
 constexpr int warp = 32;
 constexpr int split_warps = static_cast<int>(fp8_attention_warps);
-constexpr int join_threads = 256;
+// Threads of a join block: few splits a (row, query head), a small block; many (few long rows),
+// enough that each thread sums about 4 of them (one round of L2 reads, not 16 one after another).
+constexpr int join_threads_few = 128;
+constexpr int join_threads_many = 1024;
+constexpr int64_t join_many_splits = 64;
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) {
   return __bfloat162float(v);
@@ -295,18 +299,18 @@ __global__ void __launch_bounds__(split_warps* warp)
   }
 }
 
-template <typename T, int E>
-__global__ void __launch_bounds__(join_threads)
+template <typename T, int E, int Threads>
+__global__ void __launch_bounds__(Threads)
     fp8_join_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                     const int64_t* __restrict__ positions_b, const int64_t* __restrict__ tables_bm,
                     T* __restrict__ out_bhe, int k, int g, int64_t c, int64_t m, int split_keys, int splits) {
   allow_dependents();
   dependency_wait();
-  constexpr int vecs = E / 4;                 // float4s of an output
-  constexpr int lanes = join_threads / vecs;  // splits summed side by side
+  constexpr int vecs = E / 4;            // float4s of an output
+  constexpr int lanes = Threads / vecs;  // splits summed side by side
   __shared__ float w_s[fp8_attention_max_splits];
   __shared__ float4 acc_s[lanes][vecs];
-  __shared__ float red_s[join_threads / warp];
+  __shared__ float red_s[Threads / warp];
   const int64_t rh = blockIdx.x;  // row * h + query head
   const int h = k * g;
   const int64_t row = rh / h;
@@ -320,15 +324,15 @@ __global__ void __launch_bounds__(join_threads)
   const int t = static_cast<int>(threadIdx.x), lane = t % warp, wid = t / warp;
   // The largest log-sum-exp, then each split's weight 2^(lse - max) and their total.
   float mx = -INFINITY;
-  for (int s = t; s < n; s += join_threads) mx = fmaxf(mx, lse[static_cast<int64_t>(s) * g]);
+  for (int s = t; s < n; s += Threads) mx = fmaxf(mx, lse[static_cast<int64_t>(s) * g]);
   for (int off = warp / 2; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   if (lane == 0) red_s[wid] = mx;
   __syncthreads();
   mx = red_s[0];
-  for (int w = 1; w < join_threads / warp; ++w) mx = fmaxf(mx, red_s[w]);
+  for (int w = 1; w < Threads / warp; ++w) mx = fmaxf(mx, red_s[w]);
   __syncthreads();
   float total = 0.0f;
-  for (int s = t; s < n; s += join_threads) {
+  for (int s = t; s < n; s += Threads) {
     const float v = lse[static_cast<int64_t>(s) * g];
     const float wt = v == -INFINITY ? 0.0f : exp2f(v - mx);
     w_s[s] = wt;
@@ -338,7 +342,7 @@ __global__ void __launch_bounds__(join_threads)
   if (lane == 0) red_s[wid] = total;
   __syncthreads();  // weights visible
   total = 0.0f;
-  for (int w = 0; w < join_threads / warp; ++w) total += red_s[w];
+  for (int w = 0; w < Threads / warp; ++w) total += red_s[w];
   // Outputs: thread t sums float4 t % vecs over splits t / vecs, t / vecs + lanes, ..
   const int vec = t % vecs, first = t / vecs;
   const float4* o = reinterpret_cast<const float4*>(part_o + (pair * splits * g + j) * E) + vec;
@@ -376,9 +380,16 @@ void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* 
   launch(fp8_split_kernel<T, E>, grid, split_warps * warp, 0, stream, static_cast<const T*>(q_bhe), k_cache, v_cache,
          positions_b, tables_bm, part_o, part_lse, static_cast<int>(k), static_cast<int>(g), c, blocks, m,
          static_cast<int>(warp_keys), scale_log2);
-  launch(fp8_join_kernel<T, E>, static_cast<unsigned>(b * k * g), join_threads, 0, stream, part_o, part_lse,
-         positions_b, tables_bm, static_cast<T*>(out_bhe), static_cast<int>(k), static_cast<int>(g), c, m,
-         static_cast<int>(split_warps * warp_keys), static_cast<int>(splits));
+  const auto join = [&](auto threads) {
+    constexpr int Threads = decltype(threads)::value;
+    launch(fp8_join_kernel<T, E, Threads>, static_cast<unsigned>(b * k * g), Threads, 0, stream, part_o, part_lse,
+           positions_b, tables_bm, static_cast<T*>(out_bhe), static_cast<int>(k), static_cast<int>(g), c, m,
+           static_cast<int>(split_warps * warp_keys), static_cast<int>(splits));
+  };
+  if (splits > join_many_splits)
+    join(std::integral_constant<int, join_threads_many>{});
+  else
+    join(std::integral_constant<int, join_threads_few>{});
 }
 
 }  // namespace
