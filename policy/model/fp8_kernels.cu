@@ -1,10 +1,11 @@
 // fp8_kernels: see fp8_kernels.hpp.
 //
 // fp8_split_kernel: a block of 4 warps per (split, row x KV head); each warp reads its own
-// warp_keys keys, 16 at a time, with the next 32 keys' loads issued before the current ones are
-// computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core tile (rows g..15
-// zero): scores S = Q K^T over e / 16 k-steps for two n-tiles of 8 keys, an online softmax in
-// base 2 (max, rescale, weights), then O += P V over e / 8 n-tiles of output dimensions.
+// warp_keys keys, 16 at a time, with the next 32 keys' loads (16 at e 128) issued before the
+// current ones are computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
+// tile (rows g..15 zero): scores S = Q K^T over e / 16 k-steps for two n-tiles of 8 keys, an
+// online softmax in base 2 (max, rescale, weights), then O += P V over e / 8 n-tiles of output
+// dimensions.
 //
 // Rationale: a fragment's k index is a sum's index, so each operand may permute it as long as
 // both permute it alike; the permutations below let every lane load whole runs of bytes instead
@@ -254,18 +255,21 @@ __global__ void __launch_bounds__(split_warps* warp)
   const int first = block_first + wid * warp_keys;
   const int last = min(first + warp_keys, used);
   if (first < last) {
-    tile_bytes<E> cur[2], next[2];
-    load_tile<E>(cur[0], k_cache, v_cache, rows, first, used, gr, qd);
-    load_tile<E>(cur[1], k_cache, v_cache, rows, first + 16, used, gr, qd);
-    for (int key = first; key < last; key += 32) {
-      if (key + 32 < last) {
-        load_tile<E>(next[0], k_cache, v_cache, rows, key + 32, used, gr, qd);
-        load_tile<E>(next[1], k_cache, v_cache, rows, key + 48, used, gr, qd);
-      }
-      attend_tile<E>(r, cur[0], q, key, last, qd, scale_log2);
-      if (key + 16 < last) attend_tile<E>(r, cur[1], q, key + 16, last, qd, scale_log2);
-      cur[0] = next[0];
-      cur[1] = next[1];
+    // 16-key tiles loaded ahead: two at e 64; one at e 128, whose tiles take twice the registers.
+    constexpr int ahead = E == 64 ? 2 : 1, step = 16 * ahead;
+    tile_bytes<E> cur[ahead], next[ahead];
+#pragma unroll
+    for (int i = 0; i < ahead; ++i) load_tile<E>(cur[i], k_cache, v_cache, rows, first + 16 * i, used, gr, qd);
+    for (int key = first; key < last; key += step) {
+      if (key + step < last)
+#pragma unroll
+        for (int i = 0; i < ahead; ++i)
+          load_tile<E>(next[i], k_cache, v_cache, rows, key + step + 16 * i, used, gr, qd);
+#pragma unroll
+      for (int i = 0; i < ahead; ++i)
+        if (key + 16 * i < last) attend_tile<E>(r, cur[i], q, key + 16 * i, last, qd, scale_log2);
+#pragma unroll
+      for (int i = 0; i < ahead; ++i) cur[i] = next[i];
     }
   }
   // The quad's partial sums, then the warps' states through shared memory.
