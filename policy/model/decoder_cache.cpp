@@ -343,9 +343,9 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   use.decode = true;
   use.positions_b = positions_b;
   use.keys = keys_s;
-  // An e4m3 cache: the fp8 kernel where it runs, else its keys read back for sdpa or matmul
-  // (flash takes no float8).
-  use.fp8_kernel = cache.fp8() && fused_kernels_ &&
+  // An e4m3 cache: in flash mode the fp8 kernel where it runs, else its keys read back for sdpa or
+  // matmul (flash takes no float8).
+  use.fp8_kernel = cache.fp8() && cache_attention_ == cache_attention::flash && fused_kernels_ &&
                    fp8_decode_attention_fuses(cache.k_nkce.front(), dtype_, config_.num_attention_heads, cache.paged);
   use.flash_decode = cache_attention_ == cache_attention::flash && !cache.fp8();
   if (cache.paged) {

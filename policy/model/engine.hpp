@@ -95,10 +95,10 @@ struct engine_options {
   /// sequence admits fewer at once: bench/results/2026-12-04-policy-h200-paged-flash.md).
   int32_t kv_block_size = 256;
   /// The KV cache's element type: the model's (auto) or e4m3 bytes (fp8_e4m3), half of bf16's.
-  /// e4m3 needs a bf16 or fp16 model; on CUDA with the kernels, decode steps read it with
-  /// fused_ops.hpp's fp8_decode_attention (tensor cores, slots or paged blocks of a multiple of 16
-  /// tokens) and prefills after a cached prefix gather each part's keys into the model's dtype
-  /// for flash; elsewhere attention reads its keys converted (sdpa, matmul). Rationale: decode at
+  /// e4m3 needs a bf16 or fp16 model. With flash cache attention (auto's choice on CUDA) and the
+  /// kernels, decode steps read it with fused_ops.hpp's fp8_decode_attention (tensor cores, slots
+  /// or paged blocks of a multiple of 16 tokens) and prefills gather each part's keys into the
+  /// model's dtype for flash; otherwise attention reads its keys converted (sdpa, matmul). Rationale: decode at
   /// long context reads the cache, not the weights: the cached agent workload's bound is 82%
   /// key traffic in bf16 (docs/POLICY_MODEL.md). Off by default: it changes the model's outputs
   /// (keys and values lose 5 mantissa bits), where auto keeps HF parity.
