@@ -121,6 +121,56 @@ def test_greedy_generation_matches_transformers(models, family):
         assert np.allclose(result["logprobs"], want_logp, atol=LOGIT_TOL)
 
 
+def _e4m3_sdpa(module, query, key, value, attention_mask, **kwargs):
+    """transformers' sdpa attention over keys and values rounded to e4m3 (saturated at +-448), as
+    the engine's e4m3 KV cache stores them: every read, a prompt's own keys' too."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def rounded(t):
+        return t.float().clamp(-448, 448).to(torch.float8_e4m3fn).to(t.dtype)
+    return sdpa_attention_forward(module, query, rounded(key), rounded(value), attention_mask, **kwargs)
+
+
+def test_e4m3_kv_cache_matches_transformers_over_e4m3_keys(models):
+    """--kv-cache-dtype fp8_e4m3 (fp16 model, continuous batching over 2 seats): greedy tokens are
+    the argmax of fp32 transformers whose attention reads keys and values rounded to e4m3, and the
+    logprobs are within 0.06 of its (fp16 rounding, and a key near an e4m3 boundary rounding the
+    other way); transformers without the rounding is 5x further on average (so the test sees the
+    rounding, not only fp16 noise)."""
+    transformers.AttentionInterface.register("e4m3_sdpa", _e4m3_sdpa)
+    path, model = models["qwen2"]
+    prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3, 5, 8, 9, 7], [271]]
+    proc = run_tool("generate", "--model", path, "--dtype", "float16", "--kv-cache-dtype", "fp8_e4m3",
+                    "--prompts", ";".join(ids(p) for p in prompts), "--max-new-tokens", 12, "--temperature", 0,
+                    "--max-batch", 2)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == len(prompts)
+
+    def reference(sequence, n_prompt, attention):
+        before = model.config._attn_implementation
+        model.set_attn_implementation(attention)
+        try:
+            with torch.no_grad():
+                logits = model(torch.tensor([sequence])).logits[0].float()
+        finally:
+            model.set_attn_implementation(before)
+        logp = torch.log_softmax(logits, -1)
+        steps = range(n_prompt, len(sequence))
+        return [int(logits[i - 1].argmax()) for i in steps], np.array([logp[i - 1, sequence[i]].item() for i in steps])
+
+    gaps_e4m3, gaps_plain = [], []
+    for prompt, result in zip(prompts, results):
+        sequence = prompt + result["tokens"]
+        argmax, want = reference(sequence, len(prompt), "e4m3_sdpa")
+        _, plain = reference(sequence, len(prompt), "sdpa")
+        assert result["tokens"] == argmax
+        got = np.array(result["logprobs"])
+        assert np.abs(got - want).max() < 0.06
+        gaps_e4m3.append(np.abs(got - want).mean())
+        gaps_plain.append(np.abs(got - plain).mean())
+    assert 5 * np.mean(gaps_e4m3) < np.mean(gaps_plain), (gaps_e4m3, gaps_plain)
+
+
 def test_sampled_logprobs_are_temperature_scaled_policy_logprobs(models):
     path, model = models["qwen2"]
     prompt, temperature = [7, 8, 9], 0.7
