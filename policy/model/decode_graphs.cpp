@@ -78,8 +78,8 @@ struct decode_graphs::state {
     return it != graphs.end() ? *it->second : capture(rows, bucket, 0);
   }
 
-  // Paged: the graph of b rows with block tables of `width` blocks in `runs` runs (flash; else
-  // 0), captured on first use.
+  // Paged: the graph of b rows with block tables of `width` blocks in `runs` runs (flash over a
+  // cache of the model's dtype, decoder::decode_takes_runs; else 0), captured on first use.
   graph& paged_graph_for(int64_t b, int64_t width, int64_t runs) {
     const int64_t rows = round_rows(b, std::numeric_limits<int64_t>::max());
     const int64_t m = decode_table_width(width, cache->capacity());
@@ -181,8 +181,8 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
   const auto b = static_cast<int64_t>(tokens.size());
   size_t width = 1;
   for (const auto* blocks : tables) width = std::max(width, blocks->size());
-  const bool flash = s.model->cache_attention_mode() == cache_attention::flash;
-  auto& g = s.paged_graph_for(b, static_cast<int64_t>(width), flash ? paged_block_run_count(tables) : 0);
+  auto& g = s.paged_graph_for(b, static_cast<int64_t>(width),
+                              s.model->decode_takes_runs(*s.cache) ? paged_block_run_count(tables) : 0);
   const int64_t rows = g.inputs_2b.size(1), m = g.tables_bm.size(1);
   const int64_t r = g.runs_br3.defined() ? g.runs_br3.size(1) : 0, pad = s.cache->slots() - 1;
   // Tokens, positions, tables and runs in one copy; padding rows decode token 0 at position 0 of

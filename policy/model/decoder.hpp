@@ -259,6 +259,11 @@ class decoder {
   /// prefix (see cache_attention). Default sdpa.
   void set_cache_attention(cache_attention mode) { cache_attention_ = mode; }
   cache_attention cache_attention_mode() const { return cache_attention_; }
+  /// Whether a paged decode step over `cache` needs its rows' block runs (decode()'s runs_br3):
+  /// flash over a cache of the model's dtype reads runs; the e4m3 kernel follows the tables.
+  bool decode_takes_runs(const kv_cache& cache) const {
+    return cache_attention_ == cache_attention::flash && !cache.fp8();
+  }
   /// Whether inference passes (forward, prefill, decode) run the fused CUDA kernels where they
   /// apply (fused_ops.hpp): the residual add with the next RMSNorm, SiLU x up, and a decode
   /// step's RoPE with its KV write. Default on; off runs the ATen composites (the parity tests

@@ -80,7 +80,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   // flash reads runs of consecutive blocks: the graphs' width and keys, so that eager and
   // replayed steps run the same kernels and give the same bits.
   const bool flash = model.cache_attention_mode() == cache_attention::flash;
-  const int64_t runs = flash ? paged_block_run_count(tables) : 0;
+  const int64_t runs = model.decode_takes_runs(cache) ? paged_block_run_count(tables) : 0;
   if (flash) {
     width = static_cast<size_t>(decode_table_width(static_cast<int64_t>(width), pool->block_size()));
     keys = static_cast<int64_t>(width) * pool->block_size();
@@ -92,7 +92,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
     table_bm.insert(table_bm.end(), blocks->begin(), blocks->end());
     table_bm.insert(table_bm.end(), width - blocks->size(), blocks->front());
   }
-  if (flash) {
+  if (runs > 0) {
     const auto runs_br3 = paged_block_runs(tables, pool->block_size(), runs, cache.slots() - 1);
     table_bm.insert(table_bm.end(), runs_br3.begin(), runs_br3.end());
   }
@@ -100,9 +100,9 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   auto inputs =
       torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
   const int64_t m = static_cast<int64_t>(width);
-  logits_bv = model.decode(inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache,
-                           inputs.narrow(0, 2 * b, b * m).view({b, m}),
-                           flash ? inputs.narrow(0, 2 * b + b * m, b * runs * 3).view({b, runs, 3}) : torch::Tensor());
+  logits_bv = model.decode(
+      inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache, inputs.narrow(0, 2 * b, b * m).view({b, m}),
+      runs > 0 ? inputs.narrow(0, 2 * b + b * m, b * runs * 3).view({b, runs, 3}) : torch::Tensor());
   for (sequence* seq : rows) seq->cached += 1;
   return logits_bv;
 }
