@@ -233,9 +233,10 @@ TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_wi
 
 // 30 blocks of 16, 3 seats (blocks 0, 10, 20 first): a 150-token prompt takes blocks 0..9, a
 // 20-token one 10..11; the first grows past block 9, finds block 10 taken and moves, keys
-// copied, to a free run of 11 blocks, so it stays one run. Tokens are the slot layout's.
+// copied, to a free run of 11 blocks, so it stays one run. Tokens are the slot layout's. Over an
+// e4m3 cache nothing reads runs: the row grows into another block, nothing moves.
 TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the_same_tokens) {
-  for (bool fp8 : {false, true}) {  // the move copies e4m3 keys as bytes
+  for (bool fp8 : {false, true}) {
     SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
     layout roomy;
     roomy.cache_tokens = 480;
@@ -247,8 +248,13 @@ TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the
     const auto got = run_all(*engine, requests);
     for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
     const auto s = engine->stats();
-    EXPECT_GE(s.moved_tokens, 160u);  // the first sequence's keys when it reached block 10
     EXPECT_EQ(s.preemptions, 0u);
+    if (fp8) {
+      EXPECT_EQ(s.moved_tokens, 0u);
+      EXPECT_GT(s.decode_block_runs, s.decoded_tokens);  // the first row in two runs
+      continue;
+    }
+    EXPECT_GE(s.moved_tokens, 160u);                   // the first sequence's keys when it reached block 10
     EXPECT_EQ(s.decode_block_runs, s.decoded_tokens);  // every decode row one run
   }
 }
@@ -353,36 +359,45 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
 }
 
 // The shared full block's keys are copied into each new sequence's own run of blocks (admit_paged:
-// one run a row where one is free), the partial one too; the tokens are the slot layout's.
+// one run a row where one is free), the partial one too; the tokens are the slot layout's. Over
+// e4m3 keys too (the partial block copied as bytes).
 TEST(paged_kv, a_shared_prefix_is_reused_not_recomputed_and_keeps_the_other_conversation_whole) {
-  auto paged = open_engine(layout{});
-  auto plain = open_engine(slots(3));
-  const auto system = observation(5, 0, 30);  // one full block of 16 and 14 tokens of the next
-  auto first = system;
-  first.push_back(11);
-  const auto first_reply = run_one(*paged, greedy(first, 4));
-  expect_same(first_reply, run_one(*plain, greedy(first, 4)), "first");
-  // Two prompts sharing the system prompt run side by side, one of them sampled.
-  auto second = greedy(system, 8), third = greedy(system, 6);
-  second.prompt.push_back(12);
-  third.prompt.push_back(13);
-  second.sampling.temperature = 1.0f;
-  second.seed = 77;
-  const auto got = run_all(*paged, {second, third});
-  const auto want = run_all(*plain, {second, third});
-  expect_same(got[0], want[0], "second, sampled");
-  expect_same(got[1], want[1], "third");
-  auto s = paged->stats();
-  EXPECT_EQ(s.copied_tokens, 60u);  // 30 shared tokens each, not recomputed
-  EXPECT_EQ(paged->kept_prefixes(), 3u);
-  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_kept, s.kv_blocks);
-  // The first conversation's keys stayed whole: its next turn continues them.
-  auto next = first;
-  next.insert(next.end(), first_reply.tokens.begin(), first_reply.tokens.end());
-  next.push_back(40);
-  expect_same(run_one(*paged, greedy(next, 5)), run_one(*plain, greedy(next, 5)), "first, next turn");
-  EXPECT_EQ(paged->stats().reused_tokens - s.reused_tokens, first.size() + first_reply.tokens.size() - 1);
-  EXPECT_EQ(paged->stats().evictions, 0u);
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
+    layout shared_layout;
+    shared_layout.fp8 = fp8;
+    auto paged = open_engine(shared_layout);
+    auto plain = open_engine(slots(3, false, fp8));
+    // The e4m3 run's model is bf16: the slot layout here re-prefills what the paged one reuses, and
+    // bf16 rounds the two otherwise (the same tokens; logprobs to bf16 precision, 0.05).
+    const double tolerance = fp8 ? 0.05 : 1e-4;
+    const auto system = observation(5, 0, 30);  // one full block of 16 and 14 tokens of the next
+    auto first = system;
+    first.push_back(11);
+    const auto first_reply = run_one(*paged, greedy(first, 4));
+    expect_same(first_reply, run_one(*plain, greedy(first, 4)), "first", tolerance);
+    // Two prompts sharing the system prompt run side by side, one of them sampled.
+    auto second = greedy(system, 8), third = greedy(system, 6);
+    second.prompt.push_back(12);
+    third.prompt.push_back(13);
+    second.sampling.temperature = 1.0f;
+    second.seed = 77;
+    const auto got = run_all(*paged, {second, third});
+    const auto want = run_all(*plain, {second, third});
+    expect_same(got[0], want[0], "second, sampled", tolerance);
+    expect_same(got[1], want[1], "third", tolerance);
+    auto s = paged->stats();
+    EXPECT_EQ(s.copied_tokens, 60u);  // 30 shared tokens each, not recomputed
+    EXPECT_EQ(paged->kept_prefixes(), 3u);
+    EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_kept, s.kv_blocks);
+    // The first conversation's keys stayed whole: its next turn continues them.
+    auto next = first;
+    next.insert(next.end(), first_reply.tokens.begin(), first_reply.tokens.end());
+    next.push_back(40);
+    expect_same(run_one(*paged, greedy(next, 5)), run_one(*plain, greedy(next, 5)), "first, next turn", tolerance);
+    EXPECT_EQ(paged->stats().reused_tokens - s.reused_tokens, first.size() + first_reply.tokens.size() - 1);
+    EXPECT_EQ(paged->stats().evictions, 0u);
+  }
 }
 
 TEST(paged_kv, forgotten_prefixes_free_their_blocks_and_are_prefilled_again) {
