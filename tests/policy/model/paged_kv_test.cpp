@@ -62,6 +62,19 @@ layout slots(int32_t max_batch = 3, bool prefix_cache = false, bool fp8 = false)
   return l;
 }
 
+// A paged pool of `cache_tokens` for `max_batch` seats; `fp8`: a bf16 model over e4m3 keys.
+layout pool(int64_t cache_tokens, int32_t max_batch, bool fp8 = false) {
+  layout l;
+  l.cache_tokens = cache_tokens;
+  l.max_batch = max_batch;
+  l.fp8 = fp8;
+  return l;
+}
+
+const char* cache_name(bool fp8) {
+  return fp8 ? "e4m3 cache" : "model dtype cache";
+}
+
 // Submits every request, runs until idle; results by position in `requests`.
 std::vector<generation_result> run_all(generation_engine& engine, const std::vector<generation_request>& requests) {
   std::map<uint64_t, size_t> index;
@@ -146,12 +159,8 @@ TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_th
   // never fit together, so each turn evicts the other conversation's keys. Over bf16 / fp32 keys
   // and over e4m3 keys (against the slot layout's e4m3 tokens).
   for (bool fp8 : {false, true}) {
-    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
-    layout small;
-    small.cache_tokens = 96;
-    small.max_batch = 1;
-    small.fp8 = fp8;
-    auto paged = open_engine(small);
+    SCOPED_TRACE(cache_name(fp8));
+    auto paged = open_engine(pool(96, 1, fp8));
     auto plain = open_engine(slots(1, false, fp8));
     std::vector<std::vector<int32_t>> history = {observation(1, 0, 50), observation(2, 0, 50)};
     uint64_t expected_recomputed = 0, prompts = 0;
@@ -180,13 +189,10 @@ TEST(paged_kv, evicted_conversations_come_back_with_the_same_tokens_and_count_th
 
 TEST(paged_kv, requests_beyond_the_kv_capacity_wait_and_all_finish) {
   // 8 blocks of 16 for 4 sequences of 20 prompt + 10 new tokens (2 blocks each, plus headroom).
-  layout tight;
-  tight.cache_tokens = 128;
-  tight.max_batch = 4;
   std::vector<generation_request> requests;
   for (int i = 0; i < 6; ++i) requests.push_back(greedy(observation(10 + i, 0, 20), 10));
   const auto reference = run_all(*open_engine(slots(4)), requests);
-  auto engine = open_engine(tight);
+  auto engine = open_engine(pool(128, 4));
   std::map<uint64_t, size_t> index;
   for (size_t i = 0; i < requests.size(); ++i) index[engine->submit(requests[i]).value()] = i;
   std::vector<generation_result> got(requests.size());
@@ -206,17 +212,13 @@ TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_wi
   // 6 blocks of 16; three sequences of 10 + 40 tokens would need 12: the newest gives way. Over
   // bf16 / fp32 keys and over e4m3 keys.
   for (bool fp8 : {false, true}) {
-    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
-    layout tight;
-    tight.cache_tokens = 96;
-    tight.max_batch = 3;
-    tight.fp8 = fp8;
+    SCOPED_TRACE(cache_name(fp8));
     std::vector<generation_request> requests = {greedy(observation(20, 0, 10), 40), greedy(observation(21, 0, 10), 40),
                                                 greedy(observation(22, 0, 10), 40)};
     requests[1].sampling.temperature = 1.0f;  // sampling continues from the same random stream
     requests[1].seed = 3;
     const auto reference = run_all(*open_engine(slots(3, false, fp8)), requests);
-    auto engine = open_engine(tight);
+    auto engine = open_engine(pool(96, 3, fp8));
     const auto got = run_all(*engine, requests);
     // The e4m3 run's model is bf16: a preempted sequence's recomputing prefill rounds its keys'
     // inputs otherwise than its decode steps did: the same tokens, logprobs to bf16 precision (0.05,
@@ -237,14 +239,11 @@ TEST(paged_kv, decode_growth_preempts_the_newest_sequence_which_is_recomputed_wi
 // e4m3 cache nothing reads runs: the row grows into another block, nothing moves.
 TEST(paged_kv, a_sequence_whose_next_block_is_taken_moves_to_a_free_run_with_the_same_tokens) {
   for (bool fp8 : {false, true}) {
-    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
-    layout roomy;
-    roomy.cache_tokens = 480;
-    roomy.fp8 = fp8;
+    SCOPED_TRACE(cache_name(fp8));
     const std::vector<generation_request> requests = {greedy(observation(30, 0, 150), 30),
                                                       greedy(observation(31, 0, 20), 30)};
     const auto reference = run_all(*open_engine(slots(3, false, fp8)), requests);
-    auto engine = open_engine(roomy);
+    auto engine = open_engine(pool(480, 3, fp8));
     const auto got = run_all(*engine, requests);
     for (size_t i = 0; i < requests.size(); ++i) expect_same(got[i], reference[i], "request " + std::to_string(i));
     const auto s = engine->stats();
@@ -363,10 +362,8 @@ TEST(paged_kv, bad_options_and_a_prompt_longer_than_the_cache_are_clear_errors) 
 // e4m3 keys too (the partial block copied as bytes).
 TEST(paged_kv, a_shared_prefix_is_reused_not_recomputed_and_keeps_the_other_conversation_whole) {
   for (bool fp8 : {false, true}) {
-    SCOPED_TRACE(fp8 ? "e4m3 cache" : "model dtype cache");
-    layout shared_layout;
-    shared_layout.fp8 = fp8;
-    auto paged = open_engine(shared_layout);
+    SCOPED_TRACE(cache_name(fp8));
+    auto paged = open_engine(pool(0, 3, fp8));
     auto plain = open_engine(slots(3, false, fp8));
     // The e4m3 run's model is bf16: the slot layout here re-prefills what the paged one reuses, and
     // bf16 rounds the two otherwise (the same tokens; logprobs to bf16 precision, 0.05).
