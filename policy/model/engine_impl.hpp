@@ -109,6 +109,11 @@ struct generation_engine::impl {
   // Paged: the first block of seat `seat`'s share of the pool (blocks / max_batch a seat), where
   // a new sequence there starts if it can (kv_block_pool::take).
   int64_t seat_base(size_t seat) const;
+  /// Paged: whether placement keeps each row's blocks one run, moving keys to do so. Flash reads a
+  /// row's runs as sequences of its own (a cache of the model's dtype; the CPU's modes keep the
+  /// same placement). An e4m3 cache's decode kernel follows the tables and its prefills gather, so
+  /// nothing reads runs there and no key is moved.
+  bool keeps_runs() const { return !cache.fp8(); }
   /// Paged: copies the keys of blocks `from` into the first from.size() blocks of `to`, every layer.
   void copy_blocks(const std::vector<int64_t>& from, const std::vector<int64_t>& to);
   void preempt(size_t seat);

@@ -26,10 +26,9 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
       // free run of one more block (its keys copied); when there is none, it evicts the kept
       // prefixes holding that next block and grows in place; when a running sequence holds it,
       // it moves to a run that evicting for the one block lacking leaves, else grows elsewhere.
-      // An e4m3 cache keeps no runs: nothing reads them (its decode kernel follows the tables,
-      // its prefills gather), so the row takes the next free block wherever it is.
+      // Without runs to keep (keeps_runs) the row takes the next free block wherever it is.
       const int64_t next = blocks.back() + 1;
-      if (!cache.fp8() && !pool->free_range(next, 1) && paged_block_run_count({&blocks}) == 1) {
+      if (keeps_runs() && !pool->free_range(next, 1) && paged_block_run_count({&blocks}) == 1) {
         auto run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/0);
         if (run.empty() && pool->evict_holders_of(next)) continue;
         if (run.empty()) run = pool->take_run(std::ssize(blocks) + 1, seat_base(seat), /*needed=*/1);
@@ -208,10 +207,10 @@ bool generation_engine::impl::admit_paged() {
   // sequence of its own (decoder::describe_paged_decode), so a row of one run reads as a slot does.
   // Reused blocks (taken over, or a shared prefix's full blocks) stay where they are when they are
   // one run that can grow in place; else their keys are copied into the new run and given back.
-  // An e4m3 cache keeps no runs (see decode_paged): reused blocks always stay where they are.
+  // Without runs to keep (keeps_runs), reused blocks always stay where they are.
   const int64_t wanted = pool->blocks_for(length), have = static_cast<int64_t>(blocks.size());
-  const bool in_place = cache.fp8() || (have > 0 && paged_block_run_count({&blocks}) == 1 &&
-                                        pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have)));
+  const bool in_place = !keeps_runs() || (have > 0 && paged_block_run_count({&blocks}) == 1 &&
+                                          pool->free_range(blocks.back() + 1, std::max<int64_t>(0, wanted - have)));
   if (!in_place) {
     // Room for all it may grow to (its prompt and max_new_tokens), where a free run has it.
     auto run = pool->take_run(std::max(wanted, have), seat_base(index), /*needed=*/wanted - have,
