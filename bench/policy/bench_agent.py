@@ -181,6 +181,7 @@ def main():
     device, dtype, agent_context, batch_context = "cuda", "bfloat16", 32768, 552
     if args.dry_run:
         SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
+        dtype = "bfloat16" if args.kv_cache_dtype == "fp8_e4m3" else dtype  # e4m3 rounds bf16 keys
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
     tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
