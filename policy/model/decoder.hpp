@@ -333,11 +333,11 @@ class decoder {
       torch::Tensor blocks_t, offsets_t, table_1m;
     };
     std::vector<paged_part> part_pages;
-    /// Prefill, paged cache, flash, some part in more than one run: each new token's rows in the
-    /// flat cache [k * blocks * block size, e] (one per KV head, token-major), and the rows of
-    /// every part's keys 0..start+length-1 alike, parts end to end (prefill_seqs then describes
-    /// the parts over those keys gathered).
-    torch::Tensor page_rows_t, page_keys_s;
+    /// Prefill, flash, gathering (an e4m3 cache, or a paged one some part of which is in more than
+    /// one run): each new token's rows in the flat cache (one per KV head, token-major), and the
+    /// rows of every part's keys 0..start+length-1 alike, parts end to end (prefill_seqs then
+    /// describes the parts over those keys gathered).
+    torch::Tensor gather_rows_t, gather_keys_s;
   };
   void bind_layers();
   torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
@@ -363,13 +363,14 @@ class decoder {
   /// per (row, KV head) by log-sum-exp; returns [b, h, 1, e].
   torch::Tensor paged_flash_decode(int64_t layer, const torch::Tensor& q_yge, const kv_cache& cache,
                                    const flash_seqs& seqs) const;
-  /// A packed prefill's attention with flash over a paged cache some part of which has blocks in
-  /// more than one run (else packed_flash_prefill reads them in place): writes every part's keys
-  /// into their blocks, gathers each part's keys 0..start+length-1 into one contiguous run (a
-  /// copy of the whole context each layer), then one flash call over them. q [1, h, T, e], k and v [1, k, T, e];
+  /// A packed prefill's attention with flash over keys gathered (an e4m3 cache, which flash cannot
+  /// read, or a paged cache some part of which has blocks in more than one run; else
+  /// packed_flash_prefill reads them in place): writes every part's keys, gathers each part's
+  /// keys 0..start+length-1 into one contiguous run in the model's dtype (a copy of the whole
+  /// context each layer), then one flash call over them. q [1, h, T, e], k and v [1, k, T, e];
   /// returns [1, h, T, e].
-  torch::Tensor paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
-                                    const torch::Tensor& v_1kte, const cache_use& use) const;
+  torch::Tensor gathered_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                       const torch::Tensor& v_1kte, const cache_use& use) const;
   /// A packed prefill's attention with flash over the slot layout, or a paged cache whose parts'
   /// blocks are one run each: writes every part's keys into its slot or run (one indexed copy
   /// each for k and v), then one flash call over the parts' (slot or run, KV head) sequences. q [1, h, T, e], k and v

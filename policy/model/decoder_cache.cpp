@@ -164,7 +164,8 @@ torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_b
   }
   if (use.cache != nullptr && use.prefill_rows_kt.defined())
     return packed_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
-  if (use.cache != nullptr && use.page_rows_t.defined()) return paged_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
+  if (use.cache != nullptr && use.gather_rows_t.defined())
+    return gathered_flash_prefill(layer, q_bhte, k_bkte, v_bkte, use);
   if (use.cache != nullptr) {
     // Prefill of packed parts (b == 1): attention per part, the rest of the block over them all.
     std::vector<torch::Tensor> parts_1hte;
@@ -250,19 +251,19 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   use.parts = parts;
   const int64_t k = config_.num_key_value_heads;
   // Paged flash reads the keys in place when every part's blocks are one run (the engine places
-  // sequences so); otherwise it gathers each part's keys (paged_flash_prefill), as it does from an
+  // sequences so); otherwise it gathers each part's keys (gathered_flash_prefill), as it does from an
   // e4m3 cache in either layout (flash takes no float8: the gather reads them back in the model's
   // dtype).
   const bool flash = cache_attention_ == cache_attention::flash;
-  const bool paged_gather =
+  const bool gathering =
       flash && (cache.fp8() || (cache.paged && !std::ranges::all_of(parts, [&](const prefill_part& part) {
                                   return !part.blocks.empty() &&
                                          one_run(part.blocks, cache.capacity(), part.start + part.length);
                                 })));
-  // Paged flash, gathering: each new token's flat row, every part's keys' rows, and the int32 offsets of the
+  // Flash, gathering: each new token's flat row, every part's keys' rows, and the int32 offsets of the
   // parts' queries and gathered keys, end to end (cu_q [parts + 1], then cu_k [parts + 1]).
-  std::vector<int64_t> page_rows, page_keys;
-  std::vector<int32_t> page_offsets(paged_gather ? 2 * (parts.size() + 1) : 0, 0);
+  std::vector<int64_t> gather_rows, gather_keys;
+  std::vector<int32_t> gather_offsets(gathering ? 2 * (parts.size() + 1) : 0, 0);
   for (const auto& part : parts) {
     const int64_t room = cache.paged ? static_cast<int64_t>(part.blocks.size()) * cache.capacity() : cache.capacity();
     TORCH_CHECK(part.length > 0 && part.start >= 0 && part.start + part.length <= room, "prefill: positions ",
@@ -270,7 +271,7 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
                 " capacity of ", room, " tokens");
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
-    if (paged_gather) {
+    if (gathering) {
       const int64_t block = cache.capacity(), end = part.start + part.length;
       // Position p's rows of the flat cache, one per KV head: paged [k * blocks * block size, e]
       // (a KV head's rows blocks x block size apart); slots [slots * k * capacity, e] (capacity apart).
@@ -281,10 +282,10 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
         for (int64_t j = 0; j < k; ++j) out.push_back(first + j * head);
       };
       const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
-      page_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
-      page_offsets[n + i] = static_cast<int32_t>(page_keys.size() / static_cast<size_t>(k));
-      for (int64_t p = 0; p < end; ++p) rows(page_keys, p);
-      for (int64_t p = part.start; p < end; ++p) rows(page_rows, p);
+      gather_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
+      gather_offsets[n + i] = static_cast<int32_t>(gather_keys.size() / static_cast<size_t>(k));
+      for (int64_t p = 0; p < end; ++p) rows(gather_keys, p);
+      for (int64_t p = part.start; p < end; ++p) rows(gather_rows, p);
       use.prefill_seqs.max_q = std::max(use.prefill_seqs.max_q, part.length);
       use.prefill_seqs.max_k = std::max(use.prefill_seqs.max_k, end);
     } else if (cache.paged && !flash) {
@@ -303,17 +304,17 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   }
   TORCH_CHECK(static_cast<int64_t>(positions.size()) == t, "prefill: the parts hold ", positions.size(),
               " tokens, tokens_t ", t);
-  if (paged_gather) {
+  if (gathering) {
     const auto n = static_cast<int64_t>(parts.size()) + 1;
-    const auto keys = static_cast<int64_t>(page_keys.size()) / k;
+    const auto keys = static_cast<int64_t>(gather_keys.size()) / k;
     TORCH_CHECK(keys <= std::numeric_limits<int32_t>::max(), "prefill: ", keys, " keys exceed flash's int32 offsets");
-    page_offsets[static_cast<size_t>(n - 1)] = static_cast<int32_t>(t);
-    page_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(keys);
-    auto offsets_d = to_device(page_offsets, tokens_t.device());
+    gather_offsets[static_cast<size_t>(n - 1)] = static_cast<int32_t>(t);
+    gather_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(keys);
+    auto offsets_d = to_device(gather_offsets, tokens_t.device());
     use.prefill_seqs.cu_q = offsets_d.narrow(0, 0, n);
     use.prefill_seqs.cu_k = offsets_d.narrow(0, n, n);
-    use.page_rows_t = to_device(page_rows, tokens_t.device());
-    use.page_keys_s = to_device(page_keys, tokens_t.device());
+    use.gather_rows_t = to_device(gather_rows, tokens_t.device());
+    use.gather_keys_s = to_device(gather_keys, tokens_t.device());
   } else if (flash) {
     // One host-to-device copy for the int32 offsets, one for the int64 rows the new keys go to.
     const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots(), cache.paged);

@@ -127,8 +127,8 @@ torch::Tensor decoder::packed_flash_prefill(int64_t layer, const torch::Tensor& 
       .reshape({1, h, t, e});
 }
 
-torch::Tensor decoder::paged_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
-                                           const torch::Tensor& v_1kte, const cache_use& use) const {
+torch::Tensor decoder::gathered_flash_prefill(int64_t layer, const torch::Tensor& q_1hte, const torch::Tensor& k_1kte,
+                                              const torch::Tensor& v_1kte, const cache_use& use) const {
   const int64_t e = config_.head_dim, k = config_.num_key_value_heads;
   const auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
   const auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
@@ -136,13 +136,13 @@ torch::Tensor decoder::paged_flash_prefill(int64_t layer, const torch::Tensor& q
   auto v_rows = kv_cache::entries(v_cache).view({-1, e});
   // Rows token-major ([T * k], [S * k]): keys [T, k, e] in, [S, k, e] out (an e4m3 cache's read
   // back into the model's dtype).
-  k_rows.index_copy_(0, use.page_rows_t, stored(k_1kte[0].transpose(0, 1).reshape({-1, e}), k_cache));
-  v_rows.index_copy_(0, use.page_rows_t, stored(v_1kte[0].transpose(0, 1).reshape({-1, e}), v_cache));
+  k_rows.index_copy_(0, use.gather_rows_t, stored(k_1kte[0].transpose(0, 1).reshape({-1, e}), k_cache));
+  v_rows.index_copy_(0, use.gather_rows_t, stored(v_1kte[0].transpose(0, 1).reshape({-1, e}), v_cache));
   const auto& seqs = use.prefill_seqs;
   const auto dtype = q_1hte.scalar_type();
   return flash_varlen(q_1hte[0].transpose(0, 1),
-                      loaded(k_rows.index_select(0, use.page_keys_s), k_cache, dtype).view({-1, k, e}),
-                      loaded(v_rows.index_select(0, use.page_keys_s), v_cache, dtype).view({-1, k, e}), seqs.cu_q,
+                      loaded(k_rows.index_select(0, use.gather_keys_s), k_cache, dtype).view({-1, k, e}),
+                      loaded(v_rows.index_select(0, use.gather_keys_s), v_cache, dtype).view({-1, k, e}), seqs.cu_q,
                       seqs.cu_k, {}, seqs.max_q, seqs.max_k, nullptr)
       .transpose(0, 1)
       .unsqueeze(0);
