@@ -196,18 +196,24 @@ status decoder::save(const std::string& model_dir, int64_t max_shard_bytes) cons
   return write_checkpoint_tensors(model_dir, params_, max_shard_bytes);
 }
 
-torch::Tensor decoder::attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
-                                 const cache_use& use) const {
+std::pair<torch::Tensor, torch::Tensor> decoder::attention(int64_t layer, const torch::Tensor& residual_btd,
+                                                           const torch::Tensor& delta_btd, const rope_angles& angles,
+                                                           const cache_use& use) const {
   const auto& w = layers_[static_cast<size_t>(layer)];
-  const int64_t b = x_btd.size(0), t = x_btd.size(1), e = config_.head_dim, h = config_.num_attention_heads;
-  torch::Tensor out_bhte;
-  if (auto q_bh1e = fused_decode_qkv(layer, x_btd, use); q_bh1e.defined()) {
+  const int64_t b = residual_btd.size(0), t = residual_btd.size(1), e = config_.head_dim;
+  const int64_t h = config_.num_attention_heads;
+  torch::Tensor sum_btd, out_bhte;
+  if (auto [sum, q_bh1e] = fused_decode_qkv(layer, residual_btd, delta_btd, use); q_bh1e.defined()) {
+    sum_btd = std::move(sum);
     out_bhte = decode_attention(layer, q_bh1e, use);
   } else {
-    auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, x_btd, angles, /*fused=*/true);
+    torch::Tensor normed_btd;
+    std::tie(sum_btd, normed_btd) =
+        add_rms_norm(residual_btd, delta_btd, w.input_norm_d, config_.rms_norm_eps, fused_kernels_);
+    auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, normed_btd, angles, /*fused=*/true);
     out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
   }
-  return linear_rows(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, gemv_rows_of(use));
+  return {sum_btd, linear_rows(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, gemv_rows_of(use))};
 }
 
 std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
@@ -344,26 +350,29 @@ torch::Tensor decoder::packed_block(const layer_refs& w, const torch::Tensor& x_
 torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& positions_bt, const cache_use& use) const {
   const double eps = config_.rms_norm_eps;
   const auto angles = rope_angles::gather(positions_bt, rope_);  // the same for every layer
-  // Each residual add is fused with the norm that follows it: the post-attention norm, the next
-  // block's input norm, and after the last block the final norm (add_rms_norm).
+  // Each residual add is fused with the norm that follows it (add_rms_norm): the block's input
+  // norm (the first block's over the embeddings alone), the post-attention norm, and after the last
+  // block the final norm. In a decode step of few rows the norms also run in the projections after
+  // them, and silu_mul in the down projection (add_rms_norm_linear, silu_mul_linear).
   const bool fused = fused_kernels_;
   const int64_t n = config_.num_hidden_layers;
-  auto [residual_btd, normed_btd] =
-      add_rms_norm(x_btd, {}, n > 0 ? layers_.front().input_norm_d : params_.at("model.norm.weight"), eps, fused);
+  torch::Tensor residual_btd = std::move(x_btd), delta_btd;
   for (int64_t i = 0; i < n; ++i) {
     const auto& w = layers_[static_cast<size_t>(i)];
-    std::tie(residual_btd, normed_btd) =
-        add_rms_norm(residual_btd, attention(i, normed_btd, angles, use), w.post_norm_d, eps, fused);
-    const int64_t gemv = gemv_rows_of(use);
-    auto mlp_btd = w.gate_up_w.defined()
-                       ? linear_rows(silu_mul(linear_rows(normed_btd, w.gate_up_w, w.gate_up_b, gemv), fused), w.down_w,
-                                     w.down_b, gemv)
-                       : swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
-    const auto& next_norm_d =
-        i + 1 < n ? layers_[static_cast<size_t>(i + 1)].input_norm_d : params_.at("model.norm.weight");
-    std::tie(residual_btd, normed_btd) = add_rms_norm(residual_btd, mlp_btd, next_norm_d, eps, fused);
+    auto [sum_btd, attention_btd] = attention(i, residual_btd, delta_btd, angles, use);
+    if (w.gate_up_w.defined()) {
+      const int64_t gemv = gemv_rows_of(use);
+      torch::Tensor gate_up_btf;
+      std::tie(residual_btd, gate_up_btf) =
+          add_rms_norm_linear(sum_btd, attention_btd, w.post_norm_d, eps, w.gate_up_w, w.gate_up_b, gemv, fused);
+      delta_btd = silu_mul_linear(gate_up_btf, w.down_w, w.down_b, gemv, fused);
+    } else {
+      torch::Tensor normed_btd;
+      std::tie(residual_btd, normed_btd) = add_rms_norm(sum_btd, attention_btd, w.post_norm_d, eps, fused);
+      delta_btd = swiglu(normed_btd, w.gate_w, w.gate_b, w.up_w, w.up_b, w.down_w, w.down_b);
+    }
   }
-  return normed_btd;
+  return add_rms_norm(residual_btd, delta_btd, params_.at("model.norm.weight"), eps, fused).second;
 }
 
 torch::Tensor decoder::lm_head(const torch::Tensor& hidden_btd, bool to_float) const {

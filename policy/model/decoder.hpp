@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -340,12 +341,17 @@ class decoder {
     torch::Tensor gather_rows_t, gather_keys_s;
   };
   void bind_layers();
-  torch::Tensor attention(int64_t layer, const torch::Tensor& x_btd, const rope_angles& angles,
-                          const cache_use& use) const;
-  /// A decode step's q [b, h, 1, e] from one fused kernel that also rotates k and writes k and v
-  /// into the cache (fused_ops.hpp's rope_kv_decode); undefined where it does not apply (kernels
-  /// off or not built, paged cache, unfused weights, Qwen3's q/k norm).
-  torch::Tensor fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const;
+  /// A block's attention half of residual_btd + delta_btd (delta undefined: residual alone, the
+  /// first block's embeddings): {that sum, the o projection's output}.
+  std::pair<torch::Tensor, torch::Tensor> attention(int64_t layer, const torch::Tensor& residual_btd,
+                                                    const torch::Tensor& delta_btd, const rope_angles& angles,
+                                                    const cache_use& use) const;
+  /// A decode step's {residual + delta, q [b, h, 1, e]}: the input norm and the q/k/v projection
+  /// (add_rms_norm_linear), then one fused kernel that rotates q and k and writes k and v into the
+  /// cache (fused_ops.hpp's rope_kv_decode); {} where it does not apply (kernels off or not
+  /// built, unfused weights, Qwen3's q/k norm, a cache the kernel does not take).
+  std::pair<torch::Tensor, torch::Tensor> fused_decode_qkv(int64_t layer, const torch::Tensor& residual_btd,
+                                                           const torch::Tensor& delta_btd, const cache_use& use) const;
   /// Attention of projected, rotated q/k/v: writes the keys of a decode step or prefill parts
   /// into the cache and attends; returns [b, h, t, e].
   torch::Tensor unfused_attention(int64_t layer, const torch::Tensor& q_bhte, const torch::Tensor& k_bkte,

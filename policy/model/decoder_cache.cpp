@@ -129,18 +129,22 @@ torch::Tensor decoder::prefill_attention(int64_t layer, const torch::Tensor& q_1
   return at::scaled_dot_product_attention(q_1hte, k_1kse, v_1kse, mask_ts, 0.0, /*is_causal=*/false);
 }
 
-torch::Tensor decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& x_btd, const cache_use& use) const {
+std::pair<torch::Tensor, torch::Tensor> decoder::fused_decode_qkv(int64_t layer, const torch::Tensor& residual_btd,
+                                                                  const torch::Tensor& delta_btd,
+                                                                  const cache_use& use) const {
   const auto& w = layers_[static_cast<size_t>(layer)];
-  if (!fused_kernels_ || !fused_kernels_built() || !x_btd.is_cuda() || use.cache == nullptr || !use.decode ||
+  if (!fused_kernels_ || !fused_kernels_built() || !residual_btd.is_cuda() || use.cache == nullptr || !use.decode ||
       !w.qkv_w.defined() || config_.qk_norm)
     return {};
   auto& k_cache = use.cache->k_nkce[static_cast<size_t>(layer)];
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
-  const int64_t b = x_btd.size(0), e = config_.head_dim;
+  const int64_t b = residual_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
-  auto qkv_bne = linear_rows(x_btd, w.qkv_w, w.qkv_b, gemv_rows_of(use)).view({b, h + 2 * k, e});
+  auto [sum_btd, qkv_btn] = add_rms_norm_linear(residual_btd, delta_btd, w.input_norm_d, config_.rms_norm_eps, w.qkv_w,
+                                                w.qkv_b, gemv_rows_of(use), /*fused=*/true);
+  auto qkv_bne = qkv_btn.view({b, h + 2 * k, e});
   if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_, use.cache->paged)) return {};
-  return rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h, use.rows_b).view({b, h, 1, e});
+  return {sum_btd, rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h, use.rows_b).view({b, h, 1, e})};
 }
 
 torch::Tensor decoder::unfused_attention(int64_t layer, const torch::Tensor& q_bhte, const torch::Tensor& k_bkte,

@@ -53,6 +53,11 @@ __device__ __forceinline__ float round_to(float v) {
 constexpr int warp = 32;
 constexpr int norm_threads = 128;
 
+/// Whether p is null or 16-byte aligned.
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 /// The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), in every thread.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[32];
@@ -104,23 +109,24 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ residual, const T* __r
 // whole vectors of at most norm_threads * V vectors (the 0.5B shape's 896 is 112 vectors of 8).
 // Rationale: the H200 profile of a 64-row decode step put the scalar form at 4.7 us a call, 49
 // calls a step; its loads of 2 bytes each, and the second pass reading the row again.
+constexpr int norm_vecs_per_thread = 4;
+
+// One row of it by a group of norm_threads threads (t: this thread's index in the group; partial_s:
+// the group's norm_threads / warp floats of shared memory). Every thread of the block calls it
+// together (it synchronises the block); a group whose `active` is false only takes part. The sum
+// goes to `s` where not null; the normed row to `out` (global or shared memory). Shared by
+// add_rms_norm_vec_kernel and the gemv's add_rms_norm input so that both give the same bits.
 template <typename T, int V>
-__global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T* __restrict__ delta,
-                                        const T* __restrict__ weight, T* __restrict__ sum, T* __restrict__ normed,
-                                        int64_t d, float eps) {
-  allow_dependents();
-  dependency_wait();
+__device__ __forceinline__ void add_rms_norm_row(const uint4* r, const uint4* dl, const uint4* wt, uint4* s, uint4* out,
+                                                 int64_t d, float eps, int t, float* partial_s, bool active) {
   constexpr int n = 16 / sizeof(T);
-  const int64_t row = blockIdx.x, vecs = d / n;
-  const uint4* r = reinterpret_cast<const uint4*>(residual + row * d);
-  const uint4* dl = delta != nullptr ? reinterpret_cast<const uint4*>(delta + row * d) : nullptr;
-  uint4* s = sum != nullptr ? reinterpret_cast<uint4*>(sum + row * d) : nullptr;
+  const int64_t vecs = d / n;
   float vals[V][n];
   float squares = 0.0f;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
-    const int64_t at = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (at >= vecs) break;
+    const int64_t at = t + static_cast<int64_t>(i) * norm_threads;
+    if (!active || at >= vecs) break;
     const uint4 rv = r[at];
     const T* re = reinterpret_cast<const T*>(&rv);
     if (dl != nullptr) {
@@ -133,7 +139,7 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T*
         se[k] = from_f<T>(to_f(re[k]) + to_f(de[k]));
         vals[i][k] = to_f(se[k]);
       }
-      s[at] = sv;
+      if (s != nullptr) s[at] = sv;
     } else {
 #pragma unroll
       for (int k = 0; k < n; ++k) vals[i][k] = to_f(re[k]);
@@ -141,13 +147,19 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T*
 #pragma unroll
     for (int k = 0; k < n; ++k) squares += vals[i][k] * vals[i][k];
   }
-  const float inv = rsqrtf(block_sum(squares) / static_cast<float>(d) + eps);
-  const uint4* wt = reinterpret_cast<const uint4*>(weight);
-  uint4* out = reinterpret_cast<uint4*>(normed + row * d);
+  // The group's sum: across each warp, then its warps' sums (as block_sum over a block of the group).
+  for (int offset = warp / 2; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+  const int lane = t % warp;
+  if (lane == 0) partial_s[t / warp] = squares;
+  __syncthreads();
+  float total = lane < norm_threads / warp ? partial_s[lane] : 0.0f;
+  for (int offset = warp / 2; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  __syncthreads();  // partial_s read by all before it is written again
+  const float inv = rsqrtf(total / static_cast<float>(d) + eps);
 #pragma unroll
   for (int i = 0; i < V; ++i) {
-    const int64_t at = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (at >= vecs) break;
+    const int64_t at = t + static_cast<int64_t>(i) * norm_threads;
+    if (!active || at >= vecs) break;
     const uint4 wv = wt[at];
     const T* we = reinterpret_cast<const T*>(&wv);
     uint4 ov;
@@ -158,7 +170,26 @@ __global__ void add_rms_norm_vec_kernel(const T* __restrict__ residual, const T*
   }
 }
 
+template <typename T, int V>
+__global__ void __launch_bounds__(norm_threads)
+    add_rms_norm_vec_kernel(const T* __restrict__ residual, const T* __restrict__ delta, const T* __restrict__ weight,
+                            T* __restrict__ sum, T* __restrict__ normed, int64_t d, float eps) {
+  allow_dependents();
+  dependency_wait();
+  __shared__ float partial_s[norm_threads / warp];
+  const int64_t row = blockIdx.x;
+  const auto vec = [&](const T* p) { return reinterpret_cast<const uint4*>(p + row * d); };
+  add_rms_norm_row<T, V>(vec(residual), delta != nullptr ? vec(delta) : nullptr, reinterpret_cast<const uint4*>(weight),
+                         sum != nullptr ? reinterpret_cast<uint4*>(sum + row * d) : nullptr,
+                         reinterpret_cast<uint4*>(normed + row * d), d, eps, threadIdx.x, partial_s, true);
+}
+
 // silu rounded (the composite's silu output), times up, rounded.
+template <typename T>
+__device__ __forceinline__ T silu_times(float g, float u) {
+  return from_f<T>(round_to<T>(g / (1.0f + expf(-g))) * u);
+}
+
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t rows, int64_t f) {
   allow_dependents();
@@ -169,7 +200,7 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
     const int64_t row = i / f, j = i - row * f;
     const float g = to_f(gate_up[row * 2 * f + j]);
     const float u = to_f(gate_up[row * 2 * f + f + j]);
-    out[i] = from_f<T>(round_to<T>(g / (1.0f + expf(-g))) * u);
+    out[i] = silu_times<T>(g, u);
   }
 }
 
@@ -487,19 +518,82 @@ constexpr int gemv_threads = 256;
 constexpr int gemv_warps = gemv_threads / 32;
 constexpr int gemv_unroll = 4;
 
-template <typename T, int R>
-__global__ void __launch_bounds__(gemv_threads)
-    gemv_rows_kernel(const T* __restrict__ x_bd, const T* __restrict__ w_nd, const T* __restrict__ bias_n,
-                     T* __restrict__ y_bn, int64_t n, int64_t d, int split) {
+// What the gemv multiplies: its input rows as given, or rows it makes first into shared memory
+// from the outputs of the step's kernel before it (so that kernel's own launch is saved):
+// add_rms_norm's normed rows (x_bd the residual rows, delta_bd added first where not null, norm_d
+// the norm's weight; the block of index 0 writes the sum to sum_bd), or silu_mul's rows (x_bd the
+// [b, 2d] gate and up rows). Each block makes them whole (the norm needs the whole row): b x d
+// elements of shared memory, gemv_staged_bytes at most. Rationale: a 1-row decode step of the 0.5B
+// shape ran ~10 kernels a layer, a norm or silu_mul kernel ~2-3 us each plus the gap before the next
+// (bench/results/2026-12-04-policy-h200-shares-gemv.md: 1,620 us busy of 1,880 us a 131k step);
+// staged, the norm and the silu cost each gemv block a read of a few KB from L2.
+enum class gemv_input { given, add_rms_norm, silu_mul };
+
+template <typename T>
+struct gemv_args {
+  const T* x_bd;
+  const T* delta_bd;
+  const T* norm_d;
+  T* sum_bd;
+  float eps;
+  const T* w_nd;
+  const T* bias_n;
+  T* y_bn;
+  int64_t n, d;
+  int split;
+};
+
+// The R staged rows (vecs 16-byte vectors each) into x_s: every thread of the block calls it.
+template <typename T, int R, gemv_input P>
+__device__ __forceinline__ void stage_gemv_input(const gemv_args<T>& a, uint4* x_s) {
+  constexpr int per_vec = 16 / sizeof(T);
+  const int64_t d = a.d, vecs = d / per_vec;
+  if constexpr (P == gemv_input::add_rms_norm) {
+    // Groups of norm_threads threads, a row each at a time, as add_rms_norm_vec_kernel's blocks.
+    constexpr int groups = gemv_threads / norm_threads;
+    __shared__ float partial_s[groups][norm_threads / warp];
+    const int group = threadIdx.x / norm_threads;
+    for (int first = 0; first < R; first += groups) {
+      const int r = first + group;
+      const bool active = r < R;
+      const int64_t row = (active ? r : 0) * d;
+      const auto vec = [&](const T* p) { return reinterpret_cast<const uint4*>(p + row); };
+      add_rms_norm_row<T, norm_vecs_per_thread>(
+          vec(a.x_bd), a.delta_bd != nullptr ? vec(a.delta_bd) : nullptr, reinterpret_cast<const uint4*>(a.norm_d),
+          a.sum_bd != nullptr && blockIdx.x == 0 ? reinterpret_cast<uint4*>(a.sum_bd + row) : nullptr,
+          x_s + (active ? r : 0) * vecs, d, a.eps, threadIdx.x % norm_threads, partial_s[group], active);
+    }
+  } else if constexpr (P == gemv_input::silu_mul) {
+    for (int64_t i = threadIdx.x; i < R * vecs; i += gemv_threads) {
+      const int64_t r = i / vecs, at = i - r * vecs;
+      const uint4* row = reinterpret_cast<const uint4*>(a.x_bd + r * 2 * d);
+      const uint4 gv = row[at], uv = row[vecs + at];
+      const T* ge = reinterpret_cast<const T*>(&gv);
+      const T* ue = reinterpret_cast<const T*>(&uv);
+      uint4 xv;
+      T* xe = reinterpret_cast<T*>(&xv);
+#pragma unroll
+      for (int k = 0; k < per_vec; ++k) xe[k] = silu_times<T>(to_f(ge[k]), to_f(ue[k]));
+      x_s[i] = xv;
+    }
+  }
+  __syncthreads();
+}
+
+template <typename T, int R, gemv_input P>
+__global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args<T> a) {
   allow_dependents();
+  extern __shared__ uint4 gemv_x_s[];  // P != given: the staged rows
   constexpr int per_vec = 16 / sizeof(T);
   __shared__ float part_s[gemv_warps][R];
+  const int64_t n = a.n, d = a.d;
+  const int split = a.split;
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * (gemv_warps / split) + wid / split;
   const int part = wid % split;
   const int64_t vecs = d / per_vec, chunk = (vecs + split - 1) / split;
   const int64_t first = part * chunk, last = first + chunk < vecs ? first + chunk : vecs;
-  const uint4* w = reinterpret_cast<const uint4*>(w_nd + (j < n ? j : 0) * d);
+  const uint4* w = reinterpret_cast<const uint4*>(a.w_nd + (j < n ? j : 0) * d);
   // The first vectors of the weight row: no kernel of a step writes weights, so they load before
   // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail.
   uint4 wv[gemv_unroll];
@@ -512,6 +606,7 @@ __global__ void __launch_bounds__(gemv_threads)
   };
   load_weights(first);
   dependency_wait();
+  if constexpr (P != gemv_input::given) stage_gemv_input<T, R, P>(a, gemv_x_s);
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -525,7 +620,11 @@ __global__ void __launch_bounds__(gemv_threads)
           const T* we = reinterpret_cast<const T*>(&wv[u]);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x_bd + r * d) + at);
+            uint4 xv;
+            if constexpr (P == gemv_input::given)
+              xv = __ldg(reinterpret_cast<const uint4*>(a.x_bd + r * d) + at);
+            else
+              xv = gemv_x_s[r * vecs + at];
             const T* xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
             for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
@@ -550,9 +649,9 @@ __global__ void __launch_bounds__(gemv_threads)
       }
   }
   if (lane == 0 && part == 0 && j < n) {
-    const float bias = bias_n != nullptr ? to_f(bias_n[j]) : 0.0f;
+    const float bias = a.bias_n != nullptr ? to_f(a.bias_n[j]) : 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) y_bn[r * n + j] = from_f<T>(acc[r] + bias);
+    for (int r = 0; r < R; ++r) a.y_bn[r * n + j] = from_f<T>(acc[r] + bias);
   }
 }
 
@@ -566,17 +665,16 @@ int gemv_split(int64_t n, int64_t vecs) {
 }
 
 // The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count.
-template <typename T, int R = 1>
-void launch_gemv(int64_t b, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t n, int64_t d,
-                 cudaStream_t stream) {
+template <typename T, gemv_input P, int R = 1>
+void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   if constexpr (R < gemv_max_rows) {
-    if (b > R) return launch_gemv<T, R + 1>(b, x_bd, w_nd, bias_n, y_bn, n, d, stream);
+    if (b > R) return launch_gemv<T, P, R + 1>(b, a, stream);
   }
-  const int split = gemv_split(n, d / (16 / static_cast<int64_t>(sizeof(T))));
-  const int64_t per_block = gemv_warps / split;
-  const auto blocks = static_cast<unsigned>((n + per_block - 1) / per_block);
-  launch(gemv_rows_kernel<T, R>, blocks, gemv_threads, 0, stream, static_cast<const T*>(x_bd),
-         static_cast<const T*>(w_nd), static_cast<const T*>(bias_n), static_cast<T*>(y_bn), n, d, split);
+  a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
+  const int64_t per_block = gemv_warps / a.split;
+  const auto blocks = static_cast<unsigned>((a.n + per_block - 1) / per_block);
+  const size_t staged = P == gemv_input::given ? 0 : static_cast<size_t>(R * a.d) * sizeof(T);
+  launch(gemv_rows_kernel<T, R, P>, blocks, gemv_threads, staged, stream, a);
 }
 
 template <typename F>
@@ -603,11 +701,10 @@ int add_rms_norm(element dtype, const void* residual_xd, const void* delta_xd, c
   if (x > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    constexpr int n = 16 / sizeof(T), vec_per_thread = 4;
-    const auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    constexpr int n = 16 / sizeof(T), vec_per_thread = norm_vecs_per_thread;
     const bool vec = d % n == 0 && d / n <= static_cast<int64_t>(norm_threads) * vec_per_thread &&
-                     aligned(residual_xd) && aligned(delta_xd) && aligned(weight_d) && aligned(sum_xd) &&
-                     aligned(normed_xd);
+                     aligned16(residual_xd) && aligned16(delta_xd) && aligned16(weight_d) && aligned16(sum_xd) &&
+                     aligned16(normed_xd);
     const auto grid = static_cast<unsigned>(x);
     const auto cuda_stream = static_cast<cudaStream_t>(stream);
     if (vec)
@@ -701,19 +798,67 @@ int merge_shares(element dtype, const void* out_xge, const float* lse_gx, const 
   });
 }
 
+namespace {
+
+bool gemv_shape_fits(element dtype, const void* x_bd, const void* w_nd, int64_t b, int64_t n, int64_t d) {
+  const int per_vec = dtype == element::fp32 ? 4 : 8;
+  return b >= 0 && b <= gemv_max_rows && n >= 0 && d >= 1 && d % per_vec == 0 && aligned16(x_bd) && aligned16(w_nd) &&
+         (n + 7) / 8 <= 0x7fffffff;
+}
+
+template <gemv_input P>
+int run_gemv(element dtype, const void* x_bd, const void* delta_bd, const void* norm_d, void* sum_bd, float eps,
+             const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n, int64_t d, void* stream) {
+  return dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const gemv_args<T> a{static_cast<const T*>(x_bd),
+                         static_cast<const T*>(delta_bd),
+                         static_cast<const T*>(norm_d),
+                         static_cast<T*>(sum_bd),
+                         eps,
+                         static_cast<const T*>(w_nd),
+                         static_cast<const T*>(bias_n),
+                         static_cast<T*>(y_bn),
+                         n,
+                         d,
+                         1};
+    launch_gemv<T, P>(b, a, static_cast<cudaStream_t>(stream));
+  });
+}
+
+}  // namespace
+
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
               int64_t d, void* stream) {
   if (b == 0 || n == 0) return 0;
-  const int per_vec = dtype == element::fp32 ? 4 : 8;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (b < 0 || b > gemv_max_rows || n < 0 || d < 1 || d % per_vec != 0 || !aligned(x_bd) || !aligned(w_nd) ||
-      (n + 7) / 8 > 0x7fffffff)
+  if (!gemv_shape_fits(dtype, x_bd, w_nd, b, n, d)) return static_cast<int>(cudaErrorInvalidValue);
+  return run_gemv<gemv_input::given>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d, stream);
+}
+
+bool gemv_stages(element dtype, int64_t b, int64_t d, bool norm) {
+  const int64_t size = dtype == element::fp32 ? 4 : 2, per_vec = 16 / size;
+  if (b < 1 || b > gemv_max_rows || d < 1 || d % per_vec != 0 || b * d * size > gemv_staged_bytes) return false;
+  return !norm || d / per_vec <= static_cast<int64_t>(norm_threads) * norm_vecs_per_thread;
+}
+
+int add_rms_norm_gemv_rows(element dtype, const void* residual_bd, const void* delta_bd, const void* norm_d, float eps,
+                           void* sum_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
+                           int64_t d, void* stream) {
+  if (b == 0 || n == 0) return 0;
+  if (!gemv_stages(dtype, b, d, true) || !gemv_shape_fits(dtype, residual_bd, w_nd, b, n, d) || !aligned16(delta_bd) ||
+      !aligned16(norm_d) || !aligned16(sum_bd) || (delta_bd == nullptr) != (sum_bd == nullptr))
     return static_cast<int>(cudaErrorInvalidValue);
-  const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  return dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    launch_gemv<T>(b, x_bd, w_nd, bias_n, y_bn, n, d, cuda_stream);
-  });
+  return run_gemv<gemv_input::add_rms_norm>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n,
+                                            d, stream);
+}
+
+int silu_mul_gemv_rows(element dtype, const void* gate_up_b2d, const void* w_nd, const void* bias_n, void* y_bn,
+                       int64_t b, int64_t n, int64_t d, void* stream) {
+  if (b == 0 || n == 0) return 0;
+  if (!gemv_stages(dtype, b, d, false) || !gemv_shape_fits(dtype, gate_up_b2d, w_nd, b, n, d))
+    return static_cast<int>(cudaErrorInvalidValue);
+  return run_gemv<gemv_input::silu_mul>(dtype, gate_up_b2d, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n,
+                                        d, stream);
 }
 
 namespace {

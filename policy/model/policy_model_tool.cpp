@@ -26,6 +26,10 @@
 //   linear-rows --rows B --in D --out-features N --x FILE --w FILE [--bias FILE] --out FILE
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
+//            --norm FILE [--delta FILE] [--eps E]: the one kernel of add_rms_norm_linear (x the
+//            residual [B, D], delta [B, D], the norm's weight [D]); --silu: of silu_mul_linear (x
+//            the gate and up rows [B, 2D]); either writes fp32 [one kernel's y; the two kernels' y]
+//            and, with --delta, [..; one kernel's sum; the two kernels' sum]
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
 //            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R] [--block-size BS]
 //            the e4m3 cache's decode attention kernel (fused_ops.hpp's fp8_decode_attention) on raw
@@ -167,16 +171,38 @@ int run_linear_rows(const args& a) {
   const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
   const torch::Device device(get(a, "device", "cuda"));
   const auto dtype = dtype_of(a);
-  auto x = read_floats(get(a, "x"), b * d).view({b, d}).to(device, dtype);
-  auto w = read_floats(get(a, "w"), n * d).view({n, d}).to(device, dtype);
-  torch::Tensor bias;
-  if (a.count("bias")) bias = read_floats(get(a, "bias"), n).to(device, dtype);
-  if (!linear_rows_fuses(x, w, bias, b)) {
+  const bool norm = a.count("norm") != 0, silu = a.count("silu") != 0;
+  if (norm && silu) {
+    std::cerr << "linear-rows: --norm and --silu are two kernels; give one\n";
+    return 2;
+  }
+  const auto floats = [&](const std::string& name, int64_t count) {
+    return read_floats(get(a, name), count).to(device, dtype);
+  };
+  auto x = floats("x", b * (silu ? 2 * d : d)).view({b, silu ? 2 * d : d});
+  auto w = floats("w", n * d).view({n, d});
+  torch::Tensor bias, delta, norm_d;
+  if (a.count("bias")) bias = floats("bias", n);
+  if (norm) norm_d = floats("norm", d);
+  if (norm && a.count("delta")) delta = floats("delta", b * d).view({b, d});
+  const bool fuses = norm   ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b)
+                     : silu ? silu_mul_linear_fuses(x, w, bias, b)
+                            : linear_rows_fuses(x, w, bias, b);
+  if (!fuses) {
     std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
-                 "D a multiple of 16 bytes' worth)\n";
+                 "D a multiple of 16 bytes' worth; --norm / --silu: B x D elements that fit the kernel's shared "
+                 "memory, --norm D <= 4,096 at 16-bit)\n";
     return 1;
   }
-  return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+  if (silu)
+    return write_floats(torch::cat({silu_mul_linear(x, w, bias, b, true), linear_rows(silu_mul(x, true), w, bias, b)}),
+                        get(a, "out"));
+  if (!norm) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+  const double eps = std::stod(get(a, "eps", "1e-6"));
+  auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true);
+  auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);
+  auto two_y = linear_rows(normed, w, bias, b);
+  return write_floats(delta.defined() ? torch::cat({y, two_y, sum, two_sum}) : torch::cat({y, two_y}), get(a, "out"));
 }
 
 // decode-attention: the caches rounded to e4m3 (saturated), slots or, with --block-size, paged with

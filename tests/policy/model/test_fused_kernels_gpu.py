@@ -243,6 +243,49 @@ def test_linear_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, 
         assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_gemv_that_makes_its_input_gives_the_bits_of_the_two_kernels(cuda, tmp_path, dtype):
+    """add_rms_norm_linear and silu_mul_linear in one kernel each (every block norms the rows, or
+    takes silu(gate) * up, into shared memory before its share of the product) against
+    add_rms_norm / silu_mul then the matrix-vector kernel: the same bits, outputs and sums, over
+    the 0.5B decode shapes (the norms before q/k/v 1152 x 896 and gate/up 9728 x 896, the silu
+    before down 896 x 4864), Qwen2.5-7B's norm (d 3584), a tiny one, with and without a delta and
+    a bias, 1-8 rows."""
+    torch_dtype = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(13)
+
+    def floats(name, *shape, scale=1.0):
+        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
+        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        return ["--" + name, tmp_path / f"{name}.f32"]
+
+    half = dtype != "float32"
+    norms = [(1, 1152, 896, True, True), (8, 9728, 896, True, False), (3, 1152, 896, False, True),
+             (2, 13, 24, True, True), (5, 13, 24, False, False)] + ([(2, 512, 3584, True, True)] if half else [])
+    for rows, n, d, with_delta, with_bias in norms:
+        args = [*floats("x", rows, d, scale=4), *floats("w", n, d, scale=0.05), *floats("norm", d),
+                *(floats("delta", rows, d) if with_delta else []), *(floats("bias", n) if with_bias else [])]
+        out = tmp_path / "y.f32"
+        run_tool("linear-rows", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", d, "--out-features", n,
+                 "--eps", 1e-6, *args, "--out", out)
+        parts = np.fromfile(out, dtype="<f4")
+        y, two_y = parts[:rows * n], parts[rows * n:2 * rows * n]
+        assert np.array_equal(y, two_y), ("norm", dtype, rows, n, d, np.abs(y - two_y).max())
+        if with_delta:
+            sums = parts[2 * rows * n:]
+            assert sums.size == 2 * rows * d and np.array_equal(sums[:rows * d], sums[rows * d:]), ("sum", rows, d)
+    silus = [(1, 896, 4864, True), (4 if half else 2, 896, 4864, False), (8, 13, 24, True), (3, 1152, 896, False)]
+    for rows, n, f, with_bias in silus:
+        args = [*floats("x", rows, 2 * f, scale=3), *floats("w", n, f, scale=0.05),
+                *(floats("bias", n) if with_bias else [])]
+        out = tmp_path / "y.f32"
+        run_tool("linear-rows", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", f, "--out-features", n,
+                 "--silu", *args, "--out", out)
+        parts = np.fromfile(out, dtype="<f4")
+        assert parts.size == 2 * rows * n
+        assert np.array_equal(parts[:rows * n], parts[rows * n:]), ("silu", dtype, rows, n, f)
+
+
 def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
     """Conversations decoded 2 rows at a time with the projections as matrix-vector kernels
     (--decode-gemv-rows 2) against cuBLAS: in fp32 (sdpa) the same greedy tokens and logprobs within
