@@ -165,6 +165,17 @@ class decoder {
   /// blocks are one run (checked): head j's keys start at row (j * blocks + first block) * c.
   static packed_flash_layout describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,
                                                    int64_t capacity, int64_t slots, bool paged = false);
+  /// A gathering prefill's rows of the flat cache (one per KV head, token-major, parts end to
+  /// end), int64 on `device`: `rows_t` [T * k] those of each part's new tokens (positions
+  /// start..start+length-1), `keys_s` [S * k] those of its keys 0..start+length-1. Slots [slots, k,
+  /// c, e]: position p of head j of slot s at (s * k + j) * c + p; paged [k, slots = blocks, c =
+  /// block size, e]: at (j * blocks + block of p) * c + p % c. Built on the device from the parts'
+  /// block tables (one small copy; a 16k-token context was 32k host-built rows a step).
+  struct gather_layout {
+    torch::Tensor rows_t, keys_s;
+  };
+  static gather_layout describe_gather(const std::vector<prefill_part>& parts, int64_t kv_heads, int64_t capacity,
+                                       int64_t slots, bool paged, torch::Device device);
   /// A paged decode step's flash sequences (decode() with flash over a paged cache of `blocks`
   /// blocks of `block_size` tokens, `kv_heads` KV heads, runs_br3 as decode() takes them, `keys`
   /// its attended-key bound): one per (run l, share c, row i, KV head j) in that order (share-major:

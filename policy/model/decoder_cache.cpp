@@ -264,9 +264,9 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
                                   return !part.blocks.empty() &&
                                          one_run(part.blocks, cache.capacity(), part.start + part.length);
                                 })));
-  // Flash, gathering: each new token's flat row, every part's keys' rows, and the int32 offsets of the
-  // parts' queries and gathered keys, end to end (cu_q [parts + 1], then cu_k [parts + 1]).
-  std::vector<int64_t> gather_rows, gather_keys;
+  // Flash, gathering: the int32 offsets of the parts' queries and gathered keys, end to end (cu_q
+  // [parts + 1], then cu_k [parts + 1]); the rows themselves from describe_gather.
+  int64_t gathered_keys = 0;
   std::vector<int32_t> gather_offsets(gathering ? 2 * (parts.size() + 1) : 0, 0);
   for (const auto& part : parts) {
     const int64_t room = cache.paged ? static_cast<int64_t>(part.blocks.size()) * cache.capacity() : cache.capacity();
@@ -276,20 +276,12 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
     for (int64_t i = 0; i < part.length; ++i) positions.push_back(part.start + i);
     last.push_back(static_cast<int64_t>(positions.size()) - 1);
     if (gathering) {
-      const int64_t block = cache.capacity(), end = part.start + part.length;
-      // Position p's rows of the flat cache, one per KV head: paged [k * blocks * block size, e]
-      // (a KV head's rows blocks x block size apart); slots [slots * k * capacity, e] (capacity apart).
-      const int64_t head = cache.paged ? cache.slots() * block : block;
-      const auto rows = [&](std::vector<int64_t>& out, int64_t p) {
-        const int64_t first =
-            cache.paged ? part.blocks[static_cast<size_t>(p / block)] * block + p % block : part.slot * k * block + p;
-        for (int64_t j = 0; j < k; ++j) out.push_back(first + j * head);
-      };
+      const int64_t end = part.start + part.length;
       const size_t i = last.size() - 1, n = parts.size() + 1;  // this part's index; its tokens are counted
       gather_offsets[i] = static_cast<int32_t>(positions.size() - static_cast<size_t>(part.length));
-      gather_offsets[n + i] = static_cast<int32_t>(gather_keys.size() / static_cast<size_t>(k));
-      for (int64_t p = 0; p < end; ++p) rows(gather_keys, p);
-      for (int64_t p = part.start; p < end; ++p) rows(gather_rows, p);
+      gather_offsets[n + i] =
+          static_cast<int32_t>(std::min<int64_t>(gathered_keys, std::numeric_limits<int32_t>::max()));
+      gathered_keys += end;
       use.prefill_seqs.max_q = std::max(use.prefill_seqs.max_q, part.length);
       use.prefill_seqs.max_k = std::max(use.prefill_seqs.max_k, end);
     } else if (cache.paged && !flash) {
@@ -310,15 +302,16 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
               " tokens, tokens_t ", t);
   if (gathering) {
     const auto n = static_cast<int64_t>(parts.size()) + 1;
-    const auto keys = static_cast<int64_t>(gather_keys.size()) / k;
+    const int64_t keys = gathered_keys;
     TORCH_CHECK(keys <= std::numeric_limits<int32_t>::max(), "prefill: ", keys, " keys exceed flash's int32 offsets");
     gather_offsets[static_cast<size_t>(n - 1)] = static_cast<int32_t>(t);
     gather_offsets[static_cast<size_t>(2 * n - 1)] = static_cast<int32_t>(keys);
     auto offsets_d = to_device(gather_offsets, tokens_t.device());
     use.prefill_seqs.cu_q = offsets_d.narrow(0, 0, n);
     use.prefill_seqs.cu_k = offsets_d.narrow(0, n, n);
-    use.gather_rows_t = to_device(gather_rows, tokens_t.device());
-    use.gather_keys_s = to_device(gather_keys, tokens_t.device());
+    auto layout = describe_gather(parts, k, cache.capacity(), cache.slots(), cache.paged, tokens_t.device());
+    use.gather_rows_t = std::move(layout.rows_t);
+    use.gather_keys_s = std::move(layout.keys_s);
   } else if (flash) {
     // One host-to-device copy for the int32 offsets, one for the int64 rows the new keys go to.
     const auto layout = describe_packed_flash(parts, k, cache.capacity(), cache.slots(), cache.paged);

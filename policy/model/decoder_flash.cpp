@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -13,6 +14,7 @@
 #include <tuple>
 
 #include "policy/model/fused_ops.hpp"
+#include "policy/model/host_copy.hpp"
 #include "policy/model/kv_cache_io.hpp"
 
 namespace caf_agent::policy {
@@ -146,6 +148,48 @@ torch::Tensor decoder::gathered_flash_prefill(int64_t layer, const torch::Tensor
                       seqs.cu_k, {}, seqs.max_q, seqs.max_k, nullptr)
       .transpose(0, 1)
       .unsqueeze(0);
+}
+
+decoder::gather_layout decoder::describe_gather(const std::vector<prefill_part>& parts, int64_t kv_heads,
+                                                int64_t capacity, int64_t slots, bool paged, torch::Device device) {
+  const auto p = static_cast<int64_t>(parts.size());
+  // Row of position q of head 0: table[q / c] * c + q % c; head j's is j * stride further. Slots:
+  // one "block" a part, its slot's first row over c (s * k); paged: its block table.
+  const int64_t c = capacity, stride = paged ? slots * c : c;
+  // One host buffer: starts [p], ends [p], table offsets [p], then the tables end to end.
+  std::vector<int64_t> host(static_cast<size_t>(3 * p));
+  int64_t tokens = 0, keys = 0;
+  for (int64_t i = 0; i < p; ++i) {
+    const auto& part = parts[static_cast<size_t>(i)];
+    host[static_cast<size_t>(i)] = part.start;
+    host[static_cast<size_t>(p + i)] = part.start + part.length;
+    host[static_cast<size_t>(2 * p + i)] = static_cast<int64_t>(host.size()) - 3 * p;
+    if (paged) {
+      const auto used = static_cast<size_t>((part.start + part.length + c - 1) / c);
+      TORCH_CHECK(used <= part.blocks.size(), "prefill: a part's ", part.blocks.size(), " blocks hold fewer than ",
+                  part.start + part.length, " positions");
+      host.insert(host.end(), part.blocks.begin(), part.blocks.begin() + static_cast<std::ptrdiff_t>(used));
+    } else {
+      host.push_back(part.slot * kv_heads);
+    }
+    tokens += part.length;
+    keys += part.start + part.length;
+  }
+  auto all = to_device(host, device);
+  auto starts = all.narrow(0, 0, p), ends = all.narrow(0, p, p), table_at = all.narrow(0, 2 * p, p);
+  auto table = all.narrow(0, 3 * p, all.size(0) - 3 * p);
+  const auto opts = all.options();
+  const auto heads = torch::arange(kv_heads, opts).mul_(stride).unsqueeze(0);
+  // Positions first_i..end_i-1 of every part, end to end, as their rows (token-major).
+  const auto rows = [&](const torch::Tensor& firsts, int64_t total) {
+    auto counts = ends - firsts;
+    auto part_of = torch::repeat_interleave(counts, std::optional<int64_t>(total));  // no sync: the size is known
+    auto position = torch::arange(total, opts) - (counts.cumsum(0) - counts).index_select(0, part_of) +
+                    firsts.index_select(0, part_of);
+    auto block = table.index_select(0, table_at.index_select(0, part_of) + position.div(c, "floor"));
+    return (block.mul(c).add_(position.remainder(c)).unsqueeze(1) + heads).reshape({-1});
+  };
+  return {rows(starts, tokens), rows(torch::zeros_like(starts), keys)};
 }
 
 decoder::packed_flash_layout decoder::describe_packed_flash(const std::vector<prefill_part>& parts, int64_t kv_heads,

@@ -8,6 +8,8 @@
 #include <set>
 #include <vector>
 
+#include <torch/types.h>
+
 #include "policy/model/decoder.hpp"
 
 using caf_agent::policy::decoder;
@@ -71,6 +73,53 @@ TEST(packed_flash, paged_parts_read_their_run_of_blocks_in_place) {
 TEST(packed_flash, a_paged_part_of_two_runs_is_refused) {
   // Blocks 1 and 3 hold positions 0..7: head 0's keys are not one stretch, so in place is wrong.
   EXPECT_THROW(decoder::describe_packed_flash({{0, 6, 2, {1, 3}}}, 2, 4, 10, /*paged=*/true), c10::Error);
+}
+
+// decoder::describe_gather: the rows a gathering prefill (an e4m3 cache, or paged parts in several
+// runs) writes and reads, built with tensor ops from the parts' tables. Checked against the rows
+// position by position: head j of position q at (slot * k + j) * c + q (slots) or (j * blocks +
+// block of q) * c + q % c (paged), token-major, parts end to end.
+std::vector<int64_t> rows_of(const decoder::prefill_part& part, int64_t from, int64_t k, int64_t c, int64_t blocks,
+                             bool paged) {
+  std::vector<int64_t> out;
+  for (int64_t q = from; q < part.start + part.length; ++q)
+    for (int64_t j = 0; j < k; ++j)
+      out.push_back(paged ? (j * blocks + part.blocks[static_cast<size_t>(q / c)]) * c + q % c
+                          : (part.slot * k + j) * c + q);
+  return out;
+}
+
+std::vector<int64_t> values(const torch::Tensor& t) {
+  auto cpu = t.to(torch::kCPU).contiguous();
+  EXPECT_EQ(cpu.scalar_type(), torch::kInt64);
+  return {cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel()};
+}
+
+TEST(packed_flash, gathered_rows_are_each_parts_positions_under_every_head) {
+  // Slots: a fresh prompt, a continuation, a one-token part; slots out of order.
+  const std::vector<decoder::prefill_part> slots = {{3, 0, 4, {}}, {0, 10, 2, {}}, {4, 7, 1, {}}};
+  // Paged: blocks scattered and out of order, a part ending inside a block, spare blocks past the end.
+  const std::vector<decoder::prefill_part> paged = {{0, 0, 6, {6, 9}}, {0, 9, 2, {1, 8, 3, 2}}, {0, 3, 5, {4, 0}}};
+  for (const bool is_paged : {false, true}) {
+    const auto& parts = is_paged ? paged : slots;
+    const int64_t k = 2, c = is_paged ? 4 : 100, n = is_paged ? 10 : 5;
+    const auto layout = decoder::describe_gather(parts, k, c, n, is_paged, torch::kCPU);
+    std::vector<int64_t> want_rows, want_keys;
+    for (const auto& part : parts) {
+      for (int64_t row : rows_of(part, part.start, k, c, n, is_paged)) want_rows.push_back(row);
+      for (int64_t row : rows_of(part, 0, k, c, n, is_paged)) want_keys.push_back(row);
+    }
+    EXPECT_EQ(values(layout.rows_t), want_rows) << (is_paged ? "paged" : "slots");
+    EXPECT_EQ(values(layout.keys_s), want_keys) << (is_paged ? "paged" : "slots");
+  }
+  // One small case spelled out: slot 1 of c = 8, k = 2, positions 2..3 new, 0..3 read.
+  const auto one = decoder::describe_gather({{1, 2, 2, {}}}, 2, 8, 2, false, torch::kCPU);
+  EXPECT_EQ(values(one.rows_t), (std::vector<int64_t>{18, 26, 19, 27}));
+  EXPECT_EQ(values(one.keys_s), (std::vector<int64_t>{16, 24, 17, 25, 18, 26, 19, 27}));
+}
+
+TEST(packed_flash, a_paged_part_short_of_blocks_is_refused) {
+  EXPECT_THROW(decoder::describe_gather({{0, 4, 5, {1, 2}}}, 2, 4, 10, /*paged=*/true, torch::kCPU), c10::Error);
 }
 
 }  // namespace
