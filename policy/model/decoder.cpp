@@ -353,7 +353,7 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
   // Each residual add is fused with the norm that follows it (add_rms_norm): the block's input
   // norm (the first block's over the embeddings alone), the post-attention norm, and after the last
   // block the final norm. In a decode step of few rows the norms also run in the projections after
-  // them, and silu_mul in the down projection (add_rms_norm_linear, silu_mul_linear).
+  // them, and silu_mul in the gate/up projection (add_rms_norm_linear).
   const bool fused = fused_kernels_;
   const int64_t n = config_.num_hidden_layers;
   torch::Tensor residual_btd = std::move(x_btd), delta_btd;
@@ -362,10 +362,10 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
     auto [sum_btd, attention_btd] = attention(i, residual_btd, delta_btd, angles, use);
     if (w.gate_up_w.defined()) {
       const int64_t gemv = gemv_rows_of(use);
-      torch::Tensor gate_up_btf;
-      std::tie(residual_btd, gate_up_btf) =
-          add_rms_norm_linear(sum_btd, attention_btd, w.post_norm_d, eps, w.gate_up_w, w.gate_up_b, gemv, fused);
-      delta_btd = silu_mul_linear(gate_up_btf, w.down_w, w.down_b, gemv, fused);
+      torch::Tensor hidden_btf;  // silu(gate) * up
+      std::tie(residual_btd, hidden_btf) = add_rms_norm_linear(sum_btd, attention_btd, w.post_norm_d, eps, w.gate_up_w,
+                                                               w.gate_up_b, gemv, fused, /*silu_mul_after=*/true);
+      delta_btd = linear_rows(hidden_btf, w.down_w, w.down_b, gemv);
     } else {
       torch::Tensor normed_btd;
       std::tie(residual_btd, normed_btd) = add_rms_norm(sum_btd, attention_btd, w.post_norm_d, eps, fused);

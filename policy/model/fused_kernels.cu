@@ -518,17 +518,16 @@ constexpr int gemv_threads = 256;
 constexpr int gemv_warps = gemv_threads / 32;
 constexpr int gemv_unroll = 4;
 
-// What the gemv multiplies: its input rows as given, or rows it makes first into shared memory
-// from the outputs of the step's kernel before it (so that kernel's own launch is saved):
-// add_rms_norm's normed rows (x_bd the residual rows, delta_bd added first where not null, norm_d
-// the norm's weight; the block of index 0 writes the sum to sum_bd), or silu_mul's rows (x_bd the
-// [b, 2d] gate and up rows). Each block makes them whole (the norm needs the whole row): b x d
-// elements of shared memory, gemv_staged_bytes at most. Rationale: a 1-row decode step of the 0.5B
-// shape ran ~10 kernels a layer, a norm or silu_mul kernel ~2-3 us each plus the gap before the next
-// (bench/results/2026-12-04-policy-h200-shares-gemv.md: 1,620 us busy of 1,880 us a 131k step);
-// staged, the norm and the silu cost each gemv block a read of a few KB from L2.
-enum class gemv_input { given, add_rms_norm, silu_mul };
-
+// Two forms save the step's kernel around a gemv. Norm: the input rows are add_rms_norm's normed
+// rows, made by each block into shared memory first (x_bd the residual rows, delta_bd added first
+// where not null, norm_d the norm's weight; the block of index 0 writes the sum to sum_bd); the norm
+// needs whole rows, so b x d elements of shared memory, gemv_staged_bytes at most, a few KB read
+// from L2 a block. Silu: w_nd is a fused gate/up projection (n = 2f: gate rows, then up rows) and
+// the output is silu_mul's [b, f]: a block's warps take gate features j.. and the matching up
+// features f + j.., and the up feature's warp writes silu(gate) * up. Both give the bits of the
+// two kernels. Rationale: a 1-row decode step of the 0.5B shape ran ten kernels a layer, a norm or
+// silu_mul ~2-3 us each plus the gap before the next (bench/results/2026-12-04-policy-h200-shares-
+// gemv.md: 1,620 us busy of 1,880 us a 131k step); these leave seven.
 template <typename T>
 struct gemv_args {
   const T* x_bd;
@@ -543,53 +542,44 @@ struct gemv_args {
   int split;
 };
 
-// The R staged rows (vecs 16-byte vectors each) into x_s: every thread of the block calls it.
-template <typename T, int R, gemv_input P>
-__device__ __forceinline__ void stage_gemv_input(const gemv_args<T>& a, uint4* x_s) {
-  constexpr int per_vec = 16 / sizeof(T);
+// The norm's R rows (vecs 16-byte vectors each) into x_s: every thread of the block calls it.
+// Groups of norm_threads threads take a row each at a time, as add_rms_norm_vec_kernel's blocks.
+template <typename T, int R>
+__device__ __forceinline__ void stage_normed_rows(const gemv_args<T>& a, uint4* x_s) {
+  constexpr int per_vec = 16 / sizeof(T), groups = gemv_threads / norm_threads;
   const int64_t d = a.d, vecs = d / per_vec;
-  if constexpr (P == gemv_input::add_rms_norm) {
-    // Groups of norm_threads threads, a row each at a time, as add_rms_norm_vec_kernel's blocks.
-    constexpr int groups = gemv_threads / norm_threads;
-    __shared__ float partial_s[groups][norm_threads / warp];
-    const int group = threadIdx.x / norm_threads;
-    for (int first = 0; first < R; first += groups) {
-      const int r = first + group;
-      const bool active = r < R;
-      const int64_t row = (active ? r : 0) * d;
-      const auto vec = [&](const T* p) { return reinterpret_cast<const uint4*>(p + row); };
-      add_rms_norm_row<T, norm_vecs_per_thread>(
-          vec(a.x_bd), a.delta_bd != nullptr ? vec(a.delta_bd) : nullptr, reinterpret_cast<const uint4*>(a.norm_d),
-          a.sum_bd != nullptr && blockIdx.x == 0 ? reinterpret_cast<uint4*>(a.sum_bd + row) : nullptr,
-          x_s + (active ? r : 0) * vecs, d, a.eps, threadIdx.x % norm_threads, partial_s[group], active);
-    }
-  } else if constexpr (P == gemv_input::silu_mul) {
-    for (int64_t i = threadIdx.x; i < R * vecs; i += gemv_threads) {
-      const int64_t r = i / vecs, at = i - r * vecs;
-      const uint4* row = reinterpret_cast<const uint4*>(a.x_bd + r * 2 * d);
-      const uint4 gv = row[at], uv = row[vecs + at];
-      const T* ge = reinterpret_cast<const T*>(&gv);
-      const T* ue = reinterpret_cast<const T*>(&uv);
-      uint4 xv;
-      T* xe = reinterpret_cast<T*>(&xv);
-#pragma unroll
-      for (int k = 0; k < per_vec; ++k) xe[k] = silu_times<T>(to_f(ge[k]), to_f(ue[k]));
-      x_s[i] = xv;
-    }
+  __shared__ float partial_s[groups][norm_threads / warp];
+  const int group = threadIdx.x / norm_threads;
+  for (int first = 0; first < R; first += groups) {
+    const int r = first + group;
+    const bool active = r < R;
+    const int64_t row = (active ? r : 0) * d;
+    const auto vec = [&](const T* p) { return reinterpret_cast<const uint4*>(p + row); };
+    add_rms_norm_row<T, norm_vecs_per_thread>(
+        vec(a.x_bd), a.delta_bd != nullptr ? vec(a.delta_bd) : nullptr, reinterpret_cast<const uint4*>(a.norm_d),
+        a.sum_bd != nullptr && blockIdx.x == 0 ? reinterpret_cast<uint4*>(a.sum_bd + row) : nullptr,
+        x_s + (active ? r : 0) * vecs, d, a.eps, threadIdx.x % norm_threads, partial_s[group], active);
   }
   __syncthreads();
 }
 
-template <typename T, int R, gemv_input P>
+template <typename T, int R, bool Norm, bool Silu>
 __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args<T> a) {
   allow_dependents();
-  extern __shared__ uint4 gemv_x_s[];  // P != given: the staged rows
+  extern __shared__ uint4 gemv_x_s[];  // Norm: the normed rows
   constexpr int per_vec = 16 / sizeof(T);
   __shared__ float part_s[gemv_warps][R];
   const int64_t n = a.n, d = a.d;
-  const int split = a.split;
-  const int lane = threadIdx.x % warp, wid = threadIdx.x / warp;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * (gemv_warps / split) + wid / split;
+  const int split = a.split, per_block = gemv_warps / split;
+  const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, slot = wid / split;
+  // This warp's output feature (n when none). Silu: the block's first half of slots take gate
+  // features, the second half the up features f apart.
+  int64_t j = static_cast<int64_t>(blockIdx.x) * per_block + slot;
+  if constexpr (Silu) {
+    const int pairs = per_block / 2;
+    const int64_t pair = static_cast<int64_t>(blockIdx.x) * pairs + slot % pairs;
+    j = pair < n / 2 ? pair + (slot / pairs) * (n / 2) : n;
+  }
   const int part = wid % split;
   const int64_t vecs = d / per_vec, chunk = (vecs + split - 1) / split;
   const int64_t first = part * chunk, last = first + chunk < vecs ? first + chunk : vecs;
@@ -606,7 +596,7 @@ __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args
   };
   load_weights(first);
   dependency_wait();
-  if constexpr (P != gemv_input::given) stage_gemv_input<T, R, P>(a, gemv_x_s);
+  if constexpr (Norm) stage_normed_rows<T, R>(a, gemv_x_s);
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -621,10 +611,10 @@ __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             uint4 xv;
-            if constexpr (P == gemv_input::given)
-              xv = __ldg(reinterpret_cast<const uint4*>(a.x_bd + r * d) + at);
-            else
+            if constexpr (Norm)
               xv = gemv_x_s[r * vecs + at];
+            else
+              xv = __ldg(reinterpret_cast<const uint4*>(a.x_bd + r * d) + at);
             const T* xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
             for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
@@ -648,8 +638,24 @@ __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args
         for (int k = 0; k < split; ++k) acc[r] += part_s[wid + k][r];
       }
   }
-  if (lane == 0 && part == 0 && j < n) {
-    const float bias = a.bias_n != nullptr ? to_f(a.bias_n[j]) : 0.0f;
+  const bool writes = lane == 0 && part == 0 && j < n;
+  const float bias = writes && a.bias_n != nullptr ? to_f(a.bias_n[j]) : 0.0f;
+  if constexpr (Silu) {
+    // The gate's rounded value to the up feature's warp (slot + pairs), which writes silu_mul's.
+    __shared__ float gate_s[gemv_warps][R];
+    const int pairs = per_block / 2;
+    const bool gate = slot < pairs;
+    if (writes && gate)
+#pragma unroll
+      for (int r = 0; r < R; ++r) gate_s[slot][r] = round_to<T>(acc[r] + bias);
+    __syncthreads();
+    if (writes && !gate) {
+      const int64_t f = n / 2;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        a.y_bn[r * f + j - f] = silu_times<T>(gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+    }
+  } else if (writes) {
 #pragma unroll
     for (int r = 0; r < R; ++r) a.y_bn[r * n + j] = from_f<T>(acc[r] + bias);
   }
@@ -664,17 +670,20 @@ int gemv_split(int64_t n, int64_t vecs) {
   return split;
 }
 
-// The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count.
-template <typename T, gemv_input P, int R = 1>
+// The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count. Silu: at most
+// gemv_warps / 2 warps a feature, so that a block holds whole (gate, up) pairs.
+template <typename T, bool Norm, bool Silu, int R = 1>
 void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   if constexpr (R < gemv_max_rows) {
-    if (b > R) return launch_gemv<T, P, R + 1>(b, a, stream);
+    if (b > R) return launch_gemv<T, Norm, Silu, R + 1>(b, a, stream);
   }
   a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
-  const int64_t per_block = gemv_warps / a.split;
-  const auto blocks = static_cast<unsigned>((a.n + per_block - 1) / per_block);
-  const size_t staged = P == gemv_input::given ? 0 : static_cast<size_t>(R * a.d) * sizeof(T);
-  launch(gemv_rows_kernel<T, R, P>, blocks, gemv_threads, staged, stream, a);
+  if (Silu && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
+  const int64_t per_block = gemv_warps / a.split, features = Silu ? a.n / 2 : a.n,
+                taken = Silu ? per_block / 2 : per_block;
+  const auto blocks = static_cast<unsigned>((features + taken - 1) / taken);
+  const size_t staged = Norm ? static_cast<size_t>(R * a.d) * sizeof(T) : 0;
+  launch(gemv_rows_kernel<T, R, Norm, Silu>, blocks, gemv_threads, staged, stream, a);
 }
 
 template <typename F>
@@ -806,7 +815,7 @@ bool gemv_shape_fits(element dtype, const void* x_bd, const void* w_nd, int64_t 
          (n + 7) / 8 <= 0x7fffffff;
 }
 
-template <gemv_input P>
+template <bool Norm, bool Silu>
 int run_gemv(element dtype, const void* x_bd, const void* delta_bd, const void* norm_d, void* sum_bd, float eps,
              const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n, int64_t d, void* stream) {
   return dispatch(dtype, [&](auto tag) {
@@ -822,43 +831,41 @@ int run_gemv(element dtype, const void* x_bd, const void* delta_bd, const void* 
                          n,
                          d,
                          1};
-    launch_gemv<T, P>(b, a, static_cast<cudaStream_t>(stream));
+    launch_gemv<T, Norm, Silu>(b, a, static_cast<cudaStream_t>(stream));
   });
 }
 
 }  // namespace
 
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
-              int64_t d, void* stream) {
+              int64_t d, bool silu_mul, void* stream) {
   if (b == 0 || n == 0) return 0;
-  if (!gemv_shape_fits(dtype, x_bd, w_nd, b, n, d)) return static_cast<int>(cudaErrorInvalidValue);
-  return run_gemv<gemv_input::given>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d, stream);
+  if (!gemv_shape_fits(dtype, x_bd, w_nd, b, n, d) || (silu_mul && n % 2 != 0))
+    return static_cast<int>(cudaErrorInvalidValue);
+  return silu_mul
+             ? run_gemv<false, true>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d, stream)
+             : run_gemv<false, false>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d,
+                                      stream);
 }
 
-bool gemv_stages(element dtype, int64_t b, int64_t d, bool norm) {
+bool gemv_stages(element dtype, int64_t b, int64_t d) {
   const int64_t size = dtype == element::fp32 ? 4 : 2, per_vec = 16 / size;
-  if (b < 1 || b > gemv_max_rows || d < 1 || d % per_vec != 0 || b * d * size > gemv_staged_bytes) return false;
-  return !norm || d / per_vec <= static_cast<int64_t>(norm_threads) * norm_vecs_per_thread;
+  return b >= 1 && b <= gemv_max_rows && d >= 1 && d % per_vec == 0 && b * d * size <= gemv_staged_bytes &&
+         d / per_vec <= static_cast<int64_t>(norm_threads) * norm_vecs_per_thread;
 }
 
 int add_rms_norm_gemv_rows(element dtype, const void* residual_bd, const void* delta_bd, const void* norm_d, float eps,
                            void* sum_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
-                           int64_t d, void* stream) {
+                           int64_t d, bool silu_mul, void* stream) {
   if (b == 0 || n == 0) return 0;
-  if (!gemv_stages(dtype, b, d, true) || !gemv_shape_fits(dtype, residual_bd, w_nd, b, n, d) || !aligned16(delta_bd) ||
-      !aligned16(norm_d) || !aligned16(sum_bd) || (delta_bd == nullptr) != (sum_bd == nullptr))
+  if (!gemv_stages(dtype, b, d) || !gemv_shape_fits(dtype, residual_bd, w_nd, b, n, d) || !aligned16(delta_bd) ||
+      !aligned16(norm_d) || !aligned16(sum_bd) || (delta_bd == nullptr) != (sum_bd == nullptr) ||
+      (silu_mul && n % 2 != 0))
     return static_cast<int>(cudaErrorInvalidValue);
-  return run_gemv<gemv_input::add_rms_norm>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n,
-                                            d, stream);
-}
-
-int silu_mul_gemv_rows(element dtype, const void* gate_up_b2d, const void* w_nd, const void* bias_n, void* y_bn,
-                       int64_t b, int64_t n, int64_t d, void* stream) {
-  if (b == 0 || n == 0) return 0;
-  if (!gemv_stages(dtype, b, d, false) || !gemv_shape_fits(dtype, gate_up_b2d, w_nd, b, n, d))
-    return static_cast<int>(cudaErrorInvalidValue);
-  return run_gemv<gemv_input::silu_mul>(dtype, gate_up_b2d, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n,
-                                        d, stream);
+  return silu_mul ? run_gemv<true, true>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n, d,
+                                         stream)
+                  : run_gemv<true, false>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n,
+                                          d, stream);
 }
 
 namespace {

@@ -70,28 +70,27 @@ constexpr int64_t gemv_max_rows = 8;
 /// per output feature (more when there are few features) reading the weight once in 16-byte
 /// vectors, fp32 sums, one rounding to the element type.
 /// x and w contiguous and 16-byte aligned, d a multiple of 16 bytes' worth of elements; y rows
-/// contiguous.
+/// contiguous. `silu_mul`: w_nd is a fused gate/up projection (n even: gate rows, then up rows)
+/// and y is silu_mul's [b, n / 2] of its output: the bits of silu_mul over the plain y wherever
+/// the plain kernel splits a feature over at most 4 warps (it splits over 8 only for fewer than
+/// ~4 x SMs features of at least 512 vectors).
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
-              int64_t d, void* stream);
+              int64_t d, bool silu_mul, void* stream);
 
-/// Bytes of input rows the two forms below make in each block's shared memory at most (b x d
+/// Bytes of normed rows add_rms_norm_gemv_rows makes in each block's shared memory at most (b x d
 /// elements).
 constexpr int64_t gemv_staged_bytes = 48 * 1024;
 
-/// Whether the forms below take b rows of d elements: they fit gemv_staged_bytes, and for the norm
+/// Whether add_rms_norm_gemv_rows takes b rows of d elements: they fit gemv_staged_bytes and
 /// add_rms_norm's one-read form takes d (d / (16 bytes' worth of elements) <= 512).
-bool gemv_stages(element dtype, int64_t b, int64_t d, bool norm);
+bool gemv_stages(element dtype, int64_t b, int64_t d);
 
-/// gemv_rows of add_rms_norm's normed rows, in one kernel, the same bits as the two: y_bn = the rows
-/// normed from residual_bd + delta_bd (delta_bd null: residual_bd alone) times w_nd^T + bias_n; the
-/// sums to sum_bd (null exactly when delta_bd is). All 16-byte aligned.
+/// gemv_rows of add_rms_norm's normed rows in one kernel, the same bits as the two: y_bn = the rows
+/// normed from residual_bd + delta_bd (delta_bd null: residual_bd alone) times w_nd^T + bias_n
+/// (`silu_mul`: then as gemv_rows' silu_mul); the sums to sum_bd (null exactly when delta_bd is).
+/// All 16-byte aligned. Each block norms the rows into its shared memory before its product.
 int add_rms_norm_gemv_rows(element dtype, const void* residual_bd, const void* delta_bd, const void* norm_d, float eps,
                            void* sum_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
-                           int64_t d, void* stream);
-
-/// gemv_rows of silu_mul's rows, in one kernel, the same bits as the two: y_bn = silu(gate) * up
-/// of gate_up_b2d's rows ([b, 2d]: gate then up) times w_nd^T + bias_n.
-int silu_mul_gemv_rows(element dtype, const void* gate_up_b2d, const void* w_nd, const void* bias_n, void* y_bn,
-                       int64_t b, int64_t n, int64_t d, void* stream);
+                           int64_t d, bool silu_mul, void* stream);
 
 }  // namespace caf_agent::policy::kernels

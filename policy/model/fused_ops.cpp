@@ -318,7 +318,7 @@ torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const 
   sizes.back() = n;
   auto y = torch::empty(sizes, x.options());
   check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                  y.data_ptr(), b, n, d, current_stream(x)),
+                                  y.data_ptr(), b, n, d, /*silu_mul=*/false, current_stream(x)),
                "gemv_rows");
   return y;
 #else
@@ -326,29 +326,31 @@ torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const 
 #endif
 }
 
-namespace {
-
-/// Whether the gemv kernels that make their input rows (b rows of d elements, x's dtype) take
-/// them: kernels::gemv_stages holds and every tensor in `aligned` is 16-byte aligned.
-bool stages(const torch::Tensor& x, int64_t b, int64_t d, bool norm,
-            std::initializer_list<const torch::Tensor*> aligned) {
+torch::Tensor linear_silu_mul(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                              int64_t max_rows, bool fused) {
+  if (!fused || !linear_rows_fuses(x, w, bias, max_rows) || w.size(0) % 2 != 0)
+    return silu_mul(linear_rows(x, w, bias, max_rows), fused);
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const int64_t d = x.size(-1), n = w.size(0), b = x.numel() / d;
   kernels::element el = kernels::element::fp32;
-  if (!element_of(x.scalar_type(), el)) return false;
-  for (const auto* t : aligned)
-    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;
-  return kernels::gemv_stages(el, b, d, norm);
+  element_of(x.scalar_type(), el);
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto sizes = x.sizes().vec();
+  sizes.back() = n / 2;
+  auto y = torch::empty(sizes, x.options());
+  check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                                  y.data_ptr(), b, n, d, /*silu_mul=*/true, current_stream(x)),
+               "gemv_rows");
+  return y;
 #else
-  (void)x, (void)b, (void)d, (void)norm, (void)aligned;
-  return false;
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
 }
-
-}  // namespace
 
 bool add_rms_norm_linear_fuses(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
                                const torch::Tensor& norm_d, const torch::Tensor& w, const torch::Tensor& bias,
                                int64_t max_rows) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   const bool has_delta = delta_xd.defined();
   // linear_rows_fuses(residual, ..) holds exactly when it would for the normed rows (same shape,
   // dtype and device, fresh and so aligned).
@@ -357,17 +359,27 @@ bool add_rms_norm_linear_fuses(const torch::Tensor& residual_xd, const torch::Te
                   : applies({&residual_xd, &norm_d})) ||
       norm_d.dim() != 1 || norm_d.size(0) != residual_xd.size(-1))
     return false;
-  const int64_t d = residual_xd.size(-1), b = residual_xd.numel() / d;
-  return has_delta ? stages(residual_xd, b, d, true, {&delta_xd, &norm_d}) : stages(residual_xd, b, d, true, {&norm_d});
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  kernels::element el = kernels::element::fp32;
+  element_of(residual_xd.scalar_type(), el);
+  const int64_t d = residual_xd.size(-1);
+  return aligned(norm_d) && (!has_delta || aligned(delta_xd)) && kernels::gemv_stages(el, residual_xd.numel() / d, d);
+#else
+  (void)residual_xd, (void)delta_xd, (void)norm_d, (void)w, (void)bias, (void)max_rows;
+  return false;
+#endif
 }
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& residual_xd,
                                                             const torch::Tensor& delta_xd, const torch::Tensor& norm_d,
                                                             double eps, const torch::Tensor& w,
-                                                            const torch::Tensor& bias, int64_t max_rows, bool fused) {
-  if (!fused || !add_rms_norm_linear_fuses(residual_xd, delta_xd, norm_d, w, bias, max_rows)) {
+                                                            const torch::Tensor& bias, int64_t max_rows, bool fused,
+                                                            bool silu_mul_after) {
+  if (!fused || !add_rms_norm_linear_fuses(residual_xd, delta_xd, norm_d, w, bias, max_rows) ||
+      (silu_mul_after && w.size(0) % 2 != 0)) {
     auto [sum_xd, normed_xd] = add_rms_norm(residual_xd, delta_xd, norm_d, eps, fused);
-    return {sum_xd, linear_rows(normed_xd, w, bias, max_rows)};
+    return {sum_xd, silu_mul_after ? linear_silu_mul(normed_xd, w, bias, max_rows, fused)
+                                   : linear_rows(normed_xd, w, bias, max_rows)};
   }
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   const bool has_delta = delta_xd.defined();
@@ -377,47 +389,15 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor&
   const c10::cuda::CUDAGuard guard(residual_xd.device());
   auto sum_xd = has_delta ? torch::empty_like(residual_xd) : residual_xd;
   auto sizes = residual_xd.sizes().vec();
-  sizes.back() = n;
+  sizes.back() = silu_mul_after ? n / 2 : n;
   auto y = torch::empty(sizes, residual_xd.options());
-  check_launch(kernels::add_rms_norm_gemv_rows(
-                   el, residual_xd.data_ptr(), has_delta ? delta_xd.data_ptr() : nullptr, norm_d.data_ptr(),
-                   static_cast<float>(eps), has_delta ? sum_xd.data_ptr() : nullptr, w.data_ptr(),
-                   bias.defined() ? bias.data_ptr() : nullptr, y.data_ptr(), b, n, d, current_stream(residual_xd)),
+  check_launch(kernels::add_rms_norm_gemv_rows(el, residual_xd.data_ptr(), has_delta ? delta_xd.data_ptr() : nullptr,
+                                               norm_d.data_ptr(), static_cast<float>(eps),
+                                               has_delta ? sum_xd.data_ptr() : nullptr, w.data_ptr(),
+                                               bias.defined() ? bias.data_ptr() : nullptr, y.data_ptr(), b, n, d,
+                                               silu_mul_after, current_stream(residual_xd)),
                "add_rms_norm_gemv_rows");
   return {sum_xd, y};
-#else
-  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
-#endif
-}
-
-bool silu_mul_linear_fuses(const torch::Tensor& gate_up_x2f, const torch::Tensor& w, const torch::Tensor& bias,
-                           int64_t max_rows) {
-  const int64_t f = gate_up_x2f.defined() && gate_up_x2f.dim() >= 1 ? gate_up_x2f.size(-1) / 2 : 0;
-  if (f == 0 || gate_up_x2f.size(-1) % 2 != 0 || !w.defined() || w.dim() != 2 || w.size(1) != f) return false;
-  // linear_rows_fuses' conditions on the [b, f] rows silu_mul would give it.
-  const int64_t b = gate_up_x2f.numel() / (2 * f);
-  return (bias.defined() ? applies({&gate_up_x2f, &w, &bias}) && bias.dim() == 1 && bias.size(0) == w.size(0)
-                         : applies({&gate_up_x2f, &w})) &&
-         b <= max_rows && stages(gate_up_x2f, b, f, false, {&gate_up_x2f, &w});
-}
-
-torch::Tensor silu_mul_linear(const torch::Tensor& gate_up_x2f, const torch::Tensor& w, const torch::Tensor& bias,
-                              int64_t max_rows, bool fused) {
-  if (!fused || !silu_mul_linear_fuses(gate_up_x2f, w, bias, max_rows))
-    return linear_rows(silu_mul(gate_up_x2f, fused), w, bias, max_rows);
-#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  const int64_t f = gate_up_x2f.size(-1) / 2, b = gate_up_x2f.numel() / (2 * f), n = w.size(0);
-  kernels::element el = kernels::element::fp32;
-  element_of(gate_up_x2f.scalar_type(), el);
-  const c10::cuda::CUDAGuard guard(gate_up_x2f.device());
-  auto sizes = gate_up_x2f.sizes().vec();
-  sizes.back() = n;
-  auto y = torch::empty(sizes, gate_up_x2f.options());
-  check_launch(
-      kernels::silu_mul_gemv_rows(el, gate_up_x2f.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                  y.data_ptr(), b, n, f, current_stream(gate_up_x2f)),
-      "silu_mul_gemv_rows");
-  return y;
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif

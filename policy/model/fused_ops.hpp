@@ -85,28 +85,29 @@ torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const 
 /// True when linear_rows(x, w, bias, max_rows) runs the kernel.
 bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows);
 
+/// silu_mul(linear_rows(x, w, bias, max_rows), fused) for a fused gate/up projection w [2f, d]
+/// (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs its kernel, one kernel
+/// whose blocks pair gate and up features and write silu(gate) * up (fused_kernels.hpp gemv_rows'
+/// silu_mul); else the two.
+torch::Tensor linear_silu_mul(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                              int64_t max_rows, bool fused);
+
 /// add_rms_norm then linear_rows of its normed rows: {residual + delta (residual where delta is
-/// undefined), linear(normed, w, bias)}. One kernel (fused_kernels.hpp add_rms_norm_gemv_rows: each
-/// block norms the rows into shared memory before its share of the product; the same bits as the
-/// two kernels) where `fused` holds, both would run their kernels (16-byte aligned tensors too) and
-/// the rows fit (gemv_stages); else the two.
+/// undefined), linear(normed, w, bias)}; `silu_mul_after`: linear_silu_mul's output instead. One
+/// kernel (fused_kernels.hpp add_rms_norm_gemv_rows: each block norms the rows into shared memory
+/// before its share of the product) where `fused` and add_rms_norm_linear_fuses hold; else the
+/// kernels one by one.
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& residual_xd,
                                                             const torch::Tensor& delta_xd, const torch::Tensor& norm_d,
                                                             double eps, const torch::Tensor& w,
-                                                            const torch::Tensor& bias, int64_t max_rows, bool fused);
-
-/// True when add_rms_norm_linear(.., fused = true) runs its one kernel.
+                                                            const torch::Tensor& bias, int64_t max_rows, bool fused,
+                                                            bool silu_mul_after = false);
+/// True when add_rms_norm_linear(.., fused = true) runs its one kernel: add_rms_norm and linear_rows
+/// would run theirs (16-byte aligned tensors) and the rows fit (kernels::gemv_stages: b x d
+/// elements in 48 KiB, d at most 512 vectors).
 bool add_rms_norm_linear_fuses(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
                                const torch::Tensor& norm_d, const torch::Tensor& w, const torch::Tensor& bias,
                                int64_t max_rows);
-
-/// linear_rows(silu_mul(gate_up_x2f, fused), w, bias, max_rows), in one kernel (silu_mul_gemv_rows,
-/// the same bits) under add_rms_norm_linear's conditions; else the two.
-torch::Tensor silu_mul_linear(const torch::Tensor& gate_up_x2f, const torch::Tensor& w, const torch::Tensor& bias,
-                              int64_t max_rows, bool fused);
-/// True when silu_mul_linear(.., fused = true) runs its one kernel.
-bool silu_mul_linear_fuses(const torch::Tensor& gate_up_x2f, const torch::Tensor& w, const torch::Tensor& bias,
-                           int64_t max_rows);
 
 /// True when sample_rows runs as fused kernels: this build has the kernels, CUDA logits [b, v]
 /// (fp32, bf16 or fp16: the kernels read each entry's fp32 value, so bf16 logits sample exactly as

@@ -27,9 +27,10 @@
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
 //            --norm FILE [--delta FILE] [--eps E]: the one kernel of add_rms_norm_linear (x the
-//            residual [B, D], delta [B, D], the norm's weight [D]); --silu: of silu_mul_linear (x
-//            the gate and up rows [B, 2D]); either writes fp32 [one kernel's y; the two kernels' y]
-//            and, with --delta, [..; one kernel's sum; the two kernels' sum]
+//            residual [B, D], delta [B, D], the norm's weight [D]); --silu: of linear_silu_mul (w a
+//            gate/up projection, N even: y [B, N / 2]); both: add_rms_norm_linear's silu_mul_after.
+//            Either writes fp32 [one kernel's y; the kernels one by one's y] and, with --delta,
+//            [..; one kernel's sum; the other's]
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
 //            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R] [--block-size BS]
 //            the e4m3 cache's decode attention kernel (fused_ops.hpp's fp8_decode_attention) on raw
@@ -172,36 +173,33 @@ int run_linear_rows(const args& a) {
   const torch::Device device(get(a, "device", "cuda"));
   const auto dtype = dtype_of(a);
   const bool norm = a.count("norm") != 0, silu = a.count("silu") != 0;
-  if (norm && silu) {
-    std::cerr << "linear-rows: --norm and --silu are two kernels; give one\n";
-    return 2;
-  }
   const auto floats = [&](const std::string& name, int64_t count) {
     return read_floats(get(a, name), count).to(device, dtype);
   };
-  auto x = floats("x", b * (silu ? 2 * d : d)).view({b, silu ? 2 * d : d});
+  auto x = floats("x", b * d).view({b, d});
   auto w = floats("w", n * d).view({n, d});
   torch::Tensor bias, delta, norm_d;
   if (a.count("bias")) bias = floats("bias", n);
   if (norm) norm_d = floats("norm", d);
   if (norm && a.count("delta")) delta = floats("delta", b * d).view({b, d});
-  const bool fuses = norm   ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b)
-                     : silu ? silu_mul_linear_fuses(x, w, bias, b)
-                            : linear_rows_fuses(x, w, bias, b);
+  const bool fuses =
+      (norm ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b) : linear_rows_fuses(x, w, bias, b)) &&
+      (!silu || n % 2 == 0);
   if (!fuses) {
     std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
-                 "D a multiple of 16 bytes' worth; --norm / --silu: B x D elements that fit the kernel's shared "
-                 "memory, --norm D <= 4,096 at 16-bit)\n";
+                 "D a multiple of 16 bytes' worth; --norm: B x D elements within 48 KiB, D <= 4,096 at 16-bit; "
+                 "--silu: N even)\n";
     return 1;
   }
-  if (silu)
-    return write_floats(torch::cat({silu_mul_linear(x, w, bias, b, true), linear_rows(silu_mul(x, true), w, bias, b)}),
+  if (!norm && !silu) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+  if (!norm)
+    return write_floats(torch::cat({linear_silu_mul(x, w, bias, b, true), silu_mul(linear_rows(x, w, bias, b), true)}),
                         get(a, "out"));
-  if (!norm) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
   const double eps = std::stod(get(a, "eps", "1e-6"));
-  auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true);
+  auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true, silu);
   auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);
   auto two_y = linear_rows(normed, w, bias, b);
+  if (silu) two_y = silu_mul(two_y, true);
   return write_floats(delta.defined() ? torch::cat({y, two_y, sum, two_sum}) : torch::cat({y, two_y}), get(a, "out"));
 }
 
