@@ -44,7 +44,7 @@ struct policy_config {
   bool overlap = false;
   int32_t flash_decode_shares = 64;
   int32_t decode_gemv_rows = 1;
-  bool programmatic_launch = false;
+  bool programmatic_launch = true;
   std::string script;
   int64_t request_timeout_ms = 120000;
   int32_t max_retries = 2;
@@ -113,7 +113,7 @@ struct policy_config {
     // Rationale: see policy/model/engine.hpp engine_options::programmatic_launch.
     f("programmatic_launch", c.programmatic_launch,
       "libtorch, CUDA (Hopper): the fused kernels launch as programmatic dependents, each starting during the "
-      "last one's tail (the same tokens; off until measured)");
+      "last one's tail (the same tokens; 131k decode 663 -> 724 tok/s on the H200)");
     f("script", c.script,
       "libtorch: recorded replies (JSONL like replay_path) teacher-forced through the engine (its real passes, "
       "the model's log-probs); empty: sample");

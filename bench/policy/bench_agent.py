@@ -160,9 +160,9 @@ def main():
                         help="the engine's prefill_chunk (tokens prefilled per step) for every run; -1: its default")
     parser.add_argument("--no-fused-kernels", action="store_true",
                         help="every run with the ATen composites instead of policy/model/fused_ops.hpp's kernels")
-    parser.add_argument("--programmatic-launch", action="store_true",
-                        help="every run with engine_options::programmatic_launch (the fused kernels start during "
-                             "the tail of the kernel before them)")
+    parser.add_argument("--no-programmatic-launch", action="store_true",
+                        help="every run without engine_options::programmatic_launch (on by default: the fused "
+                             "kernels start during the tail of the kernel before them)")
     parser.add_argument("--overlap", action="store_true",
                         help="every run with engine_options::overlap (a decode step launched before the last one's "
                              "tokens reach the host)")
@@ -189,7 +189,7 @@ def main():
     layout += ["--kv-cache-dtype", args.kv_cache_dtype] if args.kv_cache_dtype != "auto" else []
     layout += ["--no-fused-kernels"] if args.no_fused_kernels else []
     layout += ["--overlap"] if args.overlap else []
-    layout += ["--programmatic-launch"] if args.programmatic_launch else []
+    layout += ["--no-programmatic-launch"] if args.no_programmatic_launch else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
     layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
@@ -199,7 +199,7 @@ def main():
            "kv_layout": args.kv_layout, "kv_block_size": args.kv_block_size, "kv_cache_dtype": args.kv_cache_dtype,
            "prefill_chunk": args.prefill_chunk,
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
-           "programmatic_launch": args.programmatic_launch,
+           "programmatic_launch": not args.no_programmatic_launch,
            "flash_decode_shares": args.flash_decode_shares,
            "decode_gemv_rows": args.decode_gemv_rows}
 

@@ -61,10 +61,10 @@ struct engine_options {
   /// The fused kernels launch as programmatic dependents of the kernel before them (Hopper:
   /// fused_kernels.hpp set_programmatic_launch): each may start during the last one's tail, and
   /// the matrix-vector kernels load their first weights before waiting for its results. The same
-  /// tokens either way. Process-wide (the last engine opened sets it). Rationale: off until
-  /// measured; the gaps between a decode step's ~250 kernels are ~24% of the 1-row 131k step on
-  /// the H200 (bench/results/2026-12-04-policy-h200-paged-in-place.md, call 3).
-  bool programmatic_launch = false;
+  /// tokens either way. Process-wide (the last engine opened sets it). Rationale: on the H200 the
+  /// 1-row 131k decode over e4m3 went from 663 to 724 tok/s and the cached agent workload from
+  /// 43.76 to 42.22 s (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1).
+  bool programmatic_launch = true;
   /// Keep a finished sequence's keys in its slot, so that a later request whose prompt starts
   /// with the same tokens (the next turn of the same conversation) prefills only what is new.
   /// Kept prefixes yield to new sequences (least recently used first) and are dropped when new

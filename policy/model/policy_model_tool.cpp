@@ -47,7 +47,7 @@
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows), --programmatic-launch (engine_options::programmatic_launch).
+// (engine_options::decode_gemv_rows), --no-programmatic-launch (engine_options::programmatic_launch off).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -200,7 +200,10 @@ int run_linear_rows(const args& a) {
   auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);
   auto two_y = linear_rows(normed, w, bias, b);
   if (silu) two_y = silu_mul(two_y, true);
-  return write_floats(delta.defined() ? torch::cat({y, two_y, sum, two_sum}) : torch::cat({y, two_y}), get(a, "out"));
+  const auto flat = [](const torch::Tensor& t) { return t.reshape({-1}); };
+  return write_floats(delta.defined() ? torch::cat({flat(y), flat(two_y), flat(sum), flat(two_sum)})
+                                      : torch::cat({flat(y), flat(two_y)}),
+                      get(a, "out"));
 }
 
 // decode-attention: the caches rounded to e4m3 (saturated), slots or, with --block-size, paged with
@@ -375,7 +378,7 @@ engine_options engine_options_of(const args& a) {
   options.fused_kernels = !a.count("no-fused-kernels");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.overlap = a.count("overlap") > 0;
-  options.programmatic_launch = a.count("programmatic-launch") > 0;
+  options.programmatic_launch = a.count("no-programmatic-launch") == 0;
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));
   options.kv_layout = named_arg(a, "kv-layout", options.kv_layout);

@@ -538,7 +538,7 @@ TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone
     expect_default_tokens(o);
   }
   o.decode_gemv_rows = 1;
-  o.programmatic_launch = true;  // a launch attribute of the CUDA kernels: the CPU decodes alike
+  o.programmatic_launch = false;  // a launch attribute of the CUDA kernels: the CPU decodes alike
   expect_default_tokens(o);
 }
 

@@ -85,9 +85,9 @@ def conversation(path, fused, dtype="bfloat16", mode="flash", temperature=0, ext
     return replies, summary
 
 
-def agree_to_near_ties(on, off):
+def agree_to_near_ties(on, off, tol=0.05):
     """Replies by (episode, turn) of two bf16 runs: each agrees until it parts, with logprobs equal
-    to bf16 precision (0.05, as flash against sdpa in test_cache_attention_gpu.py), and where it
+    to bf16 precision (tol 0.05, as flash against sdpa in test_cache_attention_gpu.py), and where it
     parts both picks are equally likely to that precision (a near tie); an episode that parted is
     not compared after (its later prompts differ). Returns (tokens compared, tokens generated)."""
     parted, compared = set(), 0
@@ -99,9 +99,9 @@ def agree_to_near_ties(on, off):
         while same < min(len(a["tokens"]), len(b["tokens"])) and a["tokens"][same] == b["tokens"][same]:
             same += 1
         compared += same
-        assert max((abs(x - y) for x, y in zip(a["logprobs"][:same], b["logprobs"][:same])), default=0) < 0.05, key
+        assert max((abs(x - y) for x, y in zip(a["logprobs"][:same], b["logprobs"][:same])), default=0) < tol, key
         if same < len(b["tokens"]):
-            assert same < len(a["tokens"]) and abs(a["logprobs"][same] - b["logprobs"][same]) < 0.05, (key, same)
+            assert same < len(a["tokens"]) and abs(a["logprobs"][same] - b["logprobs"][same]) < tol, (key, same)
             parted.add(key[0])
     return compared, sum(len(r["tokens"]) for r in off.values())
 
@@ -303,14 +303,15 @@ def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
     assert compared >= generated // 4, (compared, generated)
 
 
-@pytest.mark.parametrize("extra", [[], ["--kv-cache-dtype", "fp8_e4m3", "--kv-layout", "paged", "--kv-block-size", 64]],
+@pytest.mark.parametrize("extra", [[], ["--kv-cache-dtype", "fp8_e4m3", "--kv-layout", "paged", "--kv-block-size", 64,
+                                        "--kv-cache-tokens", 1536]],
                          ids=["bf16-slots", "e4m3-paged"])
 def test_programmatic_launch_gives_the_same_bits(cuda, tmp_path, extra):
     """--programmatic-launch lets each fused kernel start during the tail of the kernel before it
     (and the matrix-vector kernels load their first weights before waiting): a conversation with
     CUDA graphs and evictions gives the same tokens and logprobs, bit for bit, as without it."""
     sharp_qwen2(tmp_path)
-    on, summary = conversation(tmp_path, fused=True, extra=["--programmatic-launch", *extra])
-    off, _ = conversation(tmp_path, fused=True, extra=extra)
+    on, summary = conversation(tmp_path, fused=True, extra=extra)  # on by default
+    off, _ = conversation(tmp_path, fused=True, extra=["--no-programmatic-launch", *extra])
     assert summary["graph_captures"] > 0 and summary["evictions"] > 0
     assert on == off
