@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -401,27 +402,32 @@ void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* 
 namespace {
 
 // Split blocks one multiprocessor holds at once: the fewer of the e 64 and e 128 kernels'
-// occupancy (their registers: 144 and 168 a thread, 3 blocks of 4 warps on the H200); 3 where it
-// cannot be read.
-int64_t resident_split_blocks() {
-  static const int64_t blocks = [] {
+// occupancy (their registers: 144 and 168 a thread, 3 blocks of 4 warps on the H200). Read once,
+// outside a graph capture (no query is made while `stream` captures); 3 until then.
+int64_t resident_split_blocks(cudaStream_t stream) {
+  static std::atomic<int> blocks{0};
+  if (blocks.load() == 0) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const bool capturing =
+        cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone;
     int e64 = 0, e128 = 0;
     const int threads = split_warps * warp;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e64, fp8_split_kernel<__nv_bfloat16, 64>, threads, 0) !=
+    if (capturing ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e64, fp8_split_kernel<__nv_bfloat16, 64>, threads, 0) !=
             cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e128, fp8_split_kernel<__nv_bfloat16, 128>, threads, 0) !=
             cudaSuccess) {
       cudaGetLastError();
-      return int64_t{3};
+      return 3;
     }
-    return std::max<int64_t>(1, std::min(e64, e128));
-  }();
-  return blocks;
+    blocks.store(std::max(1, std::min(e64, e128)));
+  }
+  return blocks.load();
 }
 
 }  // namespace
 
-int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys) {
+int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, void* stream) {
   if (pairs < 1 || keys < 1) return 0;
   // Rationale: as many splits as fill the blocks the GPU holds at once, in one wave. The 1-row
   // 131k step first aimed at 16 warps a multiprocessor: 256 splits a KV head, 512 blocks where
@@ -429,7 +435,7 @@ int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys) {
   // (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1). Longer warps also write
   // fewer partial outputs for the join.
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  const int64_t splits = std::max<int64_t>(1, resident_split_blocks() * sms / pairs);
+  const int64_t splits = std::max<int64_t>(1, resident_split_blocks(static_cast<cudaStream_t>(stream)) * sms / pairs);
   const int64_t split_warp_keys = (keys + splits * fp8_attention_warps - 1) / (splits * fp8_attention_warps);
   int64_t per = std::max<int64_t>(64, (split_warp_keys + 31) / 32 * 32);
   const int64_t split_keys = fp8_attention_warps * fp8_attention_max_splits;

@@ -563,102 +563,142 @@ __device__ __forceinline__ void stage_normed_rows(const gemv_args<T>& a, uint4* 
   __syncthreads();
 }
 
+// Blocks loop over the groups of features (a block's gemv_warps / split features; Silu: its
+// pairs), gridDim.x apart, and load the next group's first weight vectors before reducing the
+// current one, so a block's loads stream from one group into the next. Rationale: one group a
+// block left the 0.5B gate/up projection at 1,216 blocks where 396 fit at once (3 waves, the
+// last nearly empty) and each block with one round of loads; the GEMVs read 1.25 TB/s in the
+// 1-row 131k step (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1).
 template <typename T, int R, bool Norm, bool Silu>
 __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args<T> a) {
   allow_dependents();
   extern __shared__ uint4 gemv_x_s[];  // Norm: the normed rows
   constexpr int per_vec = 16 / sizeof(T);
   __shared__ float part_s[gemv_warps][R];
+  __shared__ float gate_s[gemv_warps][R];  // Silu: the gates' rounded values
   const int64_t n = a.n, d = a.d;
-  const int split = a.split, per_block = gemv_warps / split;
+  const int split = a.split, per_block = gemv_warps / split, pairs = per_block / 2;
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, slot = wid / split;
-  // This warp's output feature (n when none). Silu: the block's first half of slots take gate
-  // features, the second half the up features f apart.
-  int64_t j = static_cast<int64_t>(blockIdx.x) * per_block + slot;
-  if constexpr (Silu) {
-    const int pairs = per_block / 2;
-    const int64_t pair = static_cast<int64_t>(blockIdx.x) * pairs + slot % pairs;
-    j = pair < n / 2 ? pair + (slot / pairs) * (n / 2) : n;
-  }
+  const int64_t groups = Silu ? (n / 2 + pairs - 1) / pairs : (n + per_block - 1) / per_block;
+  // The warp's output feature in a group (n when none). Silu: the block's first half of slots
+  // take gate features, the second half the up features f apart.
+  const auto feature = [&](int64_t group) -> int64_t {
+    if (group >= groups) return n;
+    if constexpr (Silu) {
+      const int64_t pair = group * pairs + slot % pairs;
+      return pair < n / 2 ? pair + (slot / pairs) * (n / 2) : n;
+    }
+    return group * per_block + slot;
+  };
   const int part = wid % split;
   const int64_t vecs = d / per_vec, chunk = (vecs + split - 1) / split;
   const int64_t first = part * chunk, last = first + chunk < vecs ? first + chunk : vecs;
-  const uint4* w = reinterpret_cast<const uint4*>(a.w_nd + (j < n ? j : 0) * d);
-  // The first vectors of the weight row: no kernel of a step writes weights, so they load before
-  // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail.
   uint4 wv[gemv_unroll];
-  const auto load_weights = [&](int64_t base) {
+  const auto load_weights = [&](int64_t j, int64_t base) {
+    const uint4* w = reinterpret_cast<const uint4*>(a.w_nd + (j < n ? j : 0) * d);
 #pragma unroll
     for (int u = 0; u < gemv_unroll; ++u) {
       const int64_t at = base + u * warp + lane;
       wv[u] = j < n && at < last ? __ldg(w + at) : make_uint4(0, 0, 0, 0);
     }
   };
-  load_weights(first);
+  int64_t group = blockIdx.x, j = feature(group);
+  // The first vectors of the weight row: no kernel of a step writes weights, so they load before
+  // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail.
+  load_weights(j, first);
   dependency_wait();
   if constexpr (Norm) stage_normed_rows<T, R>(a, gemv_x_s);
-  float acc[R];
+  for (; group < groups; group += gridDim.x) {
+    float acc[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  if (j < n) {
-    for (int64_t base = first; base < last; base += warp * gemv_unroll) {
-      if (base != first) load_weights(base);
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    if (j < n) {
+      for (int64_t base = first; base < last; base += warp * gemv_unroll) {
+        if (base != first) load_weights(j, base);
 #pragma unroll
-      for (int u = 0; u < gemv_unroll; ++u) {
-        const int64_t at = base + u * warp + lane;
-        if (at < last) {
-          const T* we = reinterpret_cast<const T*>(&wv[u]);
+        for (int u = 0; u < gemv_unroll; ++u) {
+          const int64_t at = base + u * warp + lane;
+          if (at < last) {
+            const T* we = reinterpret_cast<const T*>(&wv[u]);
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            uint4 xv;
-            if constexpr (Norm)
-              xv = gemv_x_s[r * vecs + at];
-            else
-              xv = __ldg(reinterpret_cast<const uint4*>(a.x_bd + r * d) + at);
-            const T* xe = reinterpret_cast<const T*>(&xv);
+            for (int r = 0; r < R; ++r) {
+              uint4 xv;
+              if constexpr (Norm)
+                xv = gemv_x_s[r * vecs + at];
+              else
+                xv = __ldg(reinterpret_cast<const uint4*>(a.x_bd + r * d) + at);
+              const T* xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-            for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
+              for (int i = 0; i < per_vec; ++i) acc[r] = fmaf(to_f(we[i]), to_f(xe[i]), acc[r]);
+            }
           }
         }
       }
     }
-  }
+    const int64_t this_j = j;
+    j = feature(group + gridDim.x);
+    load_weights(j, first);  // the next group's, in flight while this one is reduced
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-    for (int offset = warp / 2; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
-  if (split > 1) {
-    if (lane == 0)
+    for (int r = 0; r < R; ++r)
+      for (int offset = warp / 2; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+    if (split > 1) {
+      if (lane == 0)
 #pragma unroll
-      for (int r = 0; r < R; ++r) part_s[wid][r] = acc[r];
-    __syncthreads();
-    if (lane == 0 && part == 0)
+        for (int r = 0; r < R; ++r) part_s[wid][r] = acc[r];
+      __syncthreads();
+      if (lane == 0 && part == 0)
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        acc[r] = 0.0f;
-        for (int k = 0; k < split; ++k) acc[r] += part_s[wid + k][r];
-      }
-  }
-  const bool writes = lane == 0 && part == 0 && j < n;
-  const float bias = writes && a.bias_n != nullptr ? to_f(a.bias_n[j]) : 0.0f;
-  if constexpr (Silu) {
-    // The gate's rounded value to the up feature's warp (slot + pairs), which writes silu_mul's.
-    __shared__ float gate_s[gemv_warps][R];
-    const int pairs = per_block / 2;
-    const bool gate = slot < pairs;
-    if (writes && gate)
-#pragma unroll
-      for (int r = 0; r < R; ++r) gate_s[slot][r] = round_to<T>(acc[r] + bias);
-    __syncthreads();
-    if (writes && !gate) {
-      const int64_t f = n / 2;
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        a.y_bn[r * f + j - f] = silu_times<T>(gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+        for (int r = 0; r < R; ++r) {
+          acc[r] = 0.0f;
+          for (int k = 0; k < split; ++k) acc[r] += part_s[wid + k][r];
+        }
     }
-  } else if (writes) {
+    const bool writes = lane == 0 && part == 0 && this_j < n;
+    const float bias = writes && a.bias_n != nullptr ? to_f(a.bias_n[this_j]) : 0.0f;
+    if constexpr (Silu) {
+      // The gate's rounded value to the up feature's warp (slot + pairs), which writes silu_mul's.
+      const bool gate = slot < pairs;
+      if (writes && gate)
 #pragma unroll
-    for (int r = 0; r < R; ++r) a.y_bn[r * n + j] = from_f<T>(acc[r] + bias);
+        for (int r = 0; r < R; ++r) gate_s[slot][r] = round_to<T>(acc[r] + bias);
+      __syncthreads();
+      if (writes && !gate) {
+        const int64_t f = n / 2;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          a.y_bn[r * f + this_j - f] = silu_times<T>(gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+      }
+    } else if (writes) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) a.y_bn[r * n + this_j] = from_f<T>(acc[r] + bias);
+    }
+    if (Silu || split > 1) __syncthreads();  // part_s and gate_s read before the next group writes them
   }
+}
+
+// Whether `stream` is capturing a graph (where no occupancy or attribute query is made).
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Shared memory a multiprocessor has for blocks (read once; the H200's 228 KiB until then).
+int64_t shared_memory_per_multiprocessor() {
+  static const int64_t bytes = [] {
+    int device = 0, value = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+        value <= 0) {
+      cudaGetLastError();
+      return int64_t{228 * 1024};
+    }
+    return static_cast<int64_t>(value);
+  }();
+  return bytes;
 }
 
 // Warps per output feature: doubled (to 8 at most) while the blocks would not fill the GPU four
@@ -671,7 +711,9 @@ int gemv_split(int64_t n, int64_t vecs) {
 }
 
 // The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count. Silu: at most
-// gemv_warps / 2 warps a feature, so that a block holds whole (gate, up) pairs.
+// gemv_warps / 2 warps a feature, so that a block holds whole (gate, up) pairs. As many blocks as
+// the device holds at once (the kernel's occupancy with its shared memory), fewer when there are
+// fewer groups.
 template <typename T, bool Norm, bool Silu, int R = 1>
 void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   if constexpr (R < gemv_max_rows) {
@@ -679,10 +721,28 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   }
   a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
   if (Silu && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
-  const int64_t per_block = gemv_warps / a.split, features = Silu ? a.n / 2 : a.n,
-                taken = Silu ? per_block / 2 : per_block;
-  const auto blocks = static_cast<unsigned>((features + taken - 1) / taken);
+  const int64_t per_block = gemv_warps / a.split, taken = Silu ? per_block / 2 : per_block;
+  const int64_t groups = ((Silu ? a.n / 2 : a.n) + taken - 1) / taken;
   const size_t staged = Norm ? static_cast<size_t>(R * a.d) * sizeof(T) : 0;
+  // Blocks a multiprocessor holds: the kernel's occupancy without the staged rows (read once,
+  // outside a graph capture; 3 until then), then as many as the staged rows leave room for.
+  static std::atomic<int> by_registers{0};
+  if (by_registers.load() == 0 && !capturing(stream)) {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gemv_rows_kernel<T, R, Norm, Silu>, gemv_threads, 0) !=
+            cudaSuccess ||
+        blocks < 1) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    by_registers = blocks;
+  }
+  int64_t resident = by_registers.load() > 0 ? by_registers.load() : 3;
+  if (staged > 0)
+    resident = std::max<int64_t>(
+        1, std::min<int64_t>(resident, shared_memory_per_multiprocessor() / static_cast<int64_t>(staged + 4096)));
+  const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, resident * sms));
   launch(gemv_rows_kernel<T, R, Norm, Silu>, blocks, gemv_threads, staged, stream, a);
 }
 
