@@ -307,20 +307,31 @@ bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const tor
 #endif
 }
 
-torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
-  if (!linear_rows_fuses(x, w, bias, max_rows)) return torch::linear(x, w, bias);
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+namespace {
+
+/// kernels::gemv_rows on tensors linear_rows_fuses takes: [.., n], or with `silu_mul` [.., n / 2].
+torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, bool silu_mul) {
   const int64_t d = x.size(-1), n = w.size(0), b = x.numel() / d;
   kernels::element el = kernels::element::fp32;
   element_of(x.scalar_type(), el);
   const c10::cuda::CUDAGuard guard(x.device());
   auto sizes = x.sizes().vec();
-  sizes.back() = n;
+  sizes.back() = silu_mul ? n / 2 : n;
   auto y = torch::empty(sizes, x.options());
   check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                  y.data_ptr(), b, n, d, /*silu_mul=*/false, current_stream(x)),
+                                  y.data_ptr(), b, n, d, silu_mul, current_stream(x)),
                "gemv_rows");
   return y;
+}
+
+}  // namespace
+#endif
+
+torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
+  if (!linear_rows_fuses(x, w, bias, max_rows)) return torch::linear(x, w, bias);
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  return gemv(x, w, bias, /*silu_mul=*/false);
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
@@ -331,17 +342,7 @@ torch::Tensor linear_silu_mul(const torch::Tensor& x, const torch::Tensor& w, co
   if (!fused || !linear_rows_fuses(x, w, bias, max_rows) || w.size(0) % 2 != 0)
     return silu_mul(linear_rows(x, w, bias, max_rows), fused);
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  const int64_t d = x.size(-1), n = w.size(0), b = x.numel() / d;
-  kernels::element el = kernels::element::fp32;
-  element_of(x.scalar_type(), el);
-  const c10::cuda::CUDAGuard guard(x.device());
-  auto sizes = x.sizes().vec();
-  sizes.back() = n / 2;
-  auto y = torch::empty(sizes, x.options());
-  check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                  y.data_ptr(), b, n, d, /*silu_mul=*/true, current_stream(x)),
-               "gemv_rows");
-  return y;
+  return gemv(x, w, bias, /*silu_mul=*/true);
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
