@@ -419,9 +419,7 @@ int64_t resident_split_blocks(int64_t e, cudaStream_t stream) {
   static std::atomic<int> blocks_e64{0}, blocks_e128{0};
   std::atomic<int>& blocks = e == 64 ? blocks_e64 : blocks_e128;
   if (blocks.load() == 0) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    const bool capturing =
-        cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone;
+    const bool capturing = stream_capturing(stream);
     int n = 0;
     const int threads = split_warps * warp;
     const cudaError_t queried =

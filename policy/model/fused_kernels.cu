@@ -762,16 +762,6 @@ __global__ void __launch_bounds__(gemv_threads, gemv_min_blocks(R, Norm)) gemv_r
   }
 }
 
-// Whether `stream` is capturing a graph (where no occupancy or attribute query is made).
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    cudaGetLastError();
-    return true;
-  }
-  return status != cudaStreamCaptureStatusNone;
-}
-
 // Shared memory a multiprocessor has for blocks (read once; the H200's 228 KiB until then).
 int64_t shared_memory_per_multiprocessor() {
   static const int64_t bytes = [] {
@@ -814,7 +804,7 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   // Blocks a multiprocessor holds: the kernel's occupancy without the staged rows (read once,
   // outside a graph capture; 3 until then), then as many as the staged rows leave room for.
   static std::atomic<int> by_registers{0};
-  if (by_registers.load() == 0 && !capturing(stream)) {
+  if (by_registers.load() == 0 && !stream_capturing(stream)) {
     int blocks = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gemv_rows_kernel<T, R, Norm, Epi>, gemv_threads, 0) !=
             cudaSuccess ||
@@ -1065,6 +1055,15 @@ bool programmatic_launch() {
 
 void set_programmatic_launch(bool on) {
   programmatic.store(on, std::memory_order_relaxed);
+}
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 int multiprocessor_count() {

@@ -21,6 +21,10 @@ namespace caf_agent::policy::kernels {
 /// Whether launches carry the attribute (set_programmatic_launch).
 bool programmatic_launch();
 
+/// Whether `stream` is capturing a graph (or its state cannot be read): no occupancy or attribute
+/// query is made then.
+bool stream_capturing(cudaStream_t stream);
+
 /// In a kernel: the next kernel on the stream may be scheduled now.
 __device__ __forceinline__ void allow_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
