@@ -243,6 +243,16 @@ def test_linear_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, 
         assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
 
 
+def random_flags(tmp_path, torch_dtype, g):
+    """floats(name, *shape, scale=1): random values of that shape rounded to torch_dtype, written
+    as fp32 to tmp_path; returns the tool's flags ["--name", file]."""
+    def floats(name, *shape, scale=1.0):
+        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
+        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        return ["--" + name, tmp_path / f"{name}.f32"]
+    return floats
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_gemv_with_the_norm_before_and_silu_after_gives_the_bits_of_the_kernels_one_by_one(cuda, tmp_path, dtype):
     """add_rms_norm_linear (every block norms the rows into shared memory before its share of the
@@ -252,14 +262,7 @@ def test_gemv_with_the_norm_before_and_silu_after_gives_the_bits_of_the_kernels_
     norm and silu around gate/up 9728 x 896), Qwen2.5-7B's norm (d 3584), tiny ones (fewer vectors
     than lanes, partial blocks, an odd count of pairs), with and without a delta and a bias, 1-8
     rows."""
-    torch_dtype = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(13)
-
-    def floats(name, *shape, scale=1.0):
-        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
-        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
-        return ["--" + name, tmp_path / f"{name}.f32"]
-
+    floats = random_flags(tmp_path, getattr(torch, dtype), torch.Generator().manual_seed(13))
     cases = [  # rows, n, d, norm, delta, silu, bias
         (1, 1152, 896, True, True, False, True), (8, 1152, 896, True, True, False, True),
         (1, 9728, 896, True, True, True, False), (3, 9728, 896, True, True, True, False),
@@ -291,14 +294,7 @@ def test_gemv_with_rope_and_the_kv_write_gives_the_bits_of_the_kernels_one_by_on
     rope_kv_decode: the same bits in q, both caches and the sums. The 0.5B shape (14 + 2 x 2 heads
     of 64), Qwen2.5-7B's (28 + 2 x 4 heads of 128, d 3584), a tiny one (heads of 8), 1-8 rows at
     scattered positions, with and without a delta; bf16 and fp16 also into e4m3 caches."""
-    torch_dtype = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(17)
-
-    def floats(name, *shape, scale=1.0):
-        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
-        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
-        return ["--" + name, tmp_path / f"{name}.f32"]
-
+    floats = random_flags(tmp_path, getattr(torch, dtype), torch.Generator().manual_seed(17))
     cases = [  # rows, h, k, e, d, delta, positions
         (1, 14, 2, 64, 896, True, [20000]), (8, 14, 2, 64, 896, True, [0, 5, 9, 100, 7, 3000, 64, 1]),
         (3, 2, 1, 8, 24, False, [4, 0, 11])]
