@@ -1,8 +1,8 @@
 // fp8_kernels: see fp8_kernels.hpp.
 //
 // fp8_split_kernel: a block of 4 warps per (split, row x KV head); each warp reads its own
-// warp_keys keys, 16 at a time, from a ring of tiles in registers (fp8_ring_tiles) whose other
-// tiles' loads are in flight while one is computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
+// warp_keys keys, 16 at a time, with the next 32 keys' loads (16 at e 128) issued before the
+// current ones are computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
 // tile (rows g..15 zero): scores S = Q K^T over e / 16 k-steps for two n-tiles of 8 keys, an
 // online softmax in base 2 (max, rescale, weights), then O += P V over e / 8 n-tiles of output
 // dimensions.
@@ -151,16 +151,6 @@ __device__ __forceinline__ void load_tile(tile_bytes<E>& t, const uint8_t* k_cac
 
 // The running state of a lane: query head gr's max and partial sum (base 2), and its outputs
 // (n-tile t, columns 2qd and 2qd + 1).
-// Tiles a warp holds in registers (16 words each at e 64, 32 at e 128): all but the one being
-// attended are in flight. Rationale: a warp that loaded two tiles ahead and then computed both
-// had 4 KB in flight at most, none while it waited; the e4m3 split kernel read 1.4 TB/s in the
-// 1-row 131k step and ~2.2 TB/s at 64 rows over the agent workload's contexts (bench/results/
-// 2026-12-05-policy-h200-e4m3-fused-gemv.md). The same registers as a ring keep ~3 tiles in flight.
-template <int E>
-__host__ __device__ constexpr int fp8_ring_tiles() {
-  return E == 64 ? 4 : 2;
-}
-
 template <int E>
 struct running {
   float m = -INFINITY, l = 0.0f;
@@ -266,22 +256,21 @@ __global__ void __launch_bounds__(split_warps* warp)
   const int first = block_first + wid * warp_keys;
   const int last = min(first + warp_keys, used);
   if (first < last) {
-    // A ring of 16-key tiles (fp8_ring_tiles): tile i of each round is attended, then reloaded
-    // with the tile `ring` ahead, so the other ring - 1 stay in flight meanwhile.
-    constexpr int ring = fp8_ring_tiles<E>();
-    tile_bytes<E> t[ring];
+    // 16-key tiles loaded ahead: two at e 64; one at e 128, whose tiles take twice the registers.
+    constexpr int ahead = E == 64 ? 2 : 1, step = 16 * ahead;
+    tile_bytes<E> cur[ahead], next[ahead];
 #pragma unroll
-    for (int i = 0; i < ring; ++i)
-      if (first + 16 * i < last) load_tile<E>(t[i], k_cache, v_cache, rows, first + 16 * i, used, gr, qd);
-    for (int key = first; key < last; key += 16 * ring) {
+    for (int i = 0; i < ahead; ++i) load_tile<E>(cur[i], k_cache, v_cache, rows, first + 16 * i, used, gr, qd);
+    for (int key = first; key < last; key += step) {
+      if (key + step < last)
 #pragma unroll
-      for (int i = 0; i < ring; ++i) {
-        const int at = key + 16 * i;
-        if (at < last) {
-          attend_tile<E>(r, t[i], q, at, last, qd, scale_log2);
-          if (at + 16 * ring < last) load_tile<E>(t[i], k_cache, v_cache, rows, at + 16 * ring, used, gr, qd);
-        }
-      }
+        for (int i = 0; i < ahead; ++i)
+          load_tile<E>(next[i], k_cache, v_cache, rows, key + step + 16 * i, used, gr, qd);
+#pragma unroll
+      for (int i = 0; i < ahead; ++i)
+        if (key + 16 * i < last) attend_tile<E>(r, cur[i], q, key + 16 * i, last, qd, scale_log2);
+#pragma unroll
+      for (int i = 0; i < ahead; ++i) cur[i] = next[i];
     }
   }
   // The quad's partial sums, then the warps' states through shared memory.
@@ -412,32 +401,31 @@ void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* 
 
 namespace {
 
-// Split blocks one multiprocessor holds at once for head_dim e (their registers: 148 a thread at
-// e 64, 3 blocks of 4 warps on the H200; 195 at e 128, 2). Read once per e, outside a graph
-// capture (no query is made while `stream` captures); 3 (e 64) or 2 until then.
-int64_t resident_split_blocks(int64_t e, cudaStream_t stream) {
-  static std::atomic<int> blocks_e64{0}, blocks_e128{0};
-  std::atomic<int>& blocks = e == 64 ? blocks_e64 : blocks_e128;
+// Split blocks one multiprocessor holds at once: the fewer of the e 64 and e 128 kernels'
+// occupancy (their registers: 144 and 168 a thread, 3 blocks of 4 warps on the H200). Read once,
+// outside a graph capture (no query is made while `stream` captures); 3 until then.
+int64_t resident_split_blocks(cudaStream_t stream) {
+  static std::atomic<int> blocks{0};
   if (blocks.load() == 0) {
     const bool capturing = stream_capturing(stream);
-    int n = 0;
+    int e64 = 0, e128 = 0;
     const int threads = split_warps * warp;
-    const cudaError_t queried =
-        capturing ? cudaErrorNotPermitted
-        : e == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp8_split_kernel<__nv_bfloat16, 64>, threads, 0)
-                  : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp8_split_kernel<__nv_bfloat16, 128>, threads, 0);
-    if (queried != cudaSuccess) {
+    if (capturing ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e64, fp8_split_kernel<__nv_bfloat16, 64>, threads, 0) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e128, fp8_split_kernel<__nv_bfloat16, 128>, threads, 0) !=
+            cudaSuccess) {
       cudaGetLastError();
-      return e == 64 ? 3 : 2;
+      return 3;
     }
-    blocks.store(std::max(1, n));
+    blocks.store(std::max(1, std::min(e64, e128)));
   }
   return blocks.load();
 }
 
 }  // namespace
 
-int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, int64_t e, void* stream) {
+int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, void* stream) {
   if (pairs < 1 || keys < 1) return 0;
   // Rationale: as many splits as fill the blocks the GPU holds at once, in one wave. The 1-row
   // 131k step first aimed at 16 warps a multiprocessor: 256 splits a KV head, 512 blocks where
@@ -445,8 +433,7 @@ int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, int64_t e, void* st
   // (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1). Longer warps also write
   // fewer partial outputs for the join.
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  const int64_t splits =
-      std::max<int64_t>(1, resident_split_blocks(e, static_cast<cudaStream_t>(stream)) * sms / pairs);
+  const int64_t splits = std::max<int64_t>(1, resident_split_blocks(static_cast<cudaStream_t>(stream)) * sms / pairs);
   const int64_t split_warp_keys = (keys + splits * fp8_attention_warps - 1) / (splits * fp8_attention_warps);
   int64_t per = std::max<int64_t>(64, (split_warp_keys + 31) / 32 * 32);
   const int64_t split_keys = fp8_attention_warps * fp8_attention_max_splits;
