@@ -2,16 +2,24 @@
 """The figures of one `run_h200.sh` call as a markdown table, one row per measured workload.
 
     python3 bench/policy/summarize.py DIR
+    python3 bench/policy/summarize.py --kernels DIR
 
 DIR holds what the call returned (unpacked): `agent.json` from the main bench and
 `agent-{batch,long,cached}-K.json` from its A/B runs. Each row names the run (`main`, or the A/B
 file with the flags that differ from the engine's defaults), the workload and its figure beside
 the placement counts of the paged layout (runs a decode row, keys moved, prefix hit rate). A run
 stopped by its cap leaves no JSON figure for the workload it was in; it is left out.
+
+--kernels: instead, each profiled step the runs recorded (`profile_*` entries: a 64-row step with
+and without graphs, at --profile-keys keys, one row at 131,072 keys) as a table of its kernels, the
+most time first: calls and microseconds a step, share of the device's busy time; its heading gives
+the wall and busy time a step. With programmatic launch on, a kernel's time includes its wait for
+the one before, so the shares overlap; a run with --no-programmatic-launch gives each kernel's own.
 """
 import argparse
 import json
 import pathlib
+import re
 import sys
 
 # Flags bench_agent.py records whose values, when set, tell A/B runs apart.
@@ -65,13 +73,46 @@ def summarize(folder):
     return "\n".join(lines)
 
 
+def short_kernel(name):
+    """A kernel's name without its return type, parameters and namespaces: `fp8_split_kernel<
+    __nv_bfloat16, 64>` of the profiler's full signature."""
+    name = re.sub(r"^void ", "", name).replace("(anonymous namespace)::", "")
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # the parameter list: the first "(" outside template brackets
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0:
+            cut = i
+            break
+    name = re.sub(r"(\w+::)+", "", name[:cut])
+    return name if len(name) <= 72 else name[:69] + "..."
+
+
+def kernel_tables(folder):
+    lines = []
+    for path in sorted(folder.glob("agent-*.json")) + sorted(folder.glob("agent.json")):
+        result = json.loads(path.read_text())
+        for key, p in result.items():
+            if not key.startswith("profile_") or not isinstance(p, dict) or "kernels" not in p:
+                continue
+            busy = p.get("device_busy_us_per_step") or 0.0
+            lines += ["", f"**{run_name(path, result)}, {key}**: {p.get('wall_us_per_step', 0):,.1f} us wall, "
+                          f"{busy:,.1f} us busy a step, {p.get('device_events_per_step', 0)} events", "",
+                      "| kernel | calls a step | us a step | of busy |", "|---|---|---|---|"]
+            for k in sorted(p["kernels"], key=lambda k: -k["us_per_step"]):
+                share = f"{100 * k['us_per_step'] / busy:.1f}%" if busy else ""
+                lines.append(f"| {short_kernel(k['name'])} | {k['calls_per_step']} | {k['us_per_step']:,.1f} | {share} |")
+    return "\n".join(lines[1:])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=pathlib.Path)
+    parser.add_argument("--kernels", action="store_true", help="the profiled steps' kernels instead of the figures")
     args = parser.parse_args()
     if not args.folder.is_dir():
         sys.exit(f"summarize: {args.folder} is not a folder")
-    print(summarize(args.folder))
+    print(kernel_tables(args.folder) if args.kernels else summarize(args.folder))
 
 
 if __name__ == "__main__":

@@ -28,3 +28,19 @@ def test_a_missing_folder_is_named(tmp_path):
     proc = summarize(tmp_path / "nowhere")
     assert proc.returncode != 0
     assert "nowhere is not a folder" in proc.stderr
+
+
+def test_kernels_lists_each_profiled_step_by_kernel_most_time_first():
+    call = ROOT / "bench/results/2026-12-05-policy-h200-e4m3-fused-gemv/call2"
+    proc = summarize("--kernels", call)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    heading = "**main (kv_cache_dtype=fp8_e4m3), profile_1_row_131072_keys**: 1,373.4 us wall, 2,291.0 us busy a step"
+    assert heading in text, text
+    table = text.split(heading)[1].split("**")[0].splitlines()
+    rows = [line for line in table if line.startswith("| ") and "---" not in line][1:]
+    # Names lose their return type, parameters and namespaces; the most time first.
+    assert rows[0] == "| fp8_split_kernel<__nv_bfloat16, 64> | 24 | 540.5 | 23.6% |", rows
+    assert rows[1].startswith("| fp8_join_kernel<__nv_bfloat16, 64, 1024> | 24 | 516.8 |"), rows
+    times = [float(r.split("|")[3].replace(",", "")) for r in rows]
+    assert times == sorted(times, reverse=True) and len(rows) == 16
