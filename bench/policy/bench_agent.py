@@ -106,11 +106,37 @@ def sampled_turns_bound(costs, turns):
     return bound, all(a <= b for a, b in zip(values, values[1:]))
 
 
+def kv_bytes_per_key():
+    """Bytes of one position's keys and values over every layer and KV head."""
+    head_dim = SHAPE["hidden_size"] // SHAPE["num_attention_heads"]
+    return SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim * KV_ELEMENT_BYTES
+
+
+def turn_slope(turns, episodes, obs, reply):
+    """How fast decode reads the keys it adds, from the cached run's per-turn times alone.
+
+    Each turn adds obs + reply positions to every episode, so each of a turn's ~reply decode steps
+    reads episodes x (obs + reply) keys more than the turn before's: reply x episodes x (obs +
+    reply) key bytes more a turn. The least-squares slope of the turns' durations over turns 2..T-1
+    (turn 1 holds the first prompt and the graph captures; the last turn is cut short) is the
+    seconds those bytes add, so their ratio is the decode attention's bandwidth at the run's batch,
+    whatever the rest of the step costs and whether or not kernels overlap. Premise: the growth is
+    decode attention's (a turn's prefill attends a longer context too, at tensor-core speed).
+    None for fewer than 4 turns."""
+    seconds = [b["seconds"] - a["seconds"] for a, b in zip([{"seconds": 0.0}] + turns, turns)][1:-1]
+    if len(seconds) < 3:
+        return None
+    xs = range(len(seconds))
+    mx, my = sum(xs) / len(seconds), sum(seconds) / len(seconds)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, seconds)) / sum((x - mx) ** 2 for x in xs)
+    added = reply * episodes * (obs + reply) * kv_bytes_per_key()
+    return {"turn_seconds_slope": slope, "key_bytes_added_per_turn": added,
+            "attention_bytes_per_s": added / slope if slope > 0 else None}
+
+
 def bounds(result, params):
     """Lower bounds in seconds: decode by bandwidth, prefill by bf16 throughput."""
-    head_dim = SHAPE["hidden_size"] // SHAPE["num_attention_heads"]
-    kv_bytes_per_key = SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim * KV_ELEMENT_BYTES
-    decode = (result["decode_steps"] * params * 2 + result["attended_keys"] * kv_bytes_per_key) / HBM_BYTES_PER_S
+    decode = (result["decode_steps"] * params * 2 + result["attended_keys"] * kv_bytes_per_key()) / HBM_BYTES_PER_S
     prefill = 2 * params * result["prefilled"] / BF16_FLOP_PER_S
     return {"decode_bound_s": decode, "prefill_bound_s": prefill, "bound_s": decode + prefill,
             "fraction_of_bound": (decode + prefill) / result["seconds"]}
@@ -260,7 +286,8 @@ def main():
         if "cached" not in args.skip:
             turns = []
             cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
-            report("agent_cached", dict(cached, turns=turns, **bounds(cached, params)))
+            report("agent_cached", dict(cached, turns=turns, **bounds(cached, params),
+                                        attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply)))
         if "long" not in args.skip:
             report("long_131072", long_result(mode))
             if args.profile_out:

@@ -58,6 +58,10 @@ def rows_of(path):
         if key in result:
             r = result[key]
             yield name, label, f"{r['seconds']:.2f} s", placement(r)
+            slope = r.get("attention_from_turns") or {}
+            if slope.get("attention_bytes_per_s"):
+                yield name, f"{label}: decode attention, from the turn times", \
+                    f"{slope['attention_bytes_per_s'] / 1e12:.2f} TB/s", ""
     if "agent_speedup" in result:
         yield name, "prefix cache speedup", f"{result['agent_speedup']:.2f}x", ""
     if "long_131072" in result:

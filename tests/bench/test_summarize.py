@@ -1,5 +1,6 @@
 """bench/policy/summarize.py over a committed run_h200.sh call: every workload's figure, by run,
 with the paged layout's placement counts; a path that is not a folder is a clear error."""
+import json
 import pathlib
 import subprocess
 import sys
@@ -44,3 +45,12 @@ def test_kernels_lists_each_profiled_step_by_kernel_most_time_first():
     assert rows[1].startswith("| fp8_join_kernel<__nv_bfloat16, 64, 1024> | 24 | 516.8 |"), rows
     times = [float(r.split("|")[3].replace(",", "")) for r in rows]
     assert times == sorted(times, reverse=True) and len(rows) == 16
+
+
+def test_the_attention_bandwidth_read_off_the_turn_times_is_a_row(tmp_path):
+    cached = {"seconds": 36.59, "attention_from_turns": {"attention_bytes_per_s": 2.19e12}}
+    (tmp_path / "agent.json").write_text(json.dumps({"kv_cache_dtype": "fp8_e4m3", "agent_cached": cached}))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("| main (kv_cache_dtype=fp8_e4m3) | agent workload, prefix cache: decode attention, from the turn "
+            "times | 2.19 TB/s |  |") in proc.stdout, proc.stdout

@@ -1,0 +1,51 @@
+"""bench/policy/bench_agent.py's turn_slope: the decode attention's bandwidth read off the cached
+agent workload's per-turn times (CPU; the module imports torch and transformers, no GPU)."""
+import json
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench/policy"))
+bench_agent = pytest.importorskip("bench_agent")
+
+
+@pytest.fixture
+def kv_bytes(monkeypatch):
+    def use(n):
+        monkeypatch.setattr(bench_agent, "KV_ELEMENT_BYTES", n)
+    return use
+
+
+def progress(durations):
+    """agent-bench's progress lines for turns of these durations."""
+    total, lines = 0.0, []
+    for j, d in enumerate(durations, 1):
+        total += d
+        lines.append({"turn": j, "seconds": total})
+    return lines
+
+
+def test_linear_turn_times_give_their_slope_and_the_bytes_over_it(kv_bytes):
+    kv_bytes(2)
+    # Turn 1 (captures) and the last turn (cut short) are left out of the fit.
+    got = bench_agent.turn_slope(progress([5.0] + [0.5 + 0.02 * j for j in range(10)] + [0.1]), 4, 10, 6)
+    assert got["turn_seconds_slope"] == pytest.approx(0.02)
+    # 0.5B shape: 24 layers x 2 x 2 KV heads x 64 x 2 bytes a position.
+    assert got["key_bytes_added_per_turn"] == 6 * 4 * 16 * 24 * 2 * 2 * 64 * 2
+    assert got["attention_bytes_per_s"] == pytest.approx(got["key_bytes_added_per_turn"] / 0.02)
+
+
+def test_too_few_turns_or_no_growth_give_no_bandwidth(kv_bytes):
+    kv_bytes(2)
+    assert bench_agent.turn_slope(progress([1.0, 1.0, 1.0, 1.0]), 4, 10, 6) is None
+    flat = bench_agent.turn_slope(progress([1.0] * 8), 4, 10, 6)
+    assert flat["turn_seconds_slope"] == pytest.approx(0.0) and flat["attention_bytes_per_s"] is None
+
+
+def test_the_e4m3_run_on_the_h200_read_its_added_keys_at_about_2_2_tb_s(kv_bytes):
+    kv_bytes(1)
+    run = json.loads((ROOT / "bench/results/2026-12-05-policy-h200-e4m3-fused-gemv/call2/agent.json").read_text())
+    got = bench_agent.turn_slope(run["agent_cached"]["turns"], 64, 500, 300)
+    assert got["attention_bytes_per_s"] == pytest.approx(2.19e12, rel=0.01)
