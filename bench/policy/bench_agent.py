@@ -122,7 +122,7 @@ def turn_slope(turns, episodes, obs, reply):
     seconds those bytes add, so their ratio is the decode attention's bandwidth at the run's batch,
     whatever the rest of the step costs and whether or not kernels overlap. Premise: the growth is
     decode attention's (a turn's prefill attends a longer context too, at tensor-core speed).
-    None for fewer than 4 turns."""
+    None for fewer than 5 turns (3 to fit)."""
     seconds = [b["seconds"] - a["seconds"] for a, b in zip([{"seconds": 0.0}] + turns, turns)][1:-1]
     if len(seconds) < 3:
         return None

@@ -69,10 +69,14 @@ def rows_of(path):
         yield name, "one sequence at 131,072: decode", f"{r['decode_tokens_per_s']:.1f} tok/s", placement(r)
 
 
+def result_files(folder):
+    """The call's bench JSONs: the A/B runs', then the main run's."""
+    return sorted(folder.glob("agent-*.json")) + sorted(folder.glob("agent.json"))
+
+
 def summarize(folder):
-    files = sorted(folder.glob("agent-*.json")) + sorted(folder.glob("agent.json"))
     lines = ["| run | workload | figure | placement |", "|---|---|---|---|"]
-    for path in files:
+    for path in result_files(folder):
         lines += [f"| {' | '.join(row)} |" for row in rows_of(path)]
     return "\n".join(lines)
 
@@ -94,7 +98,7 @@ def short_kernel(name):
 
 def kernel_tables(folder):
     lines = []
-    for path in sorted(folder.glob("agent-*.json")) + sorted(folder.glob("agent.json")):
+    for path in result_files(folder):
         result = json.loads(path.read_text())
         for key, p in result.items():
             if not key.startswith("profile_") or not isinstance(p, dict) or "kernels" not in p:
