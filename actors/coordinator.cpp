@@ -222,7 +222,10 @@ caf::behavior coordinator(coordinator_actor* self, coordinator_options opts) {
       [=](atoms::subscribe) {
         auto sub = caf::actor_cast<caf::actor>(self->current_sender());
         if (!sub) return;
-        self->state.subscribers.push_back(sub);
+        // A subscriber that asks again (a rollout manager looking up a pool whose handle died)
+        // gets every service again, not its later announcements twice.
+        auto& subs = self->state.subscribers;
+        if (std::find(subs.begin(), subs.end(), sub) == subs.end()) subs.push_back(sub);
         for (auto& s : self->state.services) self->send(sub, service_announce{s.node_id, s.name}, s.handle);
       },
       [=](get_cluster& req) -> cluster_snapshot {

@@ -53,6 +53,7 @@ struct manager_state {
   std::map<std::string, int64_t> served;         // evaluations answered, per pool node
   rollout::kv_admission kv;                      // episodes at once the engine's KV cache holds
   int kv_limit_logged = 0;                       // the limit last logged
+  bool pools_asked = false;                      // a reminder to ask the coordinator for pools is on its way
   static inline const char* name = "rollout_manager";
 };
 
@@ -76,6 +77,27 @@ pool_entry* pool_by_addr(manager_state& st, const caf::actor_addr& addr) {
   for (auto& p : st.pools)
     if (p.handle.address() == addr) return &p;
   return nullptr;
+}
+
+/// The same actor object, not only the same address: a remote actor reached again through a
+/// new connection gets a new proxy with the old one's address, and the old one's down message
+/// must not drop the new one.
+bool same_handle(const caf::actor_addr& a, const caf::actor_addr& b) {
+  return a.get() == b.get();
+}
+
+// Rationale: one second lets the middleman finish closing a connection (so the coordinator's
+// answer names the pool through a new proxy) and bounds the lookups while the coordinator has
+// not yet noticed that a pool's node is gone (each lookup then finds a handle that dies again).
+constexpr auto pool_lookup_delay = std::chrono::seconds(1);
+
+/// Asks the coordinator for its pools again, a second from now (it announces every pool to a
+/// subscriber): a pool whose handle died while its node stayed in the cluster comes back.
+void ask_for_pools_later(manager_actor* self) {
+  auto& st = self->state;
+  if (!st.opts.coordinator || st.pools_asked) return;
+  st.pools_asked = true;
+  self->delayed_send(caf::actor_cast<rollout_manager_actor>(self), pool_lookup_delay, atoms::subscribe::value);
 }
 
 /// Episodes to run at once now: rollout.max_concurrent_episodes, or fewer when the KV cache
@@ -154,6 +176,7 @@ void answer(manager_actor* self, uint64_t job_id, eval_result r) {
 }
 
 void send_job(manager_actor* self, uint64_t job_id);
+void drop_pools(manager_actor* self, const std::string& node, const caf::actor_addr& addr, const std::string& why);
 
 /// A pool's answer (or failure) for a job; answers of a pool the job has left are dropped.
 void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& from, eval_result* r,
@@ -168,6 +191,17 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
     ++st.served[node];
     st.task_pool[it->second.req.task.task_id] = node;
     return answer(self, job_id, std::move(*r));
+  }
+  if (*err == caf::sec::request_receiver_down) {
+    // The handle it went through is dead (a pool that exited, a proxy whose connection closed),
+    // and its down message may still be on its way: the job never ran there, so it costs no
+    // attempt. That handle's pool is dropped (its jobs move) and this job goes out again.
+    drop_pools(self, "", from, "unreachable: " + self->system().render(*err));
+    if (auto j = st.jobs.find(job_id); j != st.jobs.end() && j->second.pool == from) {
+      j->second.pool = caf::actor_addr{};
+      send_job(self, job_id);
+    }
+    return;
   }
   // One more pool absorbs a pool that failed under the job (a timeout or a broken
   // connection); a second failure is reported as infrastructure (gpu_pool/judgement).
@@ -207,6 +241,12 @@ void add_pool(manager_actor* self, pool_actor handle, std::string node) {
   auto& st = self->state;
   if (auto* p = pool_by_addr(st, handle.address())) {
     if (!node.empty()) p->node = std::move(node);
+    if (same_handle(p->handle.address(), handle.address())) return;
+    // The same pool through a new handle (its connection was made again): the old handle may
+    // be dead, so this one serves from now on.
+    p->handle = handle;
+    self->monitor(handle);
+    self->send(handle, atoms::subscribe::value);
     return;
   }
   st.pools.push_back({handle, node, {}});
@@ -221,16 +261,18 @@ void add_pool(manager_actor* self, pool_actor handle, std::string node) {
   admit(self);
 }
 
-/// Drops pools (by node, or by address when `node` is empty); their jobs go to another.
+/// Drops pools (by node, or by handle when `node` is empty); their jobs go to another. A pool
+/// dropped by handle (it died, its node still in the cluster) is looked up again later.
 void drop_pools(manager_actor* self, const std::string& node, const caf::actor_addr& addr, const std::string& why) {
   auto& st = self->state;
   std::vector<caf::actor_addr> gone;
   std::erase_if(st.pools, [&](const pool_entry& p) {
-    bool match = node.empty() ? p.handle.address() == addr : p.node == node;
+    bool match = node.empty() ? same_handle(p.handle.address(), addr) : p.node == node;
     if (match) gone.push_back(p.handle.address());
     return match;
   });
   if (gone.empty()) return;
+  if (node.empty()) ask_for_pools_later(self);
   log_error("rollout", st.opts.node_id + " lost the GPU pool" + (node.empty() ? "" : " on " + node) + " (" + why +
                            "); " + std::to_string(st.pools.size()) + " pools left");
   std::vector<uint64_t> moved;
@@ -321,6 +363,11 @@ rollout_manager_actor::behavior_type rollout_manager(manager_actor* self, rollou
         if (is_service(svc.name, service_kind::gpu_pool)) add_pool(self, pool_of(handle), svc.node_id);
       },
       [=](node_lost& lost) { drop_pools(self, lost.node_id, {}, lost.reason); },
+      [=](atoms::subscribe) {  // ask_for_pools_later's reminder
+        auto& s = self->state;
+        s.pools_asked = false;
+        if (s.opts.coordinator) tell(self, s.opts.coordinator, atoms::subscribe::value);
+      },
       // The inspector's `episode ID` (through the coordinator): its transcript so far, "" if not here.
       [=](atoms::transcript, uint64_t id) -> caf::typed_response_promise<std::string> {
         auto rp = self->make_response_promise<std::string>();

@@ -13,7 +13,10 @@
 /// evaluation goes to the pool `rollout::choose_pool` picks from the pools' credit
 /// reports and this manager's own sends since (a pool that joins gets work at once).
 /// The evaluations of a lost pool go to another one (or wait for one to join); stats
-/// count the evaluations each pool node answered (`evals@NODE`).
+/// count the evaluations each pool node answered (`evals@NODE`). A pool handle that dies while
+/// its node stays in the cluster (its connection closed; a request to it came back
+/// request_receiver_down) costs its jobs no attempt, and the coordinator is asked for its pools
+/// again a second later, so the pool comes back through a new handle.
 
 #include <cstdint>
 #include <functional>
@@ -54,12 +57,13 @@ struct rollout_manager_options {
 /// being where records and capacity reports go), its episodes' records and evaluations
 /// (it is their sink and their evaluator), GPU pools announced or lost (through the
 /// coordinator's subscription), pools' credit reports, the inspector's transcript of a
-/// running episode and its stats (as text over the network, as a map in-process).
+/// running episode and its stats (as text over the network, as a map in-process), and its own
+/// reminder to ask the coordinator for the pools again (atoms::subscribe).
 using rollout_manager_actor =
     caf::typed_actor<caf::reacts_to<messages::start_episode>, caf::reacts_to<messages::trajectory_record>,
                      caf::replies_to<messages::eval_request>::with<messages::eval_result>,
                      caf::reacts_to<messages::service_announce, caf::actor>, caf::reacts_to<messages::node_lost>,
-                     caf::reacts_to<messages::pool_credits>,
+                     caf::reacts_to<messages::pool_credits>, caf::reacts_to<atoms::subscribe>,
                      caf::replies_to<atoms::transcript, uint64_t>::with<std::string>,
                      caf::replies_to<atoms::stats, std::string>::with<std::string>,
                      caf::replies_to<atoms::stats>::with<std::map<std::string, double>>>;

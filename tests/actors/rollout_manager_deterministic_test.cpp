@@ -1,7 +1,7 @@
 // tests/actors/rollout_manager_deterministic_test.cpp: the rollout manager on CAF's test
-// coordinator, with its real episode actors, against a scripted driver, policy, tool router
-// and GPU pools written here: the admission limit, an episode actor that dies, a pool lost
-// under an evaluation, and the manager drained at the end.
+// coordinator, with its real episode actors, against a scripted driver, policy, tool router,
+// GPU pools and coordinator written here: the admission limit, an episode actor that dies, a
+// pool lost under an evaluation, a dead pool handle, and the manager drained at the end.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -340,6 +340,77 @@ void lost_pool_moves_the_job(manager_test& t, bool by_node_lost) {
   EXPECT_EQ(s["pools"], 1);
   EXPECT_EQ(s["evals@gb"], 1);
   EXPECT_EQ(s.count("evals@ga"), 0u);
+}
+
+/// A pool whose handle is dead as the manager reaches it: each evaluation comes back as CAF
+/// bounces a request to a dead actor or a proxy whose connection closed (request_receiver_down).
+caf::behavior unreachable_pool(caf::event_based_actor* self, std::shared_ptr<pool_log> p) {
+  return {
+      [=](atoms::subscribe) {
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()), pool_credits{8, 0, 0, 2});
+      },
+      [=](eval_request& r) -> caf::result<eval_result> {
+        p->seen.push_back(r);
+        return caf::make_error(caf::sec::request_receiver_down);
+      },
+  };
+}
+
+/// The coordinator's side of pool discovery: every subscribe gets the pools of the moment.
+struct pool_directory {
+  std::vector<std::pair<std::string, caf::actor>> pools;  // node, handle
+  int subscribes = 0;
+};
+
+caf::behavior fake_coordinator(caf::event_based_actor* self, std::shared_ptr<pool_directory> d) {
+  return {
+      [=](service_announce&) {},  // the manager's own announcement
+      [=](atoms::subscribe) {
+        ++d->subscribes;
+        auto to = caf::actor_cast<caf::actor>(self->current_sender());
+        for (auto& [node, handle] : d->pools) self->send(to, service_announce{node, "gpu_pool"}, handle);
+      },
+  };
+}
+
+// The race of a frozen node that rejoins: its pools' connections closed, and its requests
+// reach the dead proxies before their down messages reach the manager. Each bounced request
+// used to count as a failed evaluation, so two dead pools aborted the episode.
+TEST_F(manager_test, a_dead_pool_handle_costs_its_job_no_attempt_and_the_pools_are_looked_up_again) {
+  auto a = std::make_shared<pool_log>();
+  auto b = std::make_shared<pool_log>();
+  auto c = std::make_shared<pool_log>();
+  auto dir = std::make_shared<pool_directory>();
+  dir->pools = {{"ga", sys().spawn(unreachable_pool, a)}, {"gb", sys().spawn(unreachable_pool, b)}};
+  auto opts = options(1);
+  opts.coordinator = sys().spawn(fake_coordinator, dir);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
+  run();
+  ASSERT_EQ(stats(m)["pools"], 2);
+  start(m, 1);
+  run();
+  finish(1);
+  ASSERT_EQ(a->seen.size(), 1u);
+  ASSERT_EQ(b->seen.size(), 1u) << "the job moved to the other pool";
+  EXPECT_TRUE(dl->records.empty()) << "a bounced request is no failed evaluation: " << dl->records[0].abort_reason;
+  auto s = stats(m);
+  EXPECT_EQ(s["pools"], 0);
+  EXPECT_EQ(s["evals_held"], 1) << "held until a pool is there";
+  EXPECT_EQ(dir->subscribes, 1);
+  // A second later the manager asks the coordinator again (once for both drops); the pool now
+  // announced takes the held job.
+  dir->pools = {{"gc", sys().spawn(fake_pool, c)}};
+  advance(std::chrono::seconds(1));
+  EXPECT_EQ(dir->subscribes, 2);
+  ASSERT_EQ(c->seen.size(), 1u);
+  EXPECT_EQ(c->seen[0].job_id, a->seen[0].job_id);
+  ASSERT_EQ(dl->records.size(), 1u);
+  EXPECT_EQ(name_of_field(dl->records[0].termination), "finished");
+  EXPECT_EQ(dl->records[0].reward, 3);
+  s = stats(m);
+  EXPECT_EQ(s["pools"], 1);
+  EXPECT_EQ(s["evals_in_flight"], 0);
+  EXPECT_EQ(s["evals@gc"], 1);
 }
 
 TEST_F(manager_test, a_lost_pool_node_hands_its_evaluation_to_another_pool) {
