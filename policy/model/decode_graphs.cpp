@@ -175,8 +175,11 @@ torch::Tensor decode_graphs::decode(const torch::Tensor& tokens_b, const std::ve
   return g.logits_bv.narrow(0, 0, b);
 }
 
-torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
-                                    const std::vector<const std::vector<int64_t>*>& tables) {
+// A paged step's replay: tokens (or, when `tokens_b` is set, those on the device), positions,
+// tables and runs copied into the graph's inputs, then the graph replayed.
+torch::Tensor decode_graphs::replay_paged(const std::vector<int64_t>& tokens, const torch::Tensor* tokens_b,
+                                          const std::vector<int64_t>& positions,
+                                          const std::vector<const std::vector<int64_t>*>& tables) {
   auto& s = *state_;
   const auto b = static_cast<int64_t>(tokens.size());
   size_t width = 1;
@@ -200,8 +203,19 @@ torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const st
     std::copy(runs.begin(), runs.end(), p + rows * (2 + m));
   }
   g.packed.copy_(host.pin_memory(), /*non_blocking=*/true);
+  if (tokens_b) g.packed.narrow(0, 0, b).copy_(*tokens_b, /*non_blocking=*/true);
   g.cuda.replay();
   return g.logits_bv.narrow(0, 0, b);
+}
+
+torch::Tensor decode_graphs::decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                                    const std::vector<const std::vector<int64_t>*>& tables) {
+  return replay_paged(tokens, nullptr, positions, tables);
+}
+
+torch::Tensor decode_graphs::decode(const torch::Tensor& tokens_b, const std::vector<int64_t>& positions,
+                                    const std::vector<const std::vector<int64_t>*>& tables) {
+  return replay_paged(std::vector<int64_t>(static_cast<size_t>(tokens_b.size(0)), 0), &tokens_b, positions, tables);
 }
 
 int64_t decode_graphs::captures() const {
@@ -232,6 +246,11 @@ torch::Tensor decode_graphs::decode(const torch::Tensor&, const std::vector<int6
 }
 
 torch::Tensor decode_graphs::decode(const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                    const std::vector<const std::vector<int64_t>*>&) {
+  throw std::logic_error("decode_graphs: this build has no CUDA graph support");
+}
+
+torch::Tensor decode_graphs::decode(const torch::Tensor&, const std::vector<int64_t>&,
                                     const std::vector<const std::vector<int64_t>*>&) {
   throw std::logic_error("decode_graphs: this build has no CUDA graph support");
 }

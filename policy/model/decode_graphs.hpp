@@ -54,12 +54,18 @@ class decode_graphs {
   /// Returns fp32 logits [b, v] (a view valid until the next call).
   torch::Tensor decode(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
                        const std::vector<const std::vector<int64_t>*>& tables);
+  /// The same with the tokens already on the device (int64 [b], overlapped decoding).
+  torch::Tensor decode(const torch::Tensor& tokens_b, const std::vector<int64_t>& positions,
+                       const std::vector<const std::vector<int64_t>*>& tables);
   /// Graphs captured so far and the host seconds their captures took.
   int64_t captures() const;
   double capture_seconds() const;
 
  private:
   struct state;
+  torch::Tensor replay_paged(const std::vector<int64_t>& tokens, const torch::Tensor* tokens_b,
+                             const std::vector<int64_t>& positions,
+                             const std::vector<const std::vector<int64_t>*>& tables);
   std::unique_ptr<state> state_;
 };
 

@@ -442,9 +442,14 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
 }
 
 bool generation_engine::impl::can_overlap() {
-  if (!options.overlap || pool) return false;
-  std::lock_guard lock(pending_mutex);
-  return !pending;
+  if (!options.overlap) return false;
+  {
+    std::lock_guard lock(pending_mutex);
+    if (pending) return false;
+  }
+  // Paged: a preemption would requeue a sequence whose token is in flight, so a step that may
+  // need one lands the tokens first and runs plainly.
+  return !pool || paged_overlap_fits();
 }
 
 bool generation_engine::impl::ends_before_decoding(const sequence& seq) const {
@@ -458,7 +463,33 @@ bool generation_engine::impl::ends_before_decoding(const sequence& seq) const {
          seq.cached + 1 >= context;
 }
 
+torch::Tensor generation_engine::impl::flight_inputs(const std::vector<const sequence*>& rows) {
+  const torch::Device device = model.device();
+  const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
+  std::vector<int64_t> host_tokens(rows.size(), 0), pick(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    pick[i] = prior + static_cast<int64_t>(i);
+    const sequence* seq = rows[i];
+    if (!seq) continue;
+    if (seq->unlanded == 0) {
+      host_tokens[i] = seq->out.tokens.back();
+      continue;
+    }
+    // Its pending token: its row in the flight (slot and id, as the flight recorded them).
+    const std::pair<int64_t, uint64_t> key{seq->slot, seq->id};
+    auto at =
+        in_flight ? std::find(in_flight->rows.begin(), in_flight->rows.end(), key) : decltype(in_flight->rows.end()){};
+    TORCH_CHECK(in_flight && at != in_flight->rows.end(), "engine: sequence ", seq->id,
+                " has a token in flight that no flight holds");
+    pick[i] = at - in_flight->rows.begin();
+  }
+  auto tokens_b = to_device(host_tokens, device);
+  if (prior == 0) return tokens_b;
+  return torch::cat({in_flight->tokens_b, tokens_b}).index_select(0, to_device(pick, device));
+}
+
 torch::Tensor generation_engine::impl::decode_from_flight(std::vector<sequence*>& rows) {
+  if (pool) return decode_paged(rows, /*from_flight=*/true);
   const torch::Device device = model.device();
   // Every running sequence that is not prefilling decodes, in slot order, but one whose pending
   // token surely ends it.
@@ -469,34 +500,20 @@ torch::Tensor generation_engine::impl::decode_from_flight(std::vector<sequence*>
     span = static_cast<int64_t>(i) + 1;
   }
   if (rows.empty()) return {};
-  // Each slot's input: its pending token (a row of the last flight's draw, still on the
-  // device), else its last landed token; 0 at the scratch position for a slot that decodes
-  // nothing (see decode_running).
-  const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
-  std::vector<int64_t> row_of(static_cast<size_t>(span), -1);
-  if (in_flight)
-    for (size_t r = 0; r < in_flight->rows.size(); ++r) {
-      const auto [slot, id] = in_flight->rows[r];
-      if (slot < span && slots[static_cast<size_t>(slot)] && slots[static_cast<size_t>(slot)]->id == id)
-        row_of[static_cast<size_t>(slot)] = static_cast<int64_t>(r);
-    }
-  std::vector<int64_t> host_tokens(static_cast<size_t>(span), 0), pick(static_cast<size_t>(span));
+  // Each slot's input (flight_inputs); 0 at the scratch position for a slot that decodes nothing
+  // (see decode_running).
+  std::vector<const sequence*> inputs(static_cast<size_t>(span), nullptr);
   std::vector<int64_t> positions(static_cast<size_t>(span), context - 1), live;
-  for (int64_t i = 0; i < span; ++i) pick[static_cast<size_t>(i)] = prior + i;
   int64_t keys = 1;
   for (sequence* seq : rows) {
     const auto i = static_cast<size_t>(seq->slot);
-    if (seq->unlanded > 0)
-      pick[i] = row_of[i];
-    else
-      host_tokens[i] = seq->out.tokens.back();
+    inputs[i] = seq;
     positions[i] = seq->cached;
     keys = std::max(keys, seq->cached + 1);
     stats.attended_keys += static_cast<uint64_t>(seq->cached + 1);
     live.push_back(seq->slot);
   }
-  auto tokens_b = to_device(host_tokens, device);
-  if (prior > 0) tokens_b = torch::cat({in_flight->tokens_b, tokens_b}).index_select(0, to_device(pick, device));
+  auto tokens_b = flight_inputs(inputs);
   torch::Tensor logits_bv;
   if (graphs) {
     logits_bv = graphs->decode(tokens_b, positions, keys);

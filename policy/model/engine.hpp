@@ -36,14 +36,15 @@ struct engine_options {
   /// add + RMSNorm, SiLU x up, a decode step's RoPE + KV write); false runs the ATen composites
   /// (for comparison). No effect on the CPU or in builds without the kernels.
   bool fused_kernels = true;
-  /// Overlapped decoding (slots layout): launch each step from the tokens the last one drew, still
-  /// on the device, and land those tokens on the host (stop checks, results, kept prefixes) while
-  /// the new step runs, so the GPU does not wait for the host's bookkeeping between steps. Tokens,
-  /// logprobs and finish reasons are the same as without it; step() returns a sequence one call
-  /// later, a slot it frees takes a new request a step later, a sequence that ended on a stop token
-  /// or stop string decodes one more row whose result is dropped (engine_stats::overlap_dropped_rows),
-  /// and a step that applies new weights lands the tokens in flight first. Rationale: off until
-  /// measured on the H200.
+  /// Overlapped decoding (slots and paged layouts): launch each step from the tokens the last one
+  /// drew, still on the device, and land those tokens on the host (stop checks, results, kept
+  /// prefixes) while the new step runs, so the GPU does not wait for the host's bookkeeping between
+  /// steps. Tokens, logprobs and finish reasons are the same as without it; step() returns a
+  /// sequence one call later, a slot it frees takes a new request a step later, a sequence that
+  /// ended on a stop token or stop string decodes one more row whose result is dropped
+  /// (engine_stats::overlap_dropped_rows), and a step that applies new weights lands the tokens in
+  /// flight first, as does a paged step that might have to preempt (it then runs plainly: the
+  /// preempted sequence keeps every token). Rationale: off until measured on the H200.
   bool overlap = false;
   /// Flash decode steps of few long rows (at most half this many (row, KV head) sequences, at
   /// least 8,192 keys) cut each row's keys into shares that make this many sequences, merged by

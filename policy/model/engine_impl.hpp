@@ -104,7 +104,10 @@ struct generation_engine::impl {
   slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
   void keep_prefix(sequence& seq);
   // Paged layout.
-  torch::Tensor decode_paged(std::vector<sequence*>& rows);
+  // `from_flight`: an overlapped step's, each row's input its pending token where it has one.
+  torch::Tensor decode_paged(std::vector<sequence*>& rows, bool from_flight = false);
+  // Paged overlap: whether this step's rows find their next blocks without a preemption.
+  bool paged_overlap_fits() const;
   bool admit_paged();
   // Paged: the first block of seat `seat`'s share of the pool (blocks / max_batch a seat), where
   // a new sequence there starts if it can (kv_block_pool::take).
@@ -124,6 +127,9 @@ struct generation_engine::impl {
   bool can_overlap();
   bool ends_before_decoding(const sequence& seq) const;
   torch::Tensor decode_from_flight(std::vector<sequence*>& rows);
+  // Each decode row's input token on the device (null rows: 0): its pending token in the last
+  // flight's draw, else its last landed token.
+  torch::Tensor flight_inputs(const std::vector<const sequence*>& rows);
   std::vector<generation_result> overlapped_step();
   std::vector<generation_result> land(engine_detail::flight f);
 };

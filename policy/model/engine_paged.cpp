@@ -10,12 +10,24 @@ namespace caf_agent::policy {
 
 using engine_detail::sequence;
 
-torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows) {
+bool generation_engine::impl::paged_overlap_fits() const {
+  // Rows about to cross into a new block each take one (a row moved to a longer run gives its
+  // old blocks back); a preemption happens only when no block is free or kept to evict.
+  int64_t growing = 0;
+  for (const auto& seq : slots)
+    if (seq && !seq->prefilling && !ends_before_decoding(*seq) &&
+        static_cast<int64_t>(seq->blocks.size()) * pool->block_size() <= seq->cached)
+      ++growing;
+  return growing == 0 || pool->obtainable({}) >= growing;
+}
+
+torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows, bool from_flight) {
   // Every decoding sequence's next key needs room: a new block when it crosses into one. Oldest
   // admission first, so that preemption (of the newest) never takes a sequence already served.
+  // Overlapped, a sequence whose pending token surely ends it decodes no more.
   std::vector<size_t> order;
   for (size_t i = 0; i < slots.size(); ++i)
-    if (slots[i] && !slots[i]->prefilling) order.push_back(i);
+    if (slots[i] && !slots[i]->prefilling && !(from_flight && ends_before_decoding(*slots[i]))) order.push_back(i);
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slots[a]->admitted_at < slots[b]->admitted_at; });
   for (size_t seat : order) {
@@ -45,6 +57,8 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
         continue;
       }
       // Nothing free or kept: the most recently admitted running sequence gives its blocks up.
+      // Never overlapped (paged_overlap_fits): it would requeue a sequence with a token in flight.
+      TORCH_CHECK(!from_flight, "engine: an overlapped paged step ran out of blocks (paged_overlap_fits)");
       size_t newest = seat;
       for (size_t i = 0; i < slots.size(); ++i)
         if (slots[i] && slots[i]->admitted_at > slots[newest]->admitted_at) newest = i;
@@ -58,7 +72,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   for (size_t seat : order) {
     if (!slots[seat]) continue;
     sequence& seq = *slots[seat];
-    tokens.push_back(seq.out.tokens.back());
+    tokens.push_back(from_flight ? 0 : seq.out.tokens.back());  // overlapped: flight_inputs below
     positions.push_back(seq.cached);
     keys = std::max(keys, seq.cached + 1);
     width = std::max(width, seq.blocks.size());
@@ -71,9 +85,14 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   const auto b = static_cast<int64_t>(tokens.size());
   stats.decoded_tokens += static_cast<uint64_t>(b);
   ++stats.decode_steps;
+  torch::Tensor tokens_b;
+  if (from_flight) {
+    tokens_b = flight_inputs({rows.begin(), rows.end()});
+    ++stats.overlapped_steps;
+  }
   torch::Tensor logits_bv;
   if (graphs) {
-    logits_bv = graphs->decode(tokens, positions, tables);
+    logits_bv = from_flight ? graphs->decode(tokens_b, positions, tables) : graphs->decode(tokens, positions, tables);
     ++stats.graph_replays;
     for (sequence* seq : rows) seq->cached += 1;
     return logits_bv;
@@ -101,6 +120,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   auto inputs =
       torch::cat({torch::tensor(tokens), torch::tensor(positions), torch::tensor(table_bm)}).to(model.device());
   const int64_t m = static_cast<int64_t>(width);
+  if (from_flight) inputs.narrow(0, 0, b).copy_(tokens_b);
   logits_bv = model.decode(
       inputs.narrow(0, 0, b), inputs.narrow(0, b, b), keys, cache, inputs.narrow(0, 2 * b, b * m).view({b, m}),
       runs > 0 ? inputs.narrow(0, 2 * b + b * m, b * runs * 3).view({b, runs, 3}) : torch::Tensor());

@@ -1,7 +1,8 @@
 // Overlapped decoding (engine_options::overlap): a step launched from the last step's tokens
 // while they are on their way to the host gives the same tokens, logprobs, finish reasons and
 // kept prefixes as stepping one at a time, whatever ends a sequence and whatever happens between
-// steps (a request admitted while tokens are in flight, new weights, a cancel).
+// steps (a request admitted while tokens are in flight, new weights, a cancel), in the slot and
+// the paged layout (rows crossing into new blocks in flight; a preemption lands them first).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,12 +25,30 @@ using test_support::observation;
 
 namespace {
 
-std::unique_ptr<generation_engine> open_engine(bool overlap, int32_t max_batch, int32_t context) {
+// The KV layout of a run: slots, or paged with blocks of 8 tokens (rows cross into new blocks
+// every 8 steps) in a pool of `paged_tokens` (0: max_batch x context).
+struct layout {
+  bool paged = false;
+  int64_t paged_tokens = 0;
+};
+
+std::string name_of(const layout& l) {
+  return l.paged ? "paged, " + std::to_string(l.paged_tokens) + " tokens" : "slots";
+}
+
+const layout both_layouts[] = {{false, 0}, {true, 0}};
+
+std::unique_ptr<generation_engine> open_engine(bool overlap, int32_t max_batch, int32_t context, layout kv = {}) {
   engine_options o;
   o.model_dir = test_support::long_model();
   o.max_batch = max_batch;
   o.max_context = context;
   o.overlap = overlap;
+  if (kv.paged) {
+    o.kv_layout = kv_layout_kind::paged;
+    o.kv_block_size = 8;
+    o.kv_cache_tokens = kv.paged_tokens;
+  }
   auto engine = generation_engine::open(o);
   EXPECT_TRUE(engine) << (engine ? "" : engine.error().message);
   return std::move(engine.value());
@@ -56,8 +75,8 @@ struct outcome {
   engine_stats stats;
 };
 
-outcome run(bool overlap, int32_t max_batch, int32_t context, const script& plan) {
-  auto engine = open_engine(overlap, max_batch, context);
+outcome run(bool overlap, int32_t max_batch, int32_t context, const script& plan, layout kv = {}) {
+  auto engine = open_engine(overlap, max_batch, context, kv);
   std::vector<uint64_t> ids;
   std::map<uint64_t, generation_result> by_id;
   int last = 0;
@@ -134,19 +153,22 @@ TEST(overlap, every_way_a_sequence_ends_gives_the_same_results_as_stepping_one_a
   first.push_back(forced);
   first.push_back(sampled({40}, 500, 5));    // runs into the context limit
   first.push_back(greedy({50, 51, 52}, 1));  // one token: ends at its admission
-  const auto plain = run(false, 8, 48, plan);
-  const auto overlapped = run(true, 8, 48, plan);
-  expect_same_runs(plain, overlapped);
-  EXPECT_EQ(plain.results[0].reason, finish_reason::stop_token);
-  EXPECT_EQ(plain.results[1].reason, finish_reason::stop_string);
-  EXPECT_EQ(plain.results[2].reason, finish_reason::max_new_tokens);
-  EXPECT_EQ(plain.results[3].tokens, std::vector<int32_t>({9, 8, 7, 6, 5, 4}));
-  EXPECT_EQ(plain.results[4].reason, finish_reason::context_limit);
-  EXPECT_GT(overlapped.stats.overlapped_steps, 20u);
-  // The stop token's and the stop string's sequences each decoded one row more, dropped.
-  const uint64_t dropped = 2;
-  EXPECT_EQ(overlapped.stats.overlap_dropped_rows, dropped);
-  EXPECT_EQ(overlapped.stats.decoded_tokens, plain.stats.decoded_tokens + dropped);
+  for (const auto& kv : both_layouts) {
+    SCOPED_TRACE(name_of(kv));
+    const auto plain = run(false, 8, 48, plan, kv);
+    const auto overlapped = run(true, 8, 48, plan, kv);
+    expect_same_runs(plain, overlapped);
+    EXPECT_EQ(plain.results[0].reason, finish_reason::stop_token);
+    EXPECT_EQ(plain.results[1].reason, finish_reason::stop_string);
+    EXPECT_EQ(plain.results[2].reason, finish_reason::max_new_tokens);
+    EXPECT_EQ(plain.results[3].tokens, std::vector<int32_t>({9, 8, 7, 6, 5, 4}));
+    EXPECT_EQ(plain.results[4].reason, finish_reason::context_limit);
+    EXPECT_GT(overlapped.stats.overlapped_steps, 20u);
+    // The stop token's and the stop string's sequences each decoded one row more, dropped.
+    const uint64_t dropped = 2;
+    EXPECT_EQ(overlapped.stats.overlap_dropped_rows, dropped);
+    EXPECT_EQ(overlapped.stats.decoded_tokens, plain.stats.decoded_tokens + dropped);
+  }
 }
 
 // Requests arriving mid-run (more than the slots) are admitted while tokens are in flight; new
@@ -165,13 +187,16 @@ TEST(overlap, admissions_in_flight_new_weights_and_a_cancel_give_the_same_result
     next.insert(next.end(), more.begin(), more.end());
     plan.submit[60].push_back(sampled(next, 10, 30 + i));
   }
-  const auto plain = run(false, 3, 256, plan);
-  const auto overlapped = run(true, 3, 256, plan);
-  expect_same_runs(plain, overlapped);
-  EXPECT_EQ(plain.results[2].reason, finish_reason::aborted);
-  EXPECT_EQ(plain.results[5].policy_version, 12u);  // the second wave ran on the new weights
-  EXPECT_GT(overlapped.stats.overlapped_steps, 10u);
-  EXPECT_GT(overlapped.stats.decode_steps, overlapped.stats.overlapped_steps);  // the weights' step was plain
+  for (const auto& kv : both_layouts) {
+    SCOPED_TRACE(name_of(kv));
+    const auto plain = run(false, 3, 256, plan, kv);
+    const auto overlapped = run(true, 3, 256, plan, kv);
+    expect_same_runs(plain, overlapped);
+    EXPECT_EQ(plain.results[2].reason, finish_reason::aborted);
+    EXPECT_EQ(plain.results[5].policy_version, 12u);  // the second wave ran on the new weights
+    EXPECT_GT(overlapped.stats.overlapped_steps, 10u);
+    EXPECT_GT(overlapped.stats.decode_steps, overlapped.stats.overlapped_steps);  // the weights' step was plain
+  }
 }
 
 TEST(overlap, a_conversation_continued_after_overlapped_turns_reuses_the_same_kept_prefix) {
@@ -188,12 +213,32 @@ TEST(overlap, a_conversation_continued_after_overlapped_turns_reuses_the_same_ke
     p.insert(p.end(), obs.begin(), obs.end());
     plan.submit[40].push_back(greedy(p, 5));
   }
-  const auto plain = run(false, 3, 256, plan);
-  const auto overlapped = run(true, 3, 256, plan);
-  expect_same_runs(plain, overlapped);
   // Every continued prompt found its whole first turn but the last reply token kept.
   uint64_t expected_reuse = 0;
   for (int i = 0; i < 3; ++i) expected_reuse += 10 + static_cast<uint64_t>(6 + 3 * i) - 1;
-  EXPECT_EQ(overlapped.stats.reused_tokens, expected_reuse);
-  EXPECT_EQ(overlapped.stats.prefix_hits, 3u);
+  for (const auto& kv : both_layouts) {
+    SCOPED_TRACE(name_of(kv));
+    const auto plain = run(false, 3, 256, plan, kv);
+    const auto overlapped = run(true, 3, 256, plan, kv);
+    expect_same_runs(plain, overlapped);
+    EXPECT_EQ(overlapped.stats.reused_tokens, expected_reuse);
+    EXPECT_EQ(overlapped.stats.prefix_hits, 3u);
+  }
+}
+
+// Paged, a pool too small for its rows: a step that may need a preemption lands the tokens in
+// flight and runs plainly, so the preempted sequence is requeued with every token it drew and
+// recomputed as without overlap. 12 blocks of 8; three sequences of 10 + 40 tokens need 21.
+TEST(overlap, a_paged_pool_that_preempts_gives_the_same_results_as_stepping_one_at_a_time) {
+  script plan;
+  for (int i = 0; i < 3; ++i) plan.submit[0].push_back(sampled(observation(20 + i, 0, 10), 40, 40 + i));
+  const layout small{true, 96};
+  const auto plain = run(false, 3, 256, plan, small);
+  const auto overlapped = run(true, 3, 256, plan, small);
+  for (size_t i = 0; i < plain.results.size(); ++i)
+    expect_same(plain.results[i], overlapped.results[i], "request " + std::to_string(i));
+  EXPECT_GT(plain.stats.preemptions, 0u);
+  EXPECT_GT(overlapped.stats.preemptions, 0u);
+  EXPECT_GT(overlapped.stats.overlapped_steps, 20u);
+  EXPECT_GT(overlapped.stats.decode_steps, overlapped.stats.overlapped_steps);  // the preempting steps were plain
 }
