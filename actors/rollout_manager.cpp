@@ -54,6 +54,7 @@ struct manager_state {
   rollout::kv_admission kv;                      // episodes at once the engine's KV cache holds
   int kv_limit_logged = 0;                       // the limit last logged
   bool pools_asked = false;                      // a reminder to ask the coordinator for pools is on its way
+  caf::timespan pool_lookup_delay{};             // the wait before the next such question (0: the first)
   static inline const char* name = "rollout_manager";
 };
 
@@ -87,17 +88,22 @@ bool same_handle(const caf::actor_addr& a, const caf::actor_addr& b) {
 }
 
 // Rationale: one second lets the middleman finish closing a connection (so the coordinator's
-// answer names the pool through a new proxy) and bounds the lookups while the coordinator has
-// not yet noticed that a pool's node is gone (each lookup then finds a handle that dies again).
-constexpr auto pool_lookup_delay = std::chrono::seconds(1);
+// answer names the pool through a new proxy). A pool that dies again after each lookup (its node
+// not yet noticed gone, or a pool actor that exited on a live node) doubles the wait, up to 30 s;
+// an answered evaluation resets it.
+constexpr auto first_pool_lookup_delay = std::chrono::seconds(1);
+constexpr auto last_pool_lookup_delay = std::chrono::seconds(30);
 
-/// Asks the coordinator for its pools again, a second from now (it announces every pool to a
+/// Asks the coordinator for its pools again after a wait (it announces every pool to a
 /// subscriber): a pool whose handle died while its node stayed in the cluster comes back.
 void ask_for_pools_later(manager_actor* self) {
   auto& st = self->state;
   if (!st.opts.coordinator || st.pools_asked) return;
   st.pools_asked = true;
-  self->delayed_send(caf::actor_cast<rollout_manager_actor>(self), pool_lookup_delay, atoms::subscribe::value);
+  st.pool_lookup_delay = st.pool_lookup_delay == caf::timespan{}
+                             ? caf::timespan{first_pool_lookup_delay}
+                             : std::min(caf::timespan{last_pool_lookup_delay}, 2 * st.pool_lookup_delay);
+  self->delayed_send(caf::actor_cast<rollout_manager_actor>(self), st.pool_lookup_delay, atoms::subscribe::value);
 }
 
 /// Episodes to run at once now: rollout.max_concurrent_episodes, or fewer when the KV cache
@@ -190,6 +196,7 @@ void on_pool_reply(manager_actor* self, uint64_t job_id, const caf::actor_addr& 
     auto node = p ? p->node : std::string{};
     ++st.served[node];
     st.task_pool[it->second.req.task.task_id] = node;
+    st.pool_lookup_delay = {};  // pools answer: the next lookup waits the first delay again
     return answer(self, job_id, std::move(*r));
   }
   if (*err == caf::sec::request_receiver_down) {

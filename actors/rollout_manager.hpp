@@ -16,7 +16,8 @@
 /// count the evaluations each pool node answered (`evals@NODE`). A pool handle that dies while
 /// its node stays in the cluster (its connection closed; a request to it came back
 /// request_receiver_down) costs its jobs no attempt, and the coordinator is asked for its pools
-/// again a second later, so the pool comes back through a new handle.
+/// again a second later, so the pool comes back through a new handle (the wait doubles, up to
+/// 30 s, while the pools found keep dying).
 
 #include <cstdint>
 #include <functional>

@@ -413,6 +413,40 @@ TEST_F(manager_test, a_dead_pool_handle_costs_its_job_no_attempt_and_the_pools_a
   EXPECT_EQ(s["evals@gc"], 1);
 }
 
+// A pool that dies again after each lookup (a pool actor that exited on a node still in the
+// cluster) is asked for after 1, 2, 4 s, not every second, while its job waits.
+TEST_F(manager_test, a_pool_that_stays_dead_is_looked_up_less_and_less_often) {
+  auto a = std::make_shared<pool_log>();
+  auto c = std::make_shared<pool_log>();
+  auto dir = std::make_shared<pool_directory>();
+  dir->pools = {{"ga", sys().spawn(unreachable_pool, a)}};
+  auto opts = options(1);
+  opts.coordinator = sys().spawn(fake_coordinator, dir);
+  auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
+  run();
+  start(m, 1);
+  run();
+  finish(1);
+  ASSERT_EQ(a->seen.size(), 1u);
+  EXPECT_EQ(dir->subscribes, 1);
+  advance(std::chrono::seconds(1));
+  EXPECT_EQ(dir->subscribes, 2);
+  EXPECT_EQ(a->seen.size(), 2u) << "found again, tried again";
+  advance(std::chrono::seconds(1));
+  EXPECT_EQ(dir->subscribes, 2) << "the second lookup waits 2 s";
+  advance(std::chrono::seconds(1));
+  EXPECT_EQ(dir->subscribes, 3);
+  EXPECT_EQ(a->seen.size(), 3u);
+  dir->pools = {{"gc", sys().spawn(fake_pool, c)}};
+  advance(std::chrono::seconds(3));
+  EXPECT_EQ(dir->subscribes, 3) << "the third waits 4 s";
+  advance(std::chrono::seconds(1));
+  EXPECT_EQ(dir->subscribes, 4);
+  ASSERT_EQ(c->seen.size(), 1u);
+  ASSERT_EQ(dl->records.size(), 1u);
+  EXPECT_EQ(name_of_field(dl->records[0].termination), "finished");
+}
+
 TEST_F(manager_test, a_lost_pool_node_hands_its_evaluation_to_another_pool) {
   lost_pool_moves_the_job(*this, true);
 }
