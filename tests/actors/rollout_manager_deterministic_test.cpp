@@ -79,9 +79,12 @@ caf::behavior fake_tools(caf::event_based_actor*, std::shared_ptr<std::vector<ui
   };
 }
 
-/// A GPU pool: reports credits to subscribers, answers at once or holds (test's choice).
+/// A GPU pool: reports credits to subscribers, answers at once, holds or bounces (test's choice).
 struct pool_log {
   bool hold = false;
+  /// Its handle is dead as the manager reaches it: each evaluation comes back as CAF bounces a
+  /// request to a dead actor or a proxy whose connection closed (request_receiver_down).
+  bool bounce = false;
   std::vector<eval_request> seen;
   std::vector<caf::typed_response_promise<eval_result>> held;
 };
@@ -101,6 +104,7 @@ caf::behavior fake_pool(caf::event_based_actor* self, std::shared_ptr<pool_log> 
       },
       [=](eval_request& r) -> caf::result<eval_result> {
         p->seen.push_back(r);
+        if (p->bounce) return caf::make_error(caf::sec::request_receiver_down);
         if (p->hold) return p->held.emplace_back(self->make_response_promise<eval_result>());
         return passed(r);
       },
@@ -342,20 +346,6 @@ void lost_pool_moves_the_job(manager_test& t, bool by_node_lost) {
   EXPECT_EQ(s.count("evals@ga"), 0u);
 }
 
-/// A pool whose handle is dead as the manager reaches it: each evaluation comes back as CAF
-/// bounces a request to a dead actor or a proxy whose connection closed (request_receiver_down).
-caf::behavior unreachable_pool(caf::event_based_actor* self, std::shared_ptr<pool_log> p) {
-  return {
-      [=](atoms::subscribe) {
-        self->send(caf::actor_cast<caf::actor>(self->current_sender()), pool_credits{8, 0, 0, 2});
-      },
-      [=](eval_request& r) -> caf::result<eval_result> {
-        p->seen.push_back(r);
-        return caf::make_error(caf::sec::request_receiver_down);
-      },
-  };
-}
-
 /// The coordinator's side of pool discovery: every subscribe gets the pools of the moment.
 struct pool_directory {
   std::vector<std::pair<std::string, caf::actor>> pools;  // node, handle
@@ -381,7 +371,8 @@ TEST_F(manager_test, a_dead_pool_handle_costs_its_job_no_attempt_and_the_pools_a
   auto b = std::make_shared<pool_log>();
   auto c = std::make_shared<pool_log>();
   auto dir = std::make_shared<pool_directory>();
-  dir->pools = {{"ga", sys().spawn(unreachable_pool, a)}, {"gb", sys().spawn(unreachable_pool, b)}};
+  a->bounce = b->bounce = true;
+  dir->pools = {{"ga", sys().spawn(fake_pool, a)}, {"gb", sys().spawn(fake_pool, b)}};
   auto opts = options(1);
   opts.coordinator = sys().spawn(fake_coordinator, dir);
   auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
@@ -419,7 +410,8 @@ TEST_F(manager_test, a_pool_that_stays_dead_is_looked_up_less_and_less_often) {
   auto a = std::make_shared<pool_log>();
   auto c = std::make_shared<pool_log>();
   auto dir = std::make_shared<pool_directory>();
-  dir->pools = {{"ga", sys().spawn(unreachable_pool, a)}};
+  a->bounce = true;
+  dir->pools = {{"ga", sys().spawn(fake_pool, a)}};
   auto opts = options(1);
   opts.coordinator = sys().spawn(fake_coordinator, dir);
   auto m = caf::actor_cast<caf::actor>(spawn_rollout_manager(sys(), opts));
