@@ -99,8 +99,8 @@ struct policy_config {
     f("cuda_graphs", c.cuda_graphs,
       "libtorch: replay decode steps from CUDA graphs on a CUDA device; false = eager (debugging)");
     f("overlap", c.overlap,
-      "libtorch, slots: launch each decode step from the last one's tokens on the device while the host "
-      "lands them (same tokens; off: no gain at the 0.5B shape on the H200, docs/POLICY_MODEL.md)");
+      "libtorch: launch each decode step from the last one's tokens on the device while the host lands "
+      "them (slots and paged; same tokens; off: no gain at the 0.5B shape on the H200, docs/POLICY_MODEL.md)");
     f("flash_decode_shares", c.flash_decode_shares,
       "libtorch, flash: decode steps of few long rows cut each row's keys into shares making this many "
       "sequences, merged by log-sum-exp; 0 = no cut (64 with decode_gemv_rows 1: 131k decode 441 -> 532 tok/s on the "
