@@ -14,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 #include "policy/model/engine_impl.hpp"
@@ -466,6 +467,9 @@ bool generation_engine::impl::ends_before_decoding(const sequence& seq) const {
 torch::Tensor generation_engine::impl::flight_inputs(const std::vector<const sequence*>& rows) {
   const torch::Device device = model.device();
   const int64_t prior = in_flight ? in_flight->tokens_b.size(0) : 0;
+  std::unordered_map<uint64_t, int64_t> drawn;  // the flight's row of each sequence it drew for
+  if (in_flight)
+    for (size_t r = 0; r < in_flight->rows.size(); ++r) drawn[in_flight->rows[r].second] = static_cast<int64_t>(r);
   std::vector<int64_t> host_tokens(rows.size(), 0), pick(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     pick[i] = prior + static_cast<int64_t>(i);
@@ -476,12 +480,10 @@ torch::Tensor generation_engine::impl::flight_inputs(const std::vector<const seq
       continue;
     }
     // Its pending token: its row in the flight (slot and id, as the flight recorded them).
-    const std::pair<int64_t, uint64_t> key{seq->slot, seq->id};
-    auto at =
-        in_flight ? std::find(in_flight->rows.begin(), in_flight->rows.end(), key) : decltype(in_flight->rows.end()){};
-    TORCH_CHECK(in_flight && at != in_flight->rows.end(), "engine: sequence ", seq->id,
-                " has a token in flight that no flight holds");
-    pick[i] = at - in_flight->rows.begin();
+    auto at = drawn.find(seq->id);
+    TORCH_CHECK(at != drawn.end() && in_flight->rows[static_cast<size_t>(at->second)].first == seq->slot,
+                "engine: sequence ", seq->id, " has a token in flight that no flight holds");
+    pick[i] = at->second;
   }
   auto tokens_b = to_device(host_tokens, device);
   if (prior == 0) return tokens_b;

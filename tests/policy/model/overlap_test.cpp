@@ -111,6 +111,11 @@ outcome run(bool overlap, int32_t max_batch, int32_t context, const script& plan
   return out;
 }
 
+// The plan run plainly, then overlapped, in layout `kv`.
+std::pair<outcome, outcome> both_ways(int32_t max_batch, int32_t context, const script& plan, layout kv) {
+  return {run(false, max_batch, context, plan, kv), run(true, max_batch, context, plan, kv)};
+}
+
 void expect_same_runs(const outcome& plain, const outcome& overlapped) {
   ASSERT_EQ(plain.results.size(), overlapped.results.size());
   for (size_t i = 0; i < plain.results.size(); ++i) {
@@ -155,8 +160,7 @@ TEST(overlap, every_way_a_sequence_ends_gives_the_same_results_as_stepping_one_a
   first.push_back(greedy({50, 51, 52}, 1));  // one token: ends at its admission
   for (const auto& kv : both_layouts) {
     SCOPED_TRACE(name_of(kv));
-    const auto plain = run(false, 8, 48, plan, kv);
-    const auto overlapped = run(true, 8, 48, plan, kv);
+    const auto [plain, overlapped] = both_ways(8, 48, plan, kv);
     expect_same_runs(plain, overlapped);
     EXPECT_EQ(plain.results[0].reason, finish_reason::stop_token);
     EXPECT_EQ(plain.results[1].reason, finish_reason::stop_string);
@@ -189,8 +193,7 @@ TEST(overlap, admissions_in_flight_new_weights_and_a_cancel_give_the_same_result
   }
   for (const auto& kv : both_layouts) {
     SCOPED_TRACE(name_of(kv));
-    const auto plain = run(false, 3, 256, plan, kv);
-    const auto overlapped = run(true, 3, 256, plan, kv);
+    const auto [plain, overlapped] = both_ways(3, 256, plan, kv);
     expect_same_runs(plain, overlapped);
     EXPECT_EQ(plain.results[2].reason, finish_reason::aborted);
     EXPECT_EQ(plain.results[5].policy_version, 12u);  // the second wave ran on the new weights
@@ -218,8 +221,7 @@ TEST(overlap, a_conversation_continued_after_overlapped_turns_reuses_the_same_ke
   for (int i = 0; i < 3; ++i) expected_reuse += 10 + static_cast<uint64_t>(6 + 3 * i) - 1;
   for (const auto& kv : both_layouts) {
     SCOPED_TRACE(name_of(kv));
-    const auto plain = run(false, 3, 256, plan, kv);
-    const auto overlapped = run(true, 3, 256, plan, kv);
+    const auto [plain, overlapped] = both_ways(3, 256, plan, kv);
     expect_same_runs(plain, overlapped);
     EXPECT_EQ(overlapped.stats.reused_tokens, expected_reuse);
     EXPECT_EQ(overlapped.stats.prefix_hits, 3u);
@@ -233,8 +235,7 @@ TEST(overlap, a_paged_pool_that_preempts_gives_the_same_results_as_stepping_one_
   script plan;
   for (int i = 0; i < 3; ++i) plan.submit[0].push_back(sampled(observation(20 + i, 0, 10), 40, 40 + i));
   const layout small{true, 96};
-  const auto plain = run(false, 3, 256, plan, small);
-  const auto overlapped = run(true, 3, 256, plan, small);
+  const auto [plain, overlapped] = both_ways(3, 256, plan, small);
   for (size_t i = 0; i < plain.results.size(); ++i)
     expect_same(plain.results[i], overlapped.results[i], "request " + std::to_string(i));
   EXPECT_GT(plain.stats.preemptions, 0u);
