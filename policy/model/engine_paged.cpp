@@ -10,14 +10,21 @@ namespace caf_agent::policy {
 
 using engine_detail::sequence;
 
+namespace {
+
+// Whether the sequence's next key (at position `cached`) falls past its blocks.
+bool needs_block(const sequence& seq, int64_t block_size) {
+  return static_cast<int64_t>(seq.blocks.size()) * block_size <= seq.cached;
+}
+
+}  // namespace
+
 bool generation_engine::impl::paged_overlap_fits() const {
   // Rows about to cross into a new block each take one (a row moved to a longer run gives its
   // old blocks back); a preemption happens only when no block is free or kept to evict.
   int64_t growing = 0;
   for (const auto& seq : slots)
-    if (seq && !seq->prefilling && !ends_before_decoding(*seq) &&
-        static_cast<int64_t>(seq->blocks.size()) * pool->block_size() <= seq->cached)
-      ++growing;
+    if (seq && !seq->prefilling && !ends_before_decoding(*seq) && needs_block(*seq, pool->block_size())) ++growing;
   return growing == 0 || pool->obtainable({}) >= growing;
 }
 
@@ -31,8 +38,7 @@ torch::Tensor generation_engine::impl::decode_paged(std::vector<sequence*>& rows
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return slots[a]->admitted_at < slots[b]->admitted_at; });
   for (size_t seat : order) {
-    while (slots[seat] &&
-           static_cast<int64_t>(slots[seat]->blocks.size()) * pool->block_size() <= slots[seat]->cached) {
+    while (slots[seat] && needs_block(*slots[seat], pool->block_size())) {
       auto& blocks = slots[seat]->blocks;
       // The block after its last keeps the row one run. When it is taken the row moves to a
       // free run of one more block (its keys copied); when there is none, it evicts the kept
