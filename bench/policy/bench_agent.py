@@ -145,6 +145,9 @@ def bounds(result, params):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=pathlib.Path, default=REPO / "build-bench")
+    parser.add_argument("--tool", type=pathlib.Path,
+                        help="a built policy_model_tool to run instead of building --build-dir's (an A/B of two "
+                             "builds of one tree: bench/policy/run_patch_ab.sh)")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--cache-attention", default="auto", help="the engine's cache attention for every run")
@@ -209,7 +212,14 @@ def main():
         SHAPE, CONTEXT, device, dtype, agent_context = DRY_SHAPE, DRY_CONTEXT, "cpu", "float32", DRY_CONTEXT
         dtype = "bfloat16" if args.kv_cache_dtype == "fp8_e4m3" else dtype  # e4m3 rounds bf16 keys
     # A dry run takes the tool as built (the shared build tree is built by its owners' commands).
-    tool = args.build_dir / "policy/model/policy_model_tool" if args.dry_run else bench_generate.build_tool(args.build_dir)
+    if args.tool is not None:
+        if not args.tool.is_file():
+            sys.exit(f"--tool {args.tool}: no such file")
+        tool = args.tool
+    elif args.dry_run:
+        tool = args.build_dir / "policy/model/policy_model_tool"
+    else:
+        tool = bench_generate.build_tool(args.build_dir)
     layout = ["--device", device, "--dtype", dtype, "--vocab", SHAPE["vocab_size"], "--kv-layout", args.kv_layout]
     layout += ["--kv-block-size", args.kv_block_size] if args.kv_block_size is not None else []
     layout += ["--kv-cache-dtype", args.kv_cache_dtype] if args.kv_cache_dtype != "auto" else []

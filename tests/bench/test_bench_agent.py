@@ -1,7 +1,9 @@
 """bench/policy/bench_agent.py's turn_slope: the decode attention's bandwidth read off the cached
-agent workload's per-turn times (CPU; the module imports torch and transformers, no GPU)."""
+agent workload's per-turn times; its --tool checked before any run (CPU; the module imports torch
+and transformers, no GPU)."""
 import json
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -49,3 +51,13 @@ def test_the_e4m3_run_on_the_h200_read_its_added_keys_at_about_2_2_tb_s(kv_bytes
     run = json.loads((ROOT / "bench/results/2026-12-05-policy-h200-e4m3-fused-gemv/call2/agent.json").read_text())
     got = bench_agent.turn_slope(run["agent_cached"]["turns"], 64, 500, 300)
     assert got["attention_bytes_per_s"] == pytest.approx(2.19e12, rel=0.01)
+
+
+def test_a_tool_that_is_not_there_is_named_before_any_run(tmp_path):
+    missing = tmp_path / "policy_model_tool"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/policy/bench_agent.py"), "--tool", str(missing),
+                           "--dry-run", "--out", str(tmp_path / "out.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert f"--tool {missing}: no such file" in proc.stderr
+    assert not (tmp_path / "out.json").exists()

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A patch timed against the tree it applies to, on one device machine in one call (results under
+# $OUT), from a copy of the tree that may be changed (the device machine's is):
+#   PATCH=docs/held/ring-rope.patch RUNS="long|;cached|;cached|--overlap" OUT=... bash bench/policy/run_patch_ab.sh
+# 1. A: this tree built (bench_generate.build_tool, LibTorch only) into $BUILD; its
+#    policy_model_tool is kept aside. B: PATCH applied to this tree in place (git apply, else
+#    patch -p1) and $BUILD built again, which recompiles only what the patch touches.
+# 2. GATE: pytest arguments (the patched tree's tests) run against B; GATE_SOFT=1 goes on when they
+#    fail (an A/B whose speed is wanted whichever way the tests go), else the call stops there.
+# 3. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
+#    run with A then with B (bench_agent.py --tool), each capped at RUN_S seconds (agent-K-a.json,
+#    agent-K-b.json), with COMMON flags added to every run (e.g. --kv-cache-dtype fp8_e4m3). A and
+#    B alternate, so that a drift of the card's clocks over the call falls on both. Runs of the
+#    workloads in PROFILE (default long) also profile their steps (bench_agent.py --profile-out).
+# Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
+# not against figures of another machine or day.
+# PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz at the end.
+set -u
+OUT=${OUT:-/tmp/patch-ab}; mkdir -p "$OUT"
+PY=${PY:-python3}
+BUILD=${BUILD:-/tmp/patch-ab-build}
+PATCH=${PATCH:?PATCH names the patch file, relative to this tree}
+START=$(date +%s)
+at() { echo "at $(( $(date +%s) - START )) s"; }
+. bench/policy/device_env.sh
+write_device_env "$OUT"
+build() {  # build LOG
+  timeout "${BUILD_S:-240}" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
+bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$1" 2>&1
+}
+build "$OUT/build-a.log"; rc=$?; echo "build a rc=$rc $(at)"
+[ $rc = 0 ] || { tail -n 5 "$OUT/build-a.log"; exit 3; }
+TOOL_A=$BUILD/ab-tool-a
+cp "$BUILD/policy/model/policy_model_tool" "$TOOL_A"
+if ! { git apply "$PATCH" 2>/dev/null || patch -p1 -s --forward < "$PATCH"; }; then
+  echo "PATCH $PATCH does not apply to this tree"; exit 2
+fi
+build "$OUT/build-b.log"; rc=$?; echo "build b rc=$rc $(at)"
+[ $rc = 0 ] || { tail -n 5 "$OUT/build-b.log"; exit 3; }
+if [ -n "${GATE:-}" ]; then
+  # shellcheck disable=SC2086  # GATE is pytest's words
+  CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
+  rc=$?; echo "gate tests (b) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests.log"
+  [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
+fi
+IFS=';' read -ra runs <<< "${RUNS:-}"
+k=0
+for run in "${runs[@]}"; do
+  k=$((k + 1))
+  what=${run%%|*} flags=${run#*|}
+  case $what in batch) skip="cached long" ;; long) skip="batch cached" ;; cached) skip="batch long" ;;
+    *) echo "run $k: workload '$what' is not batch, long or cached"; continue ;; esac
+  for side in a b; do
+    tool=$TOOL_A; [ $side = b ] && tool=$BUILD/policy/model/policy_model_tool
+    profile=(); case " ${PROFILE-long} " in *" $what "*) profile=(--profile-out "$OUT/$k-$side") ;; esac
+    # shellcheck disable=SC2086  # flags are words
+    timeout "${RUN_S:-60}" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
+      --skip-uncached "${profile[@]}" --out "$OUT/agent-$k-$side.json" > "$OUT/agent-$k-$side.log" 2>&1
+    echo "run $k $side ($what $flags) rc=$? $(at)"
+  done
+done
+$PY bench/policy/summarize.py "$OUT" | tee "$OUT/summary.md"
+# No machine paths in what comes back (as run_h200.sh).
+VENV=$($PY -c "import sys; print(sys.prefix)")
+SCRUB="s|$BUILD|<build>|g; s|$PWD/|./|g; s|$PWD\b|.|g"
+case $VENV in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$VENV/|<venv>/|g" ;; esac
+grep -rlF -e "$PWD" -e "$BUILD" -e "$VENV/" "$OUT" 2>/dev/null | xargs -r sed -i "$SCRUB"
+if [ "${PACK:-0}" = 1 ]; then
+  (cd "$OUT" && tar czf /tmp/patch-ab.tgz --exclude patch-ab.tgz . && rm -rf ./* && mv /tmp/patch-ab.tgz .)
+fi
