@@ -28,6 +28,9 @@ build() {  # build LOG
   timeout "${BUILD_S:-240}" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$1" 2>&1
 }
+# The patch's files touched first: a $BUILD left by an earlier call holds B's objects, which
+# ninja would otherwise take as A's where the copied files are older.
+sed -n 's|^+++ b/||p' "$PATCH" | while read -r f; do [ -f "$f" ] && touch "$f"; done
 build "$OUT/build-a.log"; rc=$?; echo "build a rc=$rc $(at)"
 [ $rc = 0 ] || { tail -n 5 "$OUT/build-a.log"; exit 3; }
 TOOL_A=$BUILD/ab-tool-a
