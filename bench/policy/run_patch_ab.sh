@@ -9,8 +9,8 @@
 #    fail (an A/B whose speed is wanted whichever way the tests go), else the call stops there.
 # 3. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
 #    run with A then with B (bench_agent.py --tool), each capped at RUN_S seconds (agent-K-a.json,
-#    agent-K-b.json), with COMMON flags added to every run (e.g. --kv-cache-dtype fp8_e4m3). A and
-#    B alternate, so that a drift of the card's clocks over the call falls on both. Runs of the
+#    agent-K-b.json), with COMMON flags added to every run (e.g. --kv-cache-dtype fp8_e4m3). A runs
+#    right before B each time (A first: a drift of the card within a pair falls on B). Runs of the
 #    workloads in PROFILE (default long) also profile their steps (bench_agent.py --profile-out).
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
 # not against figures of another machine or day.
