@@ -12,6 +12,7 @@
 #    agent-K-b.json), with COMMON flags added to every run (e.g. --kv-cache-dtype fp8_e4m3). A runs
 #    right before B each time (A first: a drift of the card within a pair falls on B). Runs of the
 #    workloads in PROFILE (default long) also profile their steps (bench_agent.py --profile-out).
+# MICRO: a kernel bench run with A's tool, then B's, before RUNS (below).
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
 # not against figures of another machine or day.
 # PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz at the end.
@@ -45,6 +46,16 @@ if [ -n "${GATE:-}" ]; then
   CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
   rc=$?; echo "gate tests (b) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests.log"
   [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
+fi
+# MICRO: a kernel bench and its arguments (e.g. "bench/policy/bench_fp8_attention.py --calls 50"),
+# run with A's tool, then B's (--tool; micro-a.json / micro-b.json, its table in micro-a.md / -b.md).
+if [ -n "${MICRO:-}" ]; then
+  for side in a b; do
+    tool=$TOOL_A; [ $side = b ] && tool=$BUILD/policy/model/policy_model_tool
+    # shellcheck disable=SC2086  # MICRO is the script's words
+    timeout "${MICRO_S:-120}" $PY $MICRO --tool "$tool" --out "$OUT/micro-$side.json" > "$OUT/micro-$side.md" 2>&1
+    echo "micro $side rc=$? $(at)"; cat "$OUT/micro-$side.md"
+  done
 fi
 IFS=';' read -ra runs <<< "${RUNS:-}"
 k=0

@@ -37,7 +37,10 @@
 //            fp32 q [B, H, E] rounded to --dtype (bfloat16 or float16) and slot caches [N, K, C, E]
 //            rounded to e4m3; with BS (a divisor of C) laid out paged, each row's blocks scattered
 //            over the pool (block tables); R calls (default 2) must give the same bits; writes fp32
-//            out [B, H, E]
+//            out [B, H, E] (--out optional with --random)
+//            --random [--seed S]: q ~ N(0, 1), keys and values ~ N(0, 9) made on the device, no
+//            files; --time N: N more calls profiled, one JSON line of the kernels' time a call
+//            (bench/policy/bench_attention.py)
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -206,6 +209,48 @@ int run_linear_rows(const args& a) {
                       get(a, "out"));
 }
 
+// decode-attention --time N: N more calls under the profiler; prints one JSON line with the split
+// and join kernels' device time a call (their names' fp8_split / fp8_join), the wall time a call,
+// and the cache bytes the rows' keys and values take (one byte an element), so the split kernel's
+// read rate. Device times, not wall: a call's host work (allocations, two launches) may exceed
+// a small call's kernels.
+template <typename Call>
+status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int64_t c, bool paged,
+                             const std::vector<int64_t>& positions, const Call& call) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, activities);
+  torch::cuda::synchronize();
+  prof::enableProfiler(config, activities);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < calls; ++i) call();
+  torch::cuda::synchronize();
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  auto result = prof::disableProfiler();
+  double split_us = 0, join_us = 0;
+  int64_t splits = 0, joins = 0;
+  for (const auto& ev : result->events()) {
+    if (ev.deviceType() != c10::DeviceType::CUDA) continue;
+    const double us = static_cast<double>(ev.durationNs()) / 1000.0;
+    if (ev.name().find("fp8_split") != std::string::npos) split_us += us, ++splits;
+    if (ev.name().find("fp8_join") != std::string::npos) join_us += us, ++joins;
+  }
+  if (splits != calls || joins != calls)
+    return fail("the profiler saw " + std::to_string(splits) + " split and " + std::to_string(joins) +
+                " join kernels of " + std::to_string(calls) + " calls");
+  int64_t attended = 0;  // keys a row reads (slots: a row at the last position is a dummy, key 0)
+  for (const int64_t p : positions) attended += !paged && p == c - 1 ? 1 : p + 1;
+  const double bytes = static_cast<double>(attended) * static_cast<double>(k * e * 2);
+  const double n = static_cast<double>(calls);
+  std::cout << "{\"rows\":" << b << ",\"attended_keys\":" << attended << ",\"cache_bytes\":" << bytes
+            << ",\"calls\":" << calls << ",\"split_us\":" << split_us / n << ",\"join_us\":" << join_us / n
+            << ",\"wall_us\":" << wall_us / n << ",\"split_tb_per_s\":" << bytes / (split_us / n) / 1e6
+            << ",\"split_join_tb_per_s\":" << bytes / ((split_us + join_us) / n) / 1e6 << "}\n";
+  return {};
+}
+
 // decode-attention: the caches rounded to e4m3 (saturated), slots or, with --block-size, paged with
 // row r's j-th block at pool block (j * n + n - 1 - r) (blocks of one row never adjacent, rows
 // interleaved), so that every key is read through the tables.
@@ -227,10 +272,16 @@ int run_decode_attention(const args& a) {
     std::cerr << "decode-attention: --block-size " << bs << " does not divide --capacity " << c << "\n";
     return 2;
   }
-  auto q = read_floats(get(a, "q"), b * h * e).view({b, h, e}).to(device, dtype_of(a));
+  const bool random = a.count("random") > 0;
+  const auto floats = [&](const char* name, std::vector<int64_t> shape, double scale) {
+    if (!random) return read_floats(get(a, name), c10::multiply_integers(shape)).view(shape);
+    return torch::randn(shape, torch::TensorOptions(device).dtype(torch::kFloat32)) * scale;
+  };
+  if (random) torch::manual_seed(std::stoull(get(a, "seed", "0")));
+  auto q = floats("q", {b, h, e}, 1.0).to(device, dtype_of(a));
   const auto to_fp8 = [&](const torch::Tensor& x) { return x.clamp(-448.0, 448.0).to(torch::kFloat8_e4m3fn); };
-  auto k_cache = to_fp8(read_floats(get(a, "k"), n * k * c * e).view({n, k, c, e})).to(device);
-  auto v_cache = to_fp8(read_floats(get(a, "v"), n * k * c * e).view({n, k, c, e})).to(device);
+  auto k_cache = to_fp8(floats("k", {n, k, c, e}, 3.0)).to(device);
+  auto v_cache = to_fp8(floats("v", {n, k, c, e}, 3.0)).to(device);
   auto positions_b = torch::tensor(positions, torch::kInt64).to(device);
   torch::Tensor tables;
   if (bs > 0) {
@@ -263,7 +314,16 @@ int run_decode_attention(const args& a) {
     }
     out = again;
   }
-  return write_floats(out, get(a, "out"));
+  if (const int64_t calls = std::stoll(get(a, "time", "0")); calls > 0) {
+    if (auto timed =
+            time_decode_attention(calls, b, k, e, c, bs > 0, positions,
+                                  [&] { fp8_decode_attention(q, k_cache, v_cache, positions_b, keys, tables); });
+        !timed) {
+      std::cerr << "decode-attention: " << timed.error().message << "\n";
+      return 1;
+    }
+  }
+  return a.count("out") ? write_floats(out, get(a, "out")) : 0;
 }
 
 int run_save(const args& a) {

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The e4m3 cache's decode attention kernel alone on a CUDA GPU, at the workloads' shapes.
+
+Runs `policy_model_tool decode-attention --random --time N` (fused_ops.hpp fp8_decode_attention:
+the split kernel and the join kernel of policy/model/fp8_kernels.cu) once per shape and prints the
+kernels' device time a call beside the cache bytes the call reads (one byte an element), so the
+split kernel's read rate, against the bench's bandwidth bound. The shapes are one layer of
+bench_agent.py's 0.5B model (2 KV heads, 14 query heads, head_dim 64): one row at 131,072 keys
+(the 131k decode), 64 rows at 16,384 and 4,096 keys (the cached agent workload's late and early
+turns), the 64 x 16k one paged (blocks of 16); and two of a head_dim-128 model (4 KV heads, 28
+query heads). Each figure is the mean over N calls of the kernels' profiled durations, so the host
+work between calls is not counted. Both the bit-identity of two calls and that the profiler saw
+one split and one join a call are checked by the tool.
+
+    python3 bench/policy/bench_fp8_attention.py [--tool PATH] [--calls 50] [--out FILE]
+
+--tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
+two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's KERNEL_AB=1).
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_generate  # noqa: E402  (build_tool)
+
+HBM_BYTES_PER_S = 4.8e12  # the H200's; bench_agent.py's bound
+
+# name, rows, kv heads, heads, head_dim, keys a row, paged block size (0: slots)
+SHAPES = [
+    ("1 x 131072", 1, 2, 14, 64, 131072, 0),
+    ("64 x 16384", 64, 2, 14, 64, 16384, 0),
+    ("64 x 16384 paged", 64, 2, 14, 64, 16384, 16),
+    ("64 x 4096", 64, 2, 14, 64, 4096, 0),
+    ("1 x 131072, e 128", 1, 4, 28, 128, 131072, 0),
+    ("64 x 4096, e 128", 64, 4, 28, 128, 4096, 0),
+]
+
+
+def run_shape(tool, calls, name, rows, k, h, e, keys, block):
+    # Capacity past the last key: a slots row at the cache's last position would be a dummy row.
+    capacity = keys + 16
+    args = [str(tool), "decode-attention", "--device", "cuda", "--dtype", "bfloat16", "--random",
+            "--rows", rows, "--slots", rows, "--kv-heads", k, "--heads", h, "--head-dim", e,
+            "--capacity", capacity, "--keys", keys, "--positions", ",".join([str(keys - 1)] * rows),
+            "--block-size", block, "--time", calls]
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return {"shape": name, "error": lines[0][:300]}  # the message, not a C++ trace after it
+    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
+    return dict(shape=name, **json.loads(line))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
+    parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--only", nargs="*", help="names of SHAPES to run (default: all)")
+    parser.add_argument("--out", type=pathlib.Path)
+    args = parser.parse_args()
+    tool = args.tool
+    if tool is None:
+        tool = bench_generate.build_tool(args.build_dir)
+    elif not tool.is_file():
+        sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
+    results = []
+    print("| shape | split us | join us | cache MB | split TB/s | split+join TB/s | of the bound |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in SHAPES:
+        if args.only and shape[0] not in args.only:
+            continue
+        r = run_shape(tool, args.calls, *shape)
+        results.append(r)
+        if "error" in r:
+            print(f"| {r['shape']} | error: {r['error']} |||||")
+            continue
+        both = r["split_join_tb_per_s"]
+        print(f"| {r['shape']} | {r['split_us']:.2f} | {r['join_us']:.2f} | {r['cache_bytes'] / 1e6:.1f} | "
+              f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / HBM_BYTES_PER_S:.2f} |", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""bench/policy/bench_fp8_attention.py (CPU): its --tool checked before any run, the tool's JSON
+line read into the table and --out, and a failing shape reported by the first line of the tool's
+message with a nonzero exit. The tool here is a stand-in script that prints what
+`policy_model_tool decode-attention --time` prints; the real tool runs on the GPU
+(tests/policy/model/test_fp8_kv_gpu.py and the bench itself on the device)."""
+import json
+import pathlib
+import stat
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench/policy/bench_fp8_attention.py"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def stand_in(tmp_path, body):
+    tool = tmp_path / "policy_model_tool"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return tool
+
+
+def test_a_tool_that_is_not_there_is_named():
+    proc = run("--tool", "/nonexistent/policy_model_tool")
+    assert proc.returncode != 0
+    assert "--tool /nonexistent/policy_model_tool: no such file" in proc.stderr
+
+
+def test_the_tools_line_gives_the_row_and_the_json(tmp_path):
+    line = {"rows": 1, "attended_keys": 131072, "cache_bytes": 33554432.0, "calls": 3, "split_us": 10.0,
+            "join_us": 2.0, "wall_us": 20.0, "split_tb_per_s": 3.3554432, "split_join_tb_per_s": 2.7962027}
+    tool = stand_in(tmp_path, f"echo 'some log line'\necho '{json.dumps(line)}'\n")
+    out = tmp_path / "out.json"
+    proc = run("--tool", tool, "--calls", 3, "--only", "1 x 131072", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "| 1 x 131072 | 10.00 | 2.00 | 33.6 | 3.36 | 2.80 | 0.58 |" in proc.stdout
+    (got,) = json.loads(out.read_text())
+    assert got == dict(shape="1 x 131072", **line)
+
+
+def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
+    tool = stand_in(tmp_path, "echo 'policy_model_tool: no GPU here' >&2\necho 'frame #0: trace' >&2\nexit 1\n")
+    proc = run("--tool", tool, "--only", "64 x 4096", "64 x 16384")
+    assert proc.returncode == 1
+    rows = [r for r in proc.stdout.splitlines() if "error:" in r]
+    assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here |||||") for r in rows)
