@@ -10,7 +10,9 @@ bench_agent.py's 0.5B model (2 KV heads, 14 query heads, head_dim 64): one row a
 turns), the 64 x 16k one paged (blocks of 16); and two of a head_dim-128 model (4 KV heads, 28
 query heads). Each figure is the mean over N calls of the kernels' profiled durations, so the host
 work between calls is not counted. Both the bit-identity of two calls and that the profiler saw
-one split and one join a call are checked by the tool.
+one split and one join a call are checked by the tool. Each shape's output is hashed (sha256 of
+its fp32 bits; the inputs come from a fixed seed), so two tools' tables say whether their kernels
+give the same bits.
 
     python3 bench/policy/bench_fp8_attention.py [--tool PATH] [--calls 50] [--out FILE]
 
@@ -18,10 +20,12 @@ one split and one join a call are checked by the tool.
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's KERNEL_AB=1).
 """
 import argparse
+import hashlib
 import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_generate  # noqa: E402  (build_tool)
@@ -39,19 +43,26 @@ SHAPES = [
 ]
 
 
-def run_shape(tool, calls, name, rows, k, h, e, keys, block):
+def run_shape(tool, calls, name, rows, k, h, e, keys, block, scratch=None):
     # Capacity past the last key: a slots row at the cache's last position would be a dummy row.
     capacity = keys + 16
     args = [str(tool), "decode-attention", "--device", "cuda", "--dtype", "bfloat16", "--random",
             "--rows", rows, "--slots", rows, "--kv-heads", k, "--heads", h, "--head-dim", e,
             "--capacity", capacity, "--keys", keys, "--positions", ",".join([str(keys - 1)] * rows),
             "--block-size", block, "--time", calls]
+    out = scratch / "out.f32" if scratch else None
+    if out:
+        args += ["--out", out]
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return {"shape": name, "error": lines[0][:300]}  # the message, not a C++ trace after it
     line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
-    return dict(shape=name, **json.loads(line))
+    result = dict(shape=name, **json.loads(line))
+    if out:  # the output's bits, to set two tools' side by side (the inputs are the seed's)
+        result["out_sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+        out.unlink()
+    return result
 
 
 def main():
@@ -68,19 +79,21 @@ def main():
     elif not tool.is_file():
         sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
     results = []
-    print("| shape | split us | join us | cache MB | split TB/s | split+join TB/s | of the bound |")
-    print("|---|---|---|---|---|---|---|")
-    for shape in SHAPES:
-        if args.only and shape[0] not in args.only:
-            continue
-        r = run_shape(tool, args.calls, *shape)
-        results.append(r)
-        if "error" in r:
-            print(f"| {r['shape']} | error: {r['error']} |||||")
-            continue
-        both = r["split_join_tb_per_s"]
-        print(f"| {r['shape']} | {r['split_us']:.2f} | {r['join_us']:.2f} | {r['cache_bytes'] / 1e6:.1f} | "
-              f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / HBM_BYTES_PER_S:.2f} |", flush=True)
+    print("| shape | split us | join us | cache MB | split TB/s | split+join TB/s | of the bound | output sha256 |")
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as scratch:
+        for shape in SHAPES:
+            if args.only and shape[0] not in args.only:
+                continue
+            r = run_shape(tool, args.calls, *shape, scratch=pathlib.Path(scratch))
+            results.append(r)
+            if "error" in r:
+                print(f"| {r['shape']} | error: {r['error']} ||||||")
+                continue
+            both = r["split_join_tb_per_s"]
+            print(f"| {r['shape']} | {r['split_us']:.2f} | {r['join_us']:.2f} | {r['cache_bytes'] / 1e6:.1f} | "
+                  f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / HBM_BYTES_PER_S:.2f} | "
+                  f"{r['out_sha256'][:16]} |", flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return 1 if any("error" in r for r in results) else 0

@@ -1,8 +1,9 @@
 """bench/policy/bench_fp8_attention.py (CPU): its --tool checked before any run, the tool's JSON
-line read into the table and --out, and a failing shape reported by the first line of the tool's
-message with a nonzero exit. The tool here is a stand-in script that prints what
-`policy_model_tool decode-attention --time` prints; the real tool runs on the GPU
+line and its output's hash read into the table and --out, and a failing shape reported by the
+first line of the tool's message with a nonzero exit. The tool here is a stand-in script that
+prints what `policy_model_tool decode-attention --time` prints; the real tool runs on the GPU
 (tests/policy/model/test_fp8_kv_gpu.py and the bench itself on the device)."""
+import hashlib
 import json
 import pathlib
 import stat
@@ -33,13 +34,16 @@ def test_a_tool_that_is_not_there_is_named():
 def test_the_tools_line_gives_the_row_and_the_json(tmp_path):
     line = {"rows": 1, "attended_keys": 131072, "cache_bytes": 33554432.0, "calls": 3, "split_us": 10.0,
             "join_us": 2.0, "wall_us": 20.0, "split_tb_per_s": 3.3554432, "split_join_tb_per_s": 2.7962027}
-    tool = stand_in(tmp_path, f"echo 'some log line'\necho '{json.dumps(line)}'\n")
+    # The stand-in writes 8 bytes where the tool writes its output (the argument after --out).
+    tool = stand_in(tmp_path, "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && printf 'abcdefgh' > \"$2\"; shift; done\n"
+                              f"echo 'some log line'\necho '{json.dumps(line)}'\n")
     out = tmp_path / "out.json"
     proc = run("--tool", tool, "--calls", 3, "--only", "1 x 131072", "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert "| 1 x 131072 | 10.00 | 2.00 | 33.6 | 3.36 | 2.80 | 0.58 |" in proc.stdout
+    digest = hashlib.sha256(b"abcdefgh").hexdigest()
+    assert f"| 1 x 131072 | 10.00 | 2.00 | 33.6 | 3.36 | 2.80 | 0.58 | {digest[:16]} |" in proc.stdout
     (got,) = json.loads(out.read_text())
-    assert got == dict(shape="1 x 131072", **line)
+    assert got == dict(shape="1 x 131072", **line, out_sha256=digest)
 
 
 def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
@@ -47,4 +51,4 @@ def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
     proc = run("--tool", tool, "--only", "64 x 4096", "64 x 16384")
     assert proc.returncode == 1
     rows = [r for r in proc.stdout.splitlines() if "error:" in r]
-    assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here |||||") for r in rows)
+    assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here ||||||") for r in rows)
