@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# A patch timed against the tree it applies to, on one device machine in one call (results under
+# Patches timed against the tree they apply to, on one device machine in one call (results under
 # $OUT), from a copy of the tree that may be changed (the device machine's is):
 #   PATCH=docs/held/ring-rope.patch RUNS="long|;cached|;cached|--overlap" OUT=... bash bench/policy/run_patch_ab.sh
 # 1. A: this tree built (bench_generate.build_tool, LibTorch only) into $BUILD; its
-#    policy_model_tool is kept aside. B: PATCH applied to this tree in place (git apply, else
-#    patch -p1) and $BUILD built again, which recompiles only what the patch touches.
-# 2. GATE: pytest arguments (the patched tree's tests) run against B; GATE_SOFT=1 goes on when they
-#    fail (an A/B whose speed is wanted whichever way the tests go), else the call stops there.
-# 3. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
-#    run with A then with B (bench_agent.py --tool), each capped at RUN_S seconds (agent-K-a.json,
-#    agent-K-b.json), with COMMON flags added to every run (e.g. --kv-cache-dtype fp8_e4m3). A runs
-#    right before B each time (A first: a drift of the card within a pair falls on B). Runs of the
-#    workloads in PROFILE (default long) also profile their steps (bench_agent.py --profile-out).
-# MICRO: a kernel bench run with A's tool, then B's, before RUNS (below).
+#    policy_model_tool is kept aside ($BUILD/ab-tool-a). PATCH names one patch or several
+#    (space-separated): each in turn is applied to this tree alone, in place (git apply, else
+#    patch -p1), $BUILD built again (only what it touches recompiles), its tool kept aside
+#    ($BUILD/ab-tool-<side>: side b for one patch, else b1, b2, .. in PATCH's order), and the
+#    patch taken out again.
+# 2. GATE: pytest arguments (the patched tree's tests) run against each patch's build, before it is
+#    taken out (gate-tests-<side>.log); GATE_SOFT=1 goes on when they fail (an A/B whose speed is
+#    wanted whichever way the tests go), else the call stops there.
+# 3. MICRO: a kernel bench and its arguments, run with each side's tool in turn (a first).
+# 4. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
+#    run with every side's tool in turn, A first (bench_agent.py --tool), each capped at RUN_S
+#    seconds (agent-K-<side>.json), with COMMON flags added to every run (e.g. --kv-cache-dtype
+#    fp8_e4m3). A runs right before the patches each time (a drift of the card within a set falls
+#    on them). Runs of the workloads in PROFILE (default long) also profile their steps
+#    (bench_agent.py --profile-out).
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
-# not against figures of another machine or day.
+# not against figures of another machine or day; several patches in one call share A's build and
+# the card.
 # PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz at the end.
 set -u
 OUT=${OUT:-/tmp/patch-ab}; mkdir -p "$OUT"
 PY=${PY:-python3}
 BUILD=${BUILD:-/tmp/patch-ab-build}
-PATCH=${PATCH:?PATCH names the patch file, relative to this tree}
+PATCH=${PATCH:?PATCH names the patch files, relative to this tree}
 START=$(date +%s)
 at() { echo "at $(( $(date +%s) - START )) s"; }
 . bench/policy/device_env.sh
@@ -29,29 +35,47 @@ build() {  # build LOG
   timeout "${BUILD_S:-240}" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$1" 2>&1
 }
-# The patch's files touched first: a $BUILD left by an earlier call holds B's objects, which
-# ninja would otherwise take as A's where the copied files are older.
-sed -n 's|^+++ b/||p' "$PATCH" | while read -r f; do [ -f "$f" ] && touch "$f"; done
+# The patches' files touched first: a $BUILD left by an earlier call holds a patched build's
+# objects, which ninja would otherwise take as A's where the copied files are older.
+read -ra patches <<< "$PATCH"
+for p in "${patches[@]}"; do
+  [ -f "$p" ] || { echo "PATCH names $p, which is not a file of this tree"; exit 2; }
+  sed -n 's|^+++ b/||p' "$p" | while read -r f; do [ -f "$f" ] && touch "$f"; done
+done
 build "$OUT/build-a.log"; rc=$?; echo "build a rc=$rc $(at)"
 [ $rc = 0 ] || { tail -n 5 "$OUT/build-a.log"; exit 3; }
-TOOL_A=$BUILD/ab-tool-a
-cp "$BUILD/policy/model/policy_model_tool" "$TOOL_A"
-if ! { git apply "$PATCH" 2>/dev/null || patch -p1 -s --forward < "$PATCH"; }; then
-  echo "PATCH $PATCH does not apply to this tree"; exit 2
-fi
-build "$OUT/build-b.log"; rc=$?; echo "build b rc=$rc $(at)"
-[ $rc = 0 ] || { tail -n 5 "$OUT/build-b.log"; exit 3; }
-if [ -n "${GATE:-}" ]; then
-  # shellcheck disable=SC2086  # GATE is pytest's words
-  CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
-  rc=$?; echo "gate tests (b) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests.log"
-  [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
-fi
+cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-a"
+# Each patch alone on this tree, in turn: applied, built, gated, taken out again. Its side is b
+# (one patch) or b1, b2, .. in PATCH's order; its tool $BUILD/ab-tool-<side>.
+sides=(a)
+k=0
+for p in "${patches[@]}"; do
+  k=$((k + 1))
+  side=b; [ ${#patches[@]} -gt 1 ] && side=b$k
+  # (patch tried dry first: a patch that does not apply leaves no .rej files in the tree)
+  if ! { git apply "$p" 2>/dev/null ||
+    { patch -p1 -s --forward --dry-run < "$p" > /dev/null && patch -p1 -s --forward < "$p"; }; }; then
+    echo "PATCH $p does not apply to this tree"; exit 2
+  fi
+  build "$OUT/build-$side.log"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
+  [ $rc = 0 ] || { tail -n 5 "$OUT/build-$side.log"; exit 3; }
+  cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-$side"
+  if [ -n "${GATE:-}" ]; then  # the patched tree's tests, against its build
+    # shellcheck disable=SC2086  # GATE is pytest's words
+    CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests-$side.log" 2>&1
+    rc=$?; echo "gate tests ($side) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests-$side.log"
+    [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
+  fi
+  if ! { git apply -R "$p" 2>/dev/null || patch -p1 -s -R < "$p"; }; then
+    echo "PATCH $p does not come out of this tree again"; exit 2
+  fi
+  sides+=("$side")
+done
 # MICRO: a kernel bench and its arguments (e.g. "bench/policy/bench_fp8_attention.py --calls 50"),
-# run with A's tool, then B's (--tool; micro-a.json / micro-b.json, its table in micro-a.md / -b.md).
+# run with each side's tool (--tool; micro-<side>.json, its table in micro-<side>.md).
 if [ -n "${MICRO:-}" ]; then
-  for side in a b; do
-    tool=$TOOL_A; [ $side = b ] && tool=$BUILD/policy/model/policy_model_tool
+  for side in "${sides[@]}"; do
+    tool=$BUILD/ab-tool-$side
     # shellcheck disable=SC2086  # MICRO is the script's words
     timeout "${MICRO_S:-120}" $PY $MICRO --tool "$tool" --out "$OUT/micro-$side.json" > "$OUT/micro-$side.md" 2>&1
     echo "micro $side rc=$? $(at)"; cat "$OUT/micro-$side.md"
@@ -64,8 +88,8 @@ for run in "${runs[@]}"; do
   what=${run%%|*} flags=${run#*|}
   case $what in batch) skip="cached long" ;; long) skip="batch cached" ;; cached) skip="batch long" ;;
     *) echo "run $k: workload '$what' is not batch, long or cached"; continue ;; esac
-  for side in a b; do
-    tool=$TOOL_A; [ $side = b ] && tool=$BUILD/policy/model/policy_model_tool
+  for side in "${sides[@]}"; do
+    tool=$BUILD/ab-tool-$side
     profile=(); case " ${PROFILE-long} " in *" $what "*) profile=(--profile-out "$OUT/$k-$side") ;; esac
     # shellcheck disable=SC2086  # flags are words
     timeout "${RUN_S:-60}" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
