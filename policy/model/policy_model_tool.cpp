@@ -40,7 +40,7 @@
 //            out [B, H, E] (--out optional with --random)
 //            --random [--seed S]: q ~ N(0, 1), keys and values ~ N(0, 9) made on the device, no
 //            files; --time N: N more calls profiled, one JSON line of the kernels' time a call
-//            (bench/policy/bench_attention.py)
+//            (bench/policy/bench_fp8_attention.py)
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -323,7 +323,7 @@ int run_decode_attention(const args& a) {
       return 1;
     }
   }
-  return a.count("out") ? write_floats(out, get(a, "out")) : 0;
+  return random && a.count("out") == 0 ? 0 : write_floats(out, get(a, "out"));
 }
 
 int run_save(const args& a) {

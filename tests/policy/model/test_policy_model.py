@@ -289,6 +289,21 @@ def test_truncated_and_missing_checkpoints_are_clear_errors(models, tmp_path):
     assert proc.returncode == 1 and "truncated" in proc.stderr, proc.stderr
 
 
+def test_decode_attention_with_random_inputs_reaches_the_kernel_check_and_names_bad_arguments():
+    """decode-attention --random --time (bench/policy/bench_fp8_attention.py's call) builds its
+    e4m3 caches from the seed without files; on the CPU the kernel then does not run, a clear
+    error. Rows that --positions does not match, or a block size that does not divide the
+    capacity, are usage errors."""
+    common = ["decode-attention", "--device", "cpu", "--dtype", "bfloat16", "--random", "--kv-heads", 2,
+              "--heads", 14, "--head-dim", 64, "--capacity", 64, "--keys", 32, "--time", 3]
+    proc = run_tool(*common, "--rows", 1, "--slots", 1, "--positions", 31, check=False)
+    assert proc.returncode == 1 and "the kernel does not run here" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 2, "--slots", 2, "--positions", 31, check=False)
+    assert proc.returncode == 2 and "--positions names 1 rows, --rows is 2" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 1, "--slots", 1, "--positions", 31, "--block-size", 48, check=False)
+    assert proc.returncode == 2 and "--block-size 48 does not divide --capacity 64" in proc.stderr, proc.stderr
+
+
 def test_prompt_longer_than_context_is_rejected(models):
     path, _ = models["qwen2"]
     proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)
