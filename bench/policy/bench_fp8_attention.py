@@ -1,23 +1,22 @@
-#!/usr/bin/env python3
 """The e4m3 cache's decode attention kernel alone on a CUDA GPU, at the workloads' shapes.
 
 Runs `policy_model_tool decode-attention --random --time N` (fused_ops.hpp fp8_decode_attention:
 the split kernel and the join kernel of policy/model/fp8_kernels.cu) once per shape and prints the
 kernels' device time a call beside the cache bytes the call reads (one byte an element), so the
-split kernel's read rate, against the bench's bandwidth bound. The shapes are one layer of
-bench_agent.py's 0.5B model (2 KV heads, 14 query heads, head_dim 64): one row at 131,072 keys
-(the 131k decode), 64 rows at 16,384 and 4,096 keys (the cached agent workload's late and early
-turns), the 64 x 16k one paged (blocks of 16); and two of a head_dim-128 model (4 KV heads, 28
-query heads). Each figure is the mean over N calls of the kernels' profiled durations, so the host
-work between calls is not counted. Both the bit-identity of two calls and that the profiler saw
-one split and one join a call are checked by the tool. Each shape's output is hashed (sha256 of
-its fp32 bits; the inputs come from a fixed seed), so two tools' tables say whether their kernels
-give the same bits.
+split kernel's read rate, against the card's HBM bandwidth (H100 or H200, by name). The shapes
+are one layer of bench_agent.py's 0.5B model (2 KV heads, 14 query heads, head_dim 64): one row at
+131,072 keys (the 131k decode), 64 rows at 16,384 and 4,096 keys (the cached agent workload's late
+and early turns), the 64 x 16k one paged (blocks of 16); and two of a head_dim-128 model (4 KV
+heads, 28 query heads). Each figure is the mean over N calls of the kernels' profiled durations, so
+the host work between calls is not counted. Both the bit-identity of two calls and that the
+profiler saw one split and one join a call are checked by the tool. Each shape's output is hashed
+(sha256 of its fp32 bits; the inputs come from a fixed seed), so two tools' tables say whether
+their kernels give the same bits.
 
     python3 bench/policy/bench_fp8_attention.py [--tool PATH] [--calls 50] [--out FILE]
 
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
-two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's KERNEL_AB=1).
+two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
 """
 import argparse
 import hashlib
@@ -29,8 +28,19 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bench_generate  # noqa: E402  (build_tool)
+import torch  # noqa: E402  (after bench_generate, which needs it too)
 
-HBM_BYTES_PER_S = 4.8e12  # the H200's; bench_agent.py's bound
+# Rationale: the data sheets' HBM bandwidths (H100 SXM 3.35 TB/s, H200 SXM 4.8 TB/s); a kernel near
+# one card's bound is far from the other's, so the table sets each run beside its own card's.
+HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
+
+
+def card_bound(name):
+    """The HBM bandwidth of the card named `name` (torch.cuda.get_device_name), else the H200's."""
+    for card, bound in HBM_BYTES_PER_S.items():
+        if card in name:
+            return card, bound
+    return "H200 (not this card's)", HBM_BYTES_PER_S["H200"]
 
 # name, rows, kv heads, heads, head_dim, keys a row, paged block size (0: slots)
 SHAPES = [
@@ -79,6 +89,9 @@ def main():
     elif not tool.is_file():
         sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
     results = []
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    card, bound = card_bound(name)
+    print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s\n")
     print("| shape | split us | join us | cache MB | split TB/s | split+join TB/s | of the bound | output sha256 |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
@@ -92,7 +105,7 @@ def main():
                 continue
             both = r["split_join_tb_per_s"]
             print(f"| {r['shape']} | {r['split_us']:.2f} | {r['join_us']:.2f} | {r['cache_bytes'] / 1e6:.1f} | "
-                  f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / HBM_BYTES_PER_S:.2f} | "
+                  f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / bound:.2f} | "
                   f"{r['out_sha256'][:16]} |", flush=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

@@ -52,3 +52,11 @@ def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
     assert proc.returncode == 1
     rows = [r for r in proc.stdout.splitlines() if "error:" in r]
     assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here ||||||") for r in rows)
+
+
+def test_the_bound_is_the_named_cards():
+    sys.path.insert(0, str(ROOT / "bench/policy"))
+    import bench_fp8_attention
+    assert bench_fp8_attention.card_bound("NVIDIA H100 80GB HBM3") == ("H100", 3.35e12)
+    assert bench_fp8_attention.card_bound("NVIDIA H200") == ("H200", 4.8e12)
+    assert bench_fp8_attention.card_bound("NVIDIA A100-SXM4-80GB") == ("H200 (not this card's)", 4.8e12)
