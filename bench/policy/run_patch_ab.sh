@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Patches timed against the tree they apply to, on one device machine in one call (results under
 # $OUT), from a copy of the tree that may be changed (the device machine's is):
-#   PATCH=docs/held/ring-rope.patch RUNS="long|;cached|;cached|--overlap" OUT=... bash bench/policy/run_patch_ab.sh
+#   PATCH=some.patch RUNS="long|;cached|;cached|--overlap" OUT=... bash bench/policy/run_patch_ab.sh
 # 1. A: this tree built (bench_generate.build_tool, LibTorch only) into $BUILD; its
 #    policy_model_tool is kept aside ($BUILD/ab-tool-a). PATCH names one patch or several
 #    (space-separated): each in turn is applied to this tree alone, in place (git apply, else

@@ -1,8 +1,9 @@
 // fp8_kernels: see fp8_kernels.hpp.
 //
 // fp8_split_kernel: a block of 4 warps per (split, row x KV head); each warp reads its own
-// warp_keys keys, 16 at a time, with the next 32 keys' loads (16 at e 128) issued before the
-// current ones are computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
+// warp_keys keys, 16 at a time: at e 64 through a ring of 5 tiles in shared memory (cp.async),
+// four tiles' copies in flight while one is computed; at e 128 the next tile loaded into registers
+// while the current one is computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
 // tile (rows g..15 zero): scores S = Q K^T over e / 16 k-steps for two n-tiles of 8 keys, an
 // online softmax in base 2 (max, rescale, weights), then O += P V over e / 8 n-tiles of output
 // dimensions.
@@ -44,6 +45,25 @@ constexpr int split_warps = static_cast<int>(fp8_attention_warps);
 constexpr int join_threads_few = 128;
 constexpr int join_threads_many = 1024;
 constexpr int64_t join_many_splits = 64;
+// The split kernel's tiles at e 64: a ring of 5 staged tiles a warp in shared memory (10 KiB a
+// warp, 40 KiB a block), 4 blocks a multiprocessor (registers capped at 128 a thread: 118, no
+// spill), 4 x 49 KiB of the 228 KiB of an sm_90 multiprocessor. At e 128 no ring: two tiles
+// loaded ahead in registers (168 a thread, 3 blocks), main's loop before the ring.
+// Rationale (bench/results/2026-12-05-policy-h200-fp8-ring-smem.md): two tiles ahead in
+// registers (144 a thread, 3 blocks) read the cache at ~2.1-2.2 TB/s on both the H100 and the
+// H200, whose bandwidth is 43% higher; on the H200 the ring took the 64 x 16k split from 89.6 to
+// 75.9 us. Rings of 4 tiles at 5 blocks and of 8 at 3 were no faster; at e 128 a ring took 182
+// registers (2 blocks) and was 7-8% slower, or spilled at 3 blocks and was 40% slower.
+template <int E>
+constexpr bool fp8_split_ring = E == 64;
+template <int E>
+constexpr int fp8_split_stages = fp8_split_ring<E> ? 5 : 1;
+// Blocks a multiprocessor holds at once, as the launch bounds promise them (e 64) or as measured
+// on the H100 and the H200 (e 128): the splits' sizing until the device is asked.
+template <int E>
+constexpr int fp8_split_blocks = E == 64 ? 4 : 3;
+template <int E>
+constexpr int fp8_split_ring_bytes = fp8_split_ring<E> ? split_warps* fp8_split_stages<E> * 32 * E : 0;
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) {
   return __bfloat162float(v);
@@ -119,7 +139,8 @@ struct key_rows {
   }
 };
 
-// The lane's bytes of keys first..first + 15 (keys at or past `used` read as zeros).
+// The lane's bytes of keys first..first + 15 (keys at or past `used` read as zeros), loaded into
+// registers (e 128).
 template <int E>
 __device__ __forceinline__ void load_tile(tile_bytes<E>& t, const uint8_t* k_cache, const uint8_t* v_cache,
                                           const key_rows& rows, int first, int used, int gr, int qd) {
@@ -149,12 +170,100 @@ __device__ __forceinline__ void load_tile(tile_bytes<E>& t, const uint8_t* k_cac
   }
 }
 
+// Staged tiles (cp.async): each warp keeps a ring of `stages` 16-key tiles in shared memory,
+// stages - 1 of them loading while one is read; a lane then reads its fragments' bytes (above)
+// from the stage. Rationale: the same words as loading them straight into registers (the kernel
+// before the ring), so the same sums and bits, with more bytes in flight and fewer registers.
+// A stage is the tile's keys (16 rows of e bytes), then its values; each 16-byte chunk c of row r
+// is stored at chunk c ^ swizzle, so a read of the fragments' bytes (rows 4qd + j of values, rows
+// 2n + {0, 1} of keys at e 128) hits few banks twice.
+template <int E>
+struct stage_layout {
+  static constexpr int chunks = E / 16;  // 16-byte chunks a row
+  static constexpr int bytes = 32 * E;   // a stage: 16 key rows, then 16 value rows
+  __device__ __forceinline__ static int key_chunk(int r, int c) { return E == 128 ? c ^ (r & 1) : c; }
+  __device__ __forceinline__ static int value_chunk(int r, int c) { return c ^ ((((r >> 2) & 3) << 1) & (chunks - 1)); }
+};
+
+__device__ __forceinline__ void copy_16(uint8_t* dst, const uint8_t* src) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int Pending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// The warp's copies of keys first..first + 15 into `stage` (keys at or past `used` are not read;
+// the reader zeroes them).
+template <int E>
+__device__ __forceinline__ void stage_tile(uint8_t* stage, const uint8_t* k_cache, const uint8_t* v_cache,
+                                           const key_rows& rows, int first, int used, int lane) {
+  using L = stage_layout<E>;
+  if (first >= used) return;
+  const int64_t row0 = rows.row_of(first);
+#pragma unroll
+  for (int i = 0; i < L::chunks / 2; ++i) {  // 16 rows x chunks = 32 lanes x chunks / 2
+    const int idx = lane + warp * i, r = idx / L::chunks, c = idx % L::chunks;
+    if (first + r < used) {
+      copy_16(stage + (r * L::chunks + L::key_chunk(r, c)) * 16, k_cache + (row0 + r) * E + c * 16);
+      copy_16(stage + 16 * E + (r * L::chunks + L::value_chunk(r, c)) * 16, v_cache + (row0 + r) * E + c * 16);
+    }
+  }
+}
+
+// Reads `count` words (2 or 4) at p (shared memory) into w.
+template <int Words>
+__device__ __forceinline__ void read_words(uint32_t* w, const uint8_t* p) {
+  if constexpr (Words == 2) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    w[0] = x.x, w[1] = x.y;
+  } else {
+    const uint4 x = *reinterpret_cast<const uint4*>(p);
+    w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+  }
+}
+
+// The lane's words of a staged tile (keys at or past `used` as zeros).
+template <int E>
+__device__ __forceinline__ void read_tile(tile_bytes<E>& t, const uint8_t* stage, int first, int used, int gr, int qd) {
+  using L = stage_layout<E>;
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    const int key = 4 * (gr / 2) + 2 * n + gr % 2;
+    if (first + key < used) {
+#pragma unroll
+      for (int i = 0; i < E / 64; ++i)  // e/4 bytes: chunks qd * e/64 + i
+        read_words<4>(t.k[n] + 4 * i, stage + (key * L::chunks + L::key_chunk(key, qd * (E / 64) + i)) * 16);
+    } else {
+      zero_words(t.k[n]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int key = 4 * qd + j;
+    if (first + key < used) {
+      const int byte = gr * (E / 8);  // e/8 bytes: half a chunk at e 64, a chunk at e 128
+      read_words<E / 32>(t.v[j], stage + 16 * E + (key * L::chunks + L::value_chunk(key, byte / 16)) * 16 + byte % 16);
+    } else {
+      zero_words(t.v[j]);
+    }
+  }
+}
+
 // The running state of a lane: query head gr's max and partial sum (base 2), and its outputs
-// (n-tile t, columns 2qd and 2qd + 1).
+// (n-tile t: o[t][0], o[t][1], columns 2qd and 2qd + 1 of row gr). In place (e 64) they are
+// P V's whole accumulator fragments: o[t][2], o[t][3] (row gr + 8) stay 0, P's rows 8..15 being
+// zero, so no fragment is zeroed and no output copied a tile. At e 128 the four words would take
+// the kernel past the registers of its blocks.
 template <int E>
 struct running {
+  static constexpr bool in_place = E == 64;
   float m = -INFINITY, l = 0.0f;
-  float o[E / 8][2] = {};
+  float o[E / 8][in_place ? 4 : 2] = {};
 };
 
 template <int E>
@@ -185,7 +294,20 @@ __device__ __forceinline__ void attend_tile(running<E>& r, const tile_bytes<E>& 
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   const float m_new = fmaxf(r.m, mx);
   const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: weights 0, nothing to rescale
-  const float alpha = exp2f(r.m - m_use);
+  // In place, the outputs are rescaled here, and only when some row's max grew: every other
+  // row's alpha is exp2(0) = 1, whose product changes no bit (a row with no key yet: outputs and
+  // sum are 0, and so is alpha). Rationale: after a warp's first keys most tiles grow no max, and
+  // the rescale was 16 multiplies a lane a tile with exp2 between the scores and P V.
+  float alpha = 1.0f;
+  if constexpr (running<E>::in_place) {
+    if (__any_sync(0xffffffffu, m_new != r.m)) {
+      alpha = exp2f(r.m - m_use);
+#pragma unroll
+      for (int nt = 0; nt < E / 8; ++nt) r.o[nt][0] *= alpha, r.o[nt][1] *= alpha;
+    }
+  } else {
+    alpha = exp2f(r.m - m_use);
+  }
   float p[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) p[i] = exp2f(x[i] - m_use);
@@ -200,15 +322,19 @@ __device__ __forceinline__ void attend_tile(running<E>& r, const tile_bytes<E>& 
     const uint32_t sel = static_cast<uint32_t>(byte) | static_cast<uint32_t>(4 + byte) << 4;
     const uint32_t b0 = fp8x2_to_half2(__byte_perm(t.v[0][w], t.v[1][w], sel));
     const uint32_t b1 = fp8x2_to_half2(__byte_perm(t.v[2][w], t.v[3][w], sel));
-    float acc[4] = {r.o[nt][0] * alpha, r.o[nt][1] * alpha, 0.0f, 0.0f};
-    mma_16816(acc, p01, 0u, p23, 0u, b0, b1);
-    r.o[nt][0] = acc[0];
-    r.o[nt][1] = acc[1];
+    if constexpr (running<E>::in_place) {
+      mma_16816(r.o[nt], p01, 0u, p23, 0u, b0, b1);
+    } else {
+      float acc[4] = {r.o[nt][0] * alpha, r.o[nt][1] * alpha, 0.0f, 0.0f};
+      mma_16816(acc, p01, 0u, p23, 0u, b0, b1);
+      r.o[nt][0] = acc[0];
+      r.o[nt][1] = acc[1];
+    }
   }
 }
 
 template <typename T, int E>
-__global__ void __launch_bounds__(split_warps* warp)
+__global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_split_blocks<E> : 1)
     fp8_split_kernel(const T* __restrict__ q_bhe, const uint8_t* __restrict__ k_cache,
                      const uint8_t* __restrict__ v_cache, const int64_t* __restrict__ positions_b,
                      const int64_t* __restrict__ tables_bm, float* __restrict__ part_o, float* __restrict__ part_lse,
@@ -218,6 +344,7 @@ __global__ void __launch_bounds__(split_warps* warp)
   __shared__ float o_s[split_warps][fp8_attention_max_g][E];
   __shared__ float m_s[split_warps][fp8_attention_max_g];
   __shared__ float l_s[split_warps][fp8_attention_max_g];
+  extern __shared__ __align__(16) uint8_t ring_s[];
   const int split = static_cast<int>(blockIdx.x), splits = static_cast<int>(gridDim.x);
   const int64_t pair = blockIdx.y;  // row * k + KV head
   const int64_t row = pair / k, head = pair % k;
@@ -256,21 +383,47 @@ __global__ void __launch_bounds__(split_warps* warp)
   const int first = block_first + wid * warp_keys;
   const int last = min(first + warp_keys, used);
   if (first < last) {
-    // 16-key tiles loaded ahead: two at e 64; one at e 128, whose tiles take twice the registers.
-    constexpr int ahead = E == 64 ? 2 : 1, step = 16 * ahead;
-    tile_bytes<E> cur[ahead], next[ahead];
+    if constexpr (fp8_split_ring<E>) {
+      // A ring of staged tiles a warp: tile t is read from stage t % stages while tiles t + 1 ..
+      // t + stages - 1 load (one commit group each, empty past the warp's keys).
+      constexpr int stages = fp8_split_stages<E>;
+      uint8_t* ring = ring_s + wid * stages * stage_layout<E>::bytes;
+      const int tiles = (last - first + 15) / 16;
 #pragma unroll
-    for (int i = 0; i < ahead; ++i) load_tile<E>(cur[i], k_cache, v_cache, rows, first + 16 * i, used, gr, qd);
-    for (int key = first; key < last; key += step) {
-      if (key + step < last)
+      for (int t = 0; t < stages - 1; ++t) {
+        if (t < tiles)
+          stage_tile<E>(ring + t * stage_layout<E>::bytes, k_cache, v_cache, rows, first + 16 * t, used, lane);
+        copy_commit();
+      }
+      for (int t = 0; t < tiles; ++t) {
+        copy_wait<stages - 2>();  // this lane's copies of tile t landed
+        __syncwarp();             // every lane's, and every lane done reading tile t - 1's stage
+        const int ahead = t + stages - 1;
+        if (ahead < tiles)
+          stage_tile<E>(ring + (ahead % stages) * stage_layout<E>::bytes, k_cache, v_cache, rows, first + 16 * ahead,
+                        used, lane);
+        copy_commit();
+        tile_bytes<E> tile;
+        read_tile<E>(tile, ring + (t % stages) * stage_layout<E>::bytes, first + 16 * t, used, gr, qd);
+        attend_tile<E>(r, tile, q, first + 16 * t, last, qd, scale_log2);
+      }
+    } else {
+      // 16-key tiles loaded into registers ahead: one at e 128 (two at e 64 before the ring).
+      constexpr int ahead = E == 64 ? 2 : 1, step = 16 * ahead;
+      tile_bytes<E> cur[ahead], next[ahead];
+#pragma unroll
+      for (int i = 0; i < ahead; ++i) load_tile<E>(cur[i], k_cache, v_cache, rows, first + 16 * i, used, gr, qd);
+      for (int key = first; key < last; key += step) {
+        if (key + step < last)
+#pragma unroll
+          for (int i = 0; i < ahead; ++i)
+            load_tile<E>(next[i], k_cache, v_cache, rows, key + step + 16 * i, used, gr, qd);
 #pragma unroll
         for (int i = 0; i < ahead; ++i)
-          load_tile<E>(next[i], k_cache, v_cache, rows, key + step + 16 * i, used, gr, qd);
+          if (key + 16 * i < last) attend_tile<E>(r, cur[i], q, key + 16 * i, last, qd, scale_log2);
 #pragma unroll
-      for (int i = 0; i < ahead; ++i)
-        if (key + 16 * i < last) attend_tile<E>(r, cur[i], q, key + 16 * i, last, qd, scale_log2);
-#pragma unroll
-      for (int i = 0; i < ahead; ++i) cur[i] = next[i];
+        for (int i = 0; i < ahead; ++i) cur[i] = next[i];
+      }
     }
   }
   // The quad's partial sums, then the warps' states through shared memory.
@@ -375,6 +528,20 @@ __global__ void __launch_bounds__(Threads)
   }
 }
 
+// The split kernel's ring may take more than the 48 KiB of dynamic shared memory a kernel gets
+// without asking (its static arrays count against that too): asked once a kernel.
+template <typename T, int E>
+void allow_ring() {
+  if constexpr (!fp8_split_ring<E>) return;
+  static const bool asked = [] {
+    cudaFuncSetAttribute(fp8_split_kernel<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8_split_ring_bytes<E>);
+    cudaFuncSetAttribute(fp8_split_kernel<T, E>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+    return true;
+  }();
+  (void)asked;
+}
+
 template <typename T, int E>
 void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* v_cache, const int64_t* positions_b,
                       const int64_t* tables_bm, void* out_bhe, float* part_o, float* part_lse, int64_t b, int64_t k,
@@ -382,9 +549,10 @@ void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* 
                       cudaStream_t stream) {
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(E)));
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(b * k));
-  launch(fp8_split_kernel<T, E>, grid, split_warps * warp, 0, stream, static_cast<const T*>(q_bhe), k_cache, v_cache,
-         positions_b, tables_bm, part_o, part_lse, static_cast<int>(k), static_cast<int>(g), c, blocks, m,
-         static_cast<int>(warp_keys), scale_log2);
+  allow_ring<T, E>();
+  launch(fp8_split_kernel<T, E>, grid, split_warps * warp, fp8_split_ring_bytes<E>, stream,
+         static_cast<const T*>(q_bhe), k_cache, v_cache, positions_b, tables_bm, part_o, part_lse, static_cast<int>(k),
+         static_cast<int>(g), c, blocks, m, static_cast<int>(warp_keys), scale_log2);
   const auto join = [&](auto threads) {
     constexpr int Threads = decltype(threads)::value;
     launch(fp8_join_kernel<T, E, Threads>, static_cast<unsigned>(b * k * g), Threads, 0, stream, part_o, part_lse,
@@ -401,39 +569,40 @@ void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* 
 
 namespace {
 
-// Split blocks one multiprocessor holds at once: the fewer of the e 64 and e 128 kernels'
-// occupancy (their registers: 144 and 168 a thread, 3 blocks of 4 warps on the H200). Read once,
-// outside a graph capture (no query is made while `stream` captures); 3 until then.
+// Split blocks one multiprocessor holds at once at head_dim E (the kernel's registers and its ring;
+// bf16 and fp16 alike): read once, outside a graph capture (no query is made while `stream`
+// captures); until then the blocks its launch bounds promise.
+template <int E>
 int64_t resident_split_blocks(cudaStream_t stream) {
   static std::atomic<int> blocks{0};
   if (blocks.load() == 0) {
-    const bool capturing = stream_capturing(stream);
-    int e64 = 0, e128 = 0;
-    const int threads = split_warps * warp;
-    if (capturing ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e64, fp8_split_kernel<__nv_bfloat16, 64>, threads, 0) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&e128, fp8_split_kernel<__nv_bfloat16, 128>, threads, 0) !=
-            cudaSuccess) {
+    int n = 0;
+    if (stream_capturing(stream)) return fp8_split_blocks<E>;
+    allow_ring<__nv_bfloat16, E>();
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp8_split_kernel<__nv_bfloat16, E>, split_warps * warp,
+                                                      fp8_split_ring_bytes<E>) != cudaSuccess) {
       cudaGetLastError();
-      return 3;
+      return fp8_split_blocks<E>;
     }
-    blocks.store(std::max(1, std::min(e64, e128)));
+    blocks.store(std::max(1, n));
   }
   return blocks.load();
 }
 
 }  // namespace
 
-int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, void* stream) {
-  if (pairs < 1 || keys < 1) return 0;
+int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, int64_t e, void* stream) {
+  if (pairs < 1 || keys < 1 || (e != 64 && e != 128)) return 0;
   // Rationale: as many splits as fill the blocks the GPU holds at once, in one wave. The 1-row
   // 131k step first aimed at 16 warps a multiprocessor: 256 splits a KV head, 512 blocks where
   // 396 fit, so a second wave of 116 ran alone; the kernel read 1.4 TB/s
   // (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1). Longer warps also write
   // fewer partial outputs for the join.
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  const int64_t splits = std::max<int64_t>(1, resident_split_blocks(static_cast<cudaStream_t>(stream)) * sms / pairs);
+  const int64_t splits =
+      std::max<int64_t>(1, (e == 64 ? resident_split_blocks<64>(static_cast<cudaStream_t>(stream))
+                                    : resident_split_blocks<128>(static_cast<cudaStream_t>(stream))) *
+                               sms / pairs);
   const int64_t split_warp_keys = (keys + splits * fp8_attention_warps - 1) / (splits * fp8_attention_warps);
   int64_t per = std::max<int64_t>(64, (split_warp_keys + 31) / 32 * 32);
   const int64_t split_keys = fp8_attention_warps * fp8_attention_max_splits;

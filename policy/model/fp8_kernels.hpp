@@ -22,11 +22,11 @@ constexpr int64_t fp8_attention_max_splits = 2048;
 /// Keys a split of fp8_decode_attention reads: 4 warps of `warp_keys` each.
 constexpr int64_t fp8_attention_warps = 4;
 
-/// Keys a warp of fp8_decode_attention reads when `pairs` (row, KV head) pairs attend at most
-/// `keys` keys: as few as let the step's split blocks fit the current device at once (one wave),
+/// Keys a warp of fp8_decode_attention reads when `pairs` (row, KV head) pairs of head_dim e attend
+/// at most `keys` keys: as few as let the step's split blocks fit the current device at once (one wave),
 /// a multiple of 32 from 64 up, and enough that a pair needs at most fp8_attention_max_splits splits.
 /// `stream`: the launch's (no occupancy query is made while it captures a graph).
-int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, void* stream);
+int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, int64_t e, void* stream);
 /// True when fp8_decode_attention takes g query heads per KV head of head_dim e (64 or 128).
 bool fp8_attention_supports(int64_t g, int64_t e);
 

@@ -273,7 +273,7 @@ torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tens
   const auto q = q_bhe.contiguous();
   const auto positions = positions_b.contiguous();
   const auto tables = paged ? tables_bm.contiguous() : tables_bm;
-  const int64_t warp_keys = kernels::fp8_attention_warp_keys(b * k, keys, current_stream(q));
+  const int64_t warp_keys = kernels::fp8_attention_warp_keys(b * k, keys, e, current_stream(q));
   const int64_t split_keys = kernels::fp8_attention_warps * warp_keys, splits = (keys + split_keys - 1) / split_keys;
   auto out = torch::empty({b, h, e}, q.options());
   auto part_o = torch::empty({b * k * splits * g * e}, q.options().dtype(torch::kFloat32));
