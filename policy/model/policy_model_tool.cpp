@@ -31,6 +31,12 @@
 //            gate/up projection, N even: y [B, N / 2]); both: add_rms_norm_linear's silu_mul_after.
 //            Either writes fp32 [one kernel's y; the kernels one by one's y] and, with --delta,
 //            [..; one kernel's sum; the other's]
+//            --random [--seed S]: x ~ N(0, 1), w ~ N(0, 1/D) made on the device, no files (--bias,
+//            --norm, --delta as bare flags: wanted, random too; --out optional); --time N: N more
+//            calls of the one kernel profiled, one JSON line of its time a call and the weights'
+//            read rate; --copies K: the timed calls take K copies of w in turn (no call finds its
+//            weights in L2); --cublas (with --time, any B): torch::linear's kernels timed instead
+//            (bench/policy/bench_gemv.py)
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
 //            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R] [--block-size BS]
 //            the e4m3 cache's decode attention kernel (fused_ops.hpp's fp8_decode_attention) on raw
@@ -59,8 +65,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -171,52 +179,16 @@ int run_sample(const args& a) {
   return write_floats(torch::stack({tokens_b.to(torch::kFloat32), logprobs_b}), get(a, "out"));
 }
 
-int run_linear_rows(const args& a) {
-  const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
-  const torch::Device device(get(a, "device", "cuda"));
-  const auto dtype = dtype_of(a);
-  const bool norm = a.count("norm") != 0, silu = a.count("silu") != 0;
-  const auto floats = [&](const std::string& name, int64_t count) {
-    return read_floats(get(a, name), count).to(device, dtype);
-  };
-  auto x = floats("x", b * d).view({b, d});
-  auto w = floats("w", n * d).view({n, d});
-  torch::Tensor bias, delta, norm_d;
-  if (a.count("bias")) bias = floats("bias", n);
-  if (norm) norm_d = floats("norm", d);
-  if (norm && a.count("delta")) delta = floats("delta", b * d).view({b, d});
-  const bool fuses =
-      (norm ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b) : linear_rows_fuses(x, w, bias, b)) &&
-      (!silu || n % 2 == 0);
-  if (!fuses) {
-    std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
-                 "D a multiple of 16 bytes' worth; --norm: B x D elements within 48 KiB, D <= 4,096 at 16-bit; "
-                 "--silu: N even)\n";
-    return 1;
-  }
-  if (!norm && !silu) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
-  if (!norm)
-    return write_floats(torch::cat({linear_silu_mul(x, w, bias, b, true), silu_mul(linear_rows(x, w, bias, b), true)}),
-                        get(a, "out"));
-  const double eps = std::stod(get(a, "eps", "1e-6"));
-  auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true, silu);
-  auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);
-  auto two_y = linear_rows(normed, w, bias, b);
-  if (silu) two_y = silu_mul(two_y, true);
-  const auto flat = [](const torch::Tensor& t) { return t.reshape({-1}); };
-  return write_floats(delta.defined() ? torch::cat({flat(y), flat(two_y), flat(sum), flat(two_sum)})
-                                      : torch::cat({flat(y), flat(two_y)}),
-                      get(a, "out"));
-}
+// N calls under the profiler: each name's kernels (those whose profiled name holds it; "" for every
+// CUDA kernel) as device time a call and launches in all, and the wall time a call. Device times,
+// not wall: a call's host work (allocations, launches) may exceed a small call's kernels.
+struct profiled_calls {
+  std::vector<double> us;         // a call, per name
+  std::vector<int64_t> launches;  // in all, per name
+  double wall_us = 0;             // a call
+};
 
-// decode-attention --time N: N more calls under the profiler; prints one JSON line with the split
-// and join kernels' device time a call (their names' fp8_split / fp8_join), the wall time a call,
-// and the cache bytes the rows' keys and values take (one byte an element), so the split kernel's
-// read rate. Device times, not wall: a call's host work (allocations, two launches) may exceed
-// a small call's kernels.
-template <typename Call>
-status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int64_t c, bool paged,
-                             const std::vector<int64_t>& positions, const Call& call) {
+profiled_calls profile_calls(int64_t calls, const std::vector<std::string>& names, const std::function<void()>& call) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
@@ -229,26 +201,158 @@ status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int
   torch::cuda::synchronize();
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   auto result = prof::disableProfiler();
-  double split_us = 0, join_us = 0;
-  int64_t splits = 0, joins = 0;
+  profiled_calls out{std::vector<double>(names.size(), 0.0), std::vector<int64_t>(names.size(), 0), 0.0};
   for (const auto& ev : result->events()) {
     if (ev.deviceType() != c10::DeviceType::CUDA) continue;
     const double us = static_cast<double>(ev.durationNs()) / 1000.0;
-    if (ev.name().find("fp8_split") != std::string::npos) split_us += us, ++splits;
-    if (ev.name().find("fp8_join") != std::string::npos) join_us += us, ++joins;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (ev.name().find(names[i]) != std::string::npos) out.us[i] += us, ++out.launches[i];
   }
-  if (splits != calls || joins != calls)
-    return fail("the profiler saw " + std::to_string(splits) + " split and " + std::to_string(joins) +
-                " join kernels of " + std::to_string(calls) + " calls");
+  const double n = static_cast<double>(calls);
+  for (auto& us : out.us) us /= n;
+  out.wall_us = wall_us / n;
+  return out;
+}
+
+// decode-attention --time N: N more calls under the profiler; prints one JSON line with the split
+// and join kernels' device time a call (their names' fp8_split / fp8_join), the wall time a call,
+// and the cache bytes the rows' keys and values take (one byte an element), so the split kernel's
+// read rate.
+template <typename Call>
+status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int64_t c, bool paged,
+                             const std::vector<int64_t>& positions, const Call& call) {
+  const auto timed = profile_calls(calls, {"fp8_split", "fp8_join"}, call);
+  if (timed.launches[0] != calls || timed.launches[1] != calls)
+    return fail("the profiler saw " + std::to_string(timed.launches[0]) + " split and " +
+                std::to_string(timed.launches[1]) + " join kernels of " + std::to_string(calls) + " calls");
   int64_t attended = 0;  // keys a row reads (slots: a row at the last position is a dummy, key 0)
   for (const int64_t p : positions) attended += !paged && p == c - 1 ? 1 : p + 1;
   const double bytes = static_cast<double>(attended) * static_cast<double>(k * e * 2);
-  const double n = static_cast<double>(calls);
+  const double split_us = timed.us[0], join_us = timed.us[1];
   std::cout << "{\"rows\":" << b << ",\"attended_keys\":" << attended << ",\"cache_bytes\":" << bytes
-            << ",\"calls\":" << calls << ",\"split_us\":" << split_us / n << ",\"join_us\":" << join_us / n
-            << ",\"wall_us\":" << wall_us / n << ",\"split_tb_per_s\":" << bytes / (split_us / n) / 1e6
-            << ",\"split_join_tb_per_s\":" << bytes / ((split_us + join_us) / n) / 1e6 << "}\n";
+            << ",\"calls\":" << calls << ",\"split_us\":" << split_us << ",\"join_us\":" << join_us
+            << ",\"wall_us\":" << timed.wall_us << ",\"split_tb_per_s\":" << bytes / split_us / 1e6
+            << ",\"split_join_tb_per_s\":" << bytes / (split_us + join_us) / 1e6 << "}\n";
   return {};
+}
+
+// linear-rows --time N: N more calls of the one kernel (or, with --cublas, of torch::linear)
+// under the profiler; prints one JSON line with its kernels' device time a call, their launches a
+// call, the wall time a call, and the weight bytes it reads (w, and bias), so its read rate.
+status time_linear_rows(int64_t calls, const std::string& kernels, int64_t b, int64_t d, int64_t n,
+                        int64_t weight_bytes, const std::function<void()>& call) {
+  const auto timed = profile_calls(calls, {kernels}, call);
+  if (timed.launches[0] < calls)
+    return fail("the profiler saw " + std::to_string(timed.launches[0]) + " kernels named '" + kernels + "' of " +
+                std::to_string(calls) + " calls");
+  const double bytes = static_cast<double>(weight_bytes);
+  std::cout << "{\"rows\":" << b << ",\"in\":" << d << ",\"out_features\":" << n << ",\"weight_bytes\":" << bytes
+            << ",\"calls\":" << calls << ",\"kernel_us\":" << timed.us[0]
+            << ",\"kernels_a_call\":" << static_cast<double>(timed.launches[0]) / static_cast<double>(calls)
+            << ",\"wall_us\":" << timed.wall_us << ",\"tb_per_s\":" << bytes / timed.us[0] / 1e6 << "}\n";
+  return {};
+}
+
+int run_linear_rows(const args& a) {
+  const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
+  const torch::Device device(get(a, "device", "cuda"));
+  const auto dtype = dtype_of(a);
+  const bool norm = a.count("norm") != 0, silu = a.count("silu") != 0, cublas = a.count("cublas") != 0;
+  const bool random = a.count("random") != 0;
+  const int64_t calls = std::stoll(get(a, "time", "0"));
+  if (b < 1 || d < 1 || n < 1 || calls < 0) {
+    std::cerr << "linear-rows: --rows, --in and --out-features must be at least 1 and --time at least 0\n";
+    return 2;
+  }
+  if (cublas && (norm || silu || calls == 0)) {
+    std::cerr << "linear-rows: --cublas times torch::linear alone: it takes --time N and neither --norm nor --silu\n";
+    return 2;
+  }
+  if (cublas && !device.is_cuda()) {
+    std::cerr << "linear-rows: --cublas times CUDA kernels: --device must be cuda, not " << device << "\n";
+    return 2;
+  }
+  if (random) torch::manual_seed(std::stoull(get(a, "seed", "0")));
+  // --random: x, the norm and delta ~ N(0, 1), w and bias ~ N(0, 1/d) (a unit-variance product),
+  // made on the device; else the files' values. A flag names its file, so with --random it only
+  // says that the input is wanted (--bias, --delta; --norm).
+  const auto floats = [&](const std::string& name, std::vector<int64_t> shape, double scale) {
+    if (random) return (torch::randn(shape, torch::TensorOptions(device).dtype(torch::kFloat32)) * scale).to(dtype);
+    return read_floats(get(a, name), c10::multiply_integers(shape)).view(shape).to(device, dtype);
+  };
+  const double w_scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto x = floats("x", {b, d}, 1.0);
+  auto w = floats("w", {n, d}, w_scale);
+  torch::Tensor bias, delta, norm_d;
+  if (a.count("bias")) bias = floats("bias", {n}, w_scale);
+  if (norm) norm_d = floats("norm", {d}, 1.0);
+  if (norm && a.count("delta")) delta = floats("delta", {b, d}, 1.0);
+  const int64_t weight_bytes = (w.numel() + (bias.defined() ? bias.numel() : 0)) * w.element_size();
+  // --copies K: the timed calls take K copies of the weights in turn, so that a call does not find
+  // the last call's weights in the L2 cache (a decode step streams every layer's weights once).
+  const int64_t copies = std::stoll(get(a, "copies", "1"));
+  if (copies < 1 || copies > 4096) {
+    std::cerr << "linear-rows: --copies must be 1 to 4,096, not " << copies << "\n";
+    return 2;
+  }
+  std::vector<torch::Tensor> ws{w}, biases{bias};
+  for (int64_t i = 1; i < copies; ++i) {
+    ws.push_back(w.clone());
+    biases.push_back(bias.defined() ? bias.clone() : bias);
+  }
+  int64_t next = 0;
+  const auto take = [&] { return static_cast<size_t>(next++ % copies); };  // the next copy's index
+  if (cublas) {
+    const std::function<void()> product = [&] {
+      const auto i = take();
+      (void)torch::linear(x, ws[i], biases[i]);
+    };
+    product();  // outside the profile: cuBLAS's first-call setup
+    if (auto timed = time_linear_rows(calls, "", b, d, n, weight_bytes, product); !timed) {
+      std::cerr << "linear-rows: " << timed.error().message << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  const bool fuses =
+      (norm ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b) : linear_rows_fuses(x, w, bias, b)) &&
+      (!silu || n % 2 == 0);
+  if (!fuses) {
+    std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
+                 "D a multiple of 16 bytes' worth; --norm: B x D elements within 48 KiB, D <= 4,096 at 16-bit; "
+                 "--silu: N even)\n";
+    return 1;
+  }
+  const double eps = std::stod(get(a, "eps", "1e-6"));
+  if (calls > 0) {
+    const std::function<void()> one_kernel = [&] {
+      const auto i = take();
+      if (norm)
+        (void)add_rms_norm_linear(x, delta, norm_d, eps, ws[i], biases[i], b, true, silu);
+      else if (silu)
+        (void)linear_silu_mul(x, ws[i], biases[i], b, true);
+      else
+        (void)linear_rows(x, ws[i], biases[i], b);
+    };
+    one_kernel();  // outside the profile: first-call setup (occupancy queries)
+    if (auto timed = time_linear_rows(calls, "gemv_rows", b, d, n, weight_bytes, one_kernel); !timed) {
+      std::cerr << "linear-rows: " << timed.error().message << "\n";
+      return 1;
+    }
+  }
+  if (random && a.count("out") == 0) return 0;
+  if (!norm && !silu) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+  if (!norm)
+    return write_floats(torch::cat({linear_silu_mul(x, w, bias, b, true), silu_mul(linear_rows(x, w, bias, b), true)}),
+                        get(a, "out"));
+  auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true, silu);
+  auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);
+  auto two_y = linear_rows(normed, w, bias, b);
+  if (silu) two_y = silu_mul(two_y, true);
+  const auto flat = [](const torch::Tensor& t) { return t.reshape({-1}); };
+  return write_floats(delta.defined() ? torch::cat({flat(y), flat(two_y), flat(sum), flat(two_sum)})
+                                      : torch::cat({flat(y), flat(two_y)}),
+                      get(a, "out"));
 }
 
 // decode-attention: the caches rounded to e4m3 (saturated), slots or, with --block-size, paged with

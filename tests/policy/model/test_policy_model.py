@@ -304,6 +304,26 @@ def test_decode_attention_with_random_inputs_reaches_the_kernel_check_and_names_
     assert proc.returncode == 2 and "--block-size 48 does not divide --capacity 64" in proc.stderr, proc.stderr
 
 
+def test_linear_rows_with_random_inputs_reaches_the_kernel_check_and_names_bad_arguments():
+    """linear-rows --random --time (bench/policy/bench_gemv.py's call) makes its inputs from the
+    seed without files; on the CPU the kernel then does not run, a clear error. --cublas without
+    --time or with --norm, --cublas off CUDA, and bad sizes or copies are usage errors."""
+    common = ["linear-rows", "--device", "cpu", "--dtype", "bfloat16", "--random", "--in", 896,
+              "--out-features", 1152, "--time", 3]
+    proc = run_tool(*common, "--rows", 1, "--norm", "--delta", "--bias", "--copies", 4, check=False)
+    assert proc.returncode == 1 and "the matrix-vector kernel does not run here" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 64, "--cublas", check=False)
+    assert proc.returncode == 2 and "--device must be cuda, not cpu" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 64, "--cublas", "--norm", check=False)
+    assert proc.returncode == 2 and "neither --norm nor --silu" in proc.stderr, proc.stderr
+    proc = run_tool(*common[:-2], "--rows", 64, "--cublas", check=False)
+    assert proc.returncode == 2 and "it takes --time N" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 0, check=False)
+    assert proc.returncode == 2 and "must be at least 1" in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--rows", 1, "--copies", 0, check=False)
+    assert proc.returncode == 2 and "--copies must be 1 to 4,096, not 0" in proc.stderr, proc.stderr
+
+
 def test_prompt_longer_than_context_is_rejected(models):
     path, _ = models["qwen2"]
     proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)

@@ -1,0 +1,133 @@
+"""A decode step's projections alone on a CUDA GPU, at the 0.5B model's shapes.
+
+Runs `policy_model_tool linear-rows --random --time N` once per shape and path, and prints the
+kernels' device time a call beside the weight bytes the call reads, so the read rate against the
+card's HBM bandwidth (H100 or H200, by name; bench_fp8_attention.card_bound). The shapes are one
+layer of bench_agent.py's 0.5B model (hidden 896, intermediate 4,864, 14 query heads and 2 KV
+heads of 64):
+- at one row (the 131k decode), the matrix-vector kernels a 1-row step runs
+  (fused_ops.hpp, `--decode-gemv-rows 1`): norm + q/k/v (with bias), o, norm + gate/up + SiLU, down;
+  and cuBLAS's torch::linear on the same weights beside them;
+- at 64 rows (the cached agent workload's steps), cuBLAS's torch::linear, which those steps run;
+- the LM head (151,936 x 896, cuBLAS at every row count).
+
+A 1-row step runs each layer's four once and the LM head once (24 layers). The table's last lines
+add them up that way: that is the step's projection time if nothing overlaps. Each figure is the
+mean over N calls of the kernels' profiled durations, so the host work between calls is not
+counted. A layer's weights (2-17 MB) fit the H100's and the H200's 50 MB L2 cache, where a step
+streams 715 MB of them, so each shape's calls take enough copies of its weights in turn (the
+tool's --copies) that together they are at least COPIES_BYTES: no call finds its weights in L2.
+
+    python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--out FILE]
+
+--tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
+two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
+"""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_generate  # noqa: E402  (build_tool)
+from bench_fp8_attention import card_bound  # noqa: E402
+
+LAYERS = 24  # the 0.5B model's
+# Weight bytes a shape's copies cover at least: over twice the 50 MB L2 of an H100 or an H200.
+COPIES_BYTES = 128e6
+
+
+def copies(d, n, has_bias):
+    """Copies of a bf16 weight [n, d] (and its bias) that together cover COPIES_BYTES."""
+    weight = 2 * n * (d + (1 if has_bias else 0))
+    return max(1, min(4096, -(-int(COPIES_BYTES) // weight)))
+
+
+# name, rows, in, out features, the tool's flags, path ("gemv" the one kernel, "cublas" torch::linear),
+# how often a 1-row step runs it (0: not part of the 1-row sum)
+SHAPES = [
+    ("q/k/v, norm", 1, 896, 1152, ["--norm", "--delta", "--bias"], "gemv", LAYERS),
+    ("o", 1, 896, 896, [], "gemv", LAYERS),
+    ("gate/up, norm, silu", 1, 896, 9728, ["--norm", "--delta", "--silu"], "gemv", LAYERS),
+    ("down", 1, 4864, 896, [], "gemv", LAYERS),
+    ("LM head", 1, 896, 151936, [], "cublas", 1),
+    ("q/k/v", 1, 896, 1152, ["--bias"], "cublas", 0),
+    ("o", 1, 896, 896, [], "cublas", 0),
+    ("gate/up", 1, 896, 9728, [], "cublas", 0),
+    ("down", 1, 4864, 896, [], "cublas", 0),
+    ("q/k/v", 64, 896, 1152, ["--bias"], "cublas", 0),
+    ("o", 64, 896, 896, [], "cublas", 0),
+    ("gate/up", 64, 896, 9728, [], "cublas", 0),
+    ("down", 64, 4864, 896, [], "cublas", 0),
+    ("LM head", 64, 896, 151936, [], "cublas", 0),
+]
+
+
+def label(name, rows, path):
+    return f"{name}, {rows} row{'s' if rows > 1 else ''}, {path}"
+
+
+def run_shape(tool, calls, name, rows, d, n, flags, path, per_step):
+    args = [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
+            "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags)]
+    if path == "cublas":
+        args.append("--cublas")
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
+    base = {"shape": label(name, rows, path), "per_step": per_step}
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return dict(base, error=lines[0][:300])  # the message, not a C++ trace after it
+    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
+    return dict(base, **json.loads(line))
+
+
+def step_sum(results):
+    """The 1-row step's projections, each run as often as a step runs it: (us, weight bytes)."""
+    us = sum(r["kernel_us"] * r["per_step"] for r in results if "error" not in r and r["per_step"])
+    bytes_ = sum(r["weight_bytes"] * r["per_step"] for r in results if "error" not in r and r["per_step"])
+    return us, bytes_
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
+    parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--only", nargs="*", help="labels of shapes to run, as the table prints them (default: all)")
+    parser.add_argument("--out", type=pathlib.Path)
+    args = parser.parse_args()
+    tool = args.tool
+    if tool is None:
+        tool = bench_generate.build_tool(args.build_dir)
+    elif not tool.is_file():
+        sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
+    import torch  # after the tool check: its import is slow
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    card, bound = card_bound(name)
+    print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s; each shape's calls over copies of its weights "
+          f"covering {COPIES_BYTES / 1e6:.0f} MB\n")
+    print("| shape | kernel us | kernels a call | weights MB | TB/s | of the bound |")
+    print("|---|---|---|---|---|---|")
+    results = []
+    for shape in SHAPES:
+        if args.only and label(shape[0], shape[1], shape[5]) not in args.only:
+            continue
+        r = run_shape(tool, args.calls, *shape)
+        results.append(r)
+        if "error" in r:
+            print(f"| {r['shape']} | error: {r['error']} |||||")
+            continue
+        print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | {r['weight_bytes'] / 1e6:.1f} | "
+              f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |", flush=True)
+    us, bytes_ = step_sum(results)
+    if us > 0:
+        print(f"\nA 1-row step's projections ({LAYERS} layers' four kernels and the LM head, one after another): "
+              f"{us:.0f} us for {bytes_ / 1e6:.0f} MB, {bytes_ / us / 1e6:.2f} TB/s")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""bench/policy/bench_gemv.py (CPU): its --tool checked before any run; each shape's call (the
+path's flags, the copies that keep its weights out of L2); the tool's JSON line read into the
+table, --out and the 1-row step's sum; a failing shape reported by the first line of the tool's
+message with a nonzero exit. The tool here is a stand-in script that prints what
+`policy_model_tool linear-rows --time` prints; the real tool runs on the GPU (the bench itself on
+the device; tests/policy/model/test_policy_model.py checks its arguments on the CPU)."""
+import json
+import pathlib
+import stat
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench/policy/bench_gemv.py"
+sys.path.insert(0, str(ROOT / "bench/policy"))
+import bench_gemv  # noqa: E402
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def stand_in(tmp_path, body):
+    tool = tmp_path / "policy_model_tool"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return tool
+
+
+def test_a_tool_that_is_not_there_is_named():
+    proc = run("--tool", "/nonexistent/policy_model_tool")
+    assert proc.returncode != 0
+    assert "--tool /nonexistent/policy_model_tool: no such file" in proc.stderr
+
+
+def test_copies_cover_twice_the_l2_and_stop_at_the_tools_limit():
+    # o: 896 x 896 bf16 = 1.6 MB -> 80 copies (128.4 MB); the LM head (272 MB) needs one.
+    assert bench_gemv.copies(896, 896, False) == 80
+    assert 80 * 2 * 896 * 896 >= bench_gemv.COPIES_BYTES > 79 * 2 * 896 * 896
+    assert bench_gemv.copies(896, 151936, False) == 1
+    assert bench_gemv.copies(1, 1, False) == 4096
+
+
+def test_each_shape_runs_its_path_and_the_step_sums_the_one_row_kernels(tmp_path):
+    # The stand-in logs its arguments and answers as the tool would for 10 us and 1 MB of weights.
+    line = {"rows": 1, "in": 896, "out_features": 896, "weight_bytes": 1e6, "calls": 3, "kernel_us": 10.0,
+            "kernels_a_call": 1.0, "wall_us": 20.0, "tb_per_s": 0.1}
+    log = tmp_path / "calls.txt"
+    tool = stand_in(tmp_path, f"echo \"$@\" >> {log}\necho 'some log line'\necho '{json.dumps(line)}'\n")
+    out = tmp_path / "out.json"
+    only = ["o, 1 row, gemv", "LM head, 1 row, cublas", "gate/up, 64 rows, cublas"]
+    proc = run("--tool", tool, "--calls", 3, "--only", *only, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "| o, 1 row, gemv | 10.00 | 1.0 | 1.0 | 0.10 |" in proc.stdout
+    calls = log.read_text().splitlines()
+    assert len(calls) == 3
+    o, head, gate_up = (c.split() for c in calls)
+    assert "--cublas" not in o and o[o.index("--copies") + 1] == "80" and o[o.index("--time") + 1] == "3"
+    assert "--cublas" in head and head[head.index("--copies") + 1] == "1"
+    assert "--cublas" in gate_up and gate_up[gate_up.index("--rows") + 1] == "64"
+    # The step: o 24 times and the LM head once (the 64-row shape is not part of it).
+    assert "250 us for 25 MB, 0.10 TB/s" in proc.stdout
+    got = json.loads(out.read_text())
+    assert [r["shape"] for r in got] == only and [r["per_step"] for r in got] == [24, 1, 0]
+
+
+def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
+    tool = stand_in(tmp_path, "echo 'linear-rows: no GPU here' >&2\necho 'frame #0: trace' >&2\nexit 1\n")
+    proc = run("--tool", tool, "--only", "down, 1 row, gemv", "down, 64 rows, cublas")
+    assert proc.returncode == 1
+    rows = [r for r in proc.stdout.splitlines() if "error:" in r]
+    assert len(rows) == 2 and all(r.endswith("error: linear-rows: no GPU here |||||") for r in rows)
+    assert "A 1-row step" not in proc.stdout
