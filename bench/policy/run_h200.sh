@@ -24,6 +24,7 @@
 # BENCH_ARGS: more bench_agent.py arguments for step 3 (e.g. --skip-uncached).
 # GATE: pytest arguments run right after the build; the call stops there if they fail (GATE_SOFT=1:
 # it goes on, for an A/B whose speed is wanted whichever way the test goes; GATE_S: its cap, 120 s).
+# MICRO ("script args;script args"): kernel benches with the built tool after step 2 (micro-K.md).
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
 # Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
@@ -50,6 +51,20 @@ CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -m gpu tes
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
   tests/policy/model/test_overlap_gpu.py tests/policy/model/test_fp8_kv_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
+fi
+# MICRO: ';'-separated kernel benches, each a script and its arguments (e.g.
+# "bench/policy/bench_gemv.py --calls 30;bench/policy/bench_fp8_attention.py --calls 30"), run with
+# the built tool (micro-K.md, micro-K.json), each capped at MICRO_S seconds.
+if [ -n "${MICRO:-}" ]; then
+  IFS=';' read -ra micros <<< "$MICRO"
+  k=0
+  for micro in "${micros[@]}"; do
+    k=$((k + 1))
+    # shellcheck disable=SC2086  # the script's words
+    timeout "${MICRO_S:-90}" $PY $micro --tool "$BUILD/policy/model/policy_model_tool" --out "$OUT/micro-$k.json" \
+      > "$OUT/micro-$k.md" 2>&1
+    echo "micro $k ($micro) rc=$? at $(( $(date +%s) - START )) s"; cat "$OUT/micro-$k.md"
+  done
 fi
 if [ "${PAGED:-0}" = 1 ]; then
   timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
