@@ -11,7 +11,8 @@
 # 2. GATE: pytest arguments (the patched tree's tests) run against each patch's build, before it is
 #    taken out (gate-tests-<side>.log); GATE_SOFT=1 goes on when they fail (an A/B whose speed is
 #    wanted whichever way the tests go), else the call stops there.
-# 3. MICRO: a kernel bench and its arguments, run with each side's tool in turn (a first).
+# 3. MICRO: a kernel bench and its arguments (or several, ';'-separated), run with each side's tool
+#    in turn (a first).
 # 4. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
 #    run with every side's tool in turn, A first (bench_agent.py --tool), each capped at RUN_S
 #    seconds (agent-K-<side>.json), with COMMON flags added to every run (e.g. --kv-cache-dtype
@@ -72,13 +73,20 @@ for p in "${patches[@]}"; do
   sides+=("$side")
 done
 # MICRO: a kernel bench and its arguments (e.g. "bench/policy/bench_fp8_attention.py --calls 50"),
-# run with each side's tool (--tool; micro-<side>.json, its table in micro-<side>.md).
+# or several ';'-separated, run with each side's tool (--tool; micro-<side>.json, its table in
+# micro-<side>.md; with several, micro-<side>-K.*).
 if [ -n "${MICRO:-}" ]; then
+  IFS=';' read -ra micros <<< "$MICRO"
   for side in "${sides[@]}"; do
     tool=$BUILD/ab-tool-$side
-    # shellcheck disable=SC2086  # MICRO is the script's words
-    timeout "${MICRO_S:-120}" $PY $MICRO --tool "$tool" --out "$OUT/micro-$side.json" > "$OUT/micro-$side.md" 2>&1
-    echo "micro $side rc=$? $(at)"; cat "$OUT/micro-$side.md"
+    k=0
+    for micro in "${micros[@]}"; do
+      k=$((k + 1))
+      name=micro-$side; [ ${#micros[@]} -gt 1 ] && name=micro-$side-$k
+      # shellcheck disable=SC2086  # the script's words
+      timeout "${MICRO_S:-120}" $PY $micro --tool "$tool" --out "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+      echo "$name rc=$? $(at)"; cat "$OUT/$name.md"
+    done
   done
 fi
 IFS=';' read -ra runs <<< "${RUNS:-}"
