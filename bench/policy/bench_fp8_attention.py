@@ -18,7 +18,6 @@ their kernels give the same bits.
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
 """
-import argparse
 import hashlib
 import json
 import pathlib
@@ -27,20 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import bench_generate  # noqa: E402  (build_tool)
-import torch  # noqa: E402  (after bench_generate, which needs it too)
-
-# Rationale: the data sheets' HBM bandwidths (H100 SXM 3.35 TB/s, H200 SXM 4.8 TB/s); a kernel near
-# one card's bound is far from the other's, so the table sets each run beside its own card's.
-HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
-
-
-def card_bound(name):
-    """The HBM bandwidth of the card named `name` (torch.cuda.get_device_name), else the H200's."""
-    for card, bound in HBM_BYTES_PER_S.items():
-        if card in name:
-            return card, bound
-    return "H200 (not this card's)", HBM_BYTES_PER_S["H200"]
+from kernel_bench import parse_args, this_card, tool_of  # noqa: E402
 
 # name, rows, kv heads, heads, head_dim, keys a row, paged block size (0: slots)
 SHAPES = [
@@ -76,21 +62,10 @@ def run_shape(tool, calls, name, rows, k, h, e, keys, block, scratch=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
-    parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--only", nargs="*", help="names of SHAPES to run (default: all)")
-    parser.add_argument("--out", type=pathlib.Path)
-    args = parser.parse_args()
-    tool = args.tool
-    if tool is None:
-        tool = bench_generate.build_tool(args.build_dir)
-    elif not tool.is_file():
-        sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
+    args = parse_args(__doc__, "names of SHAPES to run (default: all)")
+    tool = tool_of(args)
     results = []
-    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    card, bound = card_bound(name)
+    name, card, bound = this_card()
     print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s\n")
     print("| shape | split us | join us | cache MB | split TB/s | split+join TB/s | of the bound | output sha256 |")
     print("|---|---|---|---|---|---|---|---|")

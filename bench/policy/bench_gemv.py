@@ -2,7 +2,7 @@
 
 Runs `policy_model_tool linear-rows --random --time N` once per shape and path, and prints the
 kernels' device time a call beside the weight bytes the call reads, so the read rate against the
-card's HBM bandwidth (H100 or H200, by name; bench_fp8_attention.card_bound). The shapes are one
+card's HBM bandwidth (H100 or H200, by name; kernel_bench.card_bound). The shapes are one
 layer of bench_agent.py's 0.5B model (hidden 896, intermediate 4,864, 14 query heads and 2 KV
 heads of 64):
 - at one row (the 131k decode), the matrix-vector kernels a 1-row step runs
@@ -23,15 +23,13 @@ tool's --copies) that together they are at least COPIES_BYTES: no call finds its
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
 """
-import argparse
 import json
 import pathlib
 import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import bench_generate  # noqa: E402  (build_tool)
-from bench_fp8_attention import card_bound  # noqa: E402
+from kernel_bench import parse_args, this_card, tool_of  # noqa: E402
 
 LAYERS = 24  # the 0.5B model's
 # Weight bytes a shape's copies cover at least: over twice the 50 MB L2 of an H100 or an H200.
@@ -90,21 +88,9 @@ def step_sum(results):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
-    parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--only", nargs="*", help="labels of shapes to run, as the table prints them (default: all)")
-    parser.add_argument("--out", type=pathlib.Path)
-    args = parser.parse_args()
-    tool = args.tool
-    if tool is None:
-        tool = bench_generate.build_tool(args.build_dir)
-    elif not tool.is_file():
-        sys.exit(f"--tool {tool}: no such file (build policy_model_tool first)")
-    import torch  # after the tool check: its import is slow
-    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    card, bound = card_bound(name)
+    args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)")
+    tool = tool_of(args)
+    name, card, bound = this_card()
     print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s; each shape's calls over copies of its weights "
           f"covering {COPIES_BYTES / 1e6:.0f} MB\n")
     print("| shape | kernel us | kernels a call | weights MB | TB/s | of the bound |")

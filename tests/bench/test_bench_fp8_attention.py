@@ -1,34 +1,20 @@
-"""bench/policy/bench_fp8_attention.py (CPU): its --tool checked before any run, the tool's JSON
-line and its output's hash read into the table and --out, and a failing shape reported by the
-first line of the tool's message with a nonzero exit. The tool here is a stand-in script that
-prints what `policy_model_tool decode-attention --time` prints; the real tool runs on the GPU
-(tests/policy/model/test_fp8_kv_gpu.py and the bench itself on the device)."""
+"""bench/policy/bench_fp8_attention.py (CPU): the tool's JSON line and its output's hash read into the
+table and --out, and a failing shape reported by the first line of the tool's message with a nonzero
+exit. The tool here is a stand-in script that prints what `policy_model_tool decode-attention
+--time` prints; the real tool runs on the GPU (tests/policy/model/test_fp8_kv_gpu.py and the bench
+itself on the device)."""
 import hashlib
 import json
 import pathlib
-import stat
-import subprocess
-import sys
+
+from stand_in_tool import run_script, stand_in  # tests/bench, on pytest's path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench/policy/bench_fp8_attention.py"
 
 
 def run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
-
-
-def stand_in(tmp_path, body):
-    tool = tmp_path / "policy_model_tool"
-    tool.write_text("#!/bin/sh\n" + body)
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    return tool
-
-
-def test_a_tool_that_is_not_there_is_named():
-    proc = run("--tool", "/nonexistent/policy_model_tool")
-    assert proc.returncode != 0
-    assert "--tool /nonexistent/policy_model_tool: no such file" in proc.stderr
+    return run_script(SCRIPT, *args)
 
 
 def test_the_tools_line_gives_the_row_and_the_json(tmp_path):
@@ -52,11 +38,3 @@ def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
     assert proc.returncode == 1
     rows = [r for r in proc.stdout.splitlines() if "error:" in r]
     assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here ||||||") for r in rows)
-
-
-def test_the_bound_is_the_named_cards():
-    sys.path.insert(0, str(ROOT / "bench/policy"))
-    import bench_fp8_attention
-    assert bench_fp8_attention.card_bound("NVIDIA H100 80GB HBM3") == ("H100", 3.35e12)
-    assert bench_fp8_attention.card_bound("NVIDIA H200") == ("H200", 4.8e12)
-    assert bench_fp8_attention.card_bound("NVIDIA A100-SXM4-80GB") == ("H200 (not this card's)", 4.8e12)

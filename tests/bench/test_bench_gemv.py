@@ -1,14 +1,14 @@
-"""bench/policy/bench_gemv.py (CPU): its --tool checked before any run; each shape's call (the
-path's flags, the copies that keep its weights out of L2); the tool's JSON line read into the
-table, --out and the 1-row step's sum; a failing shape reported by the first line of the tool's
-message with a nonzero exit. The tool here is a stand-in script that prints what
-`policy_model_tool linear-rows --time` prints; the real tool runs on the GPU (the bench itself on
-the device; tests/policy/model/test_policy_model.py checks its arguments on the CPU)."""
+"""bench/policy/bench_gemv.py (CPU): each shape's call (the path's flags, the copies that keep its
+weights out of L2); the tool's JSON line read into the table, --out and the 1-row step's sum; a
+failing shape reported by the first line of the tool's message with a nonzero exit. The tool here is
+a stand-in script that prints what `policy_model_tool linear-rows --time` prints; the real tool runs
+on the GPU (the bench itself on the device; tests/policy/model/test_policy_model.py checks its
+arguments on the CPU)."""
 import json
 import pathlib
-import stat
-import subprocess
 import sys
+
+from stand_in_tool import run_script, stand_in  # tests/bench, on pytest's path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench/policy/bench_gemv.py"
@@ -17,20 +17,7 @@ import bench_gemv  # noqa: E402
 
 
 def run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
-
-
-def stand_in(tmp_path, body):
-    tool = tmp_path / "policy_model_tool"
-    tool.write_text("#!/bin/sh\n" + body)
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    return tool
-
-
-def test_a_tool_that_is_not_there_is_named():
-    proc = run("--tool", "/nonexistent/policy_model_tool")
-    assert proc.returncode != 0
-    assert "--tool /nonexistent/policy_model_tool: no such file" in proc.stderr
+    return run_script(SCRIPT, *args)
 
 
 def test_copies_cover_twice_the_l2_and_stop_at_the_tools_limit():

@@ -1,0 +1,48 @@
+"""What the kernel benches (bench_fp8_attention.py, bench_gemv.py) share: their command line
+(--tool, --build-dir, --calls, --only, --out), the tool they run (built when --tool is not given),
+and the card's HBM bandwidth their read rates are set beside."""
+import argparse
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_generate  # noqa: E402  (build_tool)
+
+# Rationale: the data sheets' HBM bandwidths (H100 SXM 3.35 TB/s, H200 SXM 4.8 TB/s); a kernel near
+# one card's bound is far from the other's, so the table sets each run beside its own card's.
+HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
+
+
+def card_bound(name):
+    """The HBM bandwidth of the card named `name` (torch.cuda.get_device_name), else the H200's."""
+    for card, bound in HBM_BYTES_PER_S.items():
+        if card in name:
+            return card, bound
+    return "H200 (not this card's)", HBM_BYTES_PER_S["H200"]
+
+
+def parse_args(doc, only_help):
+    """The benches' arguments; `doc` the module's docstring (its first line describes it)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
+    parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--only", nargs="*", help=only_help)
+    parser.add_argument("--out", type=pathlib.Path)
+    return parser.parse_args()
+
+
+def tool_of(args):
+    """--tool when it is a file (else exits naming it), or one built into --build-dir."""
+    if args.tool is None:
+        return bench_generate.build_tool(args.build_dir)
+    if not args.tool.is_file():
+        sys.exit(f"--tool {args.tool}: no such file (build policy_model_tool first)")
+    return args.tool
+
+
+def this_card():
+    """(the GPU's name, the card its bound is of, that bound in bytes/s)."""
+    import torch  # here, not at import: the tool check comes first and torch is slow to load
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (name, *card_bound(name))

@@ -1,0 +1,19 @@
+"""What the kernel benches' CPU tests share: running a bench script, and a stand-in script for
+policy_model_tool that prints what the real one would (the real tool runs on the GPU)."""
+import pathlib
+import stat
+import subprocess
+import sys
+
+
+def run_script(script, *args):
+    """`script` (a path) run with `args` by this Python; its completed process."""
+    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def stand_in(tmp_path, body):
+    """An executable shell script tmp_path/policy_model_tool with `body` after its #! line."""
+    tool = pathlib.Path(tmp_path) / "policy_model_tool"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return tool
