@@ -49,7 +49,7 @@ constexpr int64_t join_many_splits = 64;
 // warp, 40 KiB a block), 4 blocks a multiprocessor (registers capped at 128 a thread: 118, no
 // spill), 4 x 49 KiB of the 228 KiB of an sm_90 multiprocessor. At e 128 no ring: two tiles
 // loaded ahead in registers (168 a thread, 3 blocks), main's loop before the ring.
-// Rationale (bench/results/2026-12-05-policy-h200-fp8-ring-smem.md): two tiles ahead in
+// Rationale (bench/results/2026-12-05-policy-fp8-ring.md): two tiles ahead in
 // registers (144 a thread, 3 blocks) read the cache at ~2.1-2.2 TB/s on both the H100 and the
 // H200, whose bandwidth is 43% higher; on the H200 the ring took the 64 x 16k split from 89.6 to
 // 75.9 us. Rings of 4 tiles at 5 blocks and of 8 at 3 were no faster; at e 128 a ring took 182
