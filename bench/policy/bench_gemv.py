@@ -8,6 +8,8 @@ heads of 64):
 - at one row (the 131k decode), the matrix-vector kernels a 1-row step runs
   (fused_ops.hpp, `--decode-gemv-rows 1`): norm + q/k/v (with bias), o, norm + gate/up + SiLU, down;
   and cuBLAS's torch::linear on the same weights beside them;
+- at 8 rows, both again: the kernels run up to `decode_gemv_rows` rows (default 1, since 2-8
+  rows were not measured), so these rows say whether a larger default would pay;
 - at 64 rows (the cached agent workload's steps), cuBLAS's torch::linear, which those steps run;
 - the LM head (151,936 x 896, cuBLAS at every row count).
 
@@ -54,6 +56,14 @@ SHAPES = [
     ("o", 1, 896, 896, [], "cublas", 0),
     ("gate/up", 1, 896, 9728, [], "cublas", 0),
     ("down", 1, 4864, 896, [], "cublas", 0),
+    ("q/k/v, norm", 8, 896, 1152, ["--norm", "--delta", "--bias"], "gemv", 0),
+    ("o", 8, 896, 896, [], "gemv", 0),
+    ("gate/up, norm, silu", 8, 896, 9728, ["--norm", "--delta", "--silu"], "gemv", 0),
+    ("down", 8, 4864, 896, [], "gemv", 0),
+    ("q/k/v", 8, 896, 1152, ["--bias"], "cublas", 0),
+    ("o", 8, 896, 896, [], "cublas", 0),
+    ("gate/up", 8, 896, 9728, [], "cublas", 0),
+    ("down", 8, 4864, 896, [], "cublas", 0),
     ("q/k/v", 64, 896, 1152, ["--bias"], "cublas", 0),
     ("o", 64, 896, 896, [], "cublas", 0),
     ("gate/up", 64, 896, 9728, [], "cublas", 0),
