@@ -14,7 +14,9 @@ stopped by its cap leaves no JSON figure for the workload it was in; it is left 
 and without graphs, at --profile-keys keys, one row at 131,072 keys) as a table of its kernels, the
 most time first: calls and microseconds a step, share of the device's busy time; its heading gives
 the wall and busy time a step. With programmatic launch on, a kernel's time includes its wait for
-the one before, so the shares overlap; a run with --no-programmatic-launch gives each kernel's own.
+the one before, so those times overlap. Profiles that record the timeline (`device_span_us_per_step`,
+each kernel's `us_added_per_step`: policy_model_tool's profile_steps) are listed instead by what
+each kernel adds to the step's device time, with the busy time counted once in the heading.
 """
 import argparse
 import json
@@ -104,12 +106,27 @@ def kernel_tables(folder):
             if not key.startswith("profile_") or not isinstance(p, dict) or "kernels" not in p:
                 continue
             busy = p.get("device_busy_us_per_step") or 0.0
-            lines += ["", f"**{run_name(path, result)}, {key}**: {p.get('wall_us_per_step', 0):,.1f} us wall, "
-                          f"{busy:,.1f} us busy a step, {p.get('device_events_per_step', 0)} events", "",
-                      "| kernel | calls a step | us a step | of busy |", "|---|---|---|---|"]
-            for k in sorted(p["kernels"], key=lambda k: -k["us_per_step"]):
-                share = f"{100 * k['us_per_step'] / busy:.1f}%" if busy else ""
-                lines.append(f"| {short_kernel(k['name'])} | {k['calls_per_step']} | {k['us_per_step']:,.1f} | {share} |")
+            heading = (f"**{run_name(path, result)}, {key}**: {p.get('wall_us_per_step', 0):,.1f} us wall, "
+                       f"{busy:,.1f} us busy a step")
+            span = p.get("device_span_us_per_step")
+            if span is None:  # profiles before the timeline: summed durations only
+                lines += ["", f"{heading}, {p.get('device_events_per_step', 0)} events", "",
+                          "| kernel | calls a step | us a step | of busy |", "|---|---|---|---|"]
+                for k in sorted(p["kernels"], key=lambda k: -k["us_per_step"]):
+                    share = f"{100 * k['us_per_step'] / busy:.1f}%" if busy else ""
+                    lines.append(f"| {short_kernel(k['name'])} | {k['calls_per_step']} | {k['us_per_step']:,.1f} "
+                                 f"| {share} |")
+                continue
+            # With the timeline: what each kernel adds to the step's device time, most first (with
+            # programmatic launch the summed durations overlap; docs: policy_model_tool's profile_steps).
+            lines += ["", f"{heading} ({span:,.1f} us counted once), {p.get('device_events_per_step', 0)} events", "",
+                      "| kernel | calls a step | us a step | adds a step | of the step's device time |",
+                      "|---|---|---|---|---|"]
+            for k in sorted(p["kernels"], key=lambda k: -k.get("us_added_per_step", 0.0)):
+                added = k.get("us_added_per_step", 0.0)
+                share = f"{100 * added / span:.1f}%" if span else ""
+                lines.append(f"| {short_kernel(k['name'])} | {k['calls_per_step']} | {k['us_per_step']:,.1f} "
+                             f"| {added:,.1f} | {share} |")
     return "\n".join(lines[1:])
 
 

@@ -79,6 +79,7 @@
 
 #include "base/named_enum.hpp"
 #include "policy/model/decoder.hpp"
+#include "policy/model/device_timeline.hpp"
 #include "policy/model/engine.hpp"
 #include "policy/model/fused_ops.hpp"
 #include "policy/model/tool_args.hpp"
@@ -571,7 +572,11 @@ std::string json_string(const std::string& s) {
 // bench --profile FILE: `steps` engine steps under the Kineto profiler (CPU and CUDA activity);
 // FILE gets per step the wall time, the device's busy time (kernels and copies summed) and their
 // count, and the kernels by total device time. Shows whether a step is bound by its kernels'
-// count (many short ones), by the host between steps, or by a few long ones.
+// count (many short ones), by the host between steps, or by a few long ones. With programmatic
+// launch a kernel starts before the one ahead of it ends and its time includes that wait, so the
+// summed times overlap: each kernel's `us_added_per_step` is instead the part of its events that
+// no earlier-starting event covers (the time it adds to the device's timeline), and
+// `device_span_us_per_step` their sum (the busy time counted once).
 status profile_steps(generation_engine& engine, const engine_options& options, int steps, const std::string& path) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
@@ -593,50 +598,40 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
   struct total {
     double us = 0;
     int64_t calls = 0;
+    size_t index = 0;  // in the timeline
   };
   std::map<std::string, total> by_kernel;
   double device_us = 0;
   int64_t device_events = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // the device events' [start, end) in ns
+  std::vector<device_event> events;
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
     const double us = static_cast<double>(e.durationNs()) / 1000.0;
-    by_kernel[e.name()].us += us;
-    by_kernel[e.name()].calls += 1;
+    auto [it, added] = by_kernel.try_emplace(e.name(), total{0.0, 0, by_kernel.size()});
+    it->second.us += us;
+    it->second.calls += 1;
     device_us += us;
     ++device_events;
-    spans.emplace_back(e.startNs(), e.endNs());
+    events.push_back({e.startNs(), e.endNs(), it->second.index});
   }
-  // Where the device idles between its events: short gaps (under 5 us: one kernel's launch after
-  // another inside a graph) against long ones (the host between steps, a synchronisation).
-  std::sort(spans.begin(), spans.end());
-  total short_gaps, long_gaps;
-  double longest_gap_us = 0;
-  uint64_t busy_until = spans.empty() ? 0 : spans.front().second;
-  for (const auto& [start, end] : spans) {
-    if (start > busy_until) {
-      const double gap = static_cast<double>(start - busy_until) / 1000.0;
-      auto& bucket = gap < 5.0 ? short_gaps : long_gaps;
-      bucket.us += gap;
-      bucket.calls += 1;
-      longest_gap_us = std::max(longest_gap_us, gap);
-    }
-    busy_until = std::max(busy_until, end);
-  }
+  const auto timeline = read_device_timeline(std::move(events), by_kernel.size());
   std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
   std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
   const double n = std::max(ran, 1);
   std::ofstream f(path);
   f << "{\"steps\":" << ran << ",\"decode_steps\":" << s.decode_steps << ",\"graph_replays\":" << s.graph_replays
     << ",\"graph_captures\":" << s.graph_captures << ",\"wall_us_per_step\":" << wall_us / n
-    << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_events_per_step\":" << device_events / n
-    << ",\"short_gaps_per_step\":" << short_gaps.calls / n << ",\"short_gap_us_per_step\":" << short_gaps.us / n
-    << ",\"long_gaps_per_step\":" << long_gaps.calls / n << ",\"long_gap_us_per_step\":" << long_gaps.us / n
-    << ",\"longest_gap_us\":" << longest_gap_us << ",\"kernels\":[";
+    << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_span_us_per_step\":" << timeline.span_us / n
+    << ",\"device_events_per_step\":" << device_events / n
+    << ",\"short_gaps_per_step\":" << static_cast<double>(timeline.short_gaps) / n
+    << ",\"short_gap_us_per_step\":" << timeline.short_gap_us / n
+    << ",\"long_gaps_per_step\":" << static_cast<double>(timeline.long_gaps) / n
+    << ",\"long_gap_us_per_step\":" << timeline.long_gap_us / n << ",\"longest_gap_us\":" << timeline.longest_gap_us
+    << ",\"kernels\":[";
   for (size_t i = 0; i < kernels.size(); ++i)
     f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first)
       << ",\"calls_per_step\":" << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n
-      << "}";
+      << ",\"us_added_per_step\":" << timeline.added_us[kernels[i].second.index] / n << "}";
   f << "]}\n";
   if (!f) return fail("cannot write " + path);
   std::cerr << "profile: " << ran << " steps, " << wall_us / n << " us wall, " << device_us / n << " us device busy, "

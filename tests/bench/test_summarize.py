@@ -54,3 +54,19 @@ def test_the_attention_bandwidth_read_off_the_turn_times_is_a_row(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert ("| main (kv_cache_dtype=fp8_e4m3) | agent workload, prefix cache: decode attention, from the turn "
             "times | 2.19 TB/s |  |") in proc.stdout, proc.stdout
+
+
+def test_kernels_with_the_timeline_list_what_each_adds_most_first(tmp_path):
+    profile = {"wall_us_per_step": 1200.0, "device_busy_us_per_step": 1900.0, "device_span_us_per_step": 1100.0,
+               "device_events_per_step": 185,
+               "kernels": [{"name": "void ns::(anonymous namespace)::fp8_join_kernel<float, 64>(float const*)",
+                            "calls_per_step": 24, "us_per_step": 500.0, "us_added_per_step": 100.0},
+                           {"name": "void gemv_rows_kernel<__nv_bfloat16, 1, true, true>(ns::gemv_args<T>)",
+                            "calls_per_step": 24, "us_per_step": 400.0, "us_added_per_step": 330.0}]}
+    (tmp_path / "agent.json").write_text(json.dumps({"profile_1_row_131072_keys": profile}))
+    proc = summarize("--kernels", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1,200.0 us wall, 1,900.0 us busy a step (1,100.0 us counted once), 185 events" in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows == ["| gemv_rows_kernel<__nv_bfloat16, 1, true, true> | 24 | 400.0 | 330.0 | 30.0% |",
+                    "| fp8_join_kernel<float, 64> | 24 | 500.0 | 100.0 | 9.1% |"], rows
