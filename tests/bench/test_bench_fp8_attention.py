@@ -1,8 +1,7 @@
 """bench/policy/bench_fp8_attention.py (CPU): the tool's JSON line and its output's hash read into the
-table and --out, and a failing shape reported by the first line of the tool's message with a nonzero
-exit. The tool here is a stand-in script that prints what `policy_model_tool decode-attention
---time` prints; the real tool runs on the GPU (tests/policy/model/test_fp8_kv_gpu.py and the bench
-itself on the device)."""
+table and --out (a failing shape: tests/bench/test_kernel_bench.py). The tool here is a stand-in
+script that prints what `policy_model_tool decode-attention --time` prints; the real tool runs on
+the GPU (tests/policy/model/test_fp8_kv_gpu.py and the bench itself on the device)."""
 import hashlib
 import json
 import pathlib
@@ -30,11 +29,3 @@ def test_the_tools_line_gives_the_row_and_the_json(tmp_path):
     assert f"| 1 x 131072 | 10.00 | 2.00 | 33.6 | 3.36 | 2.80 | 0.58 | {digest[:16]} |" in proc.stdout
     (got,) = json.loads(out.read_text())
     assert got == dict(shape="1 x 131072", **line, out_sha256=digest)
-
-
-def test_a_failing_shape_is_its_first_line_and_exit_1(tmp_path):
-    tool = stand_in(tmp_path, "echo 'policy_model_tool: no GPU here' >&2\necho 'frame #0: trace' >&2\nexit 1\n")
-    proc = run("--tool", tool, "--only", "64 x 4096", "64 x 16384")
-    assert proc.returncode == 1
-    rows = [r for r in proc.stdout.splitlines() if "error:" in r]
-    assert len(rows) == 2 and all(r.endswith("error: policy_model_tool: no GPU here ||||||") for r in rows)
