@@ -425,21 +425,33 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
     forced.push_back(at < f.size() ? f[at] : -1);
   }
   auto drawn = sample_tokens(logits_rv, params, uniforms, forced, options.fused_kernels);
-  // The step's one host synchronisation: tokens (exact in fp32 below 2^24) and logprobs.
-  auto host_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b}).cpu();
-  auto host = host_2r.accessor<float, 2>();
+  // The step's one host synchronisation.
+  auto host_nr = host_rows(logits_rv, drawn.tokens_b, drawn.logprobs_b).cpu();
+  auto host = host_nr.accessor<float, 2>();
   std::vector<generation_result> done;
   for (size_t i = 0; i < rows.size(); ++i) {
     sequence& seq = *rows[i];
-    seq.out.tokens.push_back(static_cast<int32_t>(host[0][static_cast<int64_t>(i)]));
-    seq.out.logprobs.push_back(host[1][static_cast<int64_t>(i)]);
-    seq.out.last_policy_version = version.load();
+    append_drawn(seq, host, static_cast<int64_t>(i));
     if (!finished(seq)) continue;
     keep_prefix(seq);
     done.push_back(std::move(seq.out));
     slots[static_cast<size_t>(seq.slot)].reset();
   }
   return done;
+}
+
+torch::Tensor generation_engine::impl::host_rows(const torch::Tensor& logits_rv, const torch::Tensor& tokens_r,
+                                                 const torch::Tensor& logprobs_r) const {
+  std::vector<torch::Tensor> rows{tokens_r.to(torch::kFloat32), logprobs_r};
+  if (options.report_logits) rows.push_back(logits_rv.gather(1, tokens_r.unsqueeze(1)).squeeze(1).to(torch::kFloat32));
+  return torch::stack(rows);
+}
+
+void generation_engine::impl::append_drawn(sequence& seq, const at::TensorAccessor<float, 2>& host, int64_t i) const {
+  seq.out.tokens.push_back(static_cast<int32_t>(host[0][i]));
+  seq.out.logprobs.push_back(host[1][i]);
+  if (options.report_logits) seq.out.logits.push_back(host[2][i]);
+  seq.out.last_policy_version = version.load();
 }
 
 bool generation_engine::impl::can_overlap() {
@@ -561,15 +573,15 @@ std::vector<generation_result> generation_engine::impl::overlapped_step() {
     }
     auto drawn = sample_tokens(logits_rv, params, uniforms, forced, options.fused_kernels);
     next.tokens_b = drawn.tokens_b;
-    auto both_2r = torch::stack({drawn.tokens_b.to(torch::kFloat32), drawn.logprobs_b});
+    auto drawn_nr = host_rows(logits_rv, drawn.tokens_b, drawn.logprobs_b);
     if (device.is_cuda()) {
       // Queued behind this step; land() waits for it while the next step runs.
-      next.host_2r = torch::empty(both_2r.sizes(), torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
-      next.host_2r.copy_(both_2r, /*non_blocking=*/true);
+      next.host_nr = torch::empty(drawn_nr.sizes(), torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
+      next.host_nr.copy_(drawn_nr, /*non_blocking=*/true);
       next.copied.emplace(device.type());
       next.copied->record(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
     } else {
-      next.host_2r = both_2r.contiguous();
+      next.host_nr = drawn_nr.contiguous();
     }
     launched = std::move(next);
   }
@@ -579,7 +591,7 @@ std::vector<generation_result> generation_engine::impl::overlapped_step() {
 
 std::vector<generation_result> generation_engine::impl::land(flight f) {
   if (f.copied) f.copied->synchronize();
-  auto host = f.host_2r.accessor<float, 2>();
+  auto host = f.host_nr.accessor<float, 2>();
   std::vector<generation_result> done;
   for (size_t i = 0; i < f.rows.size(); ++i) {
     auto& held = slots[static_cast<size_t>(f.rows[i].first)];
@@ -589,9 +601,7 @@ std::vector<generation_result> generation_engine::impl::land(flight f) {
     }
     sequence& seq = *held;
     seq.unlanded -= 1;
-    seq.out.tokens.push_back(static_cast<int32_t>(host[0][static_cast<int64_t>(i)]));
-    seq.out.logprobs.push_back(host[1][static_cast<int64_t>(i)]);
-    seq.out.last_policy_version = version.load();
+    append_drawn(seq, host, static_cast<int64_t>(i));
     // Judged as of its own step: a step launched since has counted a key more per pending token.
     const int64_t now = seq.cached;
     seq.cached -= seq.unlanded;

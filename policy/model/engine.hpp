@@ -46,6 +46,10 @@ struct engine_options {
   /// flight first, as does a paged step that might have to preempt (it then runs plainly: the
   /// preempted sequence keeps every token). Rationale: off until measured on the H200.
   bool overlap = false;
+  /// Each result carries the logit of every generated token (generation_result::logits): the
+  /// model's own output at the token, before the temperature. One gather a step more. For
+  /// comparing two engines' logprobs in the spacing of the logit's dtype (their rounding's unit).
+  bool report_logits = false;
   /// Flash decode steps of few long rows (at most half this many (row, KV head) sequences, at
   /// least 8,192 keys) cut each row's keys into shares that make this many sequences, merged by
   /// log-sum-exp (decoder::set_flash_decode_shares); 0: no cut. Rationale: flash's split-KV combine

@@ -47,7 +47,7 @@ struct sequence {
 struct flight {
   std::vector<std::pair<int64_t, uint64_t>> rows;  // slot and sequence id, in tokens_b's order
   torch::Tensor tokens_b;                          // on the device: the next step's inputs
-  torch::Tensor host_2r;                           // tokens (as fp32) and logprobs, copied asynchronously
+  torch::Tensor host_nr;                           // host_rows, copied asynchronously
   std::optional<c10::Event> copied;                // CUDA: recorded after the copy
 };
 
@@ -122,6 +122,12 @@ struct generation_engine::impl {
   void preempt(size_t seat);
   void requeue(size_t seat);
   std::vector<generation_result> sample_and_advance(const torch::Tensor& logits_rv, const std::vector<sequence*>& rows);
+  // A step's draws for the host, [2 or 3, rows] fp32: the tokens (exact below 2^24), their
+  // logprobs and, with report_logits, their logits.
+  torch::Tensor host_rows(const torch::Tensor& logits_rv, const torch::Tensor& tokens_r,
+                          const torch::Tensor& logprobs_r) const;
+  // Appends row i of host_rows' copy to seq's result.
+  void append_drawn(sequence& seq, const at::TensorAccessor<float, 2>& host, int64_t i) const;
   bool finished(sequence& seq) const;
   // Overlapped decoding (engine.cpp).
   bool can_overlap();

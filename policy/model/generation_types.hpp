@@ -59,6 +59,9 @@ struct generation_result {
   /// vocabulary (before top-k / top-p filtering; temperature 0 counts as 1). This is what
   /// decoder::token_logprobs recomputes in the learner, as PPO's ratio needs.
   std::vector<float> logprobs;
+  /// The logit of each generated token (before the temperature, as the model computed it, in
+  /// its dtype), when engine_options::report_logits is set; else empty.
+  std::vector<float> logits;
   finish_reason reason = finish_reason::max_new_tokens;  ///< Why it ended.
   /// Weights version that produced the first generated token.
   uint64_t policy_version = 0;

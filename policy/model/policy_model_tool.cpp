@@ -56,7 +56,8 @@
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows), --no-programmatic-launch (engine_options::programmatic_launch off).
+// (engine_options::decode_gemv_rows), --no-programmatic-launch (engine_options::programmatic_launch off),
+// --report-logits (generate and agent-bench --print: each line's "logits", the generated tokens' own).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -529,6 +530,13 @@ void print_result(const generation_result& r, const std::string& fields = "") {
     std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(r.logprobs[i]));
     std::cout << (i ? "," : "") << buf;
   }
+  if (!r.logits.empty()) {
+    std::cout << "],\"logits\":[";
+    for (size_t i = 0; i < r.logits.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(r.logits[i]));
+      std::cout << (i ? "," : "") << buf;
+    }
+  }
   std::cout << "]}\n";
 }
 
@@ -543,6 +551,7 @@ engine_options engine_options_of(const args& a) {
   options.fused_kernels = !a.count("no-fused-kernels");
   options.prefix_cache = !a.count("no-prefix-cache");
   options.overlap = a.count("overlap") > 0;
+  options.report_logits = a.count("report-logits") > 0;
   options.programmatic_launch = a.count("no-programmatic-launch") == 0;
   options.cache_attention = named_arg(a, "cache-attention", options.cache_attention);
   options.prefill_chunk = std::stoi(get(a, "prefill-chunk", std::to_string(options.prefill_chunk)));

@@ -3,6 +3,7 @@
 // Shape legend: b batch, t positions, v vocabulary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -72,6 +73,51 @@ TEST(engine, greedy_decoding_with_the_kv_cache_matches_the_full_forward_pass) {
     seq.push_back(logits_btv[0][-1].argmax().item<int64_t>());
   }
   EXPECT_EQ(std::vector<int64_t>(seq.begin() + 4, seq.end()), std::vector<int64_t>(tokens.begin(), tokens.end()));
+}
+
+// engine_options::report_logits: each generated token's logit (before the temperature), the
+// forward pass's at the position that drew it, plainly and overlapped; tokens and logprobs are
+// those of an engine that does not report them, whose results carry none.
+TEST(engine, reported_logits_are_the_forward_passes_at_each_drawn_token) {
+  auto model = decoder::load(model_a(), torch::kCPU, torch::kFloat32);
+  ASSERT_TRUE(model);
+  for (bool overlap : {false, true}) {
+    std::vector<generation_result> runs[2];
+    for (bool report : {false, true}) {
+      engine_options o;
+      o.model_dir = model_a();
+      o.max_batch = 2;
+      o.overlap = overlap;
+      o.report_logits = report;
+      auto engine = generation_engine::open(o);
+      ASSERT_TRUE(engine) << engine.error().message;
+      auto hot = greedy({7, 3, 50, 11, 2}, 9);
+      hot.sampling.temperature = 0.7f;
+      hot.seed = 4;
+      for (auto r : {greedy({5, 9, 2, 77}, 12), hot}) ASSERT_TRUE(engine.value()->submit(std::move(r)));
+      auto done = engine.value()->run_until_idle();
+      ASSERT_TRUE(done && done.value().size() == 2);
+      runs[report] = done.value();
+      std::sort(runs[report].begin(), runs[report].end(), [](auto& a, auto& b) { return a.id < b.id; });
+    }
+    const std::vector<std::vector<int64_t>> prompts = {{5, 9, 2, 77}, {7, 3, 50, 11, 2}};
+    for (size_t r = 0; r < 2; ++r) {
+      const auto &plain = runs[0][r], &reported = runs[1][r];
+      const std::string where = std::string(overlap ? "overlapped" : "plain") + " request " + std::to_string(r);
+      EXPECT_TRUE(plain.logits.empty()) << where;
+      EXPECT_EQ(plain.tokens, reported.tokens) << where;
+      EXPECT_EQ(plain.logprobs, reported.logprobs) << where;
+      ASSERT_EQ(reported.logits.size(), reported.tokens.size()) << where;
+      std::vector<int64_t> seq = prompts[r];
+      seq.insert(seq.end(), reported.tokens.begin(), reported.tokens.end());
+      auto logits_tv = model.value().forward(torch::tensor(seq).unsqueeze(0))[0];
+      for (size_t i = 0; i < reported.tokens.size(); ++i) {
+        const int64_t at = static_cast<int64_t>(prompts[r].size() + i) - 1;
+        EXPECT_NEAR(reported.logits[i], logits_tv[at][reported.tokens[i]].item<float>(), 1e-4)
+            << where << " token " << i;
+      }
+    }
+  }
 }
 
 // fuse_projections (what the engine runs): one q/k/v GEMM and one gate/up GEMM per block, q and k

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_fused_kernels_gpu import agree_to_near_ties, conversation
+from near_ties import agree_to_near_ties, conversation
 from test_policy_model import run_tool, sharp_qwen2
 
 pytestmark = pytest.mark.gpu

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from near_ties import agree_to_near_ties, conversation
 from test_policy_model import FAMILIES, LOGIT_TOL, VOCAB, cpp_floats, ids, models, run_tool, sharp_qwen2  # noqa: F401
 
 transformers = pytest.importorskip("transformers")
@@ -70,47 +71,6 @@ def test_fused_sampling_logprobs_are_transformers_temperature_scaled_logprobs(cu
         logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1:-1]
     want = torch.log_softmax(logits / temperature, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
     assert np.allclose(result["logprobs"], want.numpy(), atol=GPU_FP32_TOL)
-
-
-def conversation(path, fused, dtype="bfloat16", mode="flash", temperature=0, extra=()):
-    """5 episodes x 4 turns through agent-bench on the GPU, 2 at a time (evicting kept prefixes):
-    each reply by (episode, turn), and the summary. `extra`: more tool flags."""
-    proc = run_tool("agent-bench", "--model", path, "--device", "cuda", "--dtype", dtype, "--cache-attention",
-                    mode, "--vocab", 512, "--episodes", 5, "--turns", 4, "--system", 200, "--obs", 60, "--reply",
-                    40, "--temperature", temperature, "--print", "--max-batch", 2, "--max-context", 2048,
-                    "--prefill-chunk", 128, *([] if fused else ["--no-fused-kernels"]), *extra)
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    replies = {(r["episode"], r["turn"]): r for r in lines if "episode" in r}
-    summary = next(r for r in lines if "generated" in r)
-    return replies, summary
-
-
-def agree_to_near_ties(on, off):
-    """Replies by (episode, turn) of two bf16 runs: each agrees until it parts, with logprobs equal
-    to bf16 precision (0.05, as flash against sdpa in test_cache_attention_gpu.py), and where it
-    parts both picks are equally likely to that precision (a near tie); an episode that parted is
-    not compared after (its later prompts differ). Returns (tokens compared, tokens generated).
-    Prints the largest difference it saw (pytest -rP shows it for a passing test), so that two
-    kernels' distances from the same composite can be set side by side."""
-    parted, compared, worst = set(), 0, 0.0
-    for key in sorted(off):
-        if key[0] in parted:
-            continue
-        a, b = on[key], off[key]
-        same = 0
-        while same < min(len(a["tokens"]), len(b["tokens"])) and a["tokens"][same] == b["tokens"][same]:
-            same += 1
-        compared += same
-        largest = max((abs(x - y) for x, y in zip(a["logprobs"][:same], b["logprobs"][:same])), default=0)
-        worst = max(worst, largest)
-        print(f"agree_to_near_ties: episode {key[0]} turn {key[1]}: {same} tokens agree, "
-              f"largest logprob difference {largest:.4f}")
-        assert largest < 0.05, key
-        if same < len(b["tokens"]):
-            assert same < len(a["tokens"]) and abs(a["logprobs"][same] - b["logprobs"][same]) < 0.05, (key, same)
-            parted.add(key[0])
-    print(f"agree_to_near_ties: {compared} tokens compared, largest logprob difference {worst:.4f}")
-    return compared, sum(len(r["tokens"]) for r in off.values())
 
 
 def test_fused_kernels_agree_with_the_composites_in_bf16_over_a_conversation(cuda, tmp_path):

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from test_fused_kernels_gpu import conversation as fused_conversation
+from near_ties import conversation as fused_conversation
 from test_policy_model import ids, run_tool, sharp_qwen2  # noqa: F401
 
 pytestmark = pytest.mark.gpu

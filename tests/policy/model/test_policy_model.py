@@ -105,7 +105,7 @@ def test_greedy_generation_matches_transformers(models, family):
     prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3, 5, 8, 9, 7], [271]]
     # max-batch 2 < 3 prompts: the third is admitted when the first slot frees (continuous batching).
     proc = run_tool("generate", "--model", path, "--prompts", ";".join(ids(p) for p in prompts),
-                    "--max-new-tokens", 10, "--temperature", 0, "--max-batch", 2)
+                    "--max-new-tokens", 10, "--temperature", 0, "--max-batch", 2, "--report-logits")
     results = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(results) == len(prompts)
     for prompt, result in zip(prompts, results):
@@ -119,6 +119,8 @@ def test_greedy_generation_matches_transformers(models, family):
         # Greedy reports log softmax at temperature 1 of the chosen token.
         want_logp = [torch.log_softmax(l[0], -1)[t].item() for l, t in zip(out.logits, want)]
         assert np.allclose(result["logprobs"], want_logp, atol=LOGIT_TOL)
+        # --report-logits: each token's own logit.
+        assert np.allclose(result["logits"], [l[0][t].item() for l, t in zip(out.logits, want)], atol=LOGIT_TOL)
 
 
 def _e4m3_sdpa(module, query, key, value, attention_mask, **kwargs):
