@@ -47,7 +47,7 @@ if [ -n "${GATE:-}" ]; then  # e.g. GATE="tests/policy/model/test_fused_kernels_
   [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
-CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -m gpu tests/policy/model/test_decode_graphs_gpu.py \
+CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -rP -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
   tests/policy/model/test_overlap_gpu.py tests/policy/model/test_fp8_kv_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
