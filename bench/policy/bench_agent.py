@@ -134,6 +134,34 @@ def turn_slope(turns, episodes, obs, reply):
             "attention_bytes_per_s": added / slope if slope > 0 else None}
 
 
+def step_split(times):
+    """Where a cached run's wall time went, from agent-bench's `step_times` (each step() call's wall
+    time, summed by what the step did).
+
+    Decode-only steps: the least-squares line of seconds over the keys the step attended gives a
+    step's cost without attention (its intercept: projections, small kernels, the LM head, sampling
+    and the host between steps) and attention's read rate (its slope, as bytes). Prefilling steps:
+    their seconds beyond what that line says their decode cost, i.e. what their prefill added. None
+    with fewer than 3 decode-only steps or no spread in their keys."""
+    d, p, o = times["decode_only"], times["prefilling"], times["other"]
+    n = d["steps"]
+    if n < 3:
+        return None
+    mean_keys, mean_seconds = d["keys"] / n, d["seconds"] / n
+    spread = d["keys_sq"] / n - mean_keys ** 2
+    if spread <= 0:
+        return None
+    per_key = (d["keys_seconds"] / n - mean_keys * mean_seconds) / spread
+    per_step = mean_seconds - per_key * mean_keys
+    return {"decode_step_seconds_without_attention": per_step,
+            "decode_attention_bytes_per_s": kv_bytes_per_key() / per_key if per_key > 0 else None,
+            "decode_only": {"steps": n, "seconds": d["seconds"], "attention_seconds": per_key * d["keys"],
+                            "rest_seconds": per_step * n},
+            "prefilling": {"steps": p["steps"], "seconds": p["seconds"], "tokens": p["tokens"],
+                           "seconds_beyond_decode": p["seconds"] - per_step * p["steps"] - per_key * p["keys"]},
+            "other": {"steps": o["steps"], "seconds": o["seconds"]}}
+
+
 def bounds(result, params):
     """Lower bounds in seconds: decode by bandwidth, prefill by bf16 throughput."""
     decode = (result["decode_steps"] * params * 2 + result["attended_keys"] * kv_bytes_per_key()) / HBM_BYTES_PER_S
@@ -297,7 +325,8 @@ def main():
             turns = []
             cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
             report("agent_cached", dict(cached, turns=turns, **bounds(cached, params),
-                                        attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply)))
+                                        attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply),
+                                        steps=step_split(cached["step_times"])))
         if "long" not in args.skip:
             report("long_131072", long_result(mode))
             if args.profile_out:

@@ -64,11 +64,29 @@ def rows_of(path):
             if slope.get("attention_bytes_per_s"):
                 yield name, f"{label}: decode attention, from the turn times", \
                     f"{slope['attention_bytes_per_s'] / 1e12:.2f} TB/s", ""
+            yield from step_rows(name, label, r.get("steps"))
     if "agent_speedup" in result:
         yield name, "prefix cache speedup", f"{result['agent_speedup']:.2f}x", ""
     if "long_131072" in result:
         r = result["long_131072"]
         yield name, "one sequence at 131,072: decode", f"{r['decode_tokens_per_s']:.1f} tok/s", placement(r)
+
+
+def step_rows(name, label, steps):
+    """The rows of bench_agent.step_split: a decode step without its attention, attention's read
+    rate, and the run's seconds by kind of step."""
+    if not steps:
+        return
+    d, p = steps["decode_only"], steps["prefilling"]
+    yield name, f"{label}: a decode step without attention, from the step times", \
+        f"{steps['decode_step_seconds_without_attention'] * 1e6:,.0f} us", ""
+    if steps.get("decode_attention_bytes_per_s"):
+        yield name, f"{label}: decode attention, from the step times", \
+            f"{steps['decode_attention_bytes_per_s'] / 1e12:.2f} TB/s", ""
+    yield name, f"{label}: decode-only steps (attention + the rest)", \
+        f"{d['seconds']:.2f} s ({d['attention_seconds']:.2f} + {d['rest_seconds']:.2f})", f"{d['steps']:,} steps"
+    yield name, f"{label}: prefilling steps (beyond their decode)", \
+        f"{p['seconds']:.2f} s ({p['seconds_beyond_decode']:.2f})", f"{p['steps']:,} steps, {p['tokens']:,.0f} tokens"
 
 
 def result_files(folder):

@@ -14,7 +14,8 @@
 //   agent-bench --model DIR --episodes E --turns T --system S --obs O --reply R
 //            E agent-shaped conversations at once: a first prompt of S tokens, then per turn a
 //            reply of R sampled tokens and an observation of O tokens appended, T turns; prints
-//            {"seconds":..,"generated":..,"prefilled":..,"reused":..,"prefix_hit_rate":..};
+//            {"seconds":..,"generated":..,"prefilled":..,"reused":..,"prefix_hit_rate":..,"step_times":..}
+//            (step_times: each step() call's wall time summed by kind of step, see struct step_times);
 //            --temperature T (default 1), --from-turn J (start at turn J with the earlier turns'
 //            tokens in the first prompt), --print (each reply as a JSON line with its episode and
 //            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
@@ -648,6 +649,47 @@ status profile_steps(generation_engine& engine, const engine_options& options, i
   return {};
 }
 
+// The wall time of each step() call, summed by what the step did (its engine counters' change):
+// decode-only steps (one decode pass, no prefill) with the sums a least-squares line of seconds
+// over attended keys needs (bench/policy/bench_agent.py step_split fits it), prefilling steps,
+// and the rest (steps that only landed or admitted). Rationale: step() ends in the step's one
+// host synchronisation, so its wall time is the step's, device and host, without another sync;
+// with --overlap it is the previous step's wait and this one's launch, the same in the sums.
+struct step_times {
+  struct sums {
+    uint64_t steps = 0;
+    double seconds = 0, keys = 0, keys_sq = 0, keys_seconds = 0, rows = 0, tokens = 0;
+  };
+  sums decode_only, prefilling, other;
+
+  void add(double seconds, const engine_stats& before, const engine_stats& after) {
+    const double keys = static_cast<double>(after.attended_keys - before.attended_keys);
+    const uint64_t prefilled = after.prefilled_tokens - before.prefilled_tokens;
+    sums& s = prefilled > 0 ? prefilling : after.decode_steps - before.decode_steps == 1 ? decode_only : other;
+    s.steps += 1;
+    s.seconds += seconds;
+    s.keys += keys;
+    s.keys_sq += keys * keys;
+    s.keys_seconds += keys * seconds;
+    s.rows += static_cast<double>(after.decoded_tokens - before.decoded_tokens);
+    s.tokens += static_cast<double>(prefilled);
+  }
+  void print() const {
+    const auto precision = std::cout.precision(17);  // sums of squares: the fit subtracts them
+    std::cout << "{";
+    const std::pair<const char*, const sums*> all[] = {
+        {"decode_only", &decode_only}, {"prefilling", &prefilling}, {"other", &other}};
+    for (size_t i = 0; i < 3; ++i) {
+      const sums& s = *all[i].second;
+      std::cout << (i ? "," : "") << "\"" << all[i].first << "\":{\"steps\":" << s.steps << ",\"seconds\":" << s.seconds
+                << ",\"keys\":" << s.keys << ",\"keys_sq\":" << s.keys_sq << ",\"keys_seconds\":" << s.keys_seconds
+                << ",\"rows\":" << s.rows << ",\"tokens\":" << s.tokens << "}";
+    }
+    std::cout << "}";
+    std::cout.precision(precision);
+  }
+};
+
 // E conversations in flight; the "environment" answers each reply at once with O new tokens.
 int run_agent_bench(const args& a) {
   const auto options = engine_options_of(a);
@@ -712,9 +754,15 @@ int run_agent_bench(const args& a) {
   // Progress on stderr (unbuffered, so a run stopped by a timeout keeps it): when the last
   // episode finishes turn j, {"turn": j, "seconds": since start}.
   std::vector<int> finished_turn(static_cast<size_t>(turns) + 1, 0);
+  step_times times;
+  auto last = before;
   while (!engine.idle()) {
+    const auto begun = std::chrono::steady_clock::now();
     auto done = engine.step();
     if (!done) throw std::runtime_error(done.error().message);
+    const auto now = engine.stats();
+    times.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count(), last, now);
+    last = now;
     for (auto& r : done.value()) {
       const size_t e = owner.at(r.id);
       generated += r.tokens.size();
@@ -743,6 +791,8 @@ int run_agent_bench(const args& a) {
   const auto s = stats_since(before, engine.stats());
   std::cout << "{\"seconds\":" << seconds << ",\"generated\":" << generated << ",";
   print_stats(s);
+  std::cout << ",\"step_times\":";
+  times.print();
   std::cout << "}\n";
   return 0;
 }

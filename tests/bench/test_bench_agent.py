@@ -1,6 +1,7 @@
 """bench/policy/bench_agent.py's turn_slope: the decode attention's bandwidth read off the cached
-agent workload's per-turn times; its --tool checked before any run (CPU; the module imports torch
-and transformers, no GPU)."""
+agent workload's per-turn times; step_split: the run's time by kind of step, read off agent-bench's
+step times; its --tool checked before any run (CPU; the module imports torch and transformers, no
+GPU)."""
 import json
 import pathlib
 import subprocess
@@ -51,6 +52,38 @@ def test_the_e4m3_run_on_the_h200_read_its_added_keys_at_about_2_2_tb_s(kv_bytes
     run = json.loads((ROOT / "bench/results/2026-12-05-policy-h200-e4m3-fused-gemv/call2/agent.json").read_text())
     got = bench_agent.turn_slope(run["agent_cached"]["turns"], 64, 500, 300)
     assert got["attention_bytes_per_s"] == pytest.approx(2.19e12, rel=0.01)
+
+
+def step_times(decode, prefilling=(), other=()):
+    """agent-bench's step_times for steps given as (seconds, keys, rows, prefilled tokens)."""
+    def sums(steps):
+        return {"steps": len(steps), "seconds": sum(s[0] for s in steps), "keys": sum(s[1] for s in steps),
+                "keys_sq": sum(s[1] ** 2 for s in steps), "keys_seconds": sum(s[0] * s[1] for s in steps),
+                "rows": sum(s[2] for s in steps), "tokens": sum(s[3] for s in steps)}
+    return {"decode_only": sums(decode), "prefilling": sums(prefilling), "other": sums(other)}
+
+
+def test_decode_steps_on_a_line_give_its_intercept_and_slope_and_prefills_what_they_add(kv_bytes):
+    kv_bytes(1)
+    # A decode step: 900 us plus 1 ns a key attended; a prefilling step 4 ms more than its decode.
+    line = [(900e-6 + 1e-9 * k, k, 64, 0) for k in range(64_000, 1_300_000, 64 * 800)]
+    prefilling = [(900e-6 + 1e-9 * k + 4e-3, k, 62, 1002) for k in (100_000, 700_000)]
+    got = bench_agent.step_split(step_times(line, prefilling, [(1e-4, 0, 0, 0)]))
+    assert got["decode_step_seconds_without_attention"] == pytest.approx(900e-6)
+    assert got["decode_attention_bytes_per_s"] == pytest.approx(bench_agent.kv_bytes_per_key() / 1e-9)
+    d = got["decode_only"]
+    assert d["steps"] == len(line)
+    assert d["attention_seconds"] + d["rest_seconds"] == pytest.approx(d["seconds"])
+    assert d["rest_seconds"] == pytest.approx(900e-6 * len(line))
+    p = got["prefilling"]
+    assert (p["steps"], p["tokens"]) == (2, 2004)
+    assert p["seconds_beyond_decode"] == pytest.approx(8e-3)
+    assert got["other"] == {"steps": 1, "seconds": 1e-4}
+
+
+def test_too_few_decode_steps_or_no_spread_in_their_keys_give_no_split():
+    assert bench_agent.step_split(step_times([(1e-3, 1000, 64, 0)] * 2)) is None
+    assert bench_agent.step_split(step_times([(1e-3, 1000, 64, 0)] * 5)) is None
 
 
 def test_a_tool_that_is_not_there_is_named_before_any_run(tmp_path):

@@ -70,3 +70,19 @@ def test_kernels_with_the_timeline_list_what_each_adds_most_first(tmp_path):
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert rows == ["| gemv_rows_kernel<__nv_bfloat16, 1, true, true> | 24 | 400.0 | 330.0 | 30.0% |",
                     "| fp8_join_kernel<float, 64> | 24 | 500.0 | 100.0 | 9.1% |"], rows
+
+
+def test_the_step_split_is_four_rows(tmp_path):
+    steps = {"decode_step_seconds_without_attention": 912e-6, "decode_attention_bytes_per_s": 3.4e12,
+             "decode_only": {"steps": 8100, "seconds": 20.5, "attention_seconds": 13.1, "rest_seconds": 7.4},
+             "prefilling": {"steps": 930, "seconds": 5.2, "tokens": 993856, "seconds_beyond_decode": 2.9},
+             "other": {"steps": 0, "seconds": 0.0}}
+    (tmp_path / "agent.json").write_text(json.dumps({"agent_cached": {"seconds": 26.1, "steps": steps}}))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    label = "| main | agent workload, prefix cache: "
+    for row in ["a decode step without attention, from the step times | 912 us |  |",
+                "decode attention, from the step times | 3.40 TB/s |  |",
+                "decode-only steps (attention + the rest) | 20.50 s (13.10 + 7.40) | 8,100 steps |",
+                "prefilling steps (beyond their decode) | 5.20 s (2.90) | 930 steps, 993,856 tokens |"]:
+        assert label + row in proc.stdout, proc.stdout

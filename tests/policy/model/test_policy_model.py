@@ -330,3 +330,26 @@ def test_prompt_longer_than_context_is_rejected(models):
     path, _ = models["qwen2"]
     proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)
     assert proc.returncode == 1 and "does not fit the context" in proc.stderr
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
+def test_agent_bench_step_times_add_up_to_the_engines_counters(models, overlap):
+    """agent-bench's step_times (each step() call's wall time by what the step did, which
+    bench_agent.py step_split reads): its classes hold every step's decoded rows, attended keys
+    and prefilled tokens, and no more seconds than the run took."""
+    path, _ = models["qwen2"]
+    proc = run_tool("agent-bench", "--model", path, "--vocab", VOCAB, "--episodes", 3, "--turns", 3, "--system", 40,
+                    "--obs", 20, "--reply", 8, "--max-batch", 2, "--max-context", 256, "--prefill-chunk", 32,
+                    *(["--overlap"] if overlap else []))
+    summary = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    times = summary["step_times"]
+    classes = [times[k] for k in ("decode_only", "prefilling", "other")]
+    assert sum(c["keys"] for c in classes) == summary["attended_keys"]
+    assert sum(c["rows"] for c in classes) == summary["decoded"]
+    assert times["prefilling"]["tokens"] == summary["prefilled"] and times["decode_only"]["tokens"] == 0
+    assert times["decode_only"]["steps"] <= summary["decode_steps"] <= \
+        times["decode_only"]["steps"] + times["prefilling"]["steps"]
+    assert times["decode_only"]["steps"] > 0 and times["prefilling"]["steps"] > 0
+    assert 0 < sum(c["seconds"] for c in classes) <= summary["seconds"]
+    for c in classes:
+        assert c["keys_sq"] >= c["keys"] ** 2 / max(c["steps"], 1) - 1e-6 * max(c["keys_sq"], 1)
