@@ -134,15 +134,17 @@ def turn_slope(turns, episodes, obs, reply):
             "attention_bytes_per_s": added / slope if slope > 0 else None}
 
 
-def step_split(times):
+def step_split(times, seconds=None):
     """Where a cached run's wall time went, from agent-bench's `step_times` (each step() call's wall
     time, summed by what the step did).
 
     Decode-only steps: the least-squares line of seconds over the keys the step attended gives a
     step's cost without attention (its intercept: projections, small kernels, the LM head, sampling
     and the host between steps) and attention's read rate (its slope, as bytes). Prefilling steps:
-    their seconds beyond what that line says their decode cost, i.e. what their prefill added. None
-    with fewer than 3 decode-only steps or no spread in their keys."""
+    their seconds beyond what that line says their decode cost, i.e. what their prefill added.
+    `seconds`: the run's; what no step() call holds (the bench's own work between them: results,
+    the next prompts) is then `outside_steps_seconds`. None with fewer than 3 decode-only steps or
+    no spread in their keys."""
     d, p, o = times["decode_only"], times["prefilling"], times["other"]
     n = d["steps"]
     if n < 3:
@@ -159,7 +161,8 @@ def step_split(times):
                             "rest_seconds": per_step * n},
             "prefilling": {"steps": p["steps"], "seconds": p["seconds"], "tokens": p["tokens"],
                            "seconds_beyond_decode": p["seconds"] - per_step * p["steps"] - per_key * p["keys"]},
-            "other": {"steps": o["steps"], "seconds": o["seconds"]}}
+            "other": {"steps": o["steps"], "seconds": o["seconds"]},
+            "outside_steps_seconds": None if seconds is None else seconds - d["seconds"] - p["seconds"] - o["seconds"]}
 
 
 def bounds(result, params):
@@ -326,7 +329,7 @@ def main():
             cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
             report("agent_cached", dict(cached, turns=turns, **bounds(cached, params),
                                         attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply),
-                                        steps=step_split(cached["step_times"])))
+                                        steps=step_split(cached["step_times"], cached["seconds"])))
         if "long" not in args.skip:
             report("long_131072", long_result(mode))
             if args.profile_out:

@@ -87,6 +87,8 @@ def step_rows(name, label, steps):
         f"{d['seconds']:.2f} s ({d['attention_seconds']:.2f} + {d['rest_seconds']:.2f})", f"{d['steps']:,} steps"
     yield name, f"{label}: prefilling steps (beyond their decode)", \
         f"{p['seconds']:.2f} s ({p['seconds_beyond_decode']:.2f})", f"{p['steps']:,} steps, {p['tokens']:,.0f} tokens"
+    if steps.get("outside_steps_seconds") is not None:
+        yield name, f"{label}: the bench's own work between steps", f"{steps['outside_steps_seconds']:.2f} s", ""
 
 
 def result_files(folder):

@@ -68,7 +68,8 @@ def test_decode_steps_on_a_line_give_its_intercept_and_slope_and_prefills_what_t
     # A decode step: 900 us plus 1 ns a key attended; a prefilling step 4 ms more than its decode.
     line = [(900e-6 + 1e-9 * k, k, 64, 0) for k in range(64_000, 1_300_000, 64 * 800)]
     prefilling = [(900e-6 + 1e-9 * k + 4e-3, k, 62, 1002) for k in (100_000, 700_000)]
-    got = bench_agent.step_split(step_times(line, prefilling, [(1e-4, 0, 0, 0)]))
+    times = step_times(line, prefilling, [(1e-4, 0, 0, 0)])
+    got = bench_agent.step_split(times, 0.25 + sum(times[k]["seconds"] for k in times))
     assert got["decode_step_seconds_without_attention"] == pytest.approx(900e-6)
     assert got["decode_attention_bytes_per_s"] == pytest.approx(bench_agent.kv_bytes_per_key() / 1e-9)
     d = got["decode_only"]
@@ -79,6 +80,8 @@ def test_decode_steps_on_a_line_give_its_intercept_and_slope_and_prefills_what_t
     assert (p["steps"], p["tokens"]) == (2, 2004)
     assert p["seconds_beyond_decode"] == pytest.approx(8e-3)
     assert got["other"] == {"steps": 1, "seconds": 1e-4}
+    assert got["outside_steps_seconds"] == pytest.approx(0.25)
+    assert bench_agent.step_split(times)["outside_steps_seconds"] is None
 
 
 def test_too_few_decode_steps_or_no_spread_in_their_keys_give_no_split():

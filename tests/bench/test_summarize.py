@@ -72,11 +72,11 @@ def test_kernels_with_the_timeline_list_what_each_adds_most_first(tmp_path):
                     "| fp8_join_kernel<float, 64> | 24 | 500.0 | 100.0 | 9.1% |"], rows
 
 
-def test_the_step_split_is_four_rows(tmp_path):
+def test_the_step_split_is_five_rows(tmp_path):
     steps = {"decode_step_seconds_without_attention": 912e-6, "decode_attention_bytes_per_s": 3.4e12,
              "decode_only": {"steps": 8100, "seconds": 20.5, "attention_seconds": 13.1, "rest_seconds": 7.4},
              "prefilling": {"steps": 930, "seconds": 5.2, "tokens": 993856, "seconds_beyond_decode": 2.9},
-             "other": {"steps": 0, "seconds": 0.0}}
+             "other": {"steps": 0, "seconds": 0.0}, "outside_steps_seconds": 0.4}
     (tmp_path / "agent.json").write_text(json.dumps({"agent_cached": {"seconds": 26.1, "steps": steps}}))
     proc = summarize(tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -84,5 +84,6 @@ def test_the_step_split_is_four_rows(tmp_path):
     for row in ["a decode step without attention, from the step times | 912 us |  |",
                 "decode attention, from the step times | 3.40 TB/s |  |",
                 "decode-only steps (attention + the rest) | 20.50 s (13.10 + 7.40) | 8,100 steps |",
-                "prefilling steps (beyond their decode) | 5.20 s (2.90) | 930 steps, 993,856 tokens |"]:
+                "prefilling steps (beyond their decode) | 5.20 s (2.90) | 930 steps, 993,856 tokens |",
+                "the bench's own work between steps | 0.40 s |  |"]:
         assert label + row in proc.stdout, proc.stdout
