@@ -1,7 +1,8 @@
 #pragma once
 // engine_impl: the state of generation_engine (its pimpl), shared by engine.cpp (the public
-// calls, admission and decoding in the slot layout, sampling) and engine_paged.cpp (the paged
-// layout's decoding, admission and preemption). Internal to policy/model.
+// calls, admission and decoding in the slot layout, sampling), engine_paged.cpp (the paged
+// layout's decoding, admission and preemption) and engine_overlap.cpp (overlapped decoding).
+// Internal to policy/model.
 
 #include <atomic>
 #include <deque>
@@ -129,7 +130,7 @@ struct generation_engine::impl {
   // Appends row i of host_rows' copy to seq's result.
   void append_drawn(sequence& seq, const at::TensorAccessor<float, 2>& host, int64_t i) const;
   bool finished(sequence& seq) const;
-  // Overlapped decoding (engine.cpp).
+  // Overlapped decoding (engine_overlap.cpp).
   bool can_overlap();
   bool ends_before_decoding(const sequence& seq) const;
   torch::Tensor decode_from_flight(std::vector<sequence*>& rows);
