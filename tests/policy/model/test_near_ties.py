@@ -26,7 +26,7 @@ def runs(tmp_path_factory):
 def test_two_attention_modes_agree_to_near_ties(runs, cache):
     compared, generated = agree_to_near_ties(runs[cache, "matmul"], runs[cache, "sdpa"])
     assert generated == 5 * 4 * 40
-    assert compared >= 100, (compared, generated)  # enough tokens for the mean to mean something
+    assert compared >= 40, (compared, generated)  # enough tokens for a mean (here 206 and 108 of 800)
 
 
 def test_the_e4m3_cache_against_the_bf16_cache_fails_the_rule(runs):
