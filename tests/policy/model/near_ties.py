@@ -58,12 +58,20 @@ def spacing(z, dtype="bfloat16"):
 
 @dataclass
 class comparison:
-    compared: int = 0  # tokens where both replies agree, in episodes not yet parted
     generated: int = 0  # tokens the second run generated in all
     largest: float = 0.0  # the largest logprob difference of a compared token
-    largest_spacings: float = 0.0  # the largest in spacings
-    spacings: list = field(default_factory=list)  # each compared token's difference in spacings
+    # Each compared token's difference in spacings (the tokens where both replies agree, in episodes
+    # not yet parted).
+    spacings: list = field(default_factory=list)
     partings: list = field(default_factory=list)  # (episode, turn, token index, difference in spacings)
+
+    @property
+    def compared(self):
+        return len(self.spacings)
+
+    @property
+    def largest_spacings(self):
+        return max(self.spacings, default=0.0)
 
     @property
     def mean_spacings(self):
@@ -98,11 +106,8 @@ def compare(on, off, dtype="bfloat16"):
             same += 1
         for i in range(same):
             d = abs(a["logprobs"][i] - b["logprobs"][i])
-            units = d / unit(a, b, i, dtype)
-            out.spacings.append(units)
+            out.spacings.append(d / unit(a, b, i, dtype))
             out.largest = max(out.largest, d)
-            out.largest_spacings = max(out.largest_spacings, units)
-        out.compared += same
         if same < len(b["tokens"]):
             parted.add(key[0])
             if same < len(a["tokens"]):
