@@ -107,7 +107,9 @@ int run_save(const args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: policy_model_tool logits|logprobs|values|save|sample|generate|bench|agent-bench ...\n";
+    std::cerr
+        << "usage: policy_model_tool logits|logprobs|values|save|sample|linear-rows|decode-attention|generate|bench|"
+           "agent-bench ...\n";
     return 2;
   }
   const std::string command = argv[1];
