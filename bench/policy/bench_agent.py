@@ -329,7 +329,8 @@ def main():
             cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
             report("agent_cached", dict(cached, turns=turns, **bounds(cached, params),
                                         attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply),
-                                        steps=step_split(cached["step_times"], cached["seconds"])))
+                                        steps=step_split(cached["step_times"], cached["seconds"])
+                                        if "step_times" in cached else None))
         if "long" not in args.skip:
             report("long_131072", long_result(mode))
             if args.profile_out:
