@@ -1,4 +1,5 @@
-# Sourced by bench/policy/run_*_h200.sh: the device machine's description, written to $1/env.txt
+# shellcheck shell=bash
+# Sourced by bench/policy/run_*.sh: the device machine's description, written to $1/env.txt
 # before any step runs (GPU, driver, SM clock and memory; torch, CUDA, transformers; cores), and
 # the newer compiler where the image has one.
 [ -x /opt/gcc/bin/g++ ] && export CXX=${CXX:-/opt/gcc/bin/g++}
@@ -6,4 +7,19 @@ write_device_env() {
   { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
     ${PY:-python3} -c 'import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)'
     nproc; } > "$1/env.txt" 2>&1
+}
+# cap N: a step's time limit, N seconds, cut so that the step ends by STOP_AT (seconds since the
+# epoch, optional: e.g. STOP_AT=$(( $(date +%s) + 570 )) for a call of at most 600 s), at least 1 s
+# (a step with no time left fails at once, and the script goes on to pack what it has).
+# Rationale: each step runs under `timeout`, which makes a process group of its own, so a TERM
+# sent to the whole script reaches the script only (bash runs its trap once the step under way
+# has ended), not the step; a deadline each step knows ends the call on time.
+cap() {
+  local n=$1 left
+  if [ -n "${STOP_AT:-}" ]; then
+    left=$(( STOP_AT - $(date +%s) ))
+    [ "$left" -lt "$n" ] && n=$left
+  fi
+  [ "$n" -lt 1 ] && n=1
+  echo "$n"
 }

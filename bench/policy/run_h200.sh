@@ -28,26 +28,45 @@
 # GPU_TESTS=0 leaves out step 2; SAMPLE_TURNS (default 5,10,15,20,25,30; empty: none) are the turns
 # timed alone; PROFILE_KEYS (default 16384; 0: none) profiles the 64-row step at that context too.
 # Each step's log is in $OUT; bench_agent's JSON in $OUT/agent.json (paged: $OUT/agent-paged.json).
-# PACK=1: everything under $OUT packed into $OUT/policy-h200.tgz at the end (the device machine
-# returns at most 8 files; OVERLAP=1 or PAGED=1 with the profiles write more).
+# PACK=1: everything under $OUT packed into $OUT/policy-h200.tgz whenever the script exits (the device
+# machine returns at most 8 files; OVERLAP=1 or PAGED=1 with the profiles write more).
+# STOP_AT (seconds since the epoch): every step's cap cut to end by then (cap in device_env.sh), so
+# that a call that runs short of time still packs what it measured.
 set -u
 OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
 BUILD=${BUILD:-/tmp/policy-build}
 BUDGET=${BUDGET:-300}
 START=$(date +%s)
+# Whenever the script exits (at its end, on an error, or on TERM once the step under way has ended):
+# no machine paths in what comes back (the tree's root as ., the Python environment as <venv>, a
+# compiler outside /usr as <cc>), then PACK's archive.
+finish() {
+  local venv cc_dir scrub
+  venv=$($PY -c "import sys; print(sys.prefix)")
+  cc_dir=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
+  scrub="s|$PWD/|./|g; s|$PWD\b|.|g"
+  case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
+  case $cc_dir in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$cc_dir/|<cc>/|g" ;; esac
+  grep -rlF -e "$PWD" -e "$venv/" -e "$cc_dir/" "$OUT" 2>/dev/null | xargs -r sed -i "$scrub"
+  if [ "${PACK:-0}" = 1 ]; then
+    (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
+  fi
+}
+trap 'echo "stopped at $(( $(date +%s) - START )) s"; exit 143' TERM INT
+trap finish EXIT
 . bench/policy/device_env.sh
 write_device_env "$OUT"
-timeout 200 $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
+timeout "$(cap 200)" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
 if [ -n "${GATE:-}" ]; then  # e.g. GATE="tests/policy/model/test_fused_kernels_gpu.py -k sample"
-  CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
+  CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1
   rc=$?; echo "gate tests rc=$rc at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gate-tests.log"
   [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
-CAF_AGENT_BUILD_DIR=$BUILD timeout "${TESTS_S:-160}" $PY -m pytest -v -rP -m gpu tests/policy/model/test_decode_graphs_gpu.py \
+CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${TESTS_S:-160})" $PY -m pytest -v -rP -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
   tests/policy/model/test_overlap_gpu.py tests/policy/model/test_fp8_kv_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
@@ -61,23 +80,23 @@ if [ -n "${MICRO:-}" ]; then
   for micro in "${micros[@]}"; do
     k=$((k + 1))
     # shellcheck disable=SC2086  # the script's words
-    timeout "${MICRO_S:-90}" $PY $micro --tool "$BUILD/policy/model/policy_model_tool" --out "$OUT/micro-$k.json" \
+    timeout "$(cap ${MICRO_S:-90})" $PY $micro --tool "$BUILD/policy/model/policy_model_tool" --out "$OUT/micro-$k.json" \
       > "$OUT/micro-$k.md" 2>&1
     echo "micro $k ($micro) rc=$? at $(( $(date +%s) - START )) s"; cat "$OUT/micro-$k.md"
   done
 fi
 if [ "${PAGED:-0}" = 1 ]; then
-  timeout "${PAGED_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
+  timeout "$(cap ${PAGED_S:-150})" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --kv-layout paged --skip-uncached \
     --skip long --out "$OUT/agent-paged.json" > "$OUT/agent-paged.log" 2>&1
   echo "paged bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-paged.log" | tail -4
 fi
 if [ "${UNFUSED:-0}" = 1 ]; then
-  timeout "${UNFUSED_S:-90}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --no-fused-kernels --skip cached long \
+  timeout "$(cap ${UNFUSED_S:-90})" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --no-fused-kernels --skip cached long \
     --skip-uncached --out "$OUT/agent-unfused.json" > "$OUT/agent-unfused.log" 2>&1
   echo "unfused bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-unfused.log" | tail -3 | cut -c1-600
 fi
 if [ "${OVERLAP:-0}" = 1 ]; then
-  timeout "${OVERLAP_S:-150}" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --overlap --skip long \
+  timeout "$(cap ${OVERLAP_S:-150})" $PY bench/policy/bench_agent.py --build-dir "$BUILD" --overlap --skip long \
     --skip-uncached --out "$OUT/agent-overlap.json" > "$OUT/agent-overlap.log" 2>&1
   echo "overlap bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-overlap.log" | tail -4 | cut -c1-600
 fi
@@ -91,7 +110,7 @@ ab_runs() {  # ab_runs batch|long|cached "flags;flags" seconds
   for flags in "${sets[@]}"; do
     k=$((k + 1))
     # shellcheck disable=SC2086  # flags are words
-    timeout "$3" $PY bench/policy/bench_agent.py --build-dir "$BUILD" $flags --skip $skip --skip-uncached \
+    timeout "$(cap $3)" $PY bench/policy/bench_agent.py --build-dir "$BUILD" $flags --skip $skip --skip-uncached \
       --profile-out "$OUT/$what-$k" --out "$OUT/agent-$what-$k.json" > "$OUT/agent-$what-$k.log" 2>&1
     echo "$what $k ($flags) rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent-$what-$k.log" | tail -2 | cut -c1-400
   done
@@ -99,18 +118,7 @@ ab_runs() {  # ab_runs batch|long|cached "flags;flags" seconds
 [ -n "${BATCH_AB:-}" ] && ab_runs batch "$BATCH_AB" "${BATCH_AB_S:-60}"
 [ -n "${LONG_AB:-}" ] && ab_runs long "$LONG_AB" "${LONG_AB_S:-60}"
 [ -n "${CACHED_AB:-}" ] && ab_runs cached "$CACHED_AB" "${CACHED_AB_S:-100}"
-timeout $(( START + BUDGET + 30 - $(date +%s) )) $PY bench/policy/bench_agent.py --build-dir "$BUILD" ${BENCH_ARGS:-} \
+timeout "$(cap $(( START + BUDGET + 30 - $(date +%s) )))" $PY bench/policy/bench_agent.py --build-dir "$BUILD" ${BENCH_ARGS:-} \
   --uncached-sample-turns "${SAMPLE_TURNS-5,10,15,20,25,30}" --profile-keys "${PROFILE_KEYS:-16384}" --deadline $(( START + BUDGET )) --profile-out "$OUT" \
   --out "$OUT/agent.json" > "$OUT/agent.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - START )) s"; grep -v '^ ' "$OUT/agent.log" | tail -20
-# No machine paths in what comes back: the tree's root as ., the Python environment as <venv>,
-# a compiler outside /usr as <cc>.
-VENV=$($PY -c "import sys; print(sys.prefix)")
-CC_DIR=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
-SCRUB="s|$PWD/|./|g; s|$PWD\b|.|g"
-case $VENV in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$VENV/|<venv>/|g" ;; esac
-case $CC_DIR in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$CC_DIR/|<cc>/|g" ;; esac
-grep -rlF -e "$PWD" -e "$VENV/" -e "$CC_DIR/" "$OUT" 2>/dev/null | xargs -r sed -i "$SCRUB"
-if [ "${PACK:-0}" = 1 ]; then
-  (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
-fi

@@ -22,7 +22,9 @@
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
 # not against figures of another machine or day; several patches in one call share A's build and
 # the card.
-# PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz at the end.
+# PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz whenever the script exits. STOP_AT
+# (seconds since the epoch): every step's cap cut to end by then (cap in device_env.sh), so that a
+# call that runs short of time still packs what it measured.
 set -u
 OUT=${OUT:-/tmp/patch-ab}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -30,10 +32,28 @@ BUILD=${BUILD:-/tmp/patch-ab-build}
 PATCH=${PATCH:?PATCH names the patch files, relative to this tree}
 START=$(date +%s)
 at() { echo "at $(( $(date +%s) - START )) s"; }
+# Whenever the script exits (at its end, on an error, or on TERM once the step under way has ended):
+# a patch still applied taken out, the summary, machine paths scrubbed (as run_h200.sh), then
+# PACK's archive.
+applied=
+finish() {
+  if [ -n "$applied" ]; then git apply -R "$applied" 2>/dev/null || patch -p1 -s -R < "$applied"; fi
+  $PY bench/policy/summarize.py "$OUT" > "$OUT/summary.md" 2>&1; cat "$OUT/summary.md"
+  local venv scrub
+  venv=$($PY -c "import sys; print(sys.prefix)")
+  scrub="s|$BUILD|<build>|g; s|$PWD/|./|g; s|$PWD\b|.|g"
+  case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
+  grep -rlF -e "$PWD" -e "$BUILD" -e "$venv/" "$OUT" 2>/dev/null | xargs -r sed -i "$scrub"
+  if [ "${PACK:-0}" = 1 ]; then
+    (cd "$OUT" && tar czf /tmp/patch-ab.tgz --exclude patch-ab.tgz . && rm -rf ./* && mv /tmp/patch-ab.tgz .)
+  fi
+}
+trap 'echo "stopped $(at)"; exit 143' TERM INT
+trap finish EXIT
 . bench/policy/device_env.sh
 write_device_env "$OUT"
 build() {  # build LOG
-  timeout "${BUILD_S:-240}" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
+  timeout "$(cap ${BUILD_S:-240})" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
 bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$1" 2>&1
 }
 # The patches' files touched first: a $BUILD left by an earlier call holds a patched build's
@@ -58,18 +78,20 @@ for p in "${patches[@]}"; do
     { patch -p1 -s --forward --dry-run < "$p" > /dev/null && patch -p1 -s --forward < "$p"; }; }; then
     echo "PATCH $p does not apply to this tree"; exit 2
   fi
+  applied=$p
   build "$OUT/build-$side.log"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
   [ $rc = 0 ] || { tail -n 5 "$OUT/build-$side.log"; exit 3; }
   cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-$side"
   if [ -n "${GATE:-}" ]; then  # the patched tree's tests, against its build
     # shellcheck disable=SC2086  # GATE is pytest's words
-    CAF_AGENT_BUILD_DIR=$BUILD timeout "${GATE_S:-120}" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests-$side.log" 2>&1
+    CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests-$side.log" 2>&1
     rc=$?; echo "gate tests ($side) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests-$side.log"
     [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
   fi
   if ! { git apply -R "$p" 2>/dev/null || patch -p1 -s -R < "$p"; }; then
     echo "PATCH $p does not come out of this tree again"; exit 2
   fi
+  applied=
   sides+=("$side")
 done
 # MICRO: a kernel bench and its arguments (e.g. "bench/policy/bench_fp8_attention.py --calls 50"),
@@ -84,7 +106,7 @@ if [ -n "${MICRO:-}" ]; then
       k=$((k + 1))
       name=micro-$side; [ ${#micros[@]} -gt 1 ] && name=micro-$side-$k
       # shellcheck disable=SC2086  # the script's words
-      timeout "${MICRO_S:-120}" $PY $micro --tool "$tool" --out "$OUT/$name.json" > "$OUT/$name.md" 2>&1
+      timeout "$(cap ${MICRO_S:-120})" $PY $micro --tool "$tool" --out "$OUT/$name.json" > "$OUT/$name.md" 2>&1
       echo "$name rc=$? $(at)"; cat "$OUT/$name.md"
     done
   done
@@ -100,17 +122,8 @@ for run in "${runs[@]}"; do
     tool=$BUILD/ab-tool-$side
     profile=(); case " ${PROFILE-long} " in *" $what "*) profile=(--profile-out "$OUT/$k-$side") ;; esac
     # shellcheck disable=SC2086  # flags are words
-    timeout "${RUN_S:-60}" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
+    timeout "$(cap ${RUN_S:-60})" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
       --skip-uncached "${profile[@]}" --out "$OUT/agent-$k-$side.json" > "$OUT/agent-$k-$side.log" 2>&1
     echo "run $k $side ($what $flags) rc=$? $(at)"
   done
 done
-$PY bench/policy/summarize.py "$OUT" | tee "$OUT/summary.md"
-# No machine paths in what comes back (as run_h200.sh).
-VENV=$($PY -c "import sys; print(sys.prefix)")
-SCRUB="s|$BUILD|<build>|g; s|$PWD/|./|g; s|$PWD\b|.|g"
-case $VENV in /usr | /usr/local | /) ;; *) SCRUB="$SCRUB; s|$VENV/|<venv>/|g" ;; esac
-grep -rlF -e "$PWD" -e "$BUILD" -e "$VENV/" "$OUT" 2>/dev/null | xargs -r sed -i "$SCRUB"
-if [ "${PACK:-0}" = 1 ]; then
-  (cd "$OUT" && tar czf /tmp/patch-ab.tgz --exclude patch-ab.tgz . && rm -rf ./* && mv /tmp/patch-ab.tgz .)
-fi
