@@ -112,7 +112,7 @@ def kv_bytes_per_key():
     return SHAPE["num_hidden_layers"] * 2 * SHAPE["num_key_value_heads"] * head_dim * KV_ELEMENT_BYTES
 
 
-def turn_slope(turns, episodes, obs, reply):
+def turn_slope(turns, episodes, obs, reply, system):
     """How fast decode reads the keys it adds, from the cached run's per-turn times alone.
 
     Each turn adds obs + reply positions to every episode, so each of a turn's ~reply decode steps
@@ -122,7 +122,10 @@ def turn_slope(turns, episodes, obs, reply):
     seconds those bytes add, so their ratio is the decode attention's bandwidth at the run's batch,
     whatever the rest of the step costs and whether or not kernels overlap. Premise: the growth is
     decode attention's (a turn's prefill attends a longer context too, at tensor-core speed).
-    None for fewer than 5 turns (3 to fit)."""
+    The same line taken back to a turn whose steps attend no keys is what a turn costs besides
+    attention (`turn_seconds_without_attention`: its reply's decode steps without attention, its
+    prefill, the host): a turn j of the fit decodes reply steps over system + (j - 1) x (obs +
+    reply) + reply / 2 keys on average. None for fewer than 5 turns (3 to fit)."""
     seconds = [b["seconds"] - a["seconds"] for a, b in zip([{"seconds": 0.0}] + turns, turns)][1:-1]
     if len(seconds) < 3:
         return None
@@ -130,8 +133,11 @@ def turn_slope(turns, episodes, obs, reply):
     mx, my = sum(xs) / len(seconds), sum(seconds) / len(seconds)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, seconds)) / sum((x - mx) ** 2 for x in xs)
     added = reply * episodes * (obs + reply) * kv_bytes_per_key()
+    # The fit's first turn is turn 2: its steps attend system + (obs + reply) + reply / 2 keys.
+    without = my - slope * mx - slope * (system + (obs + reply) + reply / 2) / (obs + reply)
     return {"turn_seconds_slope": slope, "key_bytes_added_per_turn": added,
-            "attention_bytes_per_s": added / slope if slope > 0 else None}
+            "attention_bytes_per_s": added / slope if slope > 0 else None,
+            "turn_seconds_without_attention": without, "run_seconds_without_attention": without * len(turns)}
 
 
 def step_split(times, seconds=None):
@@ -328,7 +334,7 @@ def main():
             turns = []
             cached = run(tool, *agent, "--cache-attention", mode, progress=turns)[0]
             report("agent_cached", dict(cached, turns=turns, **bounds(cached, params),
-                                        attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply),
+                                        attention_from_turns=turn_slope(turns, args.episodes, args.obs, args.reply, args.system),
                                         steps=step_split(cached["step_times"], cached["seconds"])
                                         if "step_times" in cached else None))
         if "long" not in args.skip:

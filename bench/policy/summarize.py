@@ -64,6 +64,10 @@ def rows_of(path):
             if slope.get("attention_bytes_per_s"):
                 yield name, f"{label}: decode attention, from the turn times", \
                     f"{slope['attention_bytes_per_s'] / 1e12:.2f} TB/s", ""
+            if slope.get("run_seconds_without_attention") is not None:
+                yield name, f"{label}: the turns besides attention, from the turn times", \
+                    f"{slope['run_seconds_without_attention']:.2f} s " \
+                    f"({slope['turn_seconds_without_attention']:.3f} s a turn)", ""
             yield from step_rows(name, label, r.get("steps"))
     if "agent_speedup" in result:
         yield name, "prefix cache speedup", f"{result['agent_speedup']:.2f}x", ""

@@ -33,25 +33,32 @@ def progress(durations):
 def test_linear_turn_times_give_their_slope_and_the_bytes_over_it(kv_bytes):
     kv_bytes(2)
     # Turn 1 (captures) and the last turn (cut short) are left out of the fit.
-    got = bench_agent.turn_slope(progress([5.0] + [0.5 + 0.02 * j for j in range(10)] + [0.1]), 4, 10, 6)
+    got = bench_agent.turn_slope(progress([5.0] + [0.5 + 0.02 * j for j in range(10)] + [0.1]), 4, 10, 6, 20)
     assert got["turn_seconds_slope"] == pytest.approx(0.02)
     # 0.5B shape: 24 layers x 2 x 2 KV heads x 64 x 2 bytes a position.
     assert got["key_bytes_added_per_turn"] == 6 * 4 * 16 * 24 * 2 * 2 * 64 * 2
     assert got["attention_bytes_per_s"] == pytest.approx(got["key_bytes_added_per_turn"] / 0.02)
+    # Turn 2 (0.5 s) decodes over 20 + 16 + 3 keys on average: 39 / 16 turns' growth of 0.02 s.
+    assert got["turn_seconds_without_attention"] == pytest.approx(0.5 - 0.02 * 39 / 16)
+    assert got["run_seconds_without_attention"] == pytest.approx(12 * (0.5 - 0.02 * 39 / 16))
 
 
 def test_too_few_turns_or_no_growth_give_no_bandwidth(kv_bytes):
     kv_bytes(2)
-    assert bench_agent.turn_slope(progress([1.0, 1.0, 1.0, 1.0]), 4, 10, 6) is None
-    flat = bench_agent.turn_slope(progress([1.0] * 8), 4, 10, 6)
+    assert bench_agent.turn_slope(progress([1.0, 1.0, 1.0, 1.0]), 4, 10, 6, 20) is None
+    flat = bench_agent.turn_slope(progress([1.0] * 8), 4, 10, 6, 20)
     assert flat["turn_seconds_slope"] == pytest.approx(0.0) and flat["attention_bytes_per_s"] is None
+    assert flat["turn_seconds_without_attention"] == pytest.approx(1.0)
 
 
 def test_the_e4m3_run_on_the_h200_read_its_added_keys_at_about_2_2_tb_s(kv_bytes):
     kv_bytes(1)
     run = json.loads((ROOT / "bench/results/2026-12-05-policy-h200-e4m3-fused-gemv/call2/agent.json").read_text())
-    got = bench_agent.turn_slope(run["agent_cached"]["turns"], 64, 500, 300)
+    got = bench_agent.turn_slope(run["agent_cached"]["turns"], 64, 500, 300, 1000)
     assert got["attention_bytes_per_s"] == pytest.approx(2.19e12, rel=0.01)
+    # Of its 36.59 s, what the turns cost besides attention: 0.54 s a turn, ~16 s in all.
+    assert got["turn_seconds_without_attention"] == pytest.approx(0.54, abs=0.01)
+    assert 15.5 < got["run_seconds_without_attention"] < 16.7
 
 
 def step_times(decode, prefilling=(), other=()):
