@@ -23,3 +23,16 @@ cap() {
   [ "$n" -lt 1 ] && n=1
   echo "$n"
 }
+# scrub_paths DIR [BUILD]: no machine paths in the files under DIR (what a call brings back): this
+# tree's root as ., the Python environment as <venv>, a compiler outside /usr as <cc>, BUILD (a build
+# folder outside the tree) as <build>.
+scrub_paths() {
+  local venv cc_dir scrub
+  venv=$(${PY:-python3} -c "import sys; print(sys.prefix)")
+  cc_dir=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
+  scrub="s|$PWD/|./|g; s|$PWD\b|.|g"
+  [ -n "${2:-}" ] && scrub="s|$2|<build>|g; $scrub"
+  case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
+  case $cc_dir in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$cc_dir/|<cc>/|g" ;; esac
+  grep -rlF -e "$PWD" -e "$venv/" -e "$cc_dir/" ${2:+-e "$2"} "$1" 2>/dev/null | xargs -r sed -i "$scrub"
+}

@@ -39,16 +39,9 @@ BUILD=${BUILD:-/tmp/policy-build}
 BUDGET=${BUDGET:-300}
 START=$(date +%s)
 # Whenever the script exits (at its end, on an error, or on TERM once the step under way has ended):
-# no machine paths in what comes back (the tree's root as ., the Python environment as <venv>, a
-# compiler outside /usr as <cc>), then PACK's archive.
+# no machine paths in what comes back (scrub_paths in device_env.sh), then PACK's archive.
 finish() {
-  local venv cc_dir scrub
-  venv=$($PY -c "import sys; print(sys.prefix)")
-  cc_dir=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
-  scrub="s|$PWD/|./|g; s|$PWD\b|.|g"
-  case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
-  case $cc_dir in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$cc_dir/|<cc>/|g" ;; esac
-  grep -rlF -e "$PWD" -e "$venv/" -e "$cc_dir/" "$OUT" 2>/dev/null | xargs -r sed -i "$scrub"
+  scrub_paths "$OUT"
   if [ "${PACK:-0}" = 1 ]; then
     (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
   fi

@@ -33,17 +33,13 @@ PATCH=${PATCH:?PATCH names the patch files, relative to this tree}
 START=$(date +%s)
 at() { echo "at $(( $(date +%s) - START )) s"; }
 # Whenever the script exits (at its end, on an error, or on TERM once the step under way has ended):
-# a patch still applied taken out, the summary, machine paths scrubbed (as run_h200.sh), then
-# PACK's archive.
+# a patch still applied taken out, the summary, machine paths scrubbed (scrub_paths in
+# device_env.sh), then PACK's archive.
 applied=
 finish() {
   if [ -n "$applied" ]; then git apply -R "$applied" 2>/dev/null || patch -p1 -s -R < "$applied"; fi
   $PY bench/policy/summarize.py "$OUT" > "$OUT/summary.md" 2>&1; cat "$OUT/summary.md"
-  local venv scrub
-  venv=$($PY -c "import sys; print(sys.prefix)")
-  scrub="s|$BUILD|<build>|g; s|$PWD/|./|g; s|$PWD\b|.|g"
-  case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
-  grep -rlF -e "$PWD" -e "$BUILD" -e "$venv/" "$OUT" 2>/dev/null | xargs -r sed -i "$scrub"
+  scrub_paths "$OUT" "$BUILD"
   if [ "${PACK:-0}" = 1 ]; then
     (cd "$OUT" && tar czf /tmp/patch-ab.tgz --exclude patch-ab.tgz . && rm -rf ./* && mv /tmp/patch-ab.tgz .)
   fi
