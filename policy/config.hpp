@@ -44,6 +44,7 @@ struct policy_config {
   bool overlap = false;
   int32_t flash_decode_shares = 64;
   int32_t decode_gemv_rows = 1;
+  int32_t decode_mma_rows = 0;
   bool programmatic_launch = true;
   std::string script;
   int64_t request_timeout_ms = 120000;
@@ -110,6 +111,10 @@ struct policy_config {
       "libtorch, CUDA: decode steps of at most this many rows (0-8) run the projections as matrix-vector "
       "kernels instead of cuBLAS; 0 = cuBLAS (1: 131k decode 439 -> 459 tok/s on the H200)",
       within(0, 8, "must be in 0..8 (0: cuBLAS)"));
+    f("decode_mma_rows", c.decode_mma_rows,
+      "libtorch, CUDA, bf16/fp16: decode steps of more rows than decode_gemv_rows and at most this many (0-64) run "
+      "the projections as tensor-core kernels of our own instead of cuBLAS; 0 = cuBLAS (off until measured)",
+      within(0, 64, "must be in 0..64 (0: cuBLAS)"));
     // Rationale: see policy/model/engine.hpp engine_options::programmatic_launch.
     f("programmatic_launch", c.programmatic_launch,
       "libtorch, CUDA (Hopper): the fused kernels launch as programmatic dependents, each starting during the "

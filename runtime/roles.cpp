@@ -226,6 +226,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.overlap = p.overlap;
     o.engine.flash_decode_shares = p.flash_decode_shares;
     o.engine.decode_gemv_rows = p.decode_gemv_rows;
+    o.engine.decode_mma_rows = p.decode_mma_rows;
     o.engine.programmatic_launch = p.programmatic_launch;
     o.max_queued = std::max<int32_t>(cfg.rollout.max_concurrent_episodes * 2, p.max_batch * 4);
     // Rationale: roles started in one process (the local role runs inference and rollout side

@@ -238,6 +238,10 @@ def main():
     parser.add_argument("--decode-gemv-rows", type=int,
                         help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
                              "rows project with matrix-vector kernels; 0: cuBLAS; default: the engine's)")
+    parser.add_argument("--decode-mma-rows", type=int,
+                        help="every run with engine_options::decode_mma_rows (decode steps of more rows than "
+                             "decode_gemv_rows and at most this many project with tensor-core kernels of our own; "
+                             "0: cuBLAS; default: the engine's)")
     parser.add_argument("--system", type=int, default=1000, help="tokens of each episode's first prompt")
     parser.add_argument("--obs", type=int, default=500, help="tokens of each observation")
     parser.add_argument("--reply", type=int, default=300, help="tokens of each reply")
@@ -265,6 +269,7 @@ def main():
     layout += ["--no-programmatic-launch"] if args.no_programmatic_launch else []
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
     layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
+    layout += ["--decode-mma-rows", args.decode_mma_rows] if args.decode_mma_rows is not None else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
@@ -274,7 +279,7 @@ def main():
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
            "programmatic_launch": not args.no_programmatic_launch,
            "flash_decode_shares": args.flash_decode_shares,
-           "decode_gemv_rows": args.decode_gemv_rows}
+           "decode_gemv_rows": args.decode_gemv_rows, "decode_mma_rows": args.decode_mma_rows}
 
     def save():
         if args.out:

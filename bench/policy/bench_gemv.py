@@ -11,6 +11,8 @@ heads of 64):
 - at 8 rows, both again: the kernels run up to `decode_gemv_rows` rows (default 1, since 2-8
   rows were not measured), so these rows say whether a larger default would pay;
 - at 64 rows (the cached agent workload's steps), cuBLAS's torch::linear, which those steps run;
+- at 64 rows, the tensor-core kernel (`--decode-mma-rows`, fused_kernels.hpp mma_rows; gate/up with its
+  SwiGLU epilogue) beside cuBLAS;
 - the LM head (151,936 x 896, cuBLAS at every row count).
 
 A 1-row step runs each layer's four once and the LM head once (24 layers). The table's last lines
@@ -20,7 +22,7 @@ counted. A layer's weights (2-17 MB) fit the H100's and the H200's 50 MB L2 cach
 streams 715 MB of them, so each shape's calls take enough copies of its weights in turn (the
 tool's --copies) that together they are at least COPIES_BYTES: no call finds its weights in L2.
 
-    python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--out FILE]
+    python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--rows N ...] [--out FILE]
 
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
@@ -69,7 +71,14 @@ SHAPES = [
     ("gate/up", 64, 896, 9728, [], "cublas", 0),
     ("down", 64, 4864, 896, [], "cublas", 0),
     ("LM head", 64, 896, 151936, [], "cublas", 0),
+    ("q/k/v", 64, 896, 1152, ["--bias", "--mma"], "mma", 0),
+    ("o", 64, 896, 896, ["--mma"], "mma", 0),
+    ("gate/up, silu", 64, 896, 9728, ["--silu", "--mma"], "mma", 0),
+    ("down", 64, 4864, 896, ["--mma"], "mma", 0),
 ]
+# The four projections of a layer at 64 rows, by path: cuBLAS's gate/up is without SwiGLU (a kernel
+# of its own after it), the tensor-core kernel's with it.
+LAYER_64 = ("q/k/v", "o", "gate/up", "gate/up, silu", "down")
 
 
 def label(name, rows, path):
@@ -90,6 +99,15 @@ def run_shape(tool, calls, name, rows, d, n, flags, path, per_step):
     return dict(base, **json.loads(line))
 
 
+def layer_sum_64(results, path):
+    """A layer's four projections at 64 rows on `path` (us, weight bytes), or None if one is missing."""
+    rows = [r for r in results if "error" not in r and r["rows"] == 64 and r["shape"].endswith(", " + path)
+            and r["shape"].split(", 64 rows")[0] in LAYER_64]
+    if len(rows) != 4:
+        return None
+    return sum(r["kernel_us"] for r in rows), sum(r["weight_bytes"] for r in rows)
+
+
 def step_sum(results):
     """The 1-row step's projections, each run as often as a step runs it: (us, weight bytes)."""
     us = sum(r["kernel_us"] * r["per_step"] for r in results if "error" not in r and r["per_step"])
@@ -98,7 +116,8 @@ def step_sum(results):
 
 
 def main():
-    args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)")
+    args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)",
+                      "only the shapes of these row counts (default: all)")
     tool = tool_of(args)
     name, card, bound = this_card()
     print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s; each shape's calls over copies of its weights "
@@ -108,6 +127,8 @@ def main():
     results = []
     for shape in SHAPES:
         if args.only and label(shape[0], shape[1], shape[5]) not in args.only:
+            continue
+        if args.rows and shape[1] not in args.rows:
             continue
         r = run_shape(tool, args.calls, *shape)
         results.append(r)
@@ -120,6 +141,11 @@ def main():
     if us > 0:
         print(f"\nA 1-row step's projections ({LAYERS} layers' four kernels and the LM head, one after another): "
               f"{us:.0f} us for {bytes_ / 1e6:.0f} MB, {bytes_ / us / 1e6:.2f} TB/s")
+    for path in ("cublas", "mma"):
+        layer = layer_sum_64(results, path)
+        if layer:
+            print(f"A 64-row layer's four projections on {path}: {layer[0]:.1f} us for {layer[1] / 1e6:.1f} MB, "
+                  f"{layer[1] / layer[0] / 1e6:.2f} TB/s ({LAYERS} layers: {layer[0] * LAYERS:.0f} us)")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return 1 if any("error" in r for r in results) else 0

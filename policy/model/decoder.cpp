@@ -213,7 +213,8 @@ std::pair<torch::Tensor, torch::Tensor> decoder::attention(int64_t layer, const 
     auto [q_bhte, k_bkte, v_bkte] = project_qkv(w, normed_btd, angles, /*fused=*/true);
     out_bhte = unfused_attention(layer, q_bhte, k_bkte, v_bkte, use);
   }
-  return {sum_btd, linear_rows(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, gemv_rows_of(use))};
+  return {sum_btd, linear_rows(out_bhte.transpose(1, 2).reshape({b, t, h * e}), w.o_w, w.o_b, gemv_rows_of(use),
+                               mma_rows_of(use))};
 }
 
 std::array<torch::Tensor, 3> decoder::project_qkv(const layer_refs& w, const torch::Tensor& x_btd,
@@ -361,11 +362,11 @@ torch::Tensor decoder::run_layers(torch::Tensor x_btd, const torch::Tensor& posi
     const auto& w = layers_[static_cast<size_t>(i)];
     auto [sum_btd, attention_btd] = attention(i, residual_btd, delta_btd, angles, use);
     if (w.gate_up_w.defined()) {
-      const int64_t gemv = gemv_rows_of(use);
+      const int64_t gemv = gemv_rows_of(use), mma = mma_rows_of(use);
       torch::Tensor hidden_btf;  // silu(gate) * up
       std::tie(residual_btd, hidden_btf) = add_rms_norm_linear(sum_btd, attention_btd, w.post_norm_d, eps, w.gate_up_w,
-                                                               w.gate_up_b, gemv, fused, /*silu_mul_after=*/true);
-      delta_btd = linear_rows(hidden_btf, w.down_w, w.down_b, gemv);
+                                                               w.gate_up_b, gemv, fused, /*silu_mul_after=*/true, mma);
+      delta_btd = linear_rows(hidden_btf, w.down_w, w.down_b, gemv, mma);
     } else {
       torch::Tensor normed_btd;
       std::tie(residual_btd, normed_btd) = add_rms_norm(sum_btd, attention_btd, w.post_norm_d, eps, fused);

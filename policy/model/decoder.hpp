@@ -293,6 +293,10 @@ class decoder {
   /// the kernels apply and the fused kernels are on (set_fused_kernels). 0 (the decoder's default;
   /// an engine sets engine_options::decode_gemv_rows): cuBLAS.
   void set_decode_gemv_rows(int64_t rows) { decode_gemv_rows_ = rows; }
+  /// Decode steps of more rows than set_decode_gemv_rows and at most `rows` (<= 64) run them as
+  /// tensor-core kernels of our own (fused_ops.hpp linear_rows' mma_rows) where those apply (bf16
+  /// or fp16) and the fused kernels are on. 0 (the decoder's default): cuBLAS.
+  void set_decode_mma_rows(int64_t rows) { decode_mma_rows_ = rows; }
 
   /// Copies `tensors` (checkpoint names) into the existing parameters after checking that the
   /// set of names and every shape match; nothing is changed when the check fails.
@@ -423,6 +427,9 @@ class decoder {
   int64_t decode_gemv_rows_ = 0;
   /// decode_gemv_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' max_rows).
   int64_t gemv_rows_of(const cache_use& use) const { return use.decode && fused_kernels_ ? decode_gemv_rows_ : 0; }
+  int64_t decode_mma_rows_ = 0;
+  /// decode_mma_rows_ in a decode step with the fused kernels on, else 0 (linear_rows' mma_rows).
+  int64_t mma_rows_of(const cache_use& use) const { return use.decode && fused_kernels_ ? decode_mma_rows_ : 0; }
 };
 
 /// Block tables `tables` (row i's blocks, in order) as runs of consecutive block ids, `width` runs

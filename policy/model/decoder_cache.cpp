@@ -141,7 +141,8 @@ std::pair<torch::Tensor, torch::Tensor> decoder::fused_decode_qkv(int64_t layer,
   const int64_t b = residual_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
   auto [sum_btd, qkv_btn] = add_rms_norm_linear(residual_btd, delta_btd, w.input_norm_d, config_.rms_norm_eps, w.qkv_w,
-                                                w.qkv_b, gemv_rows_of(use), /*fused=*/true);
+                                                w.qkv_b, gemv_rows_of(use), /*fused=*/true,
+                                                /*silu_mul_after=*/false, mma_rows_of(use));
   auto qkv_bne = qkv_btn.view({b, h + 2 * k, e});
   if (!rope_kv_decode_fuses(qkv_bne, k_cache, v_cache, rope_, use.cache->paged)) return {};
   return {sum_btd, rope_kv_decode(qkv_bne, use.positions_b, rope_, k_cache, v_cache, h, use.rows_b).view({b, h, 1, e})};

@@ -133,6 +133,10 @@ result<std::unique_ptr<generation_engine>> generation_engine::open(const engine_
     if (options.decode_gemv_rows < 0 || options.decode_gemv_rows > 8)
       return fail("engine: decode_gemv_rows must be in 0..8, got " + std::to_string(options.decode_gemv_rows));
     state->model.set_decode_gemv_rows(options.decode_gemv_rows);
+    if (options.decode_mma_rows < 0 || options.decode_mma_rows > 64)
+      return fail("engine: decode_mma_rows must be in 0..64, got " + std::to_string(options.decode_mma_rows));
+    state->model.set_decode_mma_rows(options.decode_mma_rows);
+    if (device.is_cuda() && options.decode_mma_rows > 0 && options.fused_kernels) prepare_linear_mma();
     if (device.is_cuda()) set_programmatic_launch(options.programmatic_launch);
     const auto cache_type =
         options.kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 ? torch::kFloat8_e4m3fn : scalar_type_of(options.dtype);

@@ -63,6 +63,12 @@ struct engine_options {
   /// took 463 us of a step where cuBLAS's took 543 us, and the decode went from 439 to 459 tok/s
   /// on the H200 (bench/results/2026-12-04-policy-h200-shares-gemv.md); 2-8 rows not yet measured.
   int32_t decode_gemv_rows = 1;
+  /// Decode steps of more rows than decode_gemv_rows and at most this many (0-64) run the layers'
+  /// projections as tensor-core kernels of our own (decoder::set_decode_mma_rows; bf16 or fp16,
+  /// CUDA builds with the kernels, with fused_kernels on): the first weights load before the
+  /// programmatic wait and SwiGLU is the gate/up kernel's epilogue. 0: cuBLAS. Off until measured
+  /// against cuBLAS on the cached agent workload (docs/POLICY_MODEL.md).
+  int32_t decode_mma_rows = 0;
   /// The fused kernels launch as programmatic dependents of the kernel before them (Hopper:
   /// fused_kernels.hpp set_programmatic_launch): each may start during the last one's tail, and
   /// the matrix-vector kernels load their first weights before waiting for its results. The same

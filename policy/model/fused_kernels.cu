@@ -2,6 +2,7 @@
 // intermediate the composite holds as a tensor of the model's dtype is rounded to that dtype
 // here too), so results equal the composite's bit for bit except for the order of the RMSNorm's
 // sum of squares.
+#include "policy/model/element_math.cuh"
 #include "policy/model/fused_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
 
@@ -18,37 +19,6 @@
 
 namespace caf_agent::policy::kernels {
 namespace {
-
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float to_f(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ float to_f(float v) {
-  return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ float from_f<float>(float v) {
-  return v;
-}
-
-/// v rounded to T and back: the value a composite holds in a tensor of dtype T.
-template <typename T>
-__device__ __forceinline__ float round_to(float v) {
-  return to_f(from_f<T>(v));
-}
 
 constexpr int warp = 32;
 constexpr int norm_threads = 128;
@@ -182,12 +152,6 @@ __global__ void __launch_bounds__(norm_threads)
   add_rms_norm_row<T, V>(vec(residual), delta != nullptr ? vec(delta) : nullptr, reinterpret_cast<const uint4*>(weight),
                          sum != nullptr ? reinterpret_cast<uint4*>(sum + row * d) : nullptr,
                          reinterpret_cast<uint4*>(normed + row * d), d, eps, threadIdx.x, partial_s, true);
-}
-
-// silu rounded (the composite's silu output), times up, rounded.
-template <typename T>
-__device__ __forceinline__ T silu_times(float g, float u) {
-  return from_f<T>(round_to<T>(g / (1.0f + expf(-g))) * u);
 }
 
 template <typename T>

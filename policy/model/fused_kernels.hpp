@@ -77,6 +77,27 @@ constexpr int64_t gemv_max_rows = 8;
 int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
               int64_t d, bool silu_mul, void* stream);
 
+/// Rows mma_rows takes at most.
+constexpr int64_t mma_max_rows = 64;
+
+/// Whether mma_rows takes these shapes: bf16 or fp16, 1 <= b <= mma_max_rows, d a multiple of 8
+/// elements (16 bytes), n even with `silu_mul`.
+bool mma_rows_fits(element dtype, int64_t b, int64_t n, int64_t d, bool silu_mul);
+
+/// Readies mma_rows' kernels (their shared memory over the default, their occupancy) outside a
+/// graph capture: an mma_rows call first made while its stream captures fails otherwise. Once a
+/// process is enough; mma_rows readies a kernel itself when its stream is not capturing.
+int mma_rows_prepare();
+
+/// gemv_rows' product and silu_mul form for up to mma_max_rows rows on tensor cores (mma_kernels.cu):
+/// y_bn = x_bd w_nd^T + bias_n, fp32 sums of a fixed order whatever the timing, the bias added and
+/// the sum rounded once (silu_mul: as gemv_rows'). x and w contiguous and 16-byte aligned. Blocks of
+/// 32 features (16 pairs) over a share of d, the first weights loaded before the programmatic wait;
+/// with few features d is cut into up to 8 shares, a thread-block cluster whose first block adds
+/// the others' sums.
+int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
+             int64_t d, bool silu_mul, void* stream);
+
 /// Bytes of normed rows add_rms_norm_gemv_rows makes in each block's shared memory at most (b x d
 /// elements).
 constexpr int64_t gemv_staged_bytes = 48 * 1024;

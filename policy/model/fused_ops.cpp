@@ -11,6 +11,7 @@
 #include "policy/model/host_copy.hpp"
 
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -307,11 +308,40 @@ bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const tor
 #endif
 }
 
+bool linear_mma_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows,
+                      int64_t mma_rows) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (mma_rows < 1 || !x.defined() || !w.defined() || x.dim() < 1 || w.dim() != 2) return false;
+  const int64_t d = x.size(-1);
+  if (w.size(1) != d || d < 1 || linear_rows_fuses(x, w, bias, max_rows)) return false;
+  const int64_t b = x.numel() / d;
+  if (b > std::min(mma_rows, kernels::mma_max_rows)) return false;
+  if (!(bias.defined() ? applies({&x, &w, &bias}) : applies({&x, &w}))) return false;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0))) return false;
+  kernels::element el = kernels::element::fp32;
+  element_of(x.scalar_type(), el);
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  return kernels::mma_rows_fits(el, b, w.size(0), d, false) && aligned(x) && aligned(w);
+#else
+  (void)x, (void)w, (void)bias, (void)max_rows, (void)mma_rows;
+  return false;
+#endif
+}
+
+void prepare_linear_mma() {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (c10::cuda::device_count() < 1) return;
+  check_launch(kernels::mma_rows_prepare(), "mma_rows_prepare");
+#endif
+}
+
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
 namespace {
 
-/// kernels::gemv_rows on tensors linear_rows_fuses takes: [.., n], or with `silu_mul` [.., n / 2].
-torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, bool silu_mul) {
+/// kernels::gemv_rows (or, with `mma`, kernels::mma_rows) on tensors linear_rows_fuses (or
+/// linear_mma_fuses) takes: [.., n], or with `silu_mul` [.., n / 2].
+torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, bool silu_mul,
+                   bool mma = false) {
   const int64_t d = x.size(-1), n = w.size(0), b = x.numel() / d;
   kernels::element el = kernels::element::fp32;
   element_of(x.scalar_type(), el);
@@ -319,30 +349,41 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::
   auto sizes = x.sizes().vec();
   sizes.back() = silu_mul ? n / 2 : n;
   auto y = torch::empty(sizes, x.options());
-  check_launch(kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                  y.data_ptr(), b, n, d, silu_mul, current_stream(x)),
-               "gemv_rows");
+  const void* bias_n = bias.defined() ? bias.data_ptr() : nullptr;
+  if (mma)
+    check_launch(
+        kernels::mma_rows(el, x.data_ptr(), w.data_ptr(), bias_n, y.data_ptr(), b, n, d, silu_mul, current_stream(x)),
+        "mma_rows");
+  else
+    check_launch(
+        kernels::gemv_rows(el, x.data_ptr(), w.data_ptr(), bias_n, y.data_ptr(), b, n, d, silu_mul, current_stream(x)),
+        "gemv_rows");
   return y;
 }
 
 }  // namespace
 #endif
 
-torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
-  if (!linear_rows_fuses(x, w, bias, max_rows)) return torch::linear(x, w, bias);
+torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows,
+                          int64_t mma_rows) {
+  const bool gemv_runs = linear_rows_fuses(x, w, bias, max_rows);
+  const bool mma_runs = !gemv_runs && linear_mma_fuses(x, w, bias, max_rows, mma_rows);
+  if (!gemv_runs && !mma_runs) return torch::linear(x, w, bias);
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  return gemv(x, w, bias, /*silu_mul=*/false);
+  return gemv(x, w, bias, /*silu_mul=*/false, mma_runs);
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
 }
 
 torch::Tensor linear_silu_mul(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                              int64_t max_rows, bool fused) {
-  if (!fused || !linear_rows_fuses(x, w, bias, max_rows) || w.size(0) % 2 != 0)
-    return silu_mul(linear_rows(x, w, bias, max_rows), fused);
+                              int64_t max_rows, bool fused, int64_t mma_rows) {
+  const bool gemv_runs = linear_rows_fuses(x, w, bias, max_rows);
+  const bool mma_runs = !gemv_runs && linear_mma_fuses(x, w, bias, max_rows, mma_rows);
+  if (!fused || (!gemv_runs && !mma_runs) || w.size(0) % 2 != 0)
+    return silu_mul(linear_rows(x, w, bias, max_rows, mma_rows), fused);
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  return gemv(x, w, bias, /*silu_mul=*/true);
+  return gemv(x, w, bias, /*silu_mul=*/true, mma_runs);
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif
@@ -375,12 +416,12 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor&
                                                             const torch::Tensor& delta_xd, const torch::Tensor& norm_d,
                                                             double eps, const torch::Tensor& w,
                                                             const torch::Tensor& bias, int64_t max_rows, bool fused,
-                                                            bool silu_mul_after) {
+                                                            bool silu_mul_after, int64_t mma_rows) {
   if (!fused || !add_rms_norm_linear_fuses(residual_xd, delta_xd, norm_d, w, bias, max_rows) ||
       (silu_mul_after && w.size(0) % 2 != 0)) {
     auto [sum_xd, normed_xd] = add_rms_norm(residual_xd, delta_xd, norm_d, eps, fused);
-    return {sum_xd, silu_mul_after ? linear_silu_mul(normed_xd, w, bias, max_rows, fused)
-                                   : linear_rows(normed_xd, w, bias, max_rows)};
+    return {sum_xd, silu_mul_after ? linear_silu_mul(normed_xd, w, bias, max_rows, fused, mma_rows)
+                                   : linear_rows(normed_xd, w, bias, max_rows, mma_rows)};
   }
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   const bool has_delta = delta_xd.defined();

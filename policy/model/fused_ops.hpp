@@ -79,29 +79,39 @@ torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tens
 /// torch::linear(x, w, bias) for x [.., d] of at most `max_rows` rows (max_rows <= 8): one
 /// matrix-vector kernel (a warp per output feature, the weight read once in 16-byte vectors, fp32
 /// sums rounded once) where the kernels apply (CUDA, one dtype, x and w contiguous and 16-byte
-/// aligned, d a multiple of 16 bytes' worth, no autograd); else, or with more rows or max_rows 0,
-/// torch::linear. Returns [.., n].
-torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows);
-/// True when linear_rows(x, w, bias, max_rows) runs the kernel.
+/// aligned, d a multiple of 16 bytes' worth, no autograd). Else, for more rows, at most `mma_rows`
+/// (<= 64) in bf16 or fp16: one tensor-core kernel (fused_kernels.hpp mma_rows; the same
+/// conditions, fp32 sums of a fixed order rounded once). Else torch::linear. Returns [.., n].
+torch::Tensor linear_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows,
+                          int64_t mma_rows = 0);
+/// True when linear_rows(x, w, bias, max_rows) runs the matrix-vector kernel.
 bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows);
+/// True when linear_rows(x, w, bias, max_rows, mma_rows) runs the tensor-core kernel: the
+/// matrix-vector kernel does not, and x has at most mma_rows rows (and 64) of bf16 or fp16 with
+/// linear_rows_fuses' other conditions.
+bool linear_mma_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows,
+                      int64_t mma_rows);
+/// Readies the tensor-core kernel (fused_kernels.hpp mma_rows_prepare) outside a graph capture;
+/// a no-op without the kernels or a CUDA device.
+void prepare_linear_mma();
 
-/// silu_mul(linear_rows(x, w, bias, max_rows), fused) for a fused gate/up projection w [2f, d]
-/// (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs its kernel, one kernel
-/// whose blocks pair gate and up features and write silu(gate) * up (fused_kernels.hpp gemv_rows'
-/// silu_mul); else the two.
+/// silu_mul(linear_rows(x, w, bias, max_rows, mma_rows), fused) for a fused gate/up projection w
+/// [2f, d] (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs a kernel of its
+/// own, one kernel whose blocks pair gate and up features and write silu(gate) * up
+/// (fused_kernels.hpp gemv_rows' and mma_rows' silu_mul); else the two.
 torch::Tensor linear_silu_mul(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                              int64_t max_rows, bool fused);
+                              int64_t max_rows, bool fused, int64_t mma_rows = 0);
 
 /// add_rms_norm then linear_rows of its normed rows: {residual + delta (residual where delta is
 /// undefined), linear(normed, w, bias)}; `silu_mul_after`: linear_silu_mul's output instead. One
 /// kernel (fused_kernels.hpp add_rms_norm_gemv_rows: each block norms the rows into shared memory
 /// before its share of the product) where `fused` and add_rms_norm_linear_fuses hold; else the
-/// kernels one by one.
+/// kernels one by one (with `mma_rows`, linear_rows' tensor-core kernel after the norm's).
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& residual_xd,
                                                             const torch::Tensor& delta_xd, const torch::Tensor& norm_d,
                                                             double eps, const torch::Tensor& w,
                                                             const torch::Tensor& bias, int64_t max_rows, bool fused,
-                                                            bool silu_mul_after = false);
+                                                            bool silu_mul_after = false, int64_t mma_rows = 0);
 /// True when add_rms_norm_linear(.., fused = true) runs its one kernel: add_rms_norm and linear_rows
 /// would run theirs (16-byte aligned tensors) and the rows fit (kernels::gemv_stages: b x d
 /// elements in 48 KiB, d at most 512 vectors).

@@ -27,6 +27,8 @@
 //   linear-rows --rows B --in D --out-features N --x FILE --w FILE [--bias FILE] --out FILE
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
+//            --mma: the tensor-core kernel instead (linear_rows' mma_rows, B <= 64, bf16 / fp16; not
+//            with --norm)
 //            --norm FILE [--delta FILE] [--eps E]: the one kernel of add_rms_norm_linear (x the
 //            residual [B, D], delta [B, D], the norm's weight [D]); --silu: of linear_silu_mul (w a
 //            gate/up projection, N even: y [B, N / 2]); both: add_rms_norm_linear's silu_mul_after.
@@ -57,7 +59,8 @@
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),
 // --flash-decode-shares N (engine_options::flash_decode_shares), --decode-gemv-rows N
-// (engine_options::decode_gemv_rows), --no-programmatic-launch (engine_options::programmatic_launch off),
+// (engine_options::decode_gemv_rows), --decode-mma-rows N (engine_options::decode_mma_rows),
+// --no-programmatic-launch (engine_options::programmatic_launch off),
 // --report-logits (generate and agent-bench --print: each line's "logits", the generated tokens' own).
 // Exit status: 0 success, 1 failure (message on stderr), 2 usage error.
 #include <ATen/ATen.h>

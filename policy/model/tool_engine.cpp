@@ -142,6 +142,7 @@ engine_options engine_options_of(const args& a) {
   options.flash_decode_shares =
       std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
   options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
+  options.decode_mma_rows = std::stoi(get(a, "decode-mma-rows", std::to_string(engine_options{}.decode_mma_rows)));
   return options;
 }
 

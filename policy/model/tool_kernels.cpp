@@ -124,6 +124,10 @@ int run_linear_rows(const args& a) {
   const auto dtype = dtype_of(a);
   const bool norm = a.count("norm") != 0, silu = a.count("silu") != 0, cublas = a.count("cublas") != 0;
   const bool random = a.count("random") != 0;
+  // --mma: linear_rows' tensor-core kernel (mma_rows, B <= 64, bf16 / fp16) instead of the
+  // matrix-vector kernel: max_rows 0, mma_rows B.
+  const bool mma = a.count("mma") != 0;
+  const int64_t gemv_rows = mma ? 0 : b, mma_rows = mma ? b : 0;
   const int64_t calls = std::stoll(get(a, "time", "0"));
   if (b < 1 || d < 1 || n < 1 || calls < 0) {
     std::cerr << "linear-rows: --rows, --in and --out-features must be at least 1 and --time at least 0\n";
@@ -180,12 +184,15 @@ int run_linear_rows(const args& a) {
     return 0;
   }
   const bool fuses =
-      (norm ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b) : linear_rows_fuses(x, w, bias, b)) &&
-      (!silu || n % 2 == 0);
+      mma ? !norm && linear_mma_fuses(x, w, bias, 0, b) && (!silu || n % 2 == 0)
+          : (norm ? add_rms_norm_linear_fuses(x, delta, norm_d, w, bias, b) : linear_rows_fuses(x, w, bias, b)) &&
+                (!silu || n % 2 == 0);
   if (!fuses) {
-    std::cerr << "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, B <= 8, "
-                 "D a multiple of 16 bytes' worth; --norm: B x D elements within 48 KiB, D <= 4,096 at 16-bit; "
-                 "--silu: N even)\n";
+    std::cerr << (mma ? "linear-rows: the tensor-core kernel does not run here (a CUDA build with the kernels, "
+                        "bf16 or fp16, B <= 64, D a multiple of 8; no --norm; --silu: N even)\n"
+                      : "linear-rows: the matrix-vector kernel does not run here (a CUDA build with the kernels, "
+                        "B <= 8, D a multiple of 16 bytes' worth; --norm: B x D elements within 48 KiB, D <= 4,096 "
+                        "at 16-bit; --silu: N even)\n");
     return 1;
   }
   const double eps = std::stod(get(a, "eps", "1e-6"));
@@ -195,20 +202,22 @@ int run_linear_rows(const args& a) {
       if (norm)
         (void)add_rms_norm_linear(x, delta, norm_d, eps, ws[i], biases[i], b, true, silu);
       else if (silu)
-        (void)linear_silu_mul(x, ws[i], biases[i], b, true);
+        (void)linear_silu_mul(x, ws[i], biases[i], gemv_rows, true, mma_rows);
       else
-        (void)linear_rows(x, ws[i], biases[i], b);
+        (void)linear_rows(x, ws[i], biases[i], gemv_rows, mma_rows);
     };
     one_kernel();  // outside the profile: first-call setup (occupancy queries)
-    if (auto timed = time_linear_rows(calls, "gemv_rows", b, d, n, weight_bytes, one_kernel); !timed) {
+    if (auto timed = time_linear_rows(calls, mma ? "mma_rows" : "gemv_rows", b, d, n, weight_bytes, one_kernel);
+        !timed) {
       std::cerr << "linear-rows: " << timed.error().message << "\n";
       return 1;
     }
   }
   if (random && a.count("out") == 0) return 0;
-  if (!norm && !silu) return write_floats(linear_rows(x, w, bias, b), get(a, "out"));
+  if (!norm && !silu) return write_floats(linear_rows(x, w, bias, gemv_rows, mma_rows), get(a, "out"));
   if (!norm)
-    return write_floats(torch::cat({linear_silu_mul(x, w, bias, b, true), silu_mul(linear_rows(x, w, bias, b), true)}),
+    return write_floats(torch::cat({linear_silu_mul(x, w, bias, gemv_rows, true, mma_rows),
+                                    silu_mul(linear_rows(x, w, bias, gemv_rows, mma_rows), true)}),
                         get(a, "out"));
   auto [sum, y] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true, silu);
   auto [two_sum, normed] = add_rms_norm(x, delta, norm_d, eps, true);

@@ -48,3 +48,29 @@ def test_each_shape_runs_its_path_and_the_step_sums_the_one_row_kernels(tmp_path
     assert "250 us for 25 MB, 0.10 TB/s" in proc.stdout
     got = json.loads(out.read_text())
     assert [r["shape"] for r in got] == only and [r["per_step"] for r in got] == [24, 1, 0]
+
+
+def test_the_64_row_tensor_core_shapes_pass_mma_and_a_layer_sums_per_path(tmp_path):
+    # Each answer: 10 us and 1 MB, at 64 rows.
+    line = {"rows": 64, "in": 896, "out_features": 896, "weight_bytes": 1e6, "calls": 3, "kernel_us": 10.0,
+            "kernels_a_call": 1.0, "wall_us": 20.0, "tb_per_s": 0.1}
+    log = tmp_path / "calls.txt"
+    tool = stand_in(tmp_path, f"echo \"$@\" >> {log}\necho '{json.dumps(line)}'\n")
+    mma = ["q/k/v, 64 rows, mma", "o, 64 rows, mma", "gate/up, silu, 64 rows, mma", "down, 64 rows, mma"]
+    cublas = ["q/k/v, 64 rows, cublas", "o, 64 rows, cublas", "gate/up, 64 rows, cublas"]  # down left out
+    proc = run("--tool", tool, "--calls", 3, "--only", *mma, *cublas)
+    assert proc.returncode == 0, proc.stderr
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert len(calls) == 7
+    assert sum("--mma" in c for c in calls) == 4 and sum("--cublas" in c for c in calls) == 3
+    assert "--silu" in next(c for c in calls if "--mma" in c and c[c.index("--out-features") + 1] == "9728")
+    # The four mma shapes: 40 us for 4 MB a layer, 960 us for 24; cuBLAS lacks down, so no sum.
+    assert "A 64-row layer's four projections on mma: 40.0 us for 4.0 MB, 0.10 TB/s (24 layers: 960 us)" \
+        in proc.stdout
+    assert "on cublas" not in proc.stdout
+    # --rows 64: every 64-row shape (cuBLAS's four and the LM head, the tensor-core kernel's four).
+    log.unlink()
+    proc = run("--tool", tool, "--calls", 3, "--rows", 64)
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().splitlines()) == 9
+    assert "on cublas: 40.0 us" in proc.stdout and "on mma: 40.0 us" in proc.stdout

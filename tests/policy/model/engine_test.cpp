@@ -588,6 +588,22 @@ TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone
   expect_default_tokens(o);
 }
 
+TEST(engine, decode_mma_rows_outside_0_to_64_are_refused_and_leave_the_cpu_alone) {
+  engine_options o;
+  o.model_dir = model_a();
+  o.max_batch = 2;
+  for (int32_t rows : {-1, 65}) {
+    o.decode_mma_rows = rows;
+    auto refused = generation_engine::open(o);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("decode_mma_rows must be in 0..64, got " + std::to_string(rows)),
+              std::string::npos)
+        << refused.error().message;
+  }
+  o.decode_mma_rows = 64;  // tensor-core kernels run on CUDA in bf16 / fp16 only: the CPU decodes alike
+  expect_default_tokens(o);
+}
+
 // -- engine_service: the engine on its own thread ---------------------------
 
 namespace {

@@ -270,6 +270,60 @@ def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
     assert compared >= generated // 4, (compared, generated)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dtype):
+    """linear_rows' tensor-core kernel (mma_rows, 1-64 rows) over the 0.5B decode shapes at 64 rows
+    (q/k/v 1152 x 896 and o 896 x 896, d cut into a cluster's shares; down 896 x 4864, 8 shares;
+    gate/up 9728 x 896, one share), partial tiles of rows and features, a d that is no multiple
+    of a stage (24, 904) and one row: y equals the float64 product of the rounded operands plus the
+    bias, to one rounding of the dtype plus fp32 summation error. With --silu, its SwiGLU form gives
+    the bits of the plain kernel then silu_mul."""
+    torch_dtype = getattr(torch, dtype)
+    rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}[dtype]
+    g = torch.Generator().manual_seed(21)
+    for rows, n, d, with_bias in [(64, 1152, 896, True), (64, 896, 896, False), (64, 896, 4864, False),
+                                  (64, 9728, 896, False), (9, 13, 24, True), (33, 1150, 904, True),
+                                  (17, 40, 64, False), (1, 96, 128, True), (56, 3000, 128, False)]:
+        x = torch.randn(rows, d, generator=g).to(torch_dtype).double()
+        w = (torch.randn(n, d, generator=g) * 0.05).to(torch_dtype).double()
+        bias = torch.randn(n, generator=g).to(torch_dtype).double()
+        for name, t in [("x", x), ("w", w), ("bias", bias)]:
+            t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        files = ["--x", tmp_path / "x.f32", "--w", tmp_path / "w.f32",
+                 *(["--bias", tmp_path / "bias.f32"] if with_bias else [])]
+        out = tmp_path / "y.f32"
+        run_tool("linear-rows", "--mma", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", d,
+                 "--out-features", n, *files, "--out", out)
+        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(rows, n)).double()
+        want = x @ w.T + (bias if with_bias else 0)
+        scale = x.abs() @ w.abs().T
+        err = (got - want).abs() - (rel * want.abs() + 2e-5 * scale + 1e-30)
+        assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
+        if n % 2 == 0:
+            run_tool("linear-rows", "--mma", "--silu", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in",
+                     d, "--out-features", n, *files, "--out", out)
+            parts = np.fromfile(out, dtype="<f4")
+            m = rows * n // 2
+            assert parts.size == 2 * m
+            assert np.array_equal(parts[:m], parts[m:]), (rows, n, d, np.abs(parts[:m] - parts[m:]).max())
+
+
+def test_decode_mma_rows_decode_what_cublas_decodes(cuda, tmp_path):
+    """Conversations decoded 2 rows at a time with the projections as tensor-core kernels
+    (--decode-mma-rows 64; one row stays on the matrix-vector kernel) against cuBLAS, in bf16 (flash,
+    CUDA graphs): the same up to near ties. With and without programmatic launch (the first weights
+    loaded before the wait, the shares' cluster), the same bits."""
+    sharp_qwen2(tmp_path)
+    mma = ["--decode-mma-rows", 64]
+    on, summary = conversation(tmp_path, fused=True, extra=mma)
+    off, _ = conversation(tmp_path, fused=True)
+    assert summary["graph_captures"] > 0
+    compared, generated = agree_to_near_ties(on, off)
+    assert compared >= generated // 4, (compared, generated)
+    plain, _ = conversation(tmp_path, fused=True, extra=[*mma, "--no-programmatic-launch"])
+    assert plain == on
+
+
 @pytest.mark.parametrize("extra", [[], ["--kv-cache-dtype", "fp8_e4m3", "--kv-layout", "paged", "--kv-block-size", 64,
                                         "--kv-cache-tokens", 1536]],
                          ids=["bf16-slots", "e4m3-paged"])

@@ -1,0 +1,373 @@
+// mma_kernels: see fused_kernels.hpp mma_rows.
+//
+// The product is computed transposed, y^T = w x^T, so that the weight is the m16n8k16 tile's A
+// operand (16 output features a tile) and the rows are its B operand (8 rows an n-tile, up to 8
+// n-tiles for 64 rows). A block of mma_warps warps takes mma_tile features (Silu: mma_tile / 2 gate
+// features and the matching up features) over a share of d; each warp streams its own part of
+// that share through a ring of mma_stages stages in shared memory (cp.async: the weight's 32
+// features x 32 elements and the rows' 32 elements a stage), so a warp never waits on another
+// until the end. The warps' fp32 sums are then added through shared memory in warp order, and
+// where d is cut into S shares (few features: a cluster of S blocks along y), block 0 of the
+// cluster adds the blocks' sums in rank order through distributed shared memory. Every output is
+// so one fixed sum, whatever the timing, and is rounded once (bias added first).
+//
+// Rationale: a decode step of 64 rows ran its projections on cuBLAS at ~1.2 TB/s (q/k/v and o,
+// 1.6-2 MB each, at ~0.4 TB/s), and cuBLAS's kernels sit between ours, so programmatic launch could
+// not overlap the norms, SwiGLU and RoPE with them (~236 us of small kernels in a ~1,227 us step on
+// an H100, bench/results/2026-12-06-policy-h100-gpu-suite.md). Here the first stages' weights load
+// before the wait for the kernel ahead, and SwiGLU is the epilogue.
+//
+// Both operands permute the sum's index alike (a fragment's k index is only an index of the sum):
+// in k-step s of a 32-element stage, a lane of quad position qd holds k slots 2qd + {0, 1} and
+// 2qd + 8 + {0, 1}, taken as elements 8qd + 4s + {0, 1} and + {2, 3}. A lane's operand words for a
+// stage are then one 16-byte run of a weight row (rows gr and gr + 8 of the tile) and of an input
+// row (row gr of the n-tile), read from shared memory as whole vectors.
+#include "policy/model/element_math.cuh"
+#include "policy/model/fused_kernels.hpp"
+#include "policy/model/programmatic_launch.cuh"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace caf_agent::policy::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int warp = 32;
+constexpr int mma_warps = 4;
+constexpr int mma_threads = mma_warps * warp;
+constexpr int mma_tile = 32;   // output features a block (two m16 tiles)
+constexpr int mma_stages = 3;  // ring stages a warp
+constexpr int mma_k = 32;      // elements of d a stage
+constexpr int max_cluster = 8;
+constexpr int stage_w_bytes = mma_tile * mma_k * 2;  // 2 KiB
+
+template <int NT>
+constexpr int stage_bytes = stage_w_bytes + NT * 8 * mma_k * 2;
+
+template <int NT>
+constexpr size_t ring_bytes = static_cast<size_t>(mma_warps) * mma_stages* stage_bytes<NT>;
+
+// The epilogue's sums: [warp][feature][row] and the block's [feature][row] (rows padded by one
+// float against bank conflicts), in the ring's memory once the rings are drained.
+template <int NT>
+constexpr int sum_stride = NT * 8 + 1;
+template <int NT>
+constexpr size_t sums_bytes = static_cast<size_t>(mma_warps + 1) * mma_tile* sum_stride<NT> * sizeof(float);
+
+template <int NT>
+constexpr size_t smem_bytes = ring_bytes<NT> > sums_bytes<NT> ? ring_bytes<NT> : sums_bytes<NT>;
+
+struct mma_args {
+  const void* x_bd;
+  const void* w_nd;
+  const void* bias_n;
+  void* y_bn;
+  int64_t b, n, d;
+};
+
+__device__ __forceinline__ void copy_16(void* dst, const void* src, bool valid) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void copy_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int Pending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The weight row of the block's feature i (0 .. mma_tile - 1), or -1 past the features. Silu: the
+// first half are gate features tile * mma_tile / 2 + i, the second half the up features n / 2 apart.
+template <bool Silu>
+__device__ __forceinline__ int64_t feature_row(int64_t tile, int i, int64_t n) {
+  if constexpr (Silu) {
+    const int64_t f = n / 2, j = tile * (mma_tile / 2) + i % (mma_tile / 2);
+    return j < f ? j + (i >= mma_tile / 2 ? f : 0) : -1;
+  }
+  const int64_t j = tile * mma_tile + i;
+  return j < n ? j : -1;
+}
+
+// Grid (tiles, S), cluster (1, S); NT n-tiles of 8 rows (rows b .. 8 NT - 1 zero).
+template <typename T, int NT, bool Silu>
+__global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a) {
+  allow_dependents();
+  extern __shared__ __align__(16) unsigned char mma_smem[];
+  const T* x = static_cast<const T*>(a.x_bd);
+  const T* w = static_cast<const T*>(a.w_nd);
+  const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, gr = lane / 4, qd = lane % 4;
+  const int shares = static_cast<int>(gridDim.y), rank = static_cast<int>(blockIdx.y);
+  const int64_t tile = blockIdx.x, d = a.d, b = a.b;
+  // The warp's stages: part (rank, warp) of shares x mma_warps parts of d's stages.
+  const int64_t stages = (d + mma_k - 1) / mma_k, parts = static_cast<int64_t>(shares) * mma_warps;
+  const int64_t part = static_cast<int64_t>(rank) * mma_warps + wid;
+  const int64_t first = stages * part / parts, last = stages * (part + 1) / parts;
+  unsigned char* ring = mma_smem + static_cast<size_t>(wid) * mma_stages * stage_bytes<NT>;
+
+  // A stage's copies: the weight's 32 rows x 4 vectors (4 a lane), the input's 8 NT rows x 4
+  // vectors (NT a lane); vectors past d and rows past the features or b are zero-filled.
+  int64_t rows_of[mma_tile / (warp / 4)];
+#pragma unroll
+  for (int j = 0; j < mma_tile / (warp / 4); ++j) rows_of[j] = feature_row<Silu>(tile, j * (warp / 4) + lane / 4, a.n);
+  const auto issue_w = [&](int64_t stage, int slot) {
+    unsigned char* dst = ring + slot * stage_bytes<NT>;
+    const int64_t k = stage * mma_k + qd * 8;
+#pragma unroll
+    for (int j = 0; j < mma_tile / (warp / 4); ++j) {
+      const int i = j * (warp / 4) + lane / 4;
+      const bool valid = rows_of[j] >= 0 && k < d;
+      copy_16(dst + i * (mma_k * 2) + qd * 16, valid ? w + rows_of[j] * d + k : w, valid);
+    }
+  };
+  const auto issue_x = [&](int64_t stage, int slot) {
+    unsigned char* dst = ring + slot * stage_bytes<NT> + stage_w_bytes;
+    const int64_t k = stage * mma_k + qd * 8;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int r = j * (warp / 4) + lane / 4;
+      const bool valid = r < b && k < d;
+      copy_16(dst + r * (mma_k * 2) + qd * 16, valid ? x + r * d + k : x, valid);
+    }
+  };
+
+  // The first stages' weights before the wait: no kernel of a step writes weights.
+#pragma unroll
+  for (int s = 0; s < mma_stages; ++s)
+    if (first + s < last) issue_w(first + s, s);
+  dependency_wait();
+#pragma unroll
+  for (int s = 0; s < mma_stages; ++s) {
+    if (first + s < last) issue_x(first + s, s);
+    copy_commit();  // group s: stage s's rows (and, in group 0, every early weight copy)
+  }
+
+  float acc[2][NT][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[m][t][i] = 0.0f;
+
+  for (int64_t stage = first; stage < last; ++stage) {
+    const int slot = static_cast<int>((stage - first) % mma_stages);
+    copy_wait<mma_stages - 1>();  // this stage's group done (one group is committed a stage)
+    __syncwarp();                 // and every lane's copies visible
+    const unsigned char* st = ring + slot * stage_bytes<NT>;
+    uint4 wv[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        wv[m][h] = *reinterpret_cast<const uint4*>(st + (m * 16 + h * 8 + gr) * (mma_k * 2) + qd * 16);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const uint4 xv = *reinterpret_cast<const uint4*>(st + stage_w_bytes + (t * 8 + gr) * (mma_k * 2) + qd * 16);
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        mma_16816<T>(acc[m][t], wv[m][0].x, wv[m][1].x, wv[m][0].y, wv[m][1].y, xv.x, xv.y);
+        mma_16816<T>(acc[m][t], wv[m][0].z, wv[m][1].z, wv[m][0].w, wv[m][1].w, xv.z, xv.w);
+      }
+    }
+    __syncwarp();  // every lane done with the slot before it is filled again
+    const int64_t next = stage + mma_stages;
+    if (next < last) {
+      issue_w(next, slot);
+      issue_x(next, slot);
+    }
+    copy_commit();
+  }
+  copy_wait<0>();
+  __syncthreads();  // every ring drained: the sums take its memory
+
+  // C fragment: rows gr, gr + 8 of m-tile m are features m * 16 + gr (+ 8); columns 2qd, 2qd + 1
+  // of n-tile t are input rows t * 8 + 2qd (+ 1).
+  constexpr int stride = sum_stride<NT>;
+  float* sums = reinterpret_cast<float*>(mma_smem);
+  float* block_sums = sums + mma_warps * mma_tile * stride;
+  float* mine = sums + wid * mma_tile * stride;
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mine[(m * 16 + gr + (i / 2) * 8) * stride + t * 8 + 2 * qd + i % 2] = acc[m][t][i];
+  __syncthreads();
+  constexpr int rows = NT * 8;
+  for (int at = threadIdx.x; at < mma_tile * rows; at += mma_threads) {
+    const int i = at / rows, r = at % rows;
+    float s = 0.0f;
+#pragma unroll
+    for (int v = 0; v < mma_warps; ++v) s += sums[(v * mma_tile + i) * stride + r];
+    block_sums[i * stride + r] = s;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  if (shares > 1)
+    cluster.sync();  // every block's sums written
+  else
+    __syncthreads();
+  if (rank == 0) {
+    T* y = static_cast<T*>(a.y_bn);
+    const T* bias = static_cast<const T*>(a.bias_n);
+    const auto total = [&](int i, int r) {
+      float s = block_sums[i * stride + r];
+      for (int q = 1; q < shares; ++q) s += cluster.map_shared_rank(block_sums, q)[i * stride + r];
+      const int64_t j = feature_row<Silu>(tile, i, a.n);
+      return s + (bias != nullptr ? to_f(bias[j]) : 0.0f);
+    };
+    if constexpr (Silu) {
+      constexpr int half = mma_tile / 2;
+      const int64_t f = a.n / 2;
+      for (int at = threadIdx.x; at < half * rows; at += mma_threads) {
+        const int r = at / half, i = at % half;
+        const int64_t j = tile * half + i;
+        if (r < b && j < f) y[r * f + j] = silu_times<T>(round_to<T>(total(i, r)), round_to<T>(total(i + half, r)));
+      }
+    } else {
+      for (int at = threadIdx.x; at < mma_tile * rows; at += mma_threads) {
+        const int r = at / mma_tile, i = at % mma_tile;
+        const int64_t j = tile * mma_tile + i;
+        if (r < b && j < a.n) y[r * a.n + j] = from_f<T>(total(i, r));
+      }
+    }
+  }
+  if (shares > 1) cluster.sync();  // block 0 done reading the others' sums before they exit
+}
+
+// Shares of d (a cluster of that many blocks): as many as keep every warp at least one stage and
+// the blocks within the device's resident blocks, at most max_cluster.
+int mma_shares(int64_t tiles, int64_t d, int resident) {
+  const int64_t stages = (d + mma_k - 1) / mma_k;
+  int64_t shares = std::min<int64_t>({max_cluster, stages / mma_warps, resident / std::max<int64_t>(tiles, 1)});
+  return static_cast<int>(std::max<int64_t>(shares, 1));
+}
+
+// Blocks of an instance a multiprocessor holds, once its shared memory is allowed (0 until then).
+template <typename T, int NT, bool Silu>
+std::atomic<int> resident_blocks{0};
+
+// Allows the instance its shared memory (over the 48 KiB default) and reads its occupancy: not
+// during a graph capture (stream_capturing), so mma_rows_prepare runs first.
+template <typename T, int NT, bool Silu>
+int prepare_one() {
+  if (resident_blocks<T, NT, Silu>.load() > 0) return 0;
+  auto* kernel = mma_rows_kernel<T, NT, Silu>;
+  constexpr size_t smem = smem_bytes<NT>;
+  if (const auto set =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      set != cudaSuccess) {
+    cudaGetLastError();
+    return static_cast<int>(set);
+  }
+  int blocks = 0;
+  if (const auto got = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, mma_threads, smem);
+      got != cudaSuccess || blocks < 1) {
+    cudaGetLastError();
+    return static_cast<int>(got != cudaSuccess ? got : cudaErrorInvalidConfiguration);
+  }
+  resident_blocks<T, NT, Silu> = blocks;
+  return 0;
+}
+
+template <typename T, int NT = 1>
+int prepare_all() {
+  if (const int err = prepare_one<T, NT, false>(); err != 0) return err;
+  if (const int err = prepare_one<T, NT, true>(); err != 0) return err;
+  if constexpr (NT < 8) return prepare_all<T, NT + 1>();
+  return 0;
+}
+
+template <typename T, int NT, bool Silu>
+int launch_mma(const mma_args& a, cudaStream_t stream) {
+  if constexpr (NT < 8) {
+    if (a.b > NT * 8) return launch_mma<T, NT + 1, Silu>(a, stream);
+  }
+  auto* kernel = mma_rows_kernel<T, NT, Silu>;
+  constexpr size_t smem = smem_bytes<NT>;
+  if (resident_blocks<T, NT, Silu>.load() == 0) {
+    if (stream_capturing(stream)) return static_cast<int>(cudaErrorStreamCaptureUnsupported);
+    if (const int err = prepare_one<T, NT, Silu>(); err != 0) return err;
+  }
+  const int per_sm = resident_blocks<T, NT, Silu>.load();
+  const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
+  const int64_t features = Silu ? a.n / 2 : a.n, per_tile = Silu ? mma_tile / 2 : mma_tile;
+  const int64_t tiles = (features + per_tile - 1) / per_tile;
+  const int shares = mma_shares(tiles, a.d, per_sm * sms);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(shares));
+  config.blockDim = dim3(mma_threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2];
+  int count = 0;
+  if (programmatic_launch()) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (shares > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = 1;
+    attributes[count].val.clusterDim.y = static_cast<unsigned>(shares);
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
+  return static_cast<int>(cudaLaunchKernelEx(&config, kernel, a));
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool mma_rows_fits(element dtype, int64_t b, int64_t n, int64_t d, bool silu_mul) {
+  return (dtype == element::bf16 || dtype == element::fp16) && b >= 1 && b <= mma_max_rows && n >= 1 && d >= 8 &&
+         d % 8 == 0 && (!silu_mul || n % 2 == 0) && (n + mma_tile - 1) / mma_tile <= 0x7fffffff;
+}
+
+int mma_rows_prepare() {
+  if (const int err = prepare_all<__nv_bfloat16>(); err != 0) return err;
+  return prepare_all<__half>();
+}
+
+int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
+             int64_t d, bool silu_mul, void* stream) {
+  if (!mma_rows_fits(dtype, b, n, d, silu_mul) || !aligned16(x_bd) || !aligned16(w_nd))
+    return static_cast<int>(cudaErrorInvalidValue);
+  const mma_args a{x_bd, w_nd, bias_n, y_bn, b, n, d};
+  auto* s = static_cast<cudaStream_t>(stream);
+  if (dtype == element::bf16)
+    return silu_mul ? launch_mma<__nv_bfloat16, 1, true>(a, s) : launch_mma<__nv_bfloat16, 1, false>(a, s);
+  return silu_mul ? launch_mma<__half, 1, true>(a, s) : launch_mma<__half, 1, false>(a, s);
+}
+
+}  // namespace caf_agent::policy::kernels
