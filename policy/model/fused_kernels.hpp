@@ -92,9 +92,9 @@ int mma_rows_prepare();
 /// gemv_rows' product and silu_mul form for up to mma_max_rows rows on tensor cores (mma_kernels.cu):
 /// y_bn = x_bd w_nd^T + bias_n, fp32 sums of a fixed order whatever the timing, the bias added and
 /// the sum rounded once (silu_mul: as gemv_rows'). x and w contiguous and 16-byte aligned. Blocks of
-/// 32 features (16 pairs) over a share of d, the first weights loaded before the programmatic wait;
-/// with few features d is cut into up to 8 shares, a thread-block cluster whose first block adds
-/// the others' sums.
+/// 64 features (32 pairs) over a share of d, the first weights loaded before the programmatic wait;
+/// d is cut into up to 8 shares while the blocks fit the device, a thread-block cluster whose first
+/// block adds the others' sums.
 int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
              int64_t d, bool silu_mul, void* stream);
 

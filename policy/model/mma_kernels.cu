@@ -2,14 +2,14 @@
 //
 // The product is computed transposed, y^T = w x^T, so that the weight is the m16n8k16 tile's A
 // operand (16 output features a tile) and the rows are its B operand (8 rows an n-tile, up to 8
-// n-tiles for 64 rows). A block of mma_warps warps takes mma_tile features (Silu: mma_tile / 2 gate
-// features and the matching up features) over a share of d; each warp streams its own part of
-// that share through a ring of mma_stages stages in shared memory (cp.async: the weight's 32
-// features x 32 elements and the rows' 32 elements a stage), so a warp never waits on another
-// until the end. The warps' fp32 sums are then added through shared memory in warp order, and
-// where d is cut into S shares (few features: a cluster of S blocks along y), block 0 of the
-// cluster adds the blocks' sums in rank order through distributed shared memory. Every output is
-// so one fixed sum, whatever the timing, and is rounded once (bias added first).
+// n-tiles for 64 rows). A block of mma_warps warps takes mma_tile features (Silu: mma_tile / 2
+// gate features and the matching up features), a warp 16 of them, over a share of d: the block
+// streams the share through a ring of mma_stages stages in shared memory (cp.async: the weight's
+// 64 features x 32 elements and the rows' 32 elements a stage), every warp reading a stage's rows
+// for its own features. Where d is cut into S shares (a cluster of S blocks along y, as many as
+// keep every block resident at once), block 0 of the cluster adds the blocks' sums in rank order
+// through distributed shared memory. Every output is so one fixed sum, whatever the timing, and is rounded once (bias
+// added first).
 //
 // Rationale: a decode step of 64 rows ran its projections on cuBLAS at ~1.2 TB/s (q/k/v and o,
 // 1.6-2 MB each, at ~0.4 TB/s), and cuBLAS's kernels sit between ours, so programmatic launch could
@@ -44,24 +44,24 @@ namespace cg = cooperative_groups;
 constexpr int warp = 32;
 constexpr int mma_warps = 4;
 constexpr int mma_threads = mma_warps * warp;
-constexpr int mma_tile = 32;   // output features a block (two m16 tiles)
-constexpr int mma_stages = 3;  // ring stages a warp
+constexpr int mma_tile = 64;   // output features a block (an m16 tile a warp)
+constexpr int mma_stages = 4;  // ring stages a block
 constexpr int mma_k = 32;      // elements of d a stage
 constexpr int max_cluster = 8;
-constexpr int stage_w_bytes = mma_tile * mma_k * 2;  // 2 KiB
+constexpr int stage_w_bytes = mma_tile * mma_k * 2;  // 4 KiB
 
 template <int NT>
 constexpr int stage_bytes = stage_w_bytes + NT * 8 * mma_k * 2;
 
 template <int NT>
-constexpr size_t ring_bytes = static_cast<size_t>(mma_warps) * mma_stages* stage_bytes<NT>;
+constexpr size_t ring_bytes = static_cast<size_t>(mma_stages) * stage_bytes<NT>;
 
-// The epilogue's sums: [warp][feature][row] and the block's [feature][row] (rows padded by one
-// float against bank conflicts), in the ring's memory once the rings are drained.
+// The epilogue's sums, the block's [feature][row] (rows padded by one float against bank
+// conflicts), in the ring's memory once the ring is drained.
 template <int NT>
 constexpr int sum_stride = NT * 8 + 1;
 template <int NT>
-constexpr size_t sums_bytes = static_cast<size_t>(mma_warps + 1) * mma_tile* sum_stride<NT> * sizeof(float);
+constexpr size_t sums_bytes = static_cast<size_t>(mma_tile) * sum_stride<NT> * sizeof(float);
 
 template <int NT>
 constexpr size_t smem_bytes = ring_bytes<NT> > sums_bytes<NT> ? ring_bytes<NT> : sums_bytes<NT>;
@@ -124,109 +124,89 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, gr = lane / 4, qd = lane % 4;
   const int shares = static_cast<int>(gridDim.y), rank = static_cast<int>(blockIdx.y);
   const int64_t tile = blockIdx.x, d = a.d, b = a.b;
-  // The warp's stages: part (rank, warp) of shares x mma_warps parts of d's stages.
-  const int64_t stages = (d + mma_k - 1) / mma_k, parts = static_cast<int64_t>(shares) * mma_warps;
-  const int64_t part = static_cast<int64_t>(rank) * mma_warps + wid;
-  const int64_t first = stages * part / parts, last = stages * (part + 1) / parts;
-  unsigned char* ring = mma_smem + static_cast<size_t>(wid) * mma_stages * stage_bytes<NT>;
+  // The block's stages: share `rank` of d's.
+  const int64_t stages = (d + mma_k - 1) / mma_k;
+  const int64_t first = stages * rank / shares, last = stages * (rank + 1) / shares;
 
-  // A stage's copies: the weight's 32 rows x 4 vectors (4 a lane), the input's 8 NT rows x 4
-  // vectors (NT a lane); vectors past d and rows past the features or b are zero-filled.
-  int64_t rows_of[mma_tile / (warp / 4)];
+  // A stage's copies, 16 bytes each: the weight's 64 rows x 4 vectors (2 a thread), the input's
+  // 8 NT rows x 4 vectors; vectors past d and rows past the features or b are zero-filled.
+  constexpr int w_copies = mma_tile * 4 / mma_threads;
+  int64_t rows_of[w_copies];
 #pragma unroll
-  for (int j = 0; j < mma_tile / (warp / 4); ++j) rows_of[j] = feature_row<Silu>(tile, j * (warp / 4) + lane / 4, a.n);
+  for (int j = 0; j < w_copies; ++j) rows_of[j] = feature_row<Silu>(tile, (j * mma_threads + threadIdx.x) / 4, a.n);
+  const int vec = threadIdx.x % 4;
   const auto issue_w = [&](int64_t stage, int slot) {
-    unsigned char* dst = ring + slot * stage_bytes<NT>;
-    const int64_t k = stage * mma_k + qd * 8;
+    unsigned char* dst = mma_smem + slot * stage_bytes<NT>;
+    const int64_t k = stage * mma_k + vec * 8;
 #pragma unroll
-    for (int j = 0; j < mma_tile / (warp / 4); ++j) {
-      const int i = j * (warp / 4) + lane / 4;
+    for (int j = 0; j < w_copies; ++j) {
+      const int i = (j * mma_threads + threadIdx.x) / 4;
       const bool valid = rows_of[j] >= 0 && k < d;
-      copy_16(dst + i * (mma_k * 2) + qd * 16, valid ? w + rows_of[j] * d + k : w, valid);
+      copy_16(dst + i * (mma_k * 2) + vec * 16, valid ? w + rows_of[j] * d + k : w, valid);
     }
   };
   const auto issue_x = [&](int64_t stage, int slot) {
-    unsigned char* dst = ring + slot * stage_bytes<NT> + stage_w_bytes;
-    const int64_t k = stage * mma_k + qd * 8;
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int r = j * (warp / 4) + lane / 4;
+    unsigned char* dst = mma_smem + slot * stage_bytes<NT> + stage_w_bytes;
+    const int64_t k = stage * mma_k + vec * 8;
+    for (int c = threadIdx.x; c < NT * 8 * 4; c += mma_threads) {
+      const int r = c / 4;
       const bool valid = r < b && k < d;
-      copy_16(dst + r * (mma_k * 2) + qd * 16, valid ? x + r * d + k : x, valid);
+      copy_16(dst + r * (mma_k * 2) + vec * 16, valid ? x + r * d + k : x, valid);
     }
   };
 
-  // The first stages' weights before the wait: no kernel of a step writes weights.
+  // Stages first .. first + mma_stages - 2 ahead of the loop, the weights before the wait (no
+  // kernel of a step writes weights), the rows after it; one group a stage.
 #pragma unroll
-  for (int s = 0; s < mma_stages; ++s)
+  for (int s = 0; s < mma_stages - 1; ++s)
     if (first + s < last) issue_w(first + s, s);
   dependency_wait();
 #pragma unroll
-  for (int s = 0; s < mma_stages; ++s) {
+  for (int s = 0; s < mma_stages - 1; ++s) {
     if (first + s < last) issue_x(first + s, s);
     copy_commit();  // group s: stage s's rows (and, in group 0, every early weight copy)
   }
 
-  float acc[2][NT][4];
+  float acc[NT][4];
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+  for (int t = 0; t < NT; ++t)
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[m][t][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
 
   for (int64_t stage = first; stage < last; ++stage) {
-    const int slot = static_cast<int>((stage - first) % mma_stages);
-    copy_wait<mma_stages - 1>();  // this stage's group done (one group is committed a stage)
-    __syncwarp();                 // and every lane's copies visible
-    const unsigned char* st = ring + slot * stage_bytes<NT>;
-    uint4 wv[2][2];
+    copy_wait<mma_stages - 2>();  // this stage's group done (one group is committed a stage) ..
+    __syncthreads();              // .. for every thread, and every warp done with the last stage
+    // The stage mma_stages - 1 ahead into the slot the last stage left.
+    const int64_t ahead = stage + mma_stages - 1;
+    const int ahead_slot = static_cast<int>((ahead - first) % mma_stages);
+    if (ahead < last) {
+      issue_w(ahead, ahead_slot);
+      issue_x(ahead, ahead_slot);
+    }
+    copy_commit();
+    const unsigned char* st = mma_smem + static_cast<int>((stage - first) % mma_stages) * stage_bytes<NT>;
+    uint4 wv[2];
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wv[m][h] = *reinterpret_cast<const uint4*>(st + (m * 16 + h * 8 + gr) * (mma_k * 2) + qd * 16);
+    for (int h = 0; h < 2; ++h)
+      wv[h] = *reinterpret_cast<const uint4*>(st + (wid * 16 + h * 8 + gr) * (mma_k * 2) + qd * 16);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const uint4 xv = *reinterpret_cast<const uint4*>(st + stage_w_bytes + (t * 8 + gr) * (mma_k * 2) + qd * 16);
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        mma_16816<T>(acc[m][t], wv[m][0].x, wv[m][1].x, wv[m][0].y, wv[m][1].y, xv.x, xv.y);
-        mma_16816<T>(acc[m][t], wv[m][0].z, wv[m][1].z, wv[m][0].w, wv[m][1].w, xv.z, xv.w);
-      }
+      mma_16816<T>(acc[t], wv[0].x, wv[1].x, wv[0].y, wv[1].y, xv.x, xv.y);
+      mma_16816<T>(acc[t], wv[0].z, wv[1].z, wv[0].w, wv[1].w, xv.z, xv.w);
     }
-    __syncwarp();  // every lane done with the slot before it is filled again
-    const int64_t next = stage + mma_stages;
-    if (next < last) {
-      issue_w(next, slot);
-      issue_x(next, slot);
-    }
-    copy_commit();
   }
   copy_wait<0>();
-  __syncthreads();  // every ring drained: the sums take its memory
+  __syncthreads();  // the ring drained and read: the sums take its memory
 
-  // C fragment: rows gr, gr + 8 of m-tile m are features m * 16 + gr (+ 8); columns 2qd, 2qd + 1
+  // C fragment: rows gr, gr + 8 are the warp's features wid * 16 + gr (+ 8); columns 2qd, 2qd + 1
   // of n-tile t are input rows t * 8 + 2qd (+ 1).
   constexpr int stride = sum_stride<NT>;
-  float* sums = reinterpret_cast<float*>(mma_smem);
-  float* block_sums = sums + mma_warps * mma_tile * stride;
-  float* mine = sums + wid * mma_tile * stride;
+  float* block_sums = reinterpret_cast<float*>(mma_smem);
 #pragma unroll
-  for (int m = 0; m < 2; ++m)
+  for (int t = 0; t < NT; ++t)
 #pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) mine[(m * 16 + gr + (i / 2) * 8) * stride + t * 8 + 2 * qd + i % 2] = acc[m][t][i];
-  __syncthreads();
-  constexpr int rows = NT * 8;
-  for (int at = threadIdx.x; at < mma_tile * rows; at += mma_threads) {
-    const int i = at / rows, r = at % rows;
-    float s = 0.0f;
-#pragma unroll
-    for (int v = 0; v < mma_warps; ++v) s += sums[(v * mma_tile + i) * stride + r];
-    block_sums[i * stride + r] = s;
-  }
+    for (int i = 0; i < 4; ++i) block_sums[(wid * 16 + gr + (i / 2) * 8) * stride + t * 8 + 2 * qd + i % 2] = acc[t][i];
   cg::cluster_group cluster = cg::this_cluster();
   if (shares > 1)
     cluster.sync();  // every block's sums written
@@ -235,6 +215,7 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
   if (rank == 0) {
     T* y = static_cast<T*>(a.y_bn);
     const T* bias = static_cast<const T*>(a.bias_n);
+    constexpr int rows = NT * 8;
     const auto total = [&](int i, int r) {
       float s = block_sums[i * stride + r];
       for (int q = 1; q < shares; ++q) s += cluster.map_shared_rank(block_sums, q)[i * stride + r];
@@ -260,11 +241,11 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
   if (shares > 1) cluster.sync();  // block 0 done reading the others' sums before they exit
 }
 
-// Shares of d (a cluster of that many blocks): as many as keep every warp at least one stage and
-// the blocks within the device's resident blocks, at most max_cluster.
+// Shares of d (a cluster of that many blocks): as many as keep every block at least mma_stages
+// stages and the blocks within the device's resident blocks, at most max_cluster.
 int mma_shares(int64_t tiles, int64_t d, int resident) {
   const int64_t stages = (d + mma_k - 1) / mma_k;
-  int64_t shares = std::min<int64_t>({max_cluster, stages / mma_warps, resident / std::max<int64_t>(tiles, 1)});
+  int64_t shares = std::min<int64_t>({max_cluster, stages / mma_stages, resident / std::max<int64_t>(tiles, 1)});
   return static_cast<int>(std::max<int64_t>(shares, 1));
 }
 

@@ -273,9 +273,9 @@ def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dtype):
     """linear_rows' tensor-core kernel (mma_rows, 1-64 rows) over the 0.5B decode shapes at 64 rows
-    (q/k/v 1152 x 896 and o 896 x 896, d cut into a cluster's shares; down 896 x 4864, 8 shares;
-    gate/up 9728 x 896, one share), partial tiles of rows and features, a d that is no multiple
-    of a stage (24, 904) and one row: y equals the float64 product of the rounded operands plus the
+    (q/k/v 1152 x 896, o 896 x 896, down 896 x 4864, gate/up 9728 x 896: d cut into a cluster's
+    5-8 shares), partial tiles of rows and features, a d that is no multiple of a stage (24, 904),
+    one share (d of 1-4 stages) and one row: y equals the float64 product of the rounded operands plus the
     bias, to one rounding of the dtype plus fp32 summation error. With --silu, its SwiGLU form gives
     the bits of the plain kernel then silu_mul."""
     torch_dtype = getattr(torch, dtype)
