@@ -7,9 +7,9 @@
 // streams the share through a ring of mma_stages stages in shared memory (cp.async: the weight's
 // 64 features x 32 elements and the rows' 32 elements a stage), every warp reading a stage's rows
 // for its own features. Where d is cut into S shares (a cluster of S blocks along y, as many as
-// keep every block resident at once), block 0 of the cluster adds the blocks' sums in rank order
-// through distributed shared memory. Every output is so one fixed sum, whatever the timing, and is rounded once (bias
-// added first).
+// keep every block resident at once), each block of the cluster writes a slice of the outputs,
+// adding the blocks' sums in rank order through distributed shared memory. Every output is so one fixed sum, whatever
+// the timing, and is rounded once (bias added first).
 //
 // Rationale: a decode step of 64 rows ran its projections on cuBLAS at ~1.2 TB/s (q/k/v and o,
 // 1.6-2 MB each, at ~0.4 TB/s), and cuBLAS's kernels sit between ours, so programmatic launch could
@@ -212,33 +212,45 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
     cluster.sync();  // every block's sums written
   else
     __syncthreads();
-  if (rank == 0) {
-    T* y = static_cast<T*>(a.y_bn);
-    const T* bias = static_cast<const T*>(a.bias_n);
-    constexpr int rows = NT * 8;
-    const auto total = [&](int i, int r) {
-      float s = block_sums[i * stride + r];
-      for (int q = 1; q < shares; ++q) s += cluster.map_shared_rank(block_sums, q)[i * stride + r];
-      const int64_t j = feature_row<Silu>(tile, i, a.n);
-      return s + (bias != nullptr ? to_f(bias[j]) : 0.0f);
-    };
+  // Every block of the cluster writes a slice of the outputs: each output's sums from every block,
+  // loaded at once (independent loads of distributed shared memory), then added in rank order.
+  // Rationale: block 0 adding the others' sums one load after another (a dependent chain per
+  // output) took q/k/v at 64 rows from ~5 us (cuBLAS) to 51 us on an H100
+  // (bench/results/2026-12-06-policy-h100-mma-rows.md).
+  const float* peer[max_cluster];
+#pragma unroll
+  for (int q = 0; q < max_cluster; ++q)
+    peer[q] = q < shares ? (shares > 1 ? cluster.map_shared_rank(block_sums, q) : block_sums) : block_sums;
+  const auto sum_of = [&](int i, int r) {
+    float v[max_cluster];
+#pragma unroll
+    for (int q = 0; q < max_cluster; ++q)
+      if (q < shares) v[q] = peer[q][i * stride + r];
+    float sum = v[0];
+#pragma unroll
+    for (int q = 1; q < max_cluster; ++q)
+      if (q < shares) sum += v[q];
+    return sum;
+  };
+  T* y = static_cast<T*>(a.y_bn);
+  const T* bias = static_cast<const T*>(a.bias_n);
+  const auto bias_of = [&](int i) { return bias != nullptr ? to_f(bias[feature_row<Silu>(tile, i, a.n)]) : 0.0f; };
+  constexpr int per_row = Silu ? mma_tile / 2 : mma_tile;  // outputs of a row
+  const int64_t rows = b < NT * 8 ? b : NT * 8, outputs = per_row * rows;
+  const int64_t lo = outputs * rank / shares, hi = outputs * (rank + 1) / shares;
+  for (int64_t at = lo + threadIdx.x; at < hi; at += mma_threads) {
+    const int r = static_cast<int>(at / per_row), i = static_cast<int>(at % per_row);
     if constexpr (Silu) {
-      constexpr int half = mma_tile / 2;
-      const int64_t f = a.n / 2;
-      for (int at = threadIdx.x; at < half * rows; at += mma_threads) {
-        const int r = at / half, i = at % half;
-        const int64_t j = tile * half + i;
-        if (r < b && j < f) y[r * f + j] = silu_times<T>(round_to<T>(total(i, r)), round_to<T>(total(i + half, r)));
-      }
+      const int64_t f = a.n / 2, j = tile * per_row + i;
+      if (j < f)
+        y[r * f + j] = silu_times<T>(round_to<T>(sum_of(i, r) + bias_of(i)),
+                                     round_to<T>(sum_of(i + per_row, r) + bias_of(i + per_row)));
     } else {
-      for (int at = threadIdx.x; at < mma_tile * rows; at += mma_threads) {
-        const int r = at / mma_tile, i = at % mma_tile;
-        const int64_t j = tile * mma_tile + i;
-        if (r < b && j < a.n) y[r * a.n + j] = from_f<T>(total(i, r));
-      }
+      const int64_t j = tile * per_row + i;
+      if (j < a.n) y[r * a.n + j] = from_f<T>(sum_of(i, r) + bias_of(i));
     }
   }
-  if (shares > 1) cluster.sync();  // block 0 done reading the others' sums before they exit
+  if (shares > 1) cluster.sync();  // every block done reading the others' sums before they exit
 }
 
 // Shares of d (a cluster of that many blocks): as many as keep every block at least mma_stages
