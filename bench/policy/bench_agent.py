@@ -209,8 +209,8 @@ def main():
                              "(e.g. 5,10,15,20,25,30): summed over the turns they bound from below, a lower "
                              "bound of the whole re-prefilling run (see sampled_turns_bound); they run before "
                              "the whole run, which then gets what is left before the deadline")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["batch", "cached", "long"],
-                        help="leave out these runs (for a dry run of the rest)")
+    parser.add_argument("--skip", nargs="*", action="extend", default=[], choices=["batch", "cached", "long"],
+                        help="leave out these runs (for a dry run of the rest); repeated, the runs of every one")
     parser.add_argument("--out", type=pathlib.Path)
     parser.add_argument("--dry-run", action="store_true",
                         help="CPU, fp32, a tiny model, small contexts and --episodes/--turns as given: checks the "

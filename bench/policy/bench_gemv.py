@@ -22,7 +22,8 @@ counted. A layer's weights (2-17 MB) fit the H100's and the H200's 50 MB L2 cach
 streams 715 MB of them, so each shape's calls take enough copies of its weights in turn (the
 tool's --copies) that together they are at least COPIES_BYTES: no call finds its weights in L2.
 
-    python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--rows N ...] [--out FILE]
+    python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--rows N ...]
+        [--mma-shares S ...] [--out FILE]
 
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
@@ -85,13 +86,18 @@ def label(name, rows, path):
     return f"{name}, {rows} row{'s' if rows > 1 else ''}, {path}"
 
 
-def run_shape(tool, calls, name, rows, d, n, flags, path, per_step):
+def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None):
+    """One shape's JSON line from the tool, with its label; `shares`: the tensor-core kernel's
+    --mma-shares (labelled "..., mma, shares S")."""
     args = [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
             "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags)]
     if path == "cublas":
         args.append("--cublas")
+    if shares is not None:
+        args += ["--mma-shares", shares]
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
-    base = {"shape": label(name, rows, path), "per_step": per_step}
+    base = {"shape": label(name, rows, path) + (f", shares {shares}" if shares is not None else ""),
+            "per_step": per_step}
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return dict(base, error=lines[0][:300])  # the message, not a C++ trace after it
@@ -116,8 +122,13 @@ def step_sum(results):
 
 
 def main():
-    args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)",
-                      "only the shapes of these row counts (default: all)")
+    def own(parser):
+        parser.add_argument("--rows", type=int, nargs="*", help="only the shapes of these row counts (default: all)")
+        parser.add_argument("--mma-shares", type=int, nargs="*",
+                            help="each tensor-core shape once per value, d cut into at most that many shares "
+                                 "(the tool's --mma-shares, 1-8; default: once, the kernel's own choice)")
+
+    args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)", own)
     tool = tool_of(args)
     name, card, bound = this_card()
     print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s; each shape's calls over copies of its weights "
@@ -130,13 +141,14 @@ def main():
             continue
         if args.rows and shape[1] not in args.rows:
             continue
-        r = run_shape(tool, args.calls, *shape)
-        results.append(r)
-        if "error" in r:
-            print(f"| {r['shape']} | error: {r['error']} |||||")
-            continue
-        print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | {r['weight_bytes'] / 1e6:.1f} | "
-              f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |", flush=True)
+        for shares in (args.mma_shares or [None]) if shape[5] == "mma" else [None]:
+            r = run_shape(tool, args.calls, *shape, shares=shares)
+            results.append(r)
+            if "error" in r:
+                print(f"| {r['shape']} | error: {r['error']} |||||")
+                continue
+            print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | {r['weight_bytes'] / 1e6:.1f} | "
+                  f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |", flush=True)
     us, bytes_ = step_sum(results)
     if us > 0:
         print(f"\nA 1-row step's projections ({LAYERS} layers' four kernels and the LM head, one after another): "

@@ -21,17 +21,17 @@ def card_bound(name):
     return "H200 (not this card's)", HBM_BYTES_PER_S["H200"]
 
 
-def parse_args(doc, only_help, rows_help=None):
-    """The benches' arguments; `doc` the module's docstring (its first line describes it); with
-    `rows_help`, --rows N ... too."""
+def parse_args(doc, only_help, extra=None):
+    """The benches' arguments; `doc` the module's docstring (its first line describes it); `extra`
+    adds a bench's own to the parser."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--tool", type=pathlib.Path, help="a built policy_model_tool (default: build one)")
     parser.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/policy-build"))
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--only", nargs="*", help=only_help)
     parser.add_argument("--out", type=pathlib.Path)
-    if rows_help:
-        parser.add_argument("--rows", type=int, nargs="*", help=rows_help)
+    if extra:
+        extra(parser)
     return parser.parse_args()
 
 

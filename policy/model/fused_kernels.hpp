@@ -95,6 +95,10 @@ int mma_rows_prepare();
 /// 64 features (32 pairs) over a share of d, the first weights loaded before the programmatic wait;
 /// d is cut into up to 8 shares while the blocks fit the device, a thread-block cluster whose first
 /// block adds the others' sums.
+/// At most this many shares of d (1-8; 8 by default): process-wide, for measuring the kernel (a
+/// bench's --mma-shares); results change in their last bits with the shares' count.
+void set_mma_max_shares(int shares);
+
 int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
              int64_t d, bool silu_mul, void* stream);
 

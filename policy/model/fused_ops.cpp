@@ -335,6 +335,14 @@ void prepare_linear_mma() {
 #endif
 }
 
+void set_linear_mma_max_shares(int shares) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  kernels::set_mma_max_shares(shares);
+#else
+  (void)shares;
+#endif
+}
+
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
 namespace {
 

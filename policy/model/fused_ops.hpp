@@ -94,6 +94,9 @@ bool linear_mma_fuses(const torch::Tensor& x, const torch::Tensor& w, const torc
 /// Readies the tensor-core kernel (fused_kernels.hpp mma_rows_prepare) outside a graph capture;
 /// a no-op without the kernels or a CUDA device.
 void prepare_linear_mma();
+/// The tensor-core kernel's shares of d at most (fused_kernels.hpp set_mma_max_shares; 1-8, 8 by
+/// default; process-wide, for benches); a no-op without the kernels.
+void set_linear_mma_max_shares(int shares);
 
 /// silu_mul(linear_rows(x, w, bias, max_rows, mma_rows), fused) for a fused gate/up projection w
 /// [2f, d] (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs a kernel of its

@@ -253,11 +253,14 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
   if (shares > 1) cluster.sync();  // every block done reading the others' sums before they exit
 }
 
+std::atomic<int> max_shares{max_cluster};
+
 // Shares of d (a cluster of that many blocks): as many as keep every block at least mma_stages
-// stages and the blocks within the device's resident blocks, at most max_cluster.
+// stages and the blocks within the device's resident blocks, at most max_shares.
 int mma_shares(int64_t tiles, int64_t d, int resident) {
   const int64_t stages = (d + mma_k - 1) / mma_k;
-  int64_t shares = std::min<int64_t>({max_cluster, stages / mma_stages, resident / std::max<int64_t>(tiles, 1)});
+  int64_t shares = std::min<int64_t>(
+      {static_cast<int64_t>(max_shares.load()), stages / mma_stages, resident / std::max<int64_t>(tiles, 1)});
   return static_cast<int>(std::max<int64_t>(shares, 1));
 }
 
@@ -345,6 +348,10 @@ bool aligned16(const void* p) {
 bool mma_rows_fits(element dtype, int64_t b, int64_t n, int64_t d, bool silu_mul) {
   return (dtype == element::bf16 || dtype == element::fp16) && b >= 1 && b <= mma_max_rows && n >= 1 && d >= 8 &&
          d % 8 == 0 && (!silu_mul || n % 2 == 0) && (n + mma_tile - 1) / mma_tile <= 0x7fffffff;
+}
+
+void set_mma_max_shares(int shares) {
+  max_shares = std::clamp(shares, 1, max_cluster);
 }
 
 int mma_rows_prepare() {

@@ -128,6 +128,13 @@ int run_linear_rows(const args& a) {
   // matrix-vector kernel: max_rows 0, mma_rows B.
   const bool mma = a.count("mma") != 0;
   const int64_t gemv_rows = mma ? 0 : b, mma_rows = mma ? b : 0;
+  // --mma-shares S: the tensor-core kernel cuts d into at most S shares (1-8).
+  const int mma_shares = std::stoi(get(a, "mma-shares", "8"));
+  if (mma_shares < 1 || mma_shares > 8) {
+    std::cerr << "linear-rows: --mma-shares must be 1 to 8, not " << mma_shares << "\n";
+    return 2;
+  }
+  set_linear_mma_max_shares(mma_shares);
   const int64_t calls = std::stoll(get(a, "time", "0"));
   if (b < 1 || d < 1 || n < 1 || calls < 0) {
     std::cerr << "linear-rows: --rows, --in and --out-features must be at least 1 and --time at least 0\n";

@@ -74,3 +74,10 @@ def test_the_64_row_tensor_core_shapes_pass_mma_and_a_layer_sums_per_path(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert len(log.read_text().splitlines()) == 9
     assert "on cublas: 40.0 us" in proc.stdout and "on mma: 40.0 us" in proc.stdout
+    # --mma-shares 1 8: each tensor-core shape twice, the tool told the cap; cuBLAS's once.
+    log.unlink()
+    proc = run("--tool", tool, "--calls", 3, "--only", "o, 64 rows, mma", "o, 64 rows, cublas", "--mma-shares", 1, 8)
+    assert proc.returncode == 0, proc.stderr
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert [c[c.index("--mma-shares") + 1] if "--mma-shares" in c else None for c in calls] == [None, "1", "8"]
+    assert "| o, 64 rows, mma, shares 1 |" in proc.stdout and "| o, 64 rows, mma, shares 8 |" in proc.stdout
