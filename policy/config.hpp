@@ -35,6 +35,7 @@ struct policy_config {
   model_dtype dtype = model_dtype::float32;
   bool prefix_cache = true;
   int32_t prefill_chunk = 2048;
+  int32_t prefill_wait_steps = 0;
   cache_attention_choice cache_attention = cache_attention_choice::automatic;
   kv_layout_kind kv_layout = kv_layout_kind::slots;
   int32_t kv_block_size = 256;
@@ -83,6 +84,10 @@ struct policy_config {
     f("prefill_chunk", c.prefill_chunk,
       "libtorch: prompt tokens prefilled per step while the others decode; 0 = whole prompts",
       at_least(0, "must be >= 0 (0: whole prompts)"));
+    f("prefill_wait_steps", c.prefill_wait_steps,
+      "libtorch: while others decode, hold arriving prompts up to this many steps so one prefill pass takes "
+      "several (at once when they fill prefill_chunk); 0 = prefill what arrived every step (off until measured)",
+      at_least(0, "must be >= 0 (0: no wait)"));
     f("cache_attention", c.cache_attention,
       "libtorch: auto (flash on CUDA in bf16/fp16, else sdpa), sdpa, matmul, flash");
     f("kv_layout", c.kv_layout,

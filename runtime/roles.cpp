@@ -217,6 +217,7 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
     o.engine.max_context = p.max_context;
     o.engine.prefix_cache = p.prefix_cache;
     o.engine.prefill_chunk = p.prefill_chunk;
+    o.engine.prefill_wait_steps = p.prefill_wait_steps;
     o.engine.cache_attention = p.cache_attention;
     o.engine.kv_layout = p.kv_layout;
     o.engine.kv_block_size = p.kv_block_size;
@@ -239,7 +240,8 @@ std::string start_policy(caf::actor_system& sys, const app_config& cfg, policy_e
                      std::to_string(p.prefill_chunk) + "|" + to_string(p.cache_attention) + "|" +
                      to_string(p.kv_layout) + "|" + std::to_string(p.kv_block_size) + "|" +
                      std::to_string(p.kv_cache_tokens) + "|" + to_string(p.kv_cache_dtype) + "|" +
-                     (p.cuda_graphs ? "graphs" : "eager") + "|" + (p.overlap ? "overlap" : "plain");
+                     (p.cuda_graphs ? "graphs" : "eager") + "|" + (p.overlap ? "overlap" : "plain") + "|" +
+                     std::to_string(p.prefill_wait_steps) + "|" + std::to_string(p.decode_mma_rows);
     std::shared_ptr<policy::engine_service> service;
     bool shared = false;
     {

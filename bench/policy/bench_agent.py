@@ -238,6 +238,10 @@ def main():
     parser.add_argument("--decode-gemv-rows", type=int,
                         help="every run with engine_options::decode_gemv_rows (decode steps of at most this many "
                              "rows project with matrix-vector kernels; 0: cuBLAS; default: the engine's)")
+    parser.add_argument("--prefill-wait-steps", type=int,
+                        help="every run with engine_options::prefill_wait_steps (prompts arriving while others "
+                             "decode held up to this many steps for a fuller prefill pass; 0: none; default: the "
+                             "engine's)")
     parser.add_argument("--decode-mma-rows", type=int,
                         help="every run with engine_options::decode_mma_rows (decode steps of more rows than "
                              "decode_gemv_rows and at most this many project with tensor-core kernels of our own; "
@@ -270,6 +274,7 @@ def main():
     layout += ["--flash-decode-shares", args.flash_decode_shares] if args.flash_decode_shares is not None else []
     layout += ["--decode-gemv-rows", args.decode_gemv_rows] if args.decode_gemv_rows is not None else []
     layout += ["--decode-mma-rows", args.decode_mma_rows] if args.decode_mma_rows is not None else []
+    layout += ["--prefill-wait-steps", args.prefill_wait_steps] if args.prefill_wait_steps is not None else []
     common = layout + (["--prefill-chunk", args.prefill_chunk] if args.prefill_chunk >= 0 else [])
     out = {"date": datetime.date.today().isoformat(),
            "gpu": torch.cuda.get_device_name() if device == "cuda" else "none (dry run)",
@@ -279,7 +284,8 @@ def main():
            "fused_kernels": not args.no_fused_kernels, "overlap": args.overlap,
            "programmatic_launch": not args.no_programmatic_launch,
            "flash_decode_shares": args.flash_decode_shares,
-           "decode_gemv_rows": args.decode_gemv_rows, "decode_mma_rows": args.decode_mma_rows}
+           "decode_gemv_rows": args.decode_gemv_rows, "decode_mma_rows": args.decode_mma_rows,
+           "prefill_wait_steps": args.prefill_wait_steps}
 
     def save():
         if args.out:

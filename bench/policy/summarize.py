@@ -27,10 +27,11 @@ import sys
 # Flags bench_agent.py records whose values, when set, tell A/B runs apart.
 RUN_FLAGS = ("kv_layout", "kv_block_size", "kv_cache_dtype", "cache_attention", "prefill_chunk", "fused_kernels",
              "overlap", "programmatic_launch", "flash_decode_shares", "decode_gemv_rows",
-             "decode_mma_rows")
+             "decode_mma_rows", "prefill_wait_steps")
 DEFAULTS = {"kv_layout": "slots", "kv_block_size": None, "kv_cache_dtype": "auto", "cache_attention": "auto",
             "prefill_chunk": -1, "fused_kernels": True, "overlap": False, "programmatic_launch": True,
-            "flash_decode_shares": None, "decode_gemv_rows": None, "decode_mma_rows": None}
+            "flash_decode_shares": None, "decode_gemv_rows": None, "decode_mma_rows": None,
+            "prefill_wait_steps": None}
 
 
 def run_name(path, result):

@@ -44,6 +44,7 @@ status engine_options::validate() const {
   if (max_context < 0) return fail("engine: max_context must be >= 0 (0: from config.json)");
   if (max_waiting < 0) return fail("engine: max_waiting must be >= 0");
   if (prefill_chunk < 0) return fail("engine: prefill_chunk must be >= 0 (0: whole prompts)");
+  if (prefill_wait_steps < 0) return fail("engine: prefill_wait_steps must be >= 0 (0: no wait)");
   if (kv_block_size < 1) return fail("engine: kv_block_size must be >= 1");
   if (kv_cache_dtype == kv_cache_dtype_kind::fp8_e4m3 && dtype == model_dtype::float32)
     return fail(
@@ -339,15 +340,31 @@ void generation_engine::impl::claim_slot(const slot_choice& choice) {
   seq.slot = choice.slot;
   seq.cached = choice.reuse;
   seq.prefilling = true;
+  seq.prefill_queued = admit_calls;
   prefilling.push_back(choice.slot);
   ++stats.admissions;
   stats.reused_tokens += static_cast<uint64_t>(choice.reuse);
   if (choice.reuse > 0) ++stats.prefix_hits;
 }
 
+bool generation_engine::impl::hold_prefill(const std::vector<sequence*>& rows, int64_t budget) const {
+  // Never while nothing decodes (the device would idle) or requests wait for a slot (no prompt
+  // can join the pass until a sequence ends).
+  if (options.prefill_wait_steps <= 0 || rows.empty() || prefilling.empty() || !waiting.empty()) return false;
+  int64_t pending = 0;
+  for (const int64_t slot : prefilling) {
+    const sequence& seq = *slots[static_cast<size_t>(slot)];
+    pending += static_cast<int64_t>(seq.target.size()) - seq.cached;
+  }
+  if (pending >= budget) return false;
+  const sequence& oldest = *slots[static_cast<size_t>(prefilling.front())];
+  return admit_calls - oldest.prefill_queued < static_cast<uint64_t>(options.prefill_wait_steps);
+}
+
 torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   // Admit waiting requests into slots, then prefill the admitted prompts oldest first, at most
   // prefill_chunk tokens in this step; a prompt whose last token is prefilled yields its logits.
+  ++admit_calls;
   while (pool && !waiting.empty() && admit_paged()) {
   }
   while (!pool && !waiting.empty()) {
@@ -361,6 +378,10 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
     claim_slot(choice);
   }
   int64_t budget = options.prefill_chunk > 0 ? options.prefill_chunk : std::numeric_limits<int64_t>::max();
+  if (hold_prefill(rows, budget)) {
+    ++stats.prefill_holds;
+    return {};
+  }
   // This step's share of every prompt being prefilled, oldest first, all in one packed pass (one
   // pass per sequence would run the whole model once per admitted prompt).
   std::vector<decoder::prefill_part> parts;
@@ -375,6 +396,7 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
     budget -= n;
   }
   if (parts.empty()) return {};
+  ++stats.prefill_passes;
   auto last_pv = model.prefill(to_device(fresh, model.device()), parts, cache);
   std::vector<int64_t> done;  // rows of last_pv whose prompt is now wholly prefilled
   for (size_t i = 0; i < parts.size(); ++i) {

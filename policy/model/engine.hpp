@@ -85,6 +85,14 @@ struct engine_options {
   /// prefilled over several steps while the running sequences go on decoding, so one long
   /// observation does not stall them. 0: each prompt at once.
   int32_t prefill_chunk = 2048;
+  /// While others decode, prompts waiting to be prefilled are held for up to this many steps so
+  /// that one prefill pass takes several of them (a pass runs at once when they fill
+  /// prefill_chunk, when nothing decodes, or when requests wait for a slot). 0: every step
+  /// prefills what has arrived. Rationale: prefilling steps run eagerly and are bound by the
+  /// host's launches; in the cached agent workload 960 of them carried ~1,035 tokens each as the
+  /// 64 conversations' turns arrived a few at a time, 11.1 s of a 38.25 s run on an H100 beyond
+  /// their decode (bench/results/2026-12-06-policy-h100-mma-rows.md). Off until measured.
+  int32_t prefill_wait_steps = 0;
   /// How decode steps and prefills after a cached prefix read the KV cache (policy::cache_attention):
   /// sdpa, matmul, flash (CUDA, bfloat16 / float16), or automatic ("auto"): flash where it
   /// applies, else sdpa. Rationale: flash reads only each row's used keys and splits long rows over
@@ -141,6 +149,8 @@ struct engine_stats {
   uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
   double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
   uint64_t overlapped_steps = 0;     ///< Decode steps launched before the last step's tokens reached the host.
+  uint64_t prefill_passes = 0;       ///< Steps that ran a prefill pass (packed parts of the prompts being admitted).
+  uint64_t prefill_holds = 0;        ///< Steps whose prefill was held for more prompts (prefill_wait_steps).
   uint64_t overlap_dropped_rows =
       0;  ///< Overlapped rows of sequences that had ended the step before (a stop token or string).
   // Paged layout only (zero for slots):

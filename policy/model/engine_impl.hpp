@@ -39,6 +39,8 @@ struct sequence {
   // below which keys had been computed before (preempted or evicted: prefilling them is recomputation).
   std::vector<int64_t> blocks;
   uint64_t admitted_at = 0;
+  // The engine's admit_calls when it joined the prefill queue (prefill_wait_steps).
+  uint64_t prefill_queued = 0;
   int64_t recompute_below = 0;
   // Overlapped decoding: tokens drawn for this sequence that have not reached the host yet (0-2).
   int64_t unlanded = 0;
@@ -101,6 +103,10 @@ struct generation_engine::impl {
   void apply_pending();
   torch::Tensor decode_running(std::vector<sequence*>& rows);
   torch::Tensor admit(std::vector<sequence*>& rows);
+  // Whether this step's prefill pass waits for more prompts (prefill_wait_steps), given the
+  // step's decode rows and its token budget.
+  bool hold_prefill(const std::vector<sequence*>& rows, int64_t budget) const;
+  uint64_t admit_calls = 0;  // admit() calls so far: the steps a queued prompt has waited
   void claim_slot(const slot_choice& choice);
   slot_choice choose_slot(const std::vector<int32_t>& prompt) const;
   void keep_prefix(sequence& seq);

@@ -264,6 +264,7 @@ bool generation_engine::impl::admit_paged() {
   seq.cached = reuse.tokens;
   seq.prefilling = true;
   seq.admitted_at = ++admission_clock;
+  seq.prefill_queued = admit_calls;
   prefilling.push_back(seq.slot);
   ++stats.admissions;
   stats.reused_tokens += static_cast<uint64_t>(reuse.tokens);

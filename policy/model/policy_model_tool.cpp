@@ -55,6 +55,7 @@
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
 // --no-prefix-cache re-prefills every prompt, --overlap (engine_options::overlap: a decode step
 // launched before the last one's tokens reach the host), --prefill-chunk N (0: whole prompts),
+// --prefill-wait-steps N (engine_options::prefill_wait_steps),
 // --cache-attention auto|sdpa|matmul|flash (how decode reads the KV cache), --max-batch,
 // --max-context, --kv-layout slots|paged, --kv-cache-dtype auto|fp8_e4m3, --kv-block-size N,
 // --kv-cache-tokens N (paged),

@@ -81,6 +81,8 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.decode_block_runs -= before.decode_block_runs;
   now.overlapped_steps -= before.overlapped_steps;
   now.overlap_dropped_rows -= before.overlap_dropped_rows;
+  now.prefill_passes -= before.prefill_passes;
+  now.prefill_holds -= before.prefill_holds;
   return now;
 }
 
@@ -94,6 +96,7 @@ void print_stats(const engine_stats& s) {
             << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
             << ",\"moved\":" << s.moved_tokens << ",\"block_runs\":" << s.decode_block_runs
             << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
+            << ",\"prefill_passes\":" << s.prefill_passes << ",\"prefill_holds\":" << s.prefill_holds
             << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
             << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
@@ -142,6 +145,7 @@ engine_options engine_options_of(const args& a) {
   options.flash_decode_shares =
       std::stoi(get(a, "flash-decode-shares", std::to_string(engine_options{}.flash_decode_shares)));
   options.decode_gemv_rows = std::stoi(get(a, "decode-gemv-rows", std::to_string(engine_options{}.decode_gemv_rows)));
+  options.prefill_wait_steps = std::stoi(get(a, "prefill-wait-steps", std::to_string(options.prefill_wait_steps)));
   options.decode_mma_rows = std::stoi(get(a, "decode-mma-rows", std::to_string(engine_options{}.decode_mma_rows)));
   return options;
 }

@@ -481,6 +481,58 @@ TEST(chunked_prefill, a_long_prompt_is_prefilled_over_steps_while_others_decode)
   }()));
 }
 
+// Prompts submitted one step apart while a sequence decodes: with prefill_wait_steps 3 the first
+// waits for the next two and one pass prefills the three; the tokens are those of an engine that
+// prefills each as it arrives.
+TEST(chunked_prefill, prompts_arriving_while_others_decode_wait_for_one_fuller_pass) {
+  engine_options o;
+  o.model_dir = model_long();
+  o.max_batch = 4;
+  o.prefill_chunk = 64;
+  const auto runner = greedy(observation(1, 0, 6), 24);
+  const std::vector<generation_request> arrivals = {greedy(observation(2, 0, 9), 5), greedy(observation(3, 0, 7), 5),
+                                                    greedy(observation(4, 0, 8), 5)};
+  struct run {
+    std::map<uint64_t, generation_result> results;
+    engine_stats stats;
+  };
+  const auto play = [&](int32_t wait_steps) {
+    auto opts = o;
+    opts.prefill_wait_steps = wait_steps;
+    auto engine = generation_engine::open(opts).value();
+    run out;
+    EXPECT_TRUE(engine->submit(runner));
+    EXPECT_TRUE(engine->step());  // the runner is prefilled (nothing decodes: no wait) and decodes
+    for (int step = 1; !engine->idle(); ++step) {
+      if (step <= static_cast<int>(arrivals.size()))
+        EXPECT_TRUE(engine->submit(arrivals[static_cast<size_t>(step - 1)]));
+      auto done = engine->step();
+      EXPECT_TRUE(done);
+      for (auto& r : done.value()) out.results[r.id] = std::move(r);
+    }
+    out.stats = engine->stats();
+    EXPECT_EQ(out.results.size(), 1 + arrivals.size());
+    return out;
+  };
+  const run each = play(0), held = play(3);
+  EXPECT_EQ(each.stats.prefill_passes, 1 + arrivals.size());  // the runner's, then one an arrival
+  EXPECT_EQ(each.stats.prefill_holds, 0u);
+  // Held: the first arrival (step 1) is held in steps 1 to 3; at step 4 it has waited 3 steps and
+  // the three arrivals go in one pass.
+  EXPECT_EQ(held.stats.prefill_passes, 2u);
+  EXPECT_EQ(held.stats.prefill_holds, 3u);
+  EXPECT_EQ(held.stats.prefilled_tokens, each.stats.prefilled_tokens);
+  for (const auto& [id, result] : each.results) {
+    ASSERT_TRUE(held.results.count(id)) << id;
+    expect_same(held.results.at(id), result, "request " + std::to_string(id));
+  }
+  EXPECT_FALSE(generation_engine::open([&] {
+    auto bad = o;
+    bad.prefill_wait_steps = -1;
+    return bad;
+  }()));
+}
+
 TEST(engine, matmul_decode_attention_equals_sdpa_over_rows_of_different_lengths) {
   for (const model_dtype dtype : {model_dtype::float32, model_dtype::bfloat16}) {
     const std::string name = to_string(dtype);
