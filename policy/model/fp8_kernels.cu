@@ -22,6 +22,7 @@
 // fp8_join_kernel: a block per (row, query head): the splits' log-sum-exps to weights in shared
 // memory, then their outputs summed by 128 or 1,024 threads (a float4 of dimensions each, the
 // splits strided over the threads) and reduced once through shared memory.
+#include "policy/model/async_copy.cuh"
 #include "policy/model/fp8_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
 
@@ -184,18 +185,6 @@ struct stage_layout {
   __device__ __forceinline__ static int key_chunk(int r, int c) { return E == 128 ? c ^ (r & 1) : c; }
   __device__ __forceinline__ static int value_chunk(int r, int c) { return c ^ ((((r >> 2) & 3) << 1) & (chunks - 1)); }
 };
-
-__device__ __forceinline__ void copy_16(uint8_t* dst, const uint8_t* src) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void copy_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int Pending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
 
 // The warp's copies of keys first..first + 15 into `stage` (keys at or past `used` are not read;
 // the reader zeroes them).

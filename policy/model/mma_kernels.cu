@@ -22,6 +22,7 @@
 // 2qd + 8 + {0, 1}, taken as elements 8qd + 4s + {0, 1} and + {2, 3}. A lane's operand words for a
 // stage are then one 16-byte run of a weight row (rows gr and gr + 8 of the tile) and of an input
 // row (row gr of the n-tile), read from shared memory as whole vectors.
+#include "policy/model/async_copy.cuh"
 #include "policy/model/element_math.cuh"
 #include "policy/model/fused_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
@@ -73,19 +74,6 @@ struct mma_args {
   void* y_bn;
   int64_t b, n, d;
 };
-
-__device__ __forceinline__ void copy_16(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void copy_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int Pending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
 
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -142,7 +130,7 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
     for (int j = 0; j < w_copies; ++j) {
       const int i = (j * mma_threads + threadIdx.x) / 4;
       const bool valid = rows_of[j] >= 0 && k < d;
-      copy_16(dst + i * (mma_k * 2) + vec * 16, valid ? w + rows_of[j] * d + k : w, valid);
+      copy_16_or_zero(dst + i * (mma_k * 2) + vec * 16, valid ? w + rows_of[j] * d + k : w, valid);
     }
   };
   const auto issue_x = [&](int64_t stage, int slot) {
@@ -151,7 +139,7 @@ __global__ void __launch_bounds__(mma_threads) mma_rows_kernel(const mma_args a)
     for (int c = threadIdx.x; c < NT * 8 * 4; c += mma_threads) {
       const int r = c / 4;
       const bool valid = r < b && k < d;
-      copy_16(dst + r * (mma_k * 2) + vec * 16, valid ? x + r * d + k : x, valid);
+      copy_16_or_zero(dst + r * (mma_k * 2) + vec * 16, valid ? x + r * d + k : x, valid);
     }
   };
 

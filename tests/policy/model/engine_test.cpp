@@ -579,6 +579,13 @@ TEST(engine, matmul_decode_attention_equals_sdpa_over_rows_of_different_lengths)
 namespace {
 
 // An engine opened with `o` (on model_a) greedily decodes one request as the default engine does.
+/// open(o) fails with a message holding `message`.
+void expect_refused(const engine_options& o, const std::string& message) {
+  auto refused = generation_engine::open(o);
+  ASSERT_FALSE(refused) << message;
+  EXPECT_NE(refused.error().message.find(message), std::string::npos) << refused.error().message;
+}
+
 void expect_default_tokens(const engine_options& o) {
   auto engine = generation_engine::open(o);
   ASSERT_TRUE(engine) << engine.error().message;
@@ -619,40 +626,28 @@ TEST(engine, negative_flash_decode_shares_are_refused_and_shares_leave_sdpa_alon
   }
 }
 
-TEST(engine, decode_gemv_rows_outside_0_to_8_are_refused_and_leave_the_cpu_alone) {
+TEST(engine, decode_gemv_and_mma_rows_out_of_range_are_refused_and_leave_the_cpu_alone) {
   engine_options o;
   o.model_dir = model_a();
   o.max_batch = 2;
   for (int32_t rows : {-1, 9}) {
     o.decode_gemv_rows = rows;
-    auto refused = generation_engine::open(o);
-    ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().message.find("decode_gemv_rows must be in 0..8, got " + std::to_string(rows)),
-              std::string::npos)
-        << refused.error().message;
+    expect_refused(o, "decode_gemv_rows must be in 0..8, got " + std::to_string(rows));
   }
-  for (int32_t rows : {0, 8}) {  // the kernels run on CUDA only: the CPU decodes as the default engine does
+  o.decode_gemv_rows = 1;
+  for (int32_t rows : {-1, 65}) {
+    o.decode_mma_rows = rows;
+    expect_refused(o, "decode_mma_rows must be in 0..64, got " + std::to_string(rows));
+  }
+  // The matrix-vector kernels run on CUDA only, the tensor-core ones on CUDA in bf16 / fp16, and
+  // programmatic launch is a launch attribute of the CUDA kernels: the CPU decodes as the default.
+  for (int32_t rows : {0, 8}) {
     o.decode_gemv_rows = rows;
+    o.decode_mma_rows = rows == 0 ? 0 : 64;
     expect_default_tokens(o);
   }
   o.decode_gemv_rows = 1;
-  o.programmatic_launch = false;  // a launch attribute of the CUDA kernels: the CPU decodes alike
-  expect_default_tokens(o);
-}
-
-TEST(engine, decode_mma_rows_outside_0_to_64_are_refused_and_leave_the_cpu_alone) {
-  engine_options o;
-  o.model_dir = model_a();
-  o.max_batch = 2;
-  for (int32_t rows : {-1, 65}) {
-    o.decode_mma_rows = rows;
-    auto refused = generation_engine::open(o);
-    ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().message.find("decode_mma_rows must be in 0..64, got " + std::to_string(rows)),
-              std::string::npos)
-        << refused.error().message;
-  }
-  o.decode_mma_rows = 64;  // tensor-core kernels run on CUDA in bf16 / fp16 only: the CPU decodes alike
+  o.programmatic_launch = false;
   expect_default_tokens(o);
 }
 
