@@ -41,7 +41,8 @@ def run_name(path, result):
 
 
 def placement(r):
-    """Runs a decode row, keys moved, prefix hit rate: what the paged layout's placement did."""
+    """Runs a decode row, keys moved, prefix hit rate: what the paged layout's placement did; the
+    prefill passes and their holds where the run held any (prefill_wait_steps)."""
     parts = []
     if r.get("block_runs") and r.get("decoded"):
         parts.append(f"{r['block_runs'] / r['decoded']:.2f} runs a row")
@@ -49,6 +50,8 @@ def placement(r):
         parts.append(f"{r['moved']:,} keys moved")
     if r.get("prefix_hit_rate"):
         parts.append(f"hit rate {r['prefix_hit_rate']:.3f}")
+    if r.get("prefill_holds"):
+        parts.append(f"{r['prefill_passes']:,} prefill passes, {r['prefill_holds']:,} held")
     return ", ".join(parts)
 
 

@@ -25,6 +25,16 @@ def test_a_call_reads_as_one_row_per_run_and_workload():
     assert "| main | agent workload, prefix cache | 44.51 s | hit rate 0.959 |" in rows
 
 
+def test_a_run_that_held_prefills_shows_its_passes_and_holds(tmp_path):
+    # The CPU dry run's cached workload with prefill_wait_steps 4 (2026-12-06-policy-prefill-wait-cpu.md).
+    cached = {"seconds": 2.71, "prefix_hit_rate": 0.9596, "prefill_passes": 33, "prefill_holds": 5}
+    (tmp_path / "agent.json").write_text(json.dumps({"prefill_wait_steps": 4, "agent_cached": cached}))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("| main (prefill_wait_steps=4) | agent workload, prefix cache | 2.71 s | "
+            "hit rate 0.960, 33 prefill passes, 5 held |") in proc.stdout, proc.stdout
+
+
 def test_a_missing_folder_is_named(tmp_path):
     proc = summarize(tmp_path / "nowhere")
     assert proc.returncode != 0
