@@ -481,14 +481,12 @@ TEST(chunked_prefill, a_long_prompt_is_prefilled_over_steps_while_others_decode)
   }()));
 }
 
-// Prompts submitted one step apart while a sequence decodes: with prefill_wait_steps 3 the first
-// waits for the next two and one pass prefills the three; the tokens are those of an engine that
-// prefills each as it arrives.
-TEST(chunked_prefill, prompts_arriving_while_others_decode_wait_for_one_fuller_pass) {
-  engine_options o;
-  o.model_dir = model_long();
-  o.max_batch = 4;
-  o.prefill_chunk = 64;
+namespace {
+
+// Prompts submitted one step apart while a sequence decodes (engine `o`, prefill_chunk 64): with
+// prefill_wait_steps 3 the first waits for the next two and one pass prefills the three; the
+// tokens are those of an engine that prefills each as it arrives.
+void expect_held_prefill_passes(const engine_options& o) {
   const auto runner = greedy(observation(1, 0, 6), 24);
   const std::vector<generation_request> arrivals = {greedy(observation(2, 0, 9), 5), greedy(observation(3, 0, 7), 5),
                                                     greedy(observation(4, 0, 8), 5)};
@@ -526,8 +524,28 @@ TEST(chunked_prefill, prompts_arriving_while_others_decode_wait_for_one_fuller_p
     ASSERT_TRUE(held.results.count(id)) << id;
     expect_same(held.results.at(id), result, "request " + std::to_string(id));
   }
-  EXPECT_FALSE(generation_engine::open([&] {
-    auto bad = o;
+}
+
+}  // namespace
+
+TEST(chunked_prefill, prompts_arriving_while_others_decode_wait_for_one_fuller_pass) {
+  for (const bool paged : {false, true})
+    for (const bool overlap : {false, true}) {
+      SCOPED_TRACE(std::string(paged ? "paged" : "slots") + (overlap ? ", overlapped" : ""));
+      engine_options o;
+      o.model_dir = model_long();
+      o.max_batch = 4;
+      o.prefill_chunk = 64;
+      o.overlap = overlap;
+      if (paged) {
+        o.kv_layout = kv_layout_kind::paged;
+        o.kv_block_size = 8;
+      }
+      expect_held_prefill_passes(o);
+    }
+  EXPECT_FALSE(generation_engine::open([] {
+    engine_options bad;
+    bad.model_dir = model_long();
     bad.prefill_wait_steps = -1;
     return bad;
   }()));
