@@ -292,16 +292,31 @@ torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tens
 #endif
 }
 
-bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  if (max_rows < 1 || !x.defined() || !w.defined() || x.dim() < 1 || w.dim() != 2) return false;
+namespace {
+
+/// The rows' count of x [.., d] for a kernel of linear_rows: x, w [n, d] and bias [n] (if defined)
+/// on which the kernels apply, x and w 16-byte aligned, d a whole number of 16-byte vectors; -1
+/// where they do not.
+int64_t linear_kernel_rows(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
+  if (!x.defined() || !w.defined() || x.dim() < 1 || w.dim() != 2) return -1;
   const int64_t d = x.size(-1);
-  if (w.size(1) != d || d < 1 || x.numel() / d > std::min(max_rows, kernels::gemv_max_rows)) return false;
-  if (!(bias.defined() ? applies({&x, &w, &bias}) : applies({&x, &w}))) return false;
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0))) return false;
+  if (w.size(1) != d || d < 1) return -1;
+  if (!(bias.defined() ? applies({&x, &w, &bias}) : applies({&x, &w}))) return -1;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0))) return -1;
   const int64_t per_vec = 16 / static_cast<int64_t>(x.element_size());
   const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  return d % per_vec == 0 && aligned(x) && aligned(w);
+  return d % per_vec == 0 && aligned(x) && aligned(w) ? x.numel() / d : -1;
+}
+
+}  // namespace
+#endif
+
+bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (max_rows < 1) return false;
+  const int64_t b = linear_kernel_rows(x, w, bias);
+  return b >= 0 && b <= std::min(max_rows, kernels::gemv_max_rows);
 #else
   (void)x, (void)w, (void)bias, (void)max_rows;
   return false;
@@ -311,17 +326,12 @@ bool linear_rows_fuses(const torch::Tensor& x, const torch::Tensor& w, const tor
 bool linear_mma_fuses(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int64_t max_rows,
                       int64_t mma_rows) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
-  if (mma_rows < 1 || !x.defined() || !w.defined() || x.dim() < 1 || w.dim() != 2) return false;
-  const int64_t d = x.size(-1);
-  if (w.size(1) != d || d < 1 || linear_rows_fuses(x, w, bias, max_rows)) return false;
-  const int64_t b = x.numel() / d;
-  if (b > std::min(mma_rows, kernels::mma_max_rows)) return false;
-  if (!(bias.defined() ? applies({&x, &w, &bias}) : applies({&x, &w}))) return false;
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0))) return false;
+  if (mma_rows < 1 || linear_rows_fuses(x, w, bias, max_rows)) return false;
+  const int64_t b = linear_kernel_rows(x, w, bias);
+  if (b < 0 || b > std::min(mma_rows, kernels::mma_max_rows)) return false;
   kernels::element el = kernels::element::fp32;
   element_of(x.scalar_type(), el);
-  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  return kernels::mma_rows_fits(el, b, w.size(0), d, false) && aligned(x) && aligned(w);
+  return kernels::mma_rows_fits(el, b, w.size(0), x.size(-1), false);
 #else
   (void)x, (void)w, (void)bias, (void)max_rows, (void)mma_rows;
   return false;
