@@ -222,6 +222,10 @@ def main():
     parser.add_argument("--profile-keys", type=int, default=0,
                         help="with --profile-out: also profile the 64-row step with prompts of this many tokens "
                              "(profile-graphs-long.json)")
+    parser.add_argument("--profile-turn", type=int, default=0,
+                        help="with --profile-out: also profile 20 steps of the cached workload as turn J + 1's "
+                             "prompts arrive over turn J's cached keys (agent-bench --from-turn J --turns J + 1: "
+                             "prefilling steps among decode steps; profile-cached-turn.json); 0: none")
     parser.add_argument("--prefill-chunk", type=int, default=-1,
                         help="the engine's prefill_chunk (tokens prefilled per step) for every run; -1: its default")
     parser.add_argument("--no-fused-kernels", action="store_true",
@@ -340,6 +344,16 @@ def main():
                 summary = json.loads(path.read_text())
                 summary["kernels"] = summary["kernels"][:16]
                 report(f"profile_64_rows_{args.profile_keys}_keys", summary)
+            if args.profile_turn > 0:
+                # Prefill passes as the cached run has them (over a conversation's cached keys,
+                # among decode steps), under the profiler: a pass's kernels and the host's gaps.
+                path = args.profile_out / "profile-cached-turn.json"
+                run(tool, *agent[:agent.index("--turns")], "--turns", args.profile_turn + 1, "--from-turn",
+                    args.profile_turn, *agent[agent.index("--system"):], "--cache-attention", mode, "--profile", path,
+                    "--profile-after-turn", args.profile_turn, "--profile-steps", 20)
+                summary = json.loads(path.read_text())
+                summary["kernels"] = summary["kernels"][:16]
+                report(f"profile_cached_turn_{args.profile_turn + 1}", summary)
         cached = None
         if "cached" not in args.skip:
             turns = []

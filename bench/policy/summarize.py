@@ -73,12 +73,27 @@ def rows_of(path):
                 yield name, f"{label}: the turns besides attention, from the turn times", \
                     f"{slope['run_seconds_without_attention']:.2f} s " \
                     f"({slope['turn_seconds_without_attention']:.3f} s a turn)", ""
+            yield from host_rows(name, label, r)
             yield from step_rows(name, label, r.get("steps"))
     if "agent_speedup" in result:
         yield name, "prefix cache speedup", f"{result['agent_speedup']:.2f}x", ""
     if "long_131072" in result:
         r = result["long_131072"]
         yield name, "one sequence at 131,072: decode", f"{r['decode_tokens_per_s']:.1f} tok/s", placement(r)
+
+
+def host_rows(name, label, r):
+    """The host's side of a run (engine_stats): the time it took to launch the prefill passes, a
+    pass, and the time it waited for the device's tokens. A pass launched in about its device time
+    is bound by the host; a run that waits little is too."""
+    if r.get("prefill_host_seconds") is None:
+        return
+    passes = r.get("prefill_passes") or 0
+    each = f" ({r['prefill_host_seconds'] / passes * 1e3:.2f} ms a pass)" if passes else ""
+    yield name, f"{label}: host time launching prefill passes", f"{r['prefill_host_seconds']:.2f} s{each}", \
+        f"{passes:,} passes"
+    if r.get("wait_seconds") is not None:
+        yield name, f"{label}: host time waiting for the device", f"{r['wait_seconds']:.2f} s", ""
 
 
 def step_rows(name, label, steps):

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -58,6 +59,7 @@ status engine_options::validate() const {
 }
 
 using engine_detail::kept_prefix;
+using engine_detail::seconds_since;
 using engine_detail::sequence;
 using engine_detail::slot_choice;
 
@@ -397,7 +399,9 @@ torch::Tensor generation_engine::impl::admit(std::vector<sequence*>& rows) {
   }
   if (parts.empty()) return {};
   ++stats.prefill_passes;
+  const auto launched = std::chrono::steady_clock::now();
   auto last_pv = model.prefill(to_device(fresh, model.device()), parts, cache);
+  stats.prefill_host_seconds += seconds_since(launched);
   std::vector<int64_t> done;  // rows of last_pv whose prompt is now wholly prefilled
   for (size_t i = 0; i < parts.size(); ++i) {
     sequence& seq = *slots[static_cast<size_t>(parts[i].slot)];
@@ -448,8 +452,11 @@ std::vector<generation_result> generation_engine::impl::sample_and_advance(const
     forced.push_back(at < f.size() ? f[at] : -1);
   }
   auto drawn = sample_tokens(logits_rv, params, uniforms, forced, options.fused_kernels);
+  auto rows_nr = host_rows(logits_rv, drawn.tokens_b, drawn.logprobs_b);
   // The step's one host synchronisation.
-  auto host_nr = host_rows(logits_rv, drawn.tokens_b, drawn.logprobs_b).cpu();
+  const auto waiting_since = std::chrono::steady_clock::now();
+  auto host_nr = rows_nr.cpu();
+  if (rows_nr.is_cuda()) stats.wait_seconds += seconds_since(waiting_since);
   auto host = host_nr.accessor<float, 2>();
   std::vector<generation_result> done;
   for (size_t i = 0; i < rows.size(); ++i) {

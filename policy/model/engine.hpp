@@ -151,6 +151,13 @@ struct engine_stats {
   uint64_t overlapped_steps = 0;     ///< Decode steps launched before the last step's tokens reached the host.
   uint64_t prefill_passes = 0;       ///< Steps that ran a prefill pass (packed parts of the prompts being admitted).
   uint64_t prefill_holds = 0;        ///< Steps whose prefill was held for more prompts (prefill_wait_steps).
+  /// Host time inside prefill passes. On a GPU nothing in a pass waits for the device, so this is
+  /// the time to launch its kernels: near the pass's device time, the passes are bound by the host.
+  /// On the CPU it is the pass's compute.
+  double prefill_host_seconds = 0;
+  /// Host time blocked until a step's drawn tokens reached it (the step's one synchronisation,
+  /// overlapped or not): the device was behind the host for that long. Zero on the CPU.
+  double wait_seconds = 0;
   uint64_t overlap_dropped_rows =
       0;  ///< Overlapped rows of sequences that had ended the step before (a stop token or string).
   // Paged layout only (zero for slots):

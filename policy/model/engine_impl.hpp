@@ -5,6 +5,7 @@
 // Internal to policy/model.
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,11 @@ struct slot_choice {
   int64_t reuse = 0;       // prompt tokens whose keys will be in the slot before prefill
   int64_t copy_from = -1;  // slot whose first `reuse` keys are copied in, or -1
 };
+
+/// Seconds of the host's clock since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace engine_detail
 

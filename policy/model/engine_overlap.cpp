@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <random>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 namespace caf_agent::policy {
 
 using engine_detail::flight;
+using engine_detail::seconds_since;
 using engine_detail::sequence;
 
 bool generation_engine::impl::can_overlap() {
@@ -157,7 +159,11 @@ std::vector<generation_result> generation_engine::impl::overlapped_step() {
 }
 
 std::vector<generation_result> generation_engine::impl::land(flight f) {
-  if (f.copied) f.copied->synchronize();
+  if (f.copied) {
+    const auto waiting_since = std::chrono::steady_clock::now();
+    f.copied->synchronize();
+    stats.wait_seconds += seconds_since(waiting_since);
+  }
   auto host = f.host_nr.accessor<float, 2>();
   std::vector<generation_result> done;
   for (size_t i = 0; i < f.rows.size(); ++i) {

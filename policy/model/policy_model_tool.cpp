@@ -19,7 +19,9 @@
 //            --temperature T (default 1), --from-turn J (start at turn J with the earlier turns'
 //            tokens in the first prompt), --print (each reply as a JSON line with its episode and
 //            turn, before the summary), --prefill-only (one token per request: the prompts' prefill
-//            alone); on stderr {"turn":j,"seconds":..} as each turn completes
+//            alone); on stderr {"turn":j,"seconds":..} as each turn completes; --profile FILE
+//            --profile-after-turn J [--profile-steps N]: the N steps (default 20) after every episode
+//            finished turn J under the profiler, as bench's --profile, with the prefill passes among them
 //   sample   --logits FILE --params FILE --rows B --vocab V --out FILE   the fused sampling kernel
 //            (fused_ops.hpp's sample_rows) on raw fp32 logits [B, V] and params [4 * B] (per row:
 //            temperature, uniform, greedy, forced); writes fp32 [2, B]: the tokens, the logprobs

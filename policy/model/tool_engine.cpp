@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -83,6 +84,8 @@ engine_stats stats_since(const engine_stats& before, engine_stats now) {
   now.overlap_dropped_rows -= before.overlap_dropped_rows;
   now.prefill_passes -= before.prefill_passes;
   now.prefill_holds -= before.prefill_holds;
+  now.prefill_host_seconds -= before.prefill_host_seconds;
+  now.wait_seconds -= before.wait_seconds;
   return now;
 }
 
@@ -97,6 +100,7 @@ void print_stats(const engine_stats& s) {
             << ",\"moved\":" << s.moved_tokens << ",\"block_runs\":" << s.decode_block_runs
             << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
             << ",\"prefill_passes\":" << s.prefill_passes << ",\"prefill_holds\":" << s.prefill_holds
+            << ",\"prefill_host_seconds\":" << s.prefill_host_seconds << ",\"wait_seconds\":" << s.wait_seconds
             << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
             << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
             << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
@@ -154,74 +158,102 @@ void synchronize(const engine_options& options) {
   if (options.device != "cpu") torch::cuda::synchronize();
 }
 
-// bench --profile FILE: `steps` engine steps under the Kineto profiler (CPU and CUDA activity);
-// FILE gets per step the wall time, the device's busy time (kernels and copies summed) and their
-// count, and the kernels by total device time. Shows whether a step is bound by its kernels'
-// count (many short ones), by the host between steps, or by a few long ones. With programmatic
-// launch a kernel starts before the one ahead of it ends and its time includes that wait, so the
-// summed times overlap: each kernel's `us_added_per_step` is instead the part of its events that
-// no earlier-starting event covers (the time it adds to the device's timeline), and
-// `device_span_us_per_step` their sum (the busy time counted once).
+// Engine steps under the Kineto profiler (CPU and CUDA activity) from its construction; finish()
+// after the last writes FILE with, per step, the wall time, the device's busy time
+// (kernels and copies summed) and their count, the prefill passes and tokens among the steps, and
+// the kernels by total device time. Shows whether a step is bound by its kernels' count (many
+// short ones), by the host between steps, or by a few long ones. With programmatic launch a kernel
+// starts before the one ahead of it ends and its time includes that wait, so the summed times
+// overlap: each kernel's `us_added_per_step` is instead the part of its events that no
+// earlier-starting event covers (the time it adds to the device's timeline), and
+// `device_span_us_per_step` their sum (the busy time counted once). The profiler's own recording
+// adds host time to every op, so the wall time overstates an unprofiled step's host part
+// (engine_stats::prefill_host_seconds has it without the profiler).
+class profiled_steps {
+ public:
+  profiled_steps(const generation_engine& engine, const engine_options& options) : options_(options) {
+    if (options.device != "cpu") activities_.insert(torch::profiler::impl::ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config_, activities_);
+    synchronize(options);
+    before_ = engine.stats();
+    torch::autograd::profiler::enableProfiler(config_, activities_);
+    start_ = std::chrono::steady_clock::now();
+  }
+
+  profiled_steps(const profiled_steps&) = delete;
+  profiled_steps& operator=(const profiled_steps&) = delete;
+  ~profiled_steps() {
+    if (!finished_) (void)torch::autograd::profiler::disableProfiler();  // a step failed
+  }
+
+  // `ran`: the steps since the constructor.
+  status finish(const generation_engine& engine, int ran, const std::string& path) {
+    finished_ = true;
+    synchronize(options_);
+    const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+    auto result = torch::autograd::profiler::disableProfiler();
+    const auto s = stats_since(before_, engine.stats());
+    struct total {
+      double us = 0;
+      int64_t calls = 0;
+      size_t index = 0;  // in the timeline
+    };
+    std::map<std::string, total> by_kernel;
+    double device_us = 0;
+    int64_t device_events = 0;
+    std::vector<device_event> events;
+    for (const auto& e : result->events()) {
+      if (e.deviceType() != c10::DeviceType::CUDA) continue;
+      const double us = static_cast<double>(e.durationNs()) / 1000.0;
+      auto [it, added] = by_kernel.try_emplace(e.name(), total{0.0, 0, by_kernel.size()});
+      it->second.us += us;
+      it->second.calls += 1;
+      device_us += us;
+      ++device_events;
+      events.push_back({e.startNs(), e.endNs(), it->second.index});
+    }
+    const auto timeline = read_device_timeline(std::move(events), by_kernel.size());
+    std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
+    std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
+    const double n = std::max(ran, 1);
+    std::ofstream f(path);
+    f << "{\"steps\":" << ran << ",\"decode_steps\":" << s.decode_steps << ",\"graph_replays\":" << s.graph_replays
+      << ",\"graph_captures\":" << s.graph_captures << ",\"prefill_passes\":" << s.prefill_passes
+      << ",\"prefilled_tokens\":" << s.prefilled_tokens << ",\"wall_us_per_step\":" << wall_us / n
+      << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_span_us_per_step\":" << timeline.span_us / n
+      << ",\"device_events_per_step\":" << device_events / n
+      << ",\"short_gaps_per_step\":" << static_cast<double>(timeline.short_gaps) / n
+      << ",\"short_gap_us_per_step\":" << timeline.short_gap_us / n
+      << ",\"long_gaps_per_step\":" << static_cast<double>(timeline.long_gaps) / n
+      << ",\"long_gap_us_per_step\":" << timeline.long_gap_us / n << ",\"longest_gap_us\":" << timeline.longest_gap_us
+      << ",\"kernels\":[";
+    for (size_t i = 0; i < kernels.size(); ++i)
+      f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first)
+        << ",\"calls_per_step\":" << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n
+        << ",\"us_added_per_step\":" << timeline.added_us[kernels[i].second.index] / n << "}";
+    f << "]}\n";
+    if (!f) return fail("cannot write " + path);
+    std::cerr << "profile: " << ran << " steps, " << wall_us / n << " us wall, " << device_us / n << " us device busy, "
+              << device_events / n << " device events per step\n";
+    return {};
+  }
+
+ private:
+  engine_options options_;
+  std::set<torch::profiler::impl::ActivityType> activities_{torch::profiler::impl::ActivityType::CPU};
+  torch::profiler::impl::ProfilerConfig config_{torch::profiler::impl::ProfilerState::KINETO};
+  engine_stats before_;
+  std::chrono::steady_clock::time_point start_;
+  bool finished_ = false;
+};
+
+// bench --profile FILE: `steps` engine steps under the profiler (profiled_steps).
 status profile_steps(generation_engine& engine, const engine_options& options, int steps, const std::string& path) {
-  namespace prof = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  std::set<ActivityType> activities{ActivityType::CPU};
-  if (options.device != "cpu") activities.insert(ActivityType::CUDA);
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  prof::prepareProfiler(config, activities);
-  synchronize(options);
-  const auto before = engine.stats();
-  prof::enableProfiler(config, activities);
-  const auto start = std::chrono::steady_clock::now();
+  profiled_steps profiled(engine, options);
   int ran = 0;
   for (; ran < steps && !engine.idle(); ++ran)
     if (auto done = engine.step(); !done) return done.error();
-  synchronize(options);
-  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  auto result = prof::disableProfiler();
-  const auto s = stats_since(before, engine.stats());
-  struct total {
-    double us = 0;
-    int64_t calls = 0;
-    size_t index = 0;  // in the timeline
-  };
-  std::map<std::string, total> by_kernel;
-  double device_us = 0;
-  int64_t device_events = 0;
-  std::vector<device_event> events;
-  for (const auto& e : result->events()) {
-    if (e.deviceType() != c10::DeviceType::CUDA) continue;
-    const double us = static_cast<double>(e.durationNs()) / 1000.0;
-    auto [it, added] = by_kernel.try_emplace(e.name(), total{0.0, 0, by_kernel.size()});
-    it->second.us += us;
-    it->second.calls += 1;
-    device_us += us;
-    ++device_events;
-    events.push_back({e.startNs(), e.endNs(), it->second.index});
-  }
-  const auto timeline = read_device_timeline(std::move(events), by_kernel.size());
-  std::vector<std::pair<std::string, total>> kernels(by_kernel.begin(), by_kernel.end());
-  std::sort(kernels.begin(), kernels.end(), [](const auto& x, const auto& y) { return x.second.us > y.second.us; });
-  const double n = std::max(ran, 1);
-  std::ofstream f(path);
-  f << "{\"steps\":" << ran << ",\"decode_steps\":" << s.decode_steps << ",\"graph_replays\":" << s.graph_replays
-    << ",\"graph_captures\":" << s.graph_captures << ",\"wall_us_per_step\":" << wall_us / n
-    << ",\"device_busy_us_per_step\":" << device_us / n << ",\"device_span_us_per_step\":" << timeline.span_us / n
-    << ",\"device_events_per_step\":" << device_events / n
-    << ",\"short_gaps_per_step\":" << static_cast<double>(timeline.short_gaps) / n
-    << ",\"short_gap_us_per_step\":" << timeline.short_gap_us / n
-    << ",\"long_gaps_per_step\":" << static_cast<double>(timeline.long_gaps) / n
-    << ",\"long_gap_us_per_step\":" << timeline.long_gap_us / n << ",\"longest_gap_us\":" << timeline.longest_gap_us
-    << ",\"kernels\":[";
-  for (size_t i = 0; i < kernels.size(); ++i)
-    f << (i ? "," : "") << "{\"name\":" << json_string(kernels[i].first)
-      << ",\"calls_per_step\":" << kernels[i].second.calls / n << ",\"us_per_step\":" << kernels[i].second.us / n
-      << ",\"us_added_per_step\":" << timeline.added_us[kernels[i].second.index] / n << "}";
-  f << "]}\n";
-  if (!f) return fail("cannot write " + path);
-  std::cerr << "profile: " << ran << " steps, " << wall_us / n << " us wall, " << device_us / n << " us device busy, "
-            << device_events / n << " device events per step\n";
-  return {};
+  return profiled.finish(engine, ran, path);
 }
 
 // The wall time of each step() call, summed by what the step did (its engine counters' change):
@@ -329,6 +361,23 @@ int run_agent_bench(const args& a) {
   // Progress on stderr (unbuffered, so a run stopped by a timeout keeps it): when the last
   // episode finishes turn j, {"turn": j, "seconds": since start}.
   std::vector<int> finished_turn(static_cast<size_t>(turns) + 1, 0);
+  // --profile FILE --profile-after-turn J [--profile-steps N]: the N steps after every episode has
+  // finished turn J under the profiler (the next turn's prompts arriving: prefilling steps over a
+  // cached prefix among decode steps). Their times count in the run's too.
+  const std::string profile_path = get(a, "profile");
+  const int profile_after = std::stoi(get(a, "profile-after-turn", "0"));
+  const int profile_steps_wanted = std::stoi(get(a, "profile-steps", "20"));
+  if (!profile_path.empty() && (profile_after < 1 || profile_after >= turns || profile_steps_wanted < 1)) {
+    std::cerr << "agent-bench: --profile needs --profile-after-turn in [1, --turns - 1] and --profile-steps >= 1\n";
+    return 2;
+  }
+  std::optional<profiled_steps> profiling;
+  int profiled = 0;
+  const auto finish_profile = [&] {
+    if (auto written = profiling->finish(engine, profiled, profile_path); !written)
+      throw std::runtime_error(written.error().message);
+    profiling.reset();
+  };
   step_times times;
   auto last = before;
   while (!engine.idle()) {
@@ -338,6 +387,7 @@ int run_agent_bench(const args& a) {
     const auto now = engine.stats();
     times.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count(), last, now);
     last = now;
+    if (profiling && ++profiled == profile_steps_wanted) finish_profile();
     for (auto& r : done.value()) {
       const size_t e = owner.at(r.id);
       generated += r.tokens.size();
@@ -345,10 +395,12 @@ int run_agent_bench(const args& a) {
       ++ep.turn;
       if (print_turns)
         print_result(r, "\"episode\":" + std::to_string(e) + ",\"turn\":" + std::to_string(ep.turn) + ",");
-      if (++finished_turn[static_cast<size_t>(ep.turn)] == episodes)
+      if (++finished_turn[static_cast<size_t>(ep.turn)] == episodes) {
         std::cerr << "{\"turn\":" << ep.turn
                   << ",\"seconds\":" << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
                   << "}\n";
+        if (!profile_path.empty() && ep.turn == profile_after) profiling.emplace(engine, options);
+      }
       if (ep.turn >= turns) continue;
       if (max_new == reply) {
         ep.history.insert(ep.history.end(), r.tokens.begin(), r.tokens.end());
@@ -361,6 +413,7 @@ int run_agent_bench(const args& a) {
       submit(e);
     }
   }
+  if (profiling) finish_profile();  // the run ended within the window
   synchronize(options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto s = stats_since(before, engine.stats());

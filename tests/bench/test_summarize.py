@@ -35,6 +35,16 @@ def test_a_run_that_held_prefills_shows_its_passes_and_holds(tmp_path):
             "hit rate 0.960, 33 prefill passes, 5 held |") in proc.stdout, proc.stdout
 
 
+def test_the_hosts_prefill_launches_and_waits_are_rows(tmp_path):
+    cached = {"seconds": 38.25, "prefill_passes": 960, "prefill_host_seconds": 9.6, "wait_seconds": 12.5}
+    (tmp_path / "agent.json").write_text(json.dumps({"agent_cached": cached}))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("| main | agent workload, prefix cache: host time launching prefill passes | 9.60 s (10.00 ms a pass) | "
+            "960 passes |") in proc.stdout, proc.stdout
+    assert "| main | agent workload, prefix cache: host time waiting for the device | 12.50 s |  |" in proc.stdout
+
+
 def test_a_missing_folder_is_named(tmp_path):
     proc = summarize(tmp_path / "nowhere")
     assert proc.returncode != 0

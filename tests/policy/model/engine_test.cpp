@@ -458,11 +458,21 @@ TEST(chunked_prefill, a_long_prompt_is_prefilled_over_steps_while_others_decode)
   std::map<uint64_t, generation_result> got;
   std::map<uint64_t, int> finished_at;
   uint64_t prefilled = chunked->stats().prefilled_tokens;
+  double prefill_host = chunked->stats().prefill_host_seconds;
+  EXPECT_GT(prefill_host, 0.0);  // the short prompt's pass
   for (int step = 1; !chunked->idle(); ++step) {
     auto done = chunked->step();
     ASSERT_TRUE(done);
-    EXPECT_LE(chunked->stats().prefilled_tokens - prefilled, 16u) << "step " << step;
-    prefilled = chunked->stats().prefilled_tokens;
+    const auto now = chunked->stats();
+    EXPECT_LE(now.prefilled_tokens - prefilled, 16u) << "step " << step;
+    // Host time is counted in the steps that prefill, and only in them.
+    if (now.prefilled_tokens > prefilled)
+      EXPECT_GT(now.prefill_host_seconds, prefill_host) << "step " << step;
+    else
+      EXPECT_EQ(now.prefill_host_seconds, prefill_host) << "step " << step;
+    EXPECT_EQ(now.wait_seconds, 0.0) << "the CPU never waits for a device";
+    prefill_host = now.prefill_host_seconds;
+    prefilled = now.prefilled_tokens;
     for (auto& r : done.value()) {
       finished_at[r.id] = step;
       got[r.id] = std::move(r);

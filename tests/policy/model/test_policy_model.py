@@ -332,6 +332,28 @@ def test_prompt_longer_than_context_is_rejected(models):
     assert proc.returncode == 1 and "does not fit the context" in proc.stderr
 
 
+def test_agent_bench_profiles_the_steps_after_a_turn_and_counts_the_hosts_prefill_time(models, tmp_path):
+    """agent-bench --profile: the steps after every episode finished turn J under the profiler (the
+    next turn's prompts prefilled over their cached keys), with the passes among them; the run's
+    summary counts the host's time in prefill passes (the CPU's compute here) and no wait for a
+    device. A turn outside 1..T-1 is refused by name."""
+    path, _ = models["qwen2"]
+    profile = tmp_path / "profile.json"
+    common = ["agent-bench", "--model", path, "--vocab", VOCAB, "--episodes", 3, "--turns", 3, "--system", 40,
+              "--obs", 20, "--reply", 8, "--max-batch", 2, "--max-context", 256]
+    proc = run_tool(*common, "--profile", profile, "--profile-after-turn", 1, "--profile-steps", 5)
+    summary = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    assert summary["prefill_passes"] > 0 and summary["prefill_host_seconds"] > 0
+    assert summary["wait_seconds"] == 0
+    window = json.loads(profile.read_text())
+    assert window["steps"] == 5 and window["prefill_passes"] >= 1 and window["prefilled_tokens"] >= 20
+    assert window["prefill_passes"] <= summary["prefill_passes"]
+    assert window["wall_us_per_step"] > 0 and window["device_events_per_step"] == 0  # the CPU: no kernels
+    for turn in (0, 3):
+        bad = run_tool(*common, "--profile", profile, "--profile-after-turn", turn, check=False)
+        assert bad.returncode == 2 and "--profile needs --profile-after-turn in [1, --turns - 1]" in bad.stderr
+
+
 @pytest.mark.parametrize("overlap", [False, True], ids=["plain", "overlap"])
 def test_agent_bench_step_times_add_up_to_the_engines_counters(models, overlap):
     """agent-bench's step_times (each step() call's wall time by what the step did, which
