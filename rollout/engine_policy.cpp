@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <span>
 
 #include "base/log.hpp"
@@ -114,20 +115,19 @@ class engine_policy final : public policy_backend {
 
   std::map<std::string, double> stats() const override {
     auto x = engine_->stats();
-    return {{"submitted", double(x.submitted)},
-            {"completed", double(x.completed)},
-            {"failed", double(x.failed)},
-            {"rejected", double(x.rejected)},
-            {"steps", double(x.steps)},
-            {"generated_tokens", double(x.generated_tokens)},
-            {"batch_rows_total", double(x.batch_rows_total)},
-            {"outstanding", double(x.outstanding)},
-            {"decode_steps", double(x.engine.decode_steps)},
-            {"overlapped_steps", double(x.engine.overlapped_steps)},
-            {"overlap_dropped_rows", double(x.engine.overlap_dropped_rows)},
-            {"prefilled_tokens", double(x.engine.prefilled_tokens)},
-            {"reused_tokens", double(x.engine.reused_tokens)},
-            {"policy_version", double(engine_->policy_version())}};
+    std::map<std::string, double> out = {{"submitted", double(x.submitted)},
+                                         {"completed", double(x.completed)},
+                                         {"failed", double(x.failed)},
+                                         {"rejected", double(x.rejected)},
+                                         {"steps", double(x.steps)},
+                                         {"generated_tokens", double(x.generated_tokens)},
+                                         {"batch_rows_total", double(x.batch_rows_total)},
+                                         {"outstanding", double(x.outstanding)},
+                                         {"policy_version", double(engine_->policy_version())}};
+    // Every engine counter under its field's name (decode_steps, prefilled_tokens, prefill_host_seconds, ...).
+    policy::for_each_stat(
+        [&](const char* name, auto member, policy::stat_kind) { out[name] = double(x.engine.*member); });
+    return out;
   }
 
  private:

@@ -172,6 +172,49 @@ struct engine_stats {
   uint64_t kv_blocks_kept = 0;  ///< Of those, held by kept prefixes (now; the rest are running sequences').
 };
 
+/// A field of engine_stats counts up from open() (a difference of two snapshots is the work between
+/// them) or is a value of now (the pool's block counts).
+enum class stat_kind { count, now };
+
+/// Calls f(name, member pointer, kind) for every field of engine_stats, in declaration order (name:
+/// the field's). Code that reports, subtracts or exports them all goes through here, so that a new
+/// field is one line here and reaches every report.
+template <class F>
+constexpr void for_each_stat(F&& f) {
+  f("admissions", &engine_stats::admissions, stat_kind::count);
+  f("prefilled_tokens", &engine_stats::prefilled_tokens, stat_kind::count);
+  f("reused_tokens", &engine_stats::reused_tokens, stat_kind::count);
+  f("copied_tokens", &engine_stats::copied_tokens, stat_kind::count);
+  f("decoded_tokens", &engine_stats::decoded_tokens, stat_kind::count);
+  f("decode_steps", &engine_stats::decode_steps, stat_kind::count);
+  f("attended_keys", &engine_stats::attended_keys, stat_kind::count);
+  f("prefix_hits", &engine_stats::prefix_hits, stat_kind::count);
+  f("evictions", &engine_stats::evictions, stat_kind::count);
+  f("invalidations", &engine_stats::invalidations, stat_kind::count);
+  f("graph_replays", &engine_stats::graph_replays, stat_kind::count);
+  f("graph_captures", &engine_stats::graph_captures, stat_kind::count);
+  f("graph_capture_seconds", &engine_stats::graph_capture_seconds, stat_kind::count);
+  f("overlapped_steps", &engine_stats::overlapped_steps, stat_kind::count);
+  f("prefill_passes", &engine_stats::prefill_passes, stat_kind::count);
+  f("prefill_holds", &engine_stats::prefill_holds, stat_kind::count);
+  f("prefill_host_seconds", &engine_stats::prefill_host_seconds, stat_kind::count);
+  f("wait_seconds", &engine_stats::wait_seconds, stat_kind::count);
+  f("overlap_dropped_rows", &engine_stats::overlap_dropped_rows, stat_kind::count);
+  f("preemptions", &engine_stats::preemptions, stat_kind::count);
+  f("recomputed_tokens", &engine_stats::recomputed_tokens, stat_kind::count);
+  f("moved_tokens", &engine_stats::moved_tokens, stat_kind::count);
+  f("decode_block_runs", &engine_stats::decode_block_runs, stat_kind::count);
+  f("kv_blocks", &engine_stats::kv_blocks, stat_kind::now);
+  f("kv_blocks_free", &engine_stats::kv_blocks_free, stat_kind::now);
+  f("kv_blocks_kept", &engine_stats::kv_blocks_kept, stat_kind::now);
+}
+// Every field is 8 bytes and listed above (a field added without its line fails here).
+static_assert(sizeof(engine_stats) == 8 * [] {
+  int n = 0;
+  for_each_stat([&](const char*, auto, stat_kind) { ++n; });
+  return n;
+}());
+
 /// Generates tokens for many sequences at once. One thread calls submit / step / cancel;
 /// load_weights and policy_version may be called from any thread.
 class generation_engine {

@@ -61,48 +61,28 @@ std::vector<generation_request> requests_of(const args& a) {
   return out;
 }
 
-// The engine's counters accumulated between two snapshots.
+// The engine's counters accumulated between two snapshots (the values of now as they are).
 engine_stats stats_since(const engine_stats& before, engine_stats now) {
-  now.admissions -= before.admissions;
-  now.prefilled_tokens -= before.prefilled_tokens;
-  now.reused_tokens -= before.reused_tokens;
-  now.copied_tokens -= before.copied_tokens;
-  now.decoded_tokens -= before.decoded_tokens;
-  now.decode_steps -= before.decode_steps;
-  now.attended_keys -= before.attended_keys;
-  now.prefix_hits -= before.prefix_hits;
-  now.evictions -= before.evictions;
-  now.invalidations -= before.invalidations;
-  now.graph_replays -= before.graph_replays;
-  now.graph_captures -= before.graph_captures;
-  now.graph_capture_seconds -= before.graph_capture_seconds;
-  now.preemptions -= before.preemptions;
-  now.recomputed_tokens -= before.recomputed_tokens;
-  now.moved_tokens -= before.moved_tokens;
-  now.decode_block_runs -= before.decode_block_runs;
-  now.overlapped_steps -= before.overlapped_steps;
-  now.overlap_dropped_rows -= before.overlap_dropped_rows;
-  now.prefill_passes -= before.prefill_passes;
-  now.prefill_holds -= before.prefill_holds;
-  now.prefill_host_seconds -= before.prefill_host_seconds;
-  now.wait_seconds -= before.wait_seconds;
+  for_each_stat([&](const char*, auto member, stat_kind kind) {
+    if (kind == stat_kind::count) now.*member -= before.*member;
+  });
   return now;
 }
 
+// Every counter as "name":value (a few under the shorter names the bench scripts and the committed
+// results read), then the prefix hit rate and whether the fused kernels were built.
 void print_stats(const engine_stats& s) {
+  static const std::map<std::string, std::string> short_names = {
+      {"prefilled_tokens", "prefilled"},  {"reused_tokens", "reused"},         {"copied_tokens", "copied"},
+      {"decoded_tokens", "decoded"},      {"recomputed_tokens", "recomputed"}, {"moved_tokens", "moved"},
+      {"decode_block_runs", "block_runs"}};
+  for_each_stat([&](const char* name, auto member, stat_kind) {
+    const auto renamed = short_names.find(name);
+    std::cout << "\"" << (renamed == short_names.end() ? std::string(name) : renamed->second) << "\":" << s.*member
+              << ",";
+  });
   const double looked_up = static_cast<double>(s.prefilled_tokens + s.reused_tokens);
-  std::cout << "\"prefilled\":" << s.prefilled_tokens << ",\"reused\":" << s.reused_tokens
-            << ",\"copied\":" << s.copied_tokens << ",\"decoded\":" << s.decoded_tokens
-            << ",\"evictions\":" << s.evictions << ",\"decode_steps\":" << s.decode_steps
-            << ",\"attended_keys\":" << s.attended_keys << ",\"graph_replays\":" << s.graph_replays
-            << ",\"graph_captures\":" << s.graph_captures << ",\"graph_capture_seconds\":" << s.graph_capture_seconds
-            << ",\"preemptions\":" << s.preemptions << ",\"recomputed\":" << s.recomputed_tokens
-            << ",\"moved\":" << s.moved_tokens << ",\"block_runs\":" << s.decode_block_runs
-            << ",\"overlapped_steps\":" << s.overlapped_steps << ",\"overlap_dropped_rows\":" << s.overlap_dropped_rows
-            << ",\"prefill_passes\":" << s.prefill_passes << ",\"prefill_holds\":" << s.prefill_holds
-            << ",\"prefill_host_seconds\":" << s.prefill_host_seconds << ",\"wait_seconds\":" << s.wait_seconds
-            << ",\"kv_blocks\":" << s.kv_blocks << ",\"kv_blocks_free\":" << s.kv_blocks_free
-            << ",\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
+  std::cout << "\"prefix_hit_rate\":" << (looked_up > 0 ? static_cast<double>(s.reused_tokens) / looked_up : 0.0)
             << ",\"fused_kernels_built\":" << (fused_kernels_built() ? "true" : "false");
 }
 

@@ -94,6 +94,12 @@ TEST_F(engine_policy_test, a_request_comes_back_on_the_engine_thread_with_tokens
   auto stats = b->stats();
   EXPECT_GE(stats.at("completed"), 2);
   EXPECT_EQ(stats.at("outstanding"), 0);
+  // Every engine counter is exported under its field's name (policy/model/engine.hpp for_each_stat).
+  EXPECT_GE(stats.at("prefill_passes"), 2);
+  EXPECT_GT(stats.at("prefill_host_seconds"), 0);
+  EXPECT_GT(stats.at("decode_steps"), 0);
+  EXPECT_EQ(stats.at("wait_seconds"), 0);  // the CPU: no device to wait for
+  EXPECT_EQ(stats.count("kv_blocks_kept"), 1u);
 }
 
 TEST_F(engine_policy_test, a_script_turn_is_teacher_forced_with_the_models_own_logprobs) {

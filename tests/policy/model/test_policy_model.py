@@ -345,6 +345,9 @@ def test_agent_bench_profiles_the_steps_after_a_turn_and_counts_the_hosts_prefil
     summary = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
     assert summary["prefill_passes"] > 0 and summary["prefill_host_seconds"] > 0
     assert summary["wait_seconds"] == 0
+    # Every engine counter is printed (engine.hpp for_each_stat), a few under their short names.
+    for key in ("admissions", "prefix_hits", "invalidations", "kv_blocks_kept", "prefilled", "decoded", "block_runs"):
+        assert key in summary, key
     window = json.loads(profile.read_text())
     assert window["steps"] == 5 and window["prefill_passes"] >= 1 and window["prefilled_tokens"] >= 20
     assert window["prefill_passes"] <= summary["prefill_passes"]
