@@ -1,8 +1,9 @@
 """bench/policy/bench_agent.py's turn_slope: the decode attention's bandwidth read off the cached
 agent workload's per-turn times; step_split: the run's time by kind of step, read off agent-bench's
-step times; its --tool checked before any run (CPU; the module imports torch and transformers, no
-GPU)."""
+step times; its --tool checked before any run; a dry run end to end with the built tool (CPU; the
+module imports torch and transformers, no GPU)."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -104,3 +105,27 @@ def test_a_tool_that_is_not_there_is_named_before_any_run(tmp_path):
     assert proc.returncode != 0
     assert f"--tool {missing}: no such file" in proc.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_dry_run_profiles_a_turns_arrivals_and_reports_the_hosts_prefill_time(tmp_path):
+    """The script end to end on the CPU with the built tool: the cached run's JSON carries the
+    engine's host counters, and --profile-turn 1 records the steps as turn 2's prompts arrive (a
+    prefill pass among them)."""
+    build = pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", ROOT / "build"))
+    tool = build / "policy/model/policy_model_tool"
+    if not tool.exists():
+        if os.environ.get("CAF_AGENT_ALLOW_SKIP") == "1":
+            pytest.skip(f"{tool} not built")
+        pytest.fail(f"{tool} not built (cmake --build <build> --target policy_model_tool)")
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/policy/bench_agent.py"), "--dry-run", "--tool", str(tool),
+                           "--episodes", "2", "--turns", "2", "--system", "40", "--obs", "20", "--reply", "8",
+                           "--skip-uncached", "--skip", "batch", "long", "--profile-out", str(tmp_path / "profiles"),
+                           "--profile-turn", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    cached = result["agent_cached"]
+    assert cached["prefill_passes"] > 0 and cached["prefill_host_seconds"] > 0 and cached["wait_seconds"] == 0
+    window = result["profile_cached_turn_2"]
+    assert window["steps"] > 0 and window["prefill_passes"] >= 1
+    assert (tmp_path / "profiles/profile-cached-turn.json").exists()
