@@ -105,6 +105,17 @@ def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None)
     return dict(base, **json.loads(line))
 
 
+def launch(r):
+    """The tensor-core kernel's launch as the tool reports it (its grid, a cluster of `shares`
+    blocks, the clusters the device runs at once: fewer than the tiles, the clusters run in waves);
+    empty for the other paths."""
+    if "tiles" not in r:
+        return " |"
+    waves = -(-r["tiles"] // r["clusters_at_once"]) if r["clusters_at_once"] > 0 else 0
+    return (f" {r['tiles']} x {r['shares']} blocks, {r['blocks_per_sm']} a multiprocessor, "
+            f"{r['clusters_at_once']} clusters at once ({waves} wave{'s' if waves != 1 else ''}) |")
+
+
 def layer_sum_64(results, path):
     """A layer's four projections at 64 rows on `path` (us, weight bytes), or None if one is missing."""
     rows = [r for r in results if "error" not in r and r["rows"] == 64 and r["shape"].endswith(", " + path)
@@ -133,8 +144,8 @@ def main():
     name, card, bound = this_card()
     print(f"{name}: bound {bound / 1e12:.2f} TB/s, the {card}'s; each shape's calls over copies of its weights "
           f"covering {COPIES_BYTES / 1e6:.0f} MB\n")
-    print("| shape | kernel us | kernels a call | weights MB | TB/s | of the bound |")
-    print("|---|---|---|---|---|---|")
+    print("| shape | kernel us | kernels a call | weights MB | TB/s | of the bound | launch |")
+    print("|---|---|---|---|---|---|---|")
     results = []
     for shape in SHAPES:
         if args.only and label(shape[0], shape[1], shape[5]) not in args.only:
@@ -145,10 +156,10 @@ def main():
             r = run_shape(tool, args.calls, *shape, shares=shares)
             results.append(r)
             if "error" in r:
-                print(f"| {r['shape']} | error: {r['error']} |||||")
+                print(f"| {r['shape']} | error: {r['error']} ||||||")
                 continue
             print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | {r['weight_bytes'] / 1e6:.1f} | "
-                  f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |", flush=True)
+                  f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |{launch(r)}", flush=True)
     us, bytes_ = step_sum(results)
     if us > 0:
         print(f"\nA 1-row step's projections ({LAYERS} layers' four kernels and the LM head, one after another): "

@@ -93,11 +93,25 @@ int mma_rows_prepare();
 /// y_bn = x_bd w_nd^T + bias_n, fp32 sums of a fixed order whatever the timing, the bias added and
 /// the sum rounded once (silu_mul: as gemv_rows'). x and w contiguous and 16-byte aligned. Blocks of
 /// 64 features (32 pairs) over a share of d, the first weights loaded before the programmatic wait;
-/// d is cut into up to 8 shares while the blocks fit the device, a thread-block cluster whose first
-/// block adds the others' sums.
+/// d is cut into up to 8 shares while the blocks fit the device, a thread-block cluster each of
+/// whose blocks adds every share's sums, in rank order, for a slice of the outputs.
 /// At most this many shares of d (1-8; 8 by default): process-wide, for measuring the kernel (a
 /// bench's --mma-shares); results change in their last bits with the shares' count.
 void set_mma_max_shares(int shares);
+
+/// How mma_rows launches a shape: its tiles (64 features, or 32 pairs with silu_mul; the grid's x),
+/// the shares of d (the grid's y: a cluster of that many blocks), the blocks a multiprocessor holds,
+/// and how many of its clusters (blocks, without a cluster) the device runs at once
+/// (cudaOccupancyMaxActiveClusters): fewer than `tiles` and the clusters run in waves. For
+/// measuring; not during a graph capture. err: a CUDA error code, 0 if none.
+struct mma_plan {
+  int64_t tiles = 0;
+  int shares = 0;
+  int blocks_per_sm = 0;
+  int clusters_at_once = 0;
+  int err = 0;
+};
+mma_plan mma_rows_plan(element dtype, int64_t b, int64_t n, int64_t d, bool silu_mul);
 
 int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
              int64_t d, bool silu_mul, void* stream);

@@ -353,6 +353,23 @@ void set_linear_mma_max_shares(int shares) {
 #endif
 }
 
+std::optional<linear_mma_launch> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  if (!x.is_cuda() || x.dim() < 1 || w.dim() != 2) return std::nullopt;
+  kernels::element el = kernels::element::fp32;
+  if (!element_of(x.scalar_type(), el)) return std::nullopt;
+  const int64_t d = x.size(-1), b = d > 0 ? x.numel() / d : 0;
+  if (!kernels::mma_rows_fits(el, b, w.size(0), d, silu_mul)) return std::nullopt;
+  const c10::cuda::CUDAGuard guard(x.device());
+  const auto plan = kernels::mma_rows_plan(el, b, w.size(0), d, silu_mul);
+  check_launch(plan.err, "mma_rows_plan");
+  return linear_mma_launch{plan.tiles, plan.shares, plan.blocks_per_sm, plan.clusters_at_once};
+#else
+  (void)x, (void)w, (void)silu_mul;
+  return std::nullopt;
+#endif
+}
+
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
 namespace {
 

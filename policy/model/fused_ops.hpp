@@ -8,6 +8,7 @@
 //
 // Shape legend: see layers.hpp; n cache slots, c slot capacity.
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,18 @@ void prepare_linear_mma();
 /// The tensor-core kernel's shares of d at most (fused_kernels.hpp set_mma_max_shares; 1-8, 8 by
 /// default; process-wide, for benches); a no-op without the kernels.
 void set_linear_mma_max_shares(int shares);
+/// How the tensor-core kernel launches for x [b, d] and w [n, d] (silu_mul: a fused gate/up w),
+/// for measuring (fused_kernels.hpp mma_rows_plan): its tiles, the shares of d (a cluster of that
+/// many blocks), the blocks a multiprocessor holds, and the clusters the device runs at once (fewer
+/// than the tiles: waves). Empty without the kernels or a CUDA x, or for a shape the kernel does
+/// not take; a CUDA error is thrown.
+struct linear_mma_launch {
+  int64_t tiles = 0;
+  int shares = 0;
+  int blocks_per_sm = 0;
+  int clusters_at_once = 0;
+};
+std::optional<linear_mma_launch> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul);
 
 /// silu_mul(linear_rows(x, w, bias, max_rows, mma_rows), fused) for a fused gate/up projection w
 /// [2f, d] (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs a kernel of its

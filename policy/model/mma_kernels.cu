@@ -287,17 +287,11 @@ int prepare_all() {
   return 0;
 }
 
+// An instance's launch: the grid (tiles, shares), a cluster of `shares` blocks along y, and with
+// `programmatic` the programmatic attribute. `attributes` must outlive the config.
 template <typename T, int NT, bool Silu>
-int launch_mma(const mma_args& a, cudaStream_t stream) {
-  if constexpr (NT < 8) {
-    if (a.b > NT * 8) return launch_mma<T, NT + 1, Silu>(a, stream);
-  }
-  auto* kernel = mma_rows_kernel<T, NT, Silu>;
-  constexpr size_t smem = smem_bytes<NT>;
-  if (resident_blocks<T, NT, Silu>.load() == 0) {
-    if (stream_capturing(stream)) return static_cast<int>(cudaErrorStreamCaptureUnsupported);
-    if (const int err = prepare_one<T, NT, Silu>(); err != 0) return err;
-  }
+cudaLaunchConfig_t launch_config(const mma_args& a, cudaStream_t stream, bool programmatic,
+                                 cudaLaunchAttribute (&attributes)[2]) {
   const int per_sm = resident_blocks<T, NT, Silu>.load();
   const int sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
   const int64_t features = Silu ? a.n / 2 : a.n, per_tile = Silu ? mma_tile / 2 : mma_tile;
@@ -306,11 +300,10 @@ int launch_mma(const mma_args& a, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(shares));
   config.blockDim = dim3(mma_threads);
-  config.dynamicSmemBytes = smem;
+  config.dynamicSmemBytes = smem_bytes<NT>;
   config.stream = stream;
-  cudaLaunchAttribute attributes[2];
   int count = 0;
-  if (programmatic_launch()) {
+  if (programmatic) {
     attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[count].val.programmaticStreamSerializationAllowed = 1;
     ++count;
@@ -324,7 +317,50 @@ int launch_mma(const mma_args& a, cudaStream_t stream) {
   }
   config.attrs = attributes;
   config.numAttrs = count;
-  return static_cast<int>(cudaLaunchKernelEx(&config, kernel, a));
+  return config;
+}
+
+// Readies the instance (outside a capture) if it is not; 0 or a CUDA error code.
+template <typename T, int NT, bool Silu>
+int ready(cudaStream_t stream) {
+  if (resident_blocks<T, NT, Silu>.load() > 0) return 0;
+  if (stream_capturing(stream)) return static_cast<int>(cudaErrorStreamCaptureUnsupported);
+  return prepare_one<T, NT, Silu>();
+}
+
+template <typename T, int NT, bool Silu>
+int launch_mma(const mma_args& a, cudaStream_t stream) {
+  if constexpr (NT < 8) {
+    if (a.b > NT * 8) return launch_mma<T, NT + 1, Silu>(a, stream);
+  }
+  if (const int err = ready<T, NT, Silu>(stream); err != 0) return err;
+  cudaLaunchAttribute attributes[2];
+  const auto config = launch_config<T, NT, Silu>(a, stream, programmatic_launch(), attributes);
+  return static_cast<int>(cudaLaunchKernelEx(&config, mma_rows_kernel<T, NT, Silu>, a));
+}
+
+template <typename T, int NT, bool Silu>
+mma_plan plan_mma(const mma_args& a) {
+  if constexpr (NT < 8) {
+    if (a.b > NT * 8) return plan_mma<T, NT + 1, Silu>(a);
+  }
+  mma_plan plan;
+  if ((plan.err = ready<T, NT, Silu>(nullptr)) != 0) return plan;
+  cudaLaunchAttribute attributes[2];
+  const auto config = launch_config<T, NT, Silu>(a, nullptr, /*programmatic=*/false, attributes);
+  plan.tiles = config.gridDim.x;
+  plan.shares = static_cast<int>(config.gridDim.y);
+  plan.blocks_per_sm = resident_blocks<T, NT, Silu>.load();
+  if (plan.shares == 1) {  // no cluster: the device holds blocks_per_sm blocks a multiprocessor
+    plan.clusters_at_once = plan.blocks_per_sm * (multiprocessor_count() > 0 ? multiprocessor_count() : 132);
+    return plan;
+  }
+  if (const auto got = cudaOccupancyMaxActiveClusters(&plan.clusters_at_once, mma_rows_kernel<T, NT, Silu>, &config);
+      got != cudaSuccess) {
+    cudaGetLastError();
+    plan.err = static_cast<int>(got);
+  }
+  return plan;
 }
 
 bool aligned16(const void* p) {
@@ -345,6 +381,18 @@ void set_mma_max_shares(int shares) {
 int mma_rows_prepare() {
   if (const int err = prepare_all<__nv_bfloat16>(); err != 0) return err;
   return prepare_all<__half>();
+}
+
+mma_plan mma_rows_plan(element dtype, int64_t b, int64_t n, int64_t d, bool silu_mul) {
+  if (!mma_rows_fits(dtype, b, n, d, silu_mul)) {
+    mma_plan refused;
+    refused.err = static_cast<int>(cudaErrorInvalidValue);
+    return refused;
+  }
+  const mma_args a{nullptr, nullptr, nullptr, nullptr, b, n, d};
+  if (dtype == element::bf16)
+    return silu_mul ? plan_mma<__nv_bfloat16, 1, true>(a) : plan_mma<__nv_bfloat16, 1, false>(a);
+  return silu_mul ? plan_mma<__half, 1, true>(a) : plan_mma<__half, 1, false>(a);
 }
 
 int mma_rows(element dtype, const void* x_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,

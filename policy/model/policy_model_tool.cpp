@@ -39,7 +39,8 @@
 //            --random [--seed S]: x ~ N(0, 1), w ~ N(0, 1/D) made on the device, no files (--bias,
 //            --norm, --delta as bare flags: wanted, random too; --out optional); --time N: N more
 //            calls of the one kernel profiled, one JSON line of its time a call and the weights'
-//            read rate; --copies K: the timed calls take K copies of w in turn (no call finds its
+//            read rate (--mma: also its tiles, shares, blocks a multiprocessor holds and clusters the
+//            device runs at once); --copies K: the timed calls take K copies of w in turn (no call finds its
 //            weights in L2); --cublas (with --time, any B): torch::linear's kernels timed instead
 //            (bench/policy/bench_gemv.py)
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S

@@ -105,7 +105,7 @@ status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int
 // under the profiler; prints one JSON line with its kernels' device time a call, their launches a
 // call, the wall time a call, and the weight bytes it reads (w, and bias), so its read rate.
 status time_linear_rows(int64_t calls, const std::string& kernels, int64_t b, int64_t d, int64_t n,
-                        int64_t weight_bytes, const std::function<void()>& call) {
+                        int64_t weight_bytes, const std::function<void()>& call, const std::string& fields = "") {
   const auto timed = profile_calls(calls, {kernels}, call);
   if (timed.launches[0] < calls)
     return fail("the profiler saw " + std::to_string(timed.launches[0]) + " kernels named '" + kernels + "' of " +
@@ -114,7 +114,7 @@ status time_linear_rows(int64_t calls, const std::string& kernels, int64_t b, in
   std::cout << "{\"rows\":" << b << ",\"in\":" << d << ",\"out_features\":" << n << ",\"weight_bytes\":" << bytes
             << ",\"calls\":" << calls << ",\"kernel_us\":" << timed.us[0]
             << ",\"kernels_a_call\":" << static_cast<double>(timed.launches[0]) / static_cast<double>(calls)
-            << ",\"wall_us\":" << timed.wall_us << ",\"tb_per_s\":" << bytes / timed.us[0] / 1e6 << "}\n";
+            << ",\"wall_us\":" << timed.wall_us << ",\"tb_per_s\":" << bytes / timed.us[0] / 1e6 << fields << "}\n";
   return {};
 }
 
@@ -214,7 +214,13 @@ int run_linear_rows(const args& a) {
         (void)linear_rows(x, ws[i], biases[i], gemv_rows, mma_rows);
     };
     one_kernel();  // outside the profile: first-call setup (occupancy queries)
-    if (auto timed = time_linear_rows(calls, mma ? "mma_rows" : "gemv_rows", b, d, n, weight_bytes, one_kernel);
+    // The tensor-core kernel's launch beside its time: whether its clusters all run at once.
+    std::string fields;
+    if (const auto plan = mma ? linear_mma_plan(x, w, silu) : std::nullopt)
+      fields = ",\"tiles\":" + std::to_string(plan->tiles) + ",\"shares\":" + std::to_string(plan->shares) +
+               ",\"blocks_per_sm\":" + std::to_string(plan->blocks_per_sm) +
+               ",\"clusters_at_once\":" + std::to_string(plan->clusters_at_once);
+    if (auto timed = time_linear_rows(calls, mma ? "mma_rows" : "gemv_rows", b, d, n, weight_bytes, one_kernel, fields);
         !timed) {
       std::cerr << "linear-rows: " << timed.error().message << "\n";
       return 1;

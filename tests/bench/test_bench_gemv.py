@@ -81,3 +81,17 @@ def test_the_64_row_tensor_core_shapes_pass_mma_and_a_layer_sums_per_path(tmp_pa
     calls = [c.split() for c in log.read_text().splitlines()]
     assert [c[c.index("--mma-shares") + 1] if "--mma-shares" in c else None for c in calls] == [None, "1", "8"]
     assert "| o, 64 rows, mma, shares 1 |" in proc.stdout and "| o, 64 rows, mma, shares 8 |" in proc.stdout
+
+
+def test_the_tensor_core_kernels_launch_is_a_column_with_its_waves(tmp_path):
+    # gate/up's launch as the tool reports it: 152 tiles x 5 shares, 140 clusters at once -> 2 waves.
+    line = {"rows": 64, "in": 896, "out_features": 9728, "weight_bytes": 17.4e6, "calls": 3, "kernel_us": 63.7,
+            "kernels_a_call": 1.0, "wall_us": 70.0, "tb_per_s": 0.27, "tiles": 152, "shares": 5, "blocks_per_sm": 6,
+            "clusters_at_once": 140}
+    tool = stand_in(tmp_path, f"echo '{json.dumps(line)}'\n")
+    proc = run("--tool", tool, "--calls", 3, "--only", "gate/up, silu, 64 rows, mma")
+    assert proc.returncode == 0, proc.stderr
+    assert "| 152 x 5 blocks, 6 a multiprocessor, 140 clusters at once (2 waves) |" in proc.stdout, proc.stdout
+    assert bench_gemv.launch({"tiles": 18, "shares": 7, "blocks_per_sm": 6, "clusters_at_once": 100}).endswith(
+        "100 clusters at once (1 wave) |")
+    assert bench_gemv.launch({"kernel_us": 5.0}) == " |"  # cuBLAS's and the GEMVs' rows

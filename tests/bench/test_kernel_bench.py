@@ -22,7 +22,7 @@ def test_a_tool_that_is_not_there_is_named(script):
 
 # A bench's shapes, two of them, and the blank cells its table ends an error row with.
 FAILING = [("bench_fp8_attention.py", ["64 x 4096", "64 x 16384"], "||||||"),
-           ("bench_gemv.py", ["down, 1 row, gemv", "down, 64 rows, cublas"], "|||||")]
+           ("bench_gemv.py", ["down, 1 row, gemv", "down, 64 rows, cublas"], "||||||")]
 
 
 @pytest.mark.parametrize("script,shapes,cells", FAILING)

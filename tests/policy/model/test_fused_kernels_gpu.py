@@ -308,6 +308,18 @@ def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dty
             assert np.array_equal(parts[:m], parts[m:]), (rows, n, d, np.abs(parts[:m] - parts[m:]).max())
 
 
+def test_mma_rows_timing_reports_its_launch(cuda):
+    """linear-rows --mma --time N reports the kernel's launch beside its time: gate/up at 64 rows
+    (SwiGLU: 152 tiles of 32 pairs), d cut into at most the cap's shares, and how many clusters the
+    device runs at once (at least one; fewer than the tiles means waves)."""
+    for cap in (1, 8):
+        proc = run_tool("linear-rows", "--mma", "--silu", "--random", "--device", "cuda", "--dtype", "bfloat16",
+                        "--rows", 64, "--in", 896, "--out-features", 9728, "--time", 3, "--mma-shares", cap)
+        line = json.loads([x for x in proc.stdout.splitlines() if x.startswith("{")][-1])
+        assert line["tiles"] == 152 and 1 <= line["shares"] <= cap, line
+        assert line["blocks_per_sm"] >= 1 and line["clusters_at_once"] >= 1, line
+
+
 def test_decode_mma_rows_decode_what_cublas_decodes(cuda, tmp_path):
     """Conversations decoded 2 rows at a time with the projections as tensor-core kernels
     (--decode-mma-rows 64; one row stays on the matrix-vector kernel) against cuBLAS, in bf16 (flash,
