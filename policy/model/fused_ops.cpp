@@ -353,7 +353,7 @@ void set_linear_mma_max_shares(int shares) {
 #endif
 }
 
-std::optional<linear_mma_launch> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul) {
+std::optional<kernels::mma_plan> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   if (!x.is_cuda() || x.dim() < 1 || w.dim() != 2) return std::nullopt;
   kernels::element el = kernels::element::fp32;
@@ -363,7 +363,7 @@ std::optional<linear_mma_launch> linear_mma_plan(const torch::Tensor& x, const t
   const c10::cuda::CUDAGuard guard(x.device());
   const auto plan = kernels::mma_rows_plan(el, b, w.size(0), d, silu_mul);
   check_launch(plan.err, "mma_rows_plan");
-  return linear_mma_launch{plan.tiles, plan.shares, plan.blocks_per_sm, plan.clusters_at_once};
+  return plan;
 #else
   (void)x, (void)w, (void)silu_mul;
   return std::nullopt;

@@ -14,6 +14,7 @@
 
 #include <torch/types.h>
 
+#include "policy/model/fused_kernels.hpp"
 #include "policy/model/layers.hpp"
 
 namespace caf_agent::policy {
@@ -99,17 +100,10 @@ void prepare_linear_mma();
 /// default; process-wide, for benches); a no-op without the kernels.
 void set_linear_mma_max_shares(int shares);
 /// How the tensor-core kernel launches for x [b, d] and w [n, d] (silu_mul: a fused gate/up w),
-/// for measuring (fused_kernels.hpp mma_rows_plan): its tiles, the shares of d (a cluster of that
-/// many blocks), the blocks a multiprocessor holds, and the clusters the device runs at once (fewer
-/// than the tiles: waves). Empty without the kernels or a CUDA x, or for a shape the kernel does
-/// not take; a CUDA error is thrown.
-struct linear_mma_launch {
-  int64_t tiles = 0;
-  int shares = 0;
-  int blocks_per_sm = 0;
-  int clusters_at_once = 0;
-};
-std::optional<linear_mma_launch> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul);
+/// for measuring: fused_kernels.hpp mma_rows_plan (its tiles, the shares of d, the blocks a
+/// multiprocessor holds, the clusters the device runs at once; err 0). Empty without the kernels
+/// or a CUDA x, or for a shape the kernel does not take; a CUDA error is thrown.
+std::optional<kernels::mma_plan> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul);
 
 /// silu_mul(linear_rows(x, w, bias, max_rows, mma_rows), fused) for a fused gate/up projection w
 /// [2f, d] (gate rows, then up rows): [.., f]. Where `fused` and linear_rows runs a kernel of its
