@@ -66,8 +66,9 @@ struct engine_options {
   /// Decode steps of more rows than decode_gemv_rows and at most this many (0-64) run the layers'
   /// projections as tensor-core kernels of our own (decoder::set_decode_mma_rows; bf16 or fp16,
   /// CUDA builds with the kernels, with fused_kernels on): the first weights load before the
-  /// programmatic wait and SwiGLU is the gate/up kernel's epilogue. 0: cuBLAS. Off until measured
-  /// against cuBLAS on the cached agent workload (docs/POLICY_MODEL.md).
+  /// programmatic wait and SwiGLU is the gate/up kernel's epilogue. 0: cuBLAS. Off: a 64-row layer's
+  /// four projections take 72 us at the best shares against cuBLAS's 26 on an H100; too few warps
+  /// (bench/results/2026-12-06-policy-h100-mma-ncu.md).
   int32_t decode_mma_rows = 0;
   /// The fused kernels launch as programmatic dependents of the kernel before them (Hopper:
   /// fused_kernels.hpp set_programmatic_launch): each may start during the last one's tail, and
@@ -94,7 +95,10 @@ struct engine_options {
   /// prefills what has arrived. Rationale: prefilling steps run eagerly and are bound by the
   /// host's launches; in the cached agent workload 960 of them carried ~1,035 tokens each as the
   /// 64 conversations' turns arrived a few at a time, 11.1 s of a 38.25 s run on an H100 beyond
-  /// their decode (bench/results/2026-12-06-policy-h100-mma-rows.md). Off until measured.
+  /// their decode (bench/results/2026-12-06-policy-h100-mma-rows.md). Off: measured, held passes
+  /// cut the prefill passes but the held rows' wait moved the time into the decode steps (4 steps:
+  /// 36.69 s against 38.34; 8 steps with chunks of 8,192: 35.23, as the chunks alone;
+  /// bench/results/2026-12-06-policy-h100-prefill-chunk.md).
   int32_t prefill_wait_steps = 0;
   /// How decode steps and prefills after a cached prefix read the KV cache (policy::cache_attention):
   /// sdpa, matmul, flash (CUDA, bfloat16 / float16), or automatic ("auto"): flash where it
