@@ -1,6 +1,7 @@
 """bench/policy/ncu_mma_rows.py (CPU): one ncu run a shape and cap on the shares, each profiling the
 first mma_rows_kernel launch of the tool's linear-rows --mma with the clocks left alone; ncu's page
-printed per run; a missing ncu, a bad cap and a run that profiled nothing are named. ncu here is a
+printed per run; a missing ncu, a bad cap and a run that profiled nothing are named; --path gemv
+profiles the 1- and 8-row GEMVs' first gemv_rows_kernel launch instead. ncu here is a
 stand-in script (the real one runs on the GPU machine)."""
 import json
 import pathlib
@@ -63,3 +64,29 @@ def test_a_missing_ncu_and_a_bad_cap_are_named(tmp_path):
     ncu = stand_in_ncu(tmp_path, "exit 0\n")
     proc = run_script(SCRIPT, "--tool", tool, "--ncu", ncu, "--mma-shares", 9)
     assert proc.returncode != 0 and "--mma-shares: each must be 1 to 8" in proc.stderr
+
+
+def test_the_gemv_path_profiles_the_first_gemv_launch_of_each_row_count_with_no_shares(tmp_path):
+    log = tmp_path / "calls.txt"
+    ncu = stand_in_ncu(tmp_path, f"echo \"$@\" >> {log}\n"
+                                 "echo '  gemv_rows_kernel<__nv_bfloat16, 1, true, true> (608, 1, 1)x(256, 1, 1)'\n")
+    tool = stand_in(tmp_path, "exit 0\n")
+    out = tmp_path / "out.json"
+    proc = run_script(SCRIPT, "--tool", tool, "--ncu", ncu, "--path", "gemv", "--shape", "gate/up", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "## gate/up, norm, silu, 1 row, gemv\n" in proc.stdout
+    assert "## gate/up, norm, silu, 8 rows, gemv\n" in proc.stdout and "shares" not in proc.stdout
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert [c[c.index("--rows") + 1] for c in calls] == ["1", "8"]
+    for c in calls:
+        assert c[c.index("--kernel-name") + 1] == "regex:gemv_rows_kernel"
+        assert "--mma" not in c and "--mma-shares" not in c and "--cublas" not in c
+        assert {"--norm", "--delta", "--silu"} <= set(c) and c[c.index("--out-features") + 1] == "9728"
+    assert [(r["shape"], r["shares"]) for r in json.loads(out.read_text())] == [
+        ("gate/up, norm, silu, 1 row, gemv", None), ("gate/up, norm, silu, 8 rows, gemv", None)]
+    # --rows keeps one row count; a run whose output names no gemv launch is an error.
+    (tmp_path / "quiet").mkdir()
+    quiet = stand_in_ncu(tmp_path / "quiet", "echo nothing\n")
+    proc = run_script(SCRIPT, "--tool", tool, "--ncu", quiet, "--path", "gemv", "--rows", 1, "--shape", "o")
+    assert proc.returncode == 1 and "## o, 1 row, gemv" in proc.stdout and "8 rows" not in proc.stdout
+    assert "no gemv_rows_kernel launch profiled" in proc.stdout
