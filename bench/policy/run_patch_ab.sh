@@ -18,7 +18,11 @@
 #    seconds (agent-K-<side>.json), with COMMON flags added to every run (e.g. --kv-cache-dtype
 #    fp8_e4m3). A runs right before the patches each time (a drift of the card within a set falls
 #    on them). Runs of the workloads in PROFILE (default long) also profile their steps
-#    (bench_agent.py --profile-out).
+#    (bench_agent.py --profile-out; in the first round only).
+#    ROUNDS=N (default 1): each run's sides N times over, interleaved (a b1 .. a b1 ..), as
+#    agent-K-<side>-rR.json; summarize.py then gives each side's median and its ratio to A's.
+#    Why: one run a side moved 4-5% between calls and within one on an H100
+#    (bench/results/2026-12-06-policy-h100-held-patches.md), the size of what a patch is for.
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
 # not against figures of another machine or day; several patches in one call share A's build and
 # the card.
@@ -108,18 +112,25 @@ if [ -n "${MICRO:-}" ]; then
   done
 fi
 IFS=';' read -ra runs <<< "${RUNS:-}"
+rounds=${ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number >= 1, not '$rounds'"; exit 2; }
 k=0
 for run in "${runs[@]}"; do
   k=$((k + 1))
   what=${run%%|*} flags=${run#*|}
   case $what in batch) skip="cached long" ;; long) skip="batch cached" ;; cached) skip="batch long" ;;
     *) echo "run $k: workload '$what' is not batch, long or cached"; continue ;; esac
-  for side in "${sides[@]}"; do
-    tool=$BUILD/ab-tool-$side
-    profile=(); case " ${PROFILE-long} " in *" $what "*) profile=(--profile-out "$OUT/$k-$side") ;; esac
-    # shellcheck disable=SC2086  # flags are words
-    timeout "$(cap ${RUN_S:-60})" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
-      --skip-uncached "${profile[@]}" --out "$OUT/agent-$k-$side.json" > "$OUT/agent-$k-$side.log" 2>&1
-    echo "run $k $side ($what $flags) rc=$? $(at)"
+  for ((r = 1; r <= rounds; r++)); do
+    for side in "${sides[@]}"; do
+      tool=$BUILD/ab-tool-$side
+      name=$k-$side label=$side
+      [ "$rounds" -gt 1 ] && name=$k-$side-r$r label="$side round $r"
+      profile=()
+      if [ $r = 1 ]; then case " ${PROFILE-long} " in *" $what "*) profile=(--profile-out "$OUT/$k-$side") ;; esac; fi
+      # shellcheck disable=SC2086  # flags are words
+      timeout "$(cap ${RUN_S:-60})" $PY bench/policy/bench_agent.py --tool "$tool" ${COMMON:-} $flags --skip $skip \
+        --skip-uncached "${profile[@]}" --out "$OUT/agent-$name.json" > "$OUT/agent-$name.log" 2>&1
+      echo "run $k $label ($what $flags) rc=$? $(at)"
+    done
   done
 done

@@ -10,6 +10,9 @@ file with the flags that differ from the engine's defaults), the workload and it
 the placement counts of the paged layout (runs a decode row, keys moved, prefix hit rate). A run
 stopped by its cap leaves no JSON figure for the workload it was in; it is left out.
 
+A patch A/B of several rounds (run_patch_ab.sh ROUNDS=N: `agent-K-<side>-rR.json`) also gets a
+table of each side's headline figure per round, its median, and the median against side a's.
+
 --kernels: instead, each profiled step the runs recorded (`profile_*` entries: a 64-row step with
 and without graphs, at --profile-keys keys, one row at 131,072 keys) as a table of its kernels, the
 most time first: calls and microseconds a step, share of the device's busy time; its heading gives
@@ -22,6 +25,7 @@ import argparse
 import json
 import pathlib
 import re
+import statistics
 import sys
 
 # Flags bench_agent.py records whose values, when set, tell A/B runs apart.
@@ -120,11 +124,49 @@ def result_files(folder):
     return sorted(folder.glob("agent-*.json")) + sorted(folder.glob("agent.json"))
 
 
+# A workload's headline figure: (label, unit, value of a result or None).
+HEADLINES = (
+    ("64 x 512", "tok/s", lambda res: statistics.mean(r["tokens"] / r["seconds"] for r in res["batch_64x512"])
+     if res.get("batch_64x512") else None),
+    ("agent workload, prefix cache", "s",
+     lambda res: res["agent_cached"]["seconds"] if "agent_cached" in res else None),
+    ("one sequence at 131,072: decode", "tok/s",
+     lambda res: res["long_131072"]["decode_tokens_per_s"] if "long_131072" in res else None),
+)
+ROUND_FILE = re.compile(r"agent-(\d+)-(\w+)-r(\d+)")
+
+
+def round_table(folder):
+    """Each side's figure per round of a ROUNDS=N patch A/B, its median and the median over side
+    a's (a run's rounds whose JSON lacks the figure, stopped by the cap, are left out)."""
+    figures = {}  # (run, workload) -> side -> [(round, value)]
+    for path in sorted(folder.glob("agent-*-r*.json")):
+        m = ROUND_FILE.fullmatch(path.stem)
+        if not m:
+            continue
+        result = json.loads(path.read_text())
+        for label, unit, value_of in HEADLINES:
+            value = value_of(result)
+            if value is not None:
+                sides = figures.setdefault((int(m[1]), label, unit), {})
+                sides.setdefault(m[2], []).append((int(m[3]), value))
+    if not figures:
+        return []
+    lines = ["", "| run | workload | side | rounds | median | against a |", "|---|---|---|---|---|---|"]
+    for (run, label, unit), sides in sorted(figures.items()):
+        medians = {side: statistics.median(v for _, v in values) for side, values in sides.items()}
+        for side in sorted(sides, key=lambda s: (s != "a", s)):
+            each = ", ".join(f"{v:,.2f}" for _, v in sorted(sides[side]))
+            ratio = f"{medians[side] / medians['a']:.3f}x" if "a" in medians and medians["a"] else ""
+            lines.append(f"| {run} | {label} | {side} | {each} | {medians[side]:,.2f} {unit} | {ratio} |")
+    return lines
+
+
 def summarize(folder):
     lines = ["| run | workload | figure | placement |", "|---|---|---|---|"]
     for path in result_files(folder):
         lines += [f"| {' | '.join(row)} |" for row in rows_of(path)]
-    return "\n".join(lines)
+    return "\n".join(lines + round_table(folder))
 
 
 def short_kernel(name):

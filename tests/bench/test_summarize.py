@@ -107,3 +107,30 @@ def test_the_step_split_is_five_rows(tmp_path):
                 "prefilling steps (beyond their decode) | 5.20 s (2.90) | 930 steps, 993,856 tokens |",
                 "the bench's own work between steps | 0.40 s |  |"]:
         assert label + row in proc.stdout, proc.stdout
+
+
+def test_a_patch_ab_of_several_rounds_gets_each_sides_median_against_a(tmp_path):
+    # run_patch_ab.sh ROUNDS=3 over the 131k decode, sides a and b2 (one round of b2 stopped by its cap).
+    figures = {"a": [770.4, 803.8, 781.0], "b2": [807.9, 790.1, None]}
+    for side, values in figures.items():
+        for r, value in enumerate(values, 1):
+            result = {"kv_cache_dtype": "fp8_e4m3"}
+            if value is not None:
+                result["long_131072"] = {"decode_tokens_per_s": value}
+            (tmp_path / f"agent-1-{side}-r{r}.json").write_text(json.dumps(result))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "| 1-b2-r1 (kv_cache_dtype=fp8_e4m3) | one sequence at 131,072: decode | 807.9 tok/s |  |" in proc.stdout
+    assert ("| 1 | one sequence at 131,072: decode | a | 770.40, 803.80, 781.00 | 781.00 tok/s | 1.000x |"
+            in proc.stdout), proc.stdout
+    # b2's two rounds: median 799.0, against a's 781.0.
+    assert ("| 1 | one sequence at 131,072: decode | b2 | 807.90, 790.10 | 799.00 tok/s | 1.023x |"
+            in proc.stdout), proc.stdout
+
+
+def test_a_single_round_ab_has_no_rounds_table(tmp_path):
+    (tmp_path / "agent-1-a.json").write_text(json.dumps({"long_131072": {"decode_tokens_per_s": 800.0}}))
+    proc = summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "| 1-a | one sequence at 131,072: decode | 800.0 tok/s |  |" in proc.stdout
+    assert "against a" not in proc.stdout
