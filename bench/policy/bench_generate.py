@@ -37,8 +37,16 @@ set(GTest_FOUND TRUE)
 """
 
 
-def build_tool(build_dir, source=REPO, targets=("policy_model_tool",)):
-    """Configures `source` (LibTorch only, Release) and builds `targets`; returns policy_model_tool's path."""
+def build_tool(build_dir, source=REPO, targets=("policy_model_tool",), prebuilt=None):
+    """Configures `source` (LibTorch only, Release) and builds `targets`; returns policy_model_tool's path.
+    `prebuilt`: a folder of bench/policy/prebuilt.py's, used instead of the build where it fits
+    (policy_model_tool alone, from this tree, for this torch; it says which and why)."""
+    if prebuilt and tuple(targets) == ("policy_model_tool",) and source == REPO:
+        import prebuilt as prebuilt_tool  # bench/policy, beside this file
+        path, why = prebuilt_tool.install(prebuilt, build_dir, pathlib.Path(torch.__file__).parent, torch.__version__)
+        print(why, flush=True)
+        if path is not None:
+            return path
     if not (build_dir / "build.ninja").exists():
         configure = ["cmake", "-S", str(source), "-B", str(build_dir), "-G", "Ninja",
                      "-DCMAKE_BUILD_TYPE=Release", "-DCAF_AGENT_LIBTORCH_ONLY=ON",

@@ -32,6 +32,9 @@
 # machine returns at most 8 files; OVERLAP=1 or PAGED=1 with the profiles write more).
 # STOP_AT (seconds since the epoch): every step's cap cut to end by then (cap in device_env.sh), so
 # that a call that runs short of time still packs what it measured.
+# PREBUILT (a folder carried to the device): bench/policy/prebuilt.py's tool instead of step 1's
+# build where its stamp fits this tree and torch and $BUILD is not configured yet; build.log says
+# which ran.
 set -u
 OUT=${OUT:-/tmp/policy-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -51,7 +54,7 @@ trap finish EXIT
 . bench/policy/device_env.sh
 write_device_env "$OUT"
 timeout "$(cap 200)" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
-bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$OUT/build.log" 2>&1
+bench_generate.build_tool(pathlib.Path('$BUILD'), prebuilt='${PREBUILT:-}' or None)" > "$OUT/build.log" 2>&1
 echo "build rc=$? at $(( $(date +%s) - START )) s"; tail -3 "$OUT/build.log"
 if [ -n "${GATE:-}" ]; then  # e.g. GATE="tests/policy/model/test_fused_kernels_gpu.py -k sample"
   CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests.log" 2>&1

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""policy_model_tool built on this machine for the GPU machine's torch, so that a device call skips its build.
+
+A fresh GPU machine spends 85-116 s of a call building policy_model_tool (the LibTorch-only
+build), out of 600 s a call and 30 minutes a session. The same binary can be built here, against
+the GPU machine's torch wheel unpacked (its headers and libraries; this machine need not import
+it), and carried to the device:
+
+    python3 bench/policy/prebuilt.py build --wheel torch-2.11.0-....whl [--out prebuilt]
+    # then on the device: PREBUILT=prebuilt bash bench/policy/run_h200.sh ...
+
+`build` writes OUT/policy_model_tool.bin (stripped) and OUT/stamp.json: a hash of the sources that
+go into the tool (SOURCES) and the wheel's torch version. On the device, `install` (called by
+bench_generate.build_tool when given `prebuilt`) uses the binary only if the stamp matches the
+tree it runs in and the torch it imports, the build folder has not been configured (an earlier
+build there stays ninja's), and the binary starts with that torch's libraries (its usage line).
+Then it writes the build folder's policy/model/policy_model_tool as a small script that runs the
+binary with those libraries on LD_LIBRARY_PATH; otherwise it says why and the caller builds.
+"""
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# What the LibTorch-only build of policy_model_tool reads: the top-level and cmake/ files and the
+# folders its sources and headers come from (policy/ includes base/ and learner/ headers).
+SOURCES = ("CMakeLists.txt", "cmake", "base", "policy", "learner")
+TOOL = "policy/model/policy_model_tool"
+
+
+def source_stamp(root=REPO):
+    """sha256 over SOURCES' files under `root` (relative path and bytes, in path order)."""
+    digest = hashlib.sha256()
+    files = []
+    for name in SOURCES:
+        path = root / name
+        files += [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    for path in sorted(f for f in files if "__pycache__" not in f.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def library_dirs(torch_dir):
+    """torch's lib/ and the wheel's nvidia libraries beside it (libcudart, libcupti): what the
+    binary itself links; torch's own libraries find the rest through their RUNPATH."""
+    dirs = [torch_dir / "lib"]
+    dirs += sorted(p for p in (torch_dir.parent / "nvidia").glob("*/lib") if p.is_dir())
+    return dirs
+
+
+def install(prebuilt, build_dir, torch_dir, torch_version, root=REPO):
+    """The build folder's tool as the prebuilt binary, or None; and a line saying which and why."""
+    prebuilt, build_dir = pathlib.Path(prebuilt).resolve(), pathlib.Path(build_dir)
+    binary, stamp_file = prebuilt / "policy_model_tool.bin", prebuilt / "stamp.json"
+    if not binary.is_file() or not stamp_file.is_file():
+        return None, f"prebuilt: {prebuilt} has no policy_model_tool.bin and stamp.json; building"
+    stamp = json.loads(stamp_file.read_text())
+    if stamp.get("torch") != torch_version:
+        return None, f"prebuilt: built for torch {stamp.get('torch')}, this is {torch_version}; building"
+    if stamp.get("sources") != source_stamp(root):
+        return None, "prebuilt: built from other sources than this tree's; building"
+    if (build_dir / "build.ninja").exists():
+        return None, f"prebuilt: {build_dir} is a configured build folder; building there"
+    tool = build_dir / TOOL
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    libs = ":".join(str(d) for d in library_dirs(pathlib.Path(torch_dir)))
+    tool.write_text("#!/bin/sh\n# bench/policy/prebuilt.py: the prebuilt tool with this machine's torch libraries.\n"
+                    f"LD_LIBRARY_PATH='{libs}'${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} exec '{binary}' \"$@\"\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    try:
+        started = subprocess.run([str(tool)], capture_output=True, text=True, timeout=60)
+        ok = "usage: policy_model_tool" in started.stderr + started.stdout
+        why = (started.stderr or started.stdout).strip().splitlines()[-1:] if not ok else []
+    except (OSError, subprocess.SubprocessError) as e:
+        ok, why = False, [str(e)]
+    if not ok:
+        tool.unlink()
+        return None, f"prebuilt: the binary does not start here ({' '.join(why) or 'no usage line'}); building"
+    return tool, f"prebuilt: {binary} (sources {stamp['sources'][:12]}, torch {torch_version})"
+
+
+def unpack_torch(wheel, into):
+    """torch/{include,lib,share} and version.py of a torch wheel under `into`; its torch folder and version."""
+    torch_dir = into / "torch"
+    with zipfile.ZipFile(wheel) as z:
+        for member in z.namelist():
+            if member.startswith(("torch/include/", "torch/lib/", "torch/share/")) or member == "torch/version.py":
+                z.extract(member, into)
+    version = None
+    for line in (torch_dir / "version.py").read_text().splitlines():
+        if line.startswith("__version__"):
+            version = line.split("=", 1)[1].strip().strip("'\"")
+    return torch_dir, version
+
+
+def build(args):
+    torch_dir, version = unpack_torch(args.wheel, args.build_dir / "wheel")
+    if version is None:
+        sys.exit(f"prebuilt: {args.wheel} has no torch/version.py __version__")
+    cmake_build = args.build_dir / "build"
+    configure = ["cmake", "-S", str(REPO), "-B", str(cmake_build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                 "-DCAF_AGENT_LIBTORCH_ONLY=ON", f"-DCAF_AGENT_TORCH_PREFIX={torch_dir / 'share/cmake'}",
+                 # torch's own libraries need others of the wheel's (cusparseLt, nvshmem) that are not
+                 # unpacked here; the GPU machine's torch resolves them when the tool starts.
+                 "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined"]
+    subprocess.run(configure, check=True)
+    subprocess.run(["cmake", "--build", str(cmake_build), "--target", "policy_model_tool", "-j",
+                    str(os.cpu_count() or 2)], check=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    binary = args.out / "policy_model_tool.bin"
+    shutil.copy2(cmake_build / TOOL, binary)
+    subprocess.run(["strip", "--strip-unneeded", str(binary)], check=True)
+    stamp = {"sources": source_stamp(), "torch": version, "wheel": pathlib.Path(args.wheel).name}
+    (args.out / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
+    print(f"{binary}: {binary.stat().st_size / 2**20:.1f} MiB, torch {version}, sources {stamp['sources'][:12]}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the tool against a torch wheel into --out")
+    b.add_argument("--wheel", type=pathlib.Path, required=True, help="the GPU machine's torch wheel (pip download)")
+    b.add_argument("--out", type=pathlib.Path, default=REPO / "prebuilt")
+    b.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/caf-agent-prebuild"))
+    args = parser.parse_args()
+    if not args.wheel.is_file():
+        sys.exit(f"prebuilt: --wheel {args.wheel}: no such file")
+    build(args)
+
+
+if __name__ == "__main__":
+    main()

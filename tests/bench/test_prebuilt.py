@@ -1,0 +1,126 @@
+"""bench/policy/prebuilt.py (CPU): the source stamp follows the tool's sources and nothing else; a
+prebuilt tool is used only for the tree and torch it was built for, in an unconfigured build
+folder, and when it starts with that torch's libraries (the wrapper puts them on LD_LIBRARY_PATH
+and passes the arguments through); a torch wheel unpacks to its headers, libraries and version.
+The binaries here are stand-in scripts; the real one runs on the GPU machine."""
+import json
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench/policy"))
+import prebuilt  # noqa: E402
+
+STARTS = "#!/bin/sh\necho \"usage: policy_model_tool logits|...\" >&2\necho \"LD=$LD_LIBRARY_PATH ARGS=$*\"\nexit 1\n"
+
+
+def tree(root):
+    for rel, text in (("CMakeLists.txt", "project(x)\n"), ("cmake/a.cmake", "set(A 1)\n"),
+                      ("policy/model/k.cu", "// kernel\n"), ("learner/l.hpp", "// learner\n"),
+                      ("base/b.hpp", "// base\n"), ("docs/readme.md", "text\n")):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_stamp_follows_the_tools_sources_only(tmp_path):
+    root = tree(tmp_path / "src")
+    first = prebuilt.source_stamp(root)
+    (root / "docs/readme.md").write_text("other text\n")
+    assert prebuilt.source_stamp(root) == first
+    (root / "policy/model/k.cu").write_text("// kernel, changed\n")
+    changed = prebuilt.source_stamp(root)
+    assert changed != first
+    (root / "policy/model/k2.cu").write_text("")
+    assert prebuilt.source_stamp(root) not in (first, changed)
+
+
+def folder(tmp_path, root, binary=STARTS, torch_version="2.11.0+cu130"):
+    out = tmp_path / "prebuilt"
+    out.mkdir()
+    (out / "policy_model_tool.bin").write_text(binary)
+    (out / "policy_model_tool.bin").chmod(0o755)
+    (out / "stamp.json").write_text(json.dumps({"sources": prebuilt.source_stamp(root), "torch": torch_version}))
+    torch_dir = tmp_path / "site/torch"
+    (torch_dir / "lib").mkdir(parents=True)
+    (tmp_path / "site/nvidia/cu13/lib").mkdir(parents=True)
+    return out, torch_dir
+
+
+def test_a_fitting_prebuilt_tool_is_installed_as_a_wrapper_with_torchs_libraries(tmp_path):
+    root = tree(tmp_path / "src")
+    out, torch_dir = folder(tmp_path, root)
+    build = tmp_path / "build"
+    tool, why = prebuilt.install(out, build, torch_dir, "2.11.0+cu130", root)
+    assert tool == build / "policy/model/policy_model_tool", why
+    assert "prebuilt: " in why and "torch 2.11.0+cu130" in why
+    ran = subprocess.run([str(tool), "bench", "--model", "m"], capture_output=True, text=True)
+    assert ran.returncode == 1 and "ARGS=bench --model m" in ran.stdout
+    assert f"LD={torch_dir / 'lib'}:{tmp_path / 'site/nvidia/cu13/lib'}" in ran.stdout
+
+
+def test_a_prebuilt_tool_that_does_not_fit_is_refused_and_the_caller_builds(tmp_path):
+    root = tree(tmp_path / "src")
+    out, torch_dir = folder(tmp_path, root)
+    build = tmp_path / "build"
+    tool, why = prebuilt.install(out, build, torch_dir, "2.15.0+cu132", root)
+    assert tool is None and "built for torch 2.11.0+cu130, this is 2.15.0+cu132" in why
+    (root / "policy/model/k.cu").write_text("// kernel, changed after the build\n")
+    tool, why = prebuilt.install(out, build, torch_dir, "2.11.0+cu130", root)
+    assert tool is None and "other sources" in why
+    tool, why = prebuilt.install(tmp_path / "nowhere", build, torch_dir, "2.11.0+cu130", root)
+    assert tool is None and "has no policy_model_tool.bin" in why
+    assert not (build / "policy/model/policy_model_tool").exists()
+
+
+def test_a_configured_build_folder_stays_ninjas(tmp_path):
+    root = tree(tmp_path / "src")
+    out, torch_dir = folder(tmp_path, root)
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("")
+    tool, why = prebuilt.install(out, build, torch_dir, "2.11.0+cu130", root)
+    assert tool is None and "configured build folder" in why
+    assert not (build / "policy/model/policy_model_tool").exists()
+
+
+def test_a_binary_that_does_not_start_leaves_no_tool_and_says_why(tmp_path):
+    root = tree(tmp_path / "src")
+    broken = "#!/bin/sh\necho 'policy_model_tool.bin: error while loading shared libraries: libc10.so' >&2\nexit 127\n"
+    out, torch_dir = folder(tmp_path, root, binary=broken)
+    build = tmp_path / "build"
+    tool, why = prebuilt.install(out, build, torch_dir, "2.11.0+cu130", root)
+    assert tool is None and "does not start here" in why and "libc10.so" in why
+    assert not (build / "policy/model/policy_model_tool").exists()
+
+
+def test_a_wheel_unpacks_to_its_headers_libraries_and_version(tmp_path):
+    wheel = tmp_path / "torch-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("torch/version.py", "from typing import Optional\n__version__ = '2.11.0+cu130'\n")
+        z.writestr("torch/lib/libc10.so", "elf")
+        z.writestr("torch/include/c10/core.h", "// header")
+        z.writestr("torch/share/cmake/Torch/TorchConfig.cmake", "# config")
+        z.writestr("torch/__init__.py", "# python")
+    torch_dir, version = prebuilt.unpack_torch(wheel, tmp_path / "into")
+    assert version == "2.11.0+cu130"
+    assert (torch_dir / "lib/libc10.so").is_file() and (torch_dir / "share/cmake/Torch/TorchConfig.cmake").is_file()
+    assert (torch_dir / "include/c10/core.h").is_file() and not (torch_dir / "__init__.py").exists()
+
+
+def test_build_tool_takes_a_fitting_prebuilt_tool_without_building(tmp_path, capsys):
+    import bench_generate  # imports torch and transformers
+    import torch
+    out = tmp_path / "prebuilt"
+    out.mkdir()
+    (out / "policy_model_tool.bin").write_text(STARTS)
+    (out / "policy_model_tool.bin").chmod(0o755)
+    (out / "stamp.json").write_text(json.dumps({"sources": prebuilt.source_stamp(), "torch": torch.__version__}))
+    build = tmp_path / "build"
+    tool = bench_generate.build_tool(build, prebuilt=out)
+    assert tool == build / "policy/model/policy_model_tool" and not (build / "build.ninja").exists()
+    assert "prebuilt: " in capsys.readouterr().out
+    ran = subprocess.run([str(tool), "logits"], capture_output=True, text=True)
+    assert "ARGS=logits" in ran.stdout and f"{pathlib.Path(torch.__file__).parent / 'lib'}" in ran.stdout
