@@ -6,11 +6,14 @@ build), out of 600 s a call and 30 minutes a session. The same binary can be bui
 the GPU machine's torch wheel unpacked (its headers and libraries; this machine need not import
 it), and carried to the device:
 
-    python3 bench/policy/prebuilt.py build --wheel torch-2.11.0-....whl [--out prebuilt]
+    python3 bench/policy/prebuilt.py build --wheel torch-2.11.0-....whl [--out prebuilt] [--patch P ...]
     # then on the device: PREBUILT=prebuilt bash bench/policy/run_h200.sh ...
+    #                  or PREBUILT=prebuilt PATCH="P ..." bash bench/policy/run_patch_ab.sh ...
 
 `build` writes OUT/policy_model_tool.bin (stripped) and OUT/stamp.json: a hash of the sources that
-go into the tool (SOURCES) and the wheel's torch version. On the device, `install` (called by
+go into the tool (SOURCES) and the wheel's torch version. With --patch, also each patch's tool, the
+patch applied alone to this tree (and taken out again), as run_patch_ab.sh's sides name them:
+OUT/sides/b (one patch) or OUT/sides/b1, b2, .. in order. On the device, `install` (called by
 bench_generate.build_tool when given `prebuilt`) uses the binary only if the stamp matches the
 tree it runs in and the torch it imports, the build folder has not been configured (an earlier
 build there stays ninja's), and the binary starts with that torch's libraries (its usage line).
@@ -101,11 +104,8 @@ def unpack_torch(wheel, into):
     return torch_dir, version
 
 
-def build(args):
-    torch_dir, version = unpack_torch(args.wheel, args.build_dir / "wheel")
-    if version is None:
-        sys.exit(f"prebuilt: {args.wheel} has no torch/version.py __version__")
-    cmake_build = args.build_dir / "build"
+def build_one(torch_dir, version, cmake_build, out, wheel):
+    """The tree as it is now, built into `cmake_build`; its stripped tool and stamp into `out`."""
     configure = ["cmake", "-S", str(REPO), "-B", str(cmake_build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                  "-DCAF_AGENT_LIBTORCH_ONLY=ON", f"-DCAF_AGENT_TORCH_PREFIX={torch_dir / 'share/cmake'}",
                  # torch's own libraries need others of the wheel's (cusparseLt, nvshmem) that are not
@@ -114,13 +114,37 @@ def build(args):
     subprocess.run(configure, check=True)
     subprocess.run(["cmake", "--build", str(cmake_build), "--target", "policy_model_tool", "-j",
                     str(os.cpu_count() or 2)], check=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    binary = args.out / "policy_model_tool.bin"
+    out.mkdir(parents=True, exist_ok=True)
+    binary = out / "policy_model_tool.bin"
     shutil.copy2(cmake_build / TOOL, binary)
     subprocess.run(["strip", "--strip-unneeded", str(binary)], check=True)
-    stamp = {"sources": source_stamp(), "torch": version, "wheel": pathlib.Path(args.wheel).name}
-    (args.out / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
+    stamp = {"sources": source_stamp(), "torch": version, "wheel": pathlib.Path(wheel).name}
+    (out / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
     print(f"{binary}: {binary.stat().st_size / 2**20:.1f} MiB, torch {version}, sources {stamp['sources'][:12]}")
+
+
+def side_names(patches):
+    """run_patch_ab.sh's names of the patches' sides: b for one, else b1, b2, .."""
+    return ["b"] if len(patches) == 1 else [f"b{k}" for k in range(1, len(patches) + 1)]
+
+
+def build(args):
+    torch_dir, version = unpack_torch(args.wheel, args.build_dir / "wheel")
+    if version is None:
+        sys.exit(f"prebuilt: {args.wheel} has no torch/version.py __version__")
+    for patch in args.patch:
+        if subprocess.run(["git", "apply", "--check", str(patch)], cwd=REPO).returncode != 0:
+            sys.exit(f"prebuilt: --patch {patch} does not apply to this tree")
+    build_one(torch_dir, version, args.build_dir / "build", args.out, args.wheel)
+    shutil.rmtree(args.out / "sides", ignore_errors=True)
+    for patch, side in zip(args.patch, side_names(args.patch)):
+        # Applied in place (as run_patch_ab.sh does on the device), built in a folder of its own,
+        # and taken out again whatever happens.
+        subprocess.run(["git", "apply", str(patch)], cwd=REPO, check=True)
+        try:
+            build_one(torch_dir, version, args.build_dir / f"build-{side}", args.out / "sides" / side, args.wheel)
+        finally:
+            subprocess.run(["git", "apply", "-R", str(patch)], cwd=REPO, check=True)
 
 
 def main():
@@ -130,6 +154,8 @@ def main():
     b.add_argument("--wheel", type=pathlib.Path, required=True, help="the GPU machine's torch wheel (pip download)")
     b.add_argument("--out", type=pathlib.Path, default=REPO / "prebuilt")
     b.add_argument("--build-dir", type=pathlib.Path, default=pathlib.Path("/tmp/caf-agent-prebuild"))
+    b.add_argument("--patch", type=pathlib.Path, nargs="*", default=[],
+                   help="patches (run_patch_ab.sh's PATCH, in its order): each one's tool too, under OUT/sides")
     args = parser.parse_args()
     if not args.wheel.is_file():
         sys.exit(f"prebuilt: --wheel {args.wheel}: no such file")

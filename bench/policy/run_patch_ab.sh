@@ -26,6 +26,10 @@
 # Why: a patch's kernels are timed against the ones it replaces on the same card in the same call,
 # not against figures of another machine or day; several patches in one call share A's build and
 # the card.
+# PREBUILT (a folder carried to the device, bench/policy/prebuilt.py build --patch ..): each side's
+# tool from there instead of its build, where its stamp fits the tree (the patch applied) and torch
+# and $BUILD is not configured yet; build-<side>.log says which ran. A side that builds configures
+# $BUILD, so the sides after it build too (incrementally).
 # PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz whenever the script exits. STOP_AT
 # (seconds since the epoch): every step's cap cut to end by then (cap in device_env.sh), so that a
 # call that runs short of time still packs what it measured.
@@ -52,9 +56,9 @@ trap 'echo "stopped $(at)"; exit 143' TERM INT
 trap finish EXIT
 . bench/policy/device_env.sh
 write_device_env "$OUT"
-build() {  # build LOG
+build() {  # build LOG [PREBUILT_FOLDER]
   timeout "$(cap ${BUILD_S:-240})" $PY -c "import pathlib, sys; sys.path.insert(0, 'bench/policy'); import bench_generate; \
-bench_generate.build_tool(pathlib.Path('$BUILD'))" > "$1" 2>&1
+bench_generate.build_tool(pathlib.Path('$BUILD'), prebuilt='${2:-}' or None)" > "$1" 2>&1
 }
 # The patches' files touched first: a $BUILD left by an earlier call holds a patched build's
 # objects, which ninja would otherwise take as A's where the copied files are older.
@@ -63,7 +67,7 @@ for p in "${patches[@]}"; do
   [ -f "$p" ] || { echo "PATCH names $p, which is not a file of this tree"; exit 2; }
   sed -n 's|^+++ b/||p' "$p" | while read -r f; do [ -f "$f" ] && touch "$f"; done
 done
-build "$OUT/build-a.log"; rc=$?; echo "build a rc=$rc $(at)"
+build "$OUT/build-a.log" "${PREBUILT:-}"; rc=$?; echo "build a rc=$rc $(at)"; grep -h "^prebuilt: " "$OUT/build-a.log"
 [ $rc = 0 ] || { tail -n 5 "$OUT/build-a.log"; exit 3; }
 cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-a"
 # Each patch alone on this tree, in turn: applied, built, gated, taken out again. Its side is b
@@ -79,7 +83,8 @@ for p in "${patches[@]}"; do
     echo "PATCH $p does not apply to this tree"; exit 2
   fi
   applied=$p
-  build "$OUT/build-$side.log"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
+  build "$OUT/build-$side.log" "${PREBUILT:+$PREBUILT/sides/$side}"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
+  grep -h "^prebuilt: " "$OUT/build-$side.log"
   [ $rc = 0 ] || { tail -n 5 "$OUT/build-$side.log"; exit 3; }
   cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-$side"
   if [ -n "${GATE:-}" ]; then  # the patched tree's tests, against its build

@@ -124,3 +124,39 @@ def test_build_tool_takes_a_fitting_prebuilt_tool_without_building(tmp_path, cap
     assert "prebuilt: " in capsys.readouterr().out
     ran = subprocess.run([str(tool), "logits"], capture_output=True, text=True)
     assert "ARGS=logits" in ran.stdout and f"{pathlib.Path(torch.__file__).parent / 'lib'}" in ran.stdout
+
+
+def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "policy").mkdir(parents=True)
+    (repo / "policy/k.cu").write_text("one\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    (repo / "policy/k.cu").write_text("two\n")
+    patch_two = tmp_path / "two.patch"
+    patch_two.write_text(subprocess.run(["git", "diff"], cwd=repo, capture_output=True, text=True).stdout)
+    (repo / "policy/k.cu").write_text("three\n")
+    patch_three = tmp_path / "three.patch"
+    patch_three.write_text(subprocess.run(["git", "diff"], cwd=repo, capture_output=True, text=True).stdout)
+    (repo / "policy/k.cu").write_text("one\n")
+    monkeypatch.setattr(prebuilt, "REPO", repo)
+    monkeypatch.setattr(prebuilt, "unpack_torch", lambda wheel, into: (into / "torch", "2.11.0+cu130"))
+    built = []
+
+    def build_one(torch_dir, version, cmake_build, out, wheel):
+        built.append((out.relative_to(tmp_path).as_posix(), (repo / "policy/k.cu").read_text().strip()))
+        if len(built) == 3:
+            raise subprocess.CalledProcessError(1, "ninja")
+
+    monkeypatch.setattr(prebuilt, "build_one", build_one)
+    args = type("Args", (), {"wheel": tmp_path / "t.whl", "build_dir": tmp_path / "b", "out": tmp_path / "out",
+                             "patch": [patch_two, patch_three]})
+    try:
+        prebuilt.build(args)
+    except subprocess.CalledProcessError:
+        pass
+    # A on the tree as it is, then each patch alone (b1, b2); the second's failed build still
+    # leaves the tree as it was.
+    assert built == [("out", "one"), ("out/sides/b1", "two"), ("out/sides/b2", "three")]
+    assert (repo / "policy/k.cu").read_text() == "one\n"
+    assert prebuilt.side_names([patch_two]) == ["b"]
