@@ -41,10 +41,13 @@ def build_tool(build_dir, source=REPO, targets=("policy_model_tool",), prebuilt=
     """Configures `source` (LibTorch only, Release) and builds `targets`; returns policy_model_tool's path.
     `prebuilt`: a folder of bench/policy/prebuilt.py's, used instead of the build where it fits
     (policy_model_tool alone, from this tree, for this torch; it says which and why)."""
-    if prebuilt and tuple(targets) == ("policy_model_tool",) and source == REPO:
+    if tuple(targets) == ("policy_model_tool",) and source == REPO:
         import prebuilt as prebuilt_tool  # bench/policy, beside this file
-        path, why = prebuilt_tool.install(prebuilt, build_dir, pathlib.Path(torch.__file__).parent, torch.__version__)
-        print(why, flush=True)
+        path = prebuilt_tool.installed(build_dir, torch.__version__)  # by an earlier call with `prebuilt`
+        if path is None and prebuilt:
+            path, why = prebuilt_tool.install(prebuilt, build_dir, pathlib.Path(torch.__file__).parent,
+                                              torch.__version__)
+            print(why, flush=True)
         if path is not None:
             return path
     if not (build_dir / "build.ninja").exists():

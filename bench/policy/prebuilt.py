@@ -18,7 +18,10 @@ bench_generate.build_tool when given `prebuilt`) uses the binary only if the sta
 tree it runs in and the torch it imports, the build folder has not been configured (an earlier
 build there stays ninja's), and the binary starts with that torch's libraries (its usage line).
 Then it writes the build folder's policy/model/policy_model_tool as a small script that runs the
-binary with those libraries on LD_LIBRARY_PATH; otherwise it says why and the caller builds.
+binary with those libraries on LD_LIBRARY_PATH, and the folder's prebuilt.json; otherwise it says
+why and the caller builds. Later build_tool calls on that folder without `prebuilt` (bench_agent.py
+--build-dir, the kernel benches) take the installed tool while the tree's sources still match
+(`installed`), instead of configuring the folder and building.
 """
 import argparse
 import hashlib
@@ -87,7 +90,21 @@ def install(prebuilt, build_dir, torch_dir, torch_version, root=REPO):
     if not ok:
         tool.unlink()
         return None, f"prebuilt: the binary does not start here ({' '.join(why) or 'no usage line'}); building"
+    (build_dir / "prebuilt.json").write_text(json.dumps(dict(stamp, binary=str(binary)), indent=1) + "\n")
     return tool, f"prebuilt: {binary} (sources {stamp['sources'][:12]}, torch {torch_version})"
+
+
+def installed(build_dir, torch_version, root=REPO):
+    """The tool `install` put in an unconfigured build folder, while the tree's sources and torch
+    are still those it was built for; else None."""
+    build_dir = pathlib.Path(build_dir)
+    marker, tool = build_dir / "prebuilt.json", build_dir / TOOL
+    if (build_dir / "build.ninja").exists() or not marker.is_file() or not tool.is_file():
+        return None
+    stamp = json.loads(marker.read_text())
+    if stamp.get("torch") != torch_version or stamp.get("sources") != source_stamp(root):
+        return None
+    return tool
 
 
 def unpack_torch(wheel, into):

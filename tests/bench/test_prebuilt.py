@@ -122,6 +122,8 @@ def test_build_tool_takes_a_fitting_prebuilt_tool_without_building(tmp_path, cap
     tool = bench_generate.build_tool(build, prebuilt=out)
     assert tool == build / "policy/model/policy_model_tool" and not (build / "build.ninja").exists()
     assert "prebuilt: " in capsys.readouterr().out
+    # A later call without `prebuilt` (bench_agent.py --build-dir) takes it too, without building.
+    assert bench_generate.build_tool(build) == tool and not (build / "build.ninja").exists()
     ran = subprocess.run([str(tool), "logits"], capture_output=True, text=True)
     assert "ARGS=logits" in ran.stdout and f"{pathlib.Path(torch.__file__).parent / 'lib'}" in ran.stdout
 
@@ -160,3 +162,15 @@ def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeyp
     assert built == [("out", "one"), ("out/sides/b1", "two"), ("out/sides/b2", "three")]
     assert (repo / "policy/k.cu").read_text() == "one\n"
     assert prebuilt.side_names([patch_two]) == ["b"]
+
+
+def test_an_installed_tool_serves_later_calls_while_the_sources_match(tmp_path):
+    root = tree(tmp_path / "src")
+    out, torch_dir = folder(tmp_path, root)
+    build = tmp_path / "build"
+    assert prebuilt.installed(build, "2.11.0+cu130", root) is None
+    tool, _ = prebuilt.install(out, build, torch_dir, "2.11.0+cu130", root)
+    assert prebuilt.installed(build, "2.11.0+cu130", root) == tool
+    assert prebuilt.installed(build, "2.15.0+cu132", root) is None
+    (root / "learner/l.hpp").write_text("// learner, a patch applied\n")
+    assert prebuilt.installed(build, "2.11.0+cu130", root) is None
