@@ -140,6 +140,14 @@ std::pair<torch::Tensor, torch::Tensor> decoder::fused_decode_qkv(int64_t layer,
   auto& v_cache = use.cache->v_nkce[static_cast<size_t>(layer)];
   const int64_t b = residual_btd.size(0), e = config_.head_dim;
   const int64_t h = config_.num_attention_heads, k = config_.num_key_value_heads;
+  // Rows the GEMV takes: norm, projection, RoPE and the KV write in one kernel.
+  if (add_rms_norm_qkv_rope_kv_fuses(residual_btd, delta_btd, w.input_norm_d, w.qkv_w, w.qkv_b, gemv_rows_of(use),
+                                     k_cache, v_cache, rope_, h, use.cache->paged)) {
+    auto [sum_btd, q_bhe] =
+        add_rms_norm_qkv_rope_kv(residual_btd, delta_btd, w.input_norm_d, config_.rms_norm_eps, w.qkv_w, w.qkv_b,
+                                 gemv_rows_of(use), use.positions_b, rope_, k_cache, v_cache, h, use.rows_b);
+    return {sum_btd, q_bhe.view({b, h, 1, e})};
+  }
   auto [sum_btd, qkv_btn] = add_rms_norm_linear(residual_btd, delta_btd, w.input_norm_d, config_.rms_norm_eps, w.qkv_w,
                                                 w.qkv_b, gemv_rows_of(use), /*fused=*/true,
                                                 /*silu_mul_after=*/false, mma_rows_of(use));

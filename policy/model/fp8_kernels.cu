@@ -329,7 +329,12 @@ __global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_spl
                      const int64_t* __restrict__ tables_bm, float* __restrict__ part_o, float* __restrict__ part_lse,
                      int k, int g, int64_t c, int64_t blocks, int64_t m, int warp_keys, float scale_log2) {
   allow_dependents();
-  dependency_wait();
+  // dependency_wait() comes below: positions, block tables and the cache's keys before this step's
+  // newest (position used - 1) are written before the step's kernels run, so a ring's first tiles
+  // may load while the kernel before this one (the newest key's write, q) finishes. Measured on an
+  // H100 (bench/results/2026-12-06-policy-h100-early-tiles-rope-gemv.md, call 2): the kernel alone
+  // 7% slower at 1 x 131k (no kernel before it to overlap), the 131k decode 802.0 -> 838.3 tok/s.
+  if constexpr (!fp8_split_ring<E>) dependency_wait();
   __shared__ float o_s[split_warps][fp8_attention_max_g][E];
   __shared__ float m_s[split_warps][fp8_attention_max_g];
   __shared__ float l_s[split_warps][fp8_attention_max_g];
@@ -351,9 +356,29 @@ __global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_spl
   }
   const int used = static_cast<int>(used64);
   const int block_first = split * split_warps * warp_keys;
-  if (block_first >= used) return;  // the join reads only splits with keys
+  if (block_first >= used) return;  // the join reads only splits with keys (this block writes nothing)
   const int lane = static_cast<int>(threadIdx.x) % warp, wid = static_cast<int>(threadIdx.x) / warp;
   const int gr = lane / 4, qd = lane % 4;
+  const int first = block_first + wid * warp_keys;
+  const int last = min(first + warp_keys, used);
+  const int tiles = first < last ? (last - first + 15) / 16 : 0;
+  constexpr int stages = fp8_split_stages<E>;
+  uint8_t* ring = ring_s + wid * stages * 32 * E;  // the warp's stages of 32 e bytes (stage_layout)
+  // The ring's first tiles, one commit group each (empty past the warp's keys): those before the
+  // newest key's tile now, the rest after the wait.
+  int staged = 0;
+  if constexpr (fp8_split_ring<E>) {
+    for (; staged < stages - 1 && staged < tiles && first + 16 * (staged + 1) <= used - 1; ++staged) {
+      stage_tile<E>(ring + staged * stage_layout<E>::bytes, k_cache, v_cache, rows, first + 16 * staged, used, lane);
+      copy_commit();
+    }
+    dependency_wait();
+    for (; staged < stages - 1; ++staged) {
+      if (staged < tiles)
+        stage_tile<E>(ring + staged * stage_layout<E>::bytes, k_cache, v_cache, rows, first + 16 * staged, used, lane);
+      copy_commit();
+    }
+  }
   // Query head gr's dimensions qd * e/4 + 4ks + {0, 1} and {2, 3} as fp16 pairs (rows past g zero).
   uint32_t q[E / 16][2];
   {
@@ -369,21 +394,9 @@ __global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_spl
     }
   }
   running<E> r;
-  const int first = block_first + wid * warp_keys;
-  const int last = min(first + warp_keys, used);
   if (first < last) {
     if constexpr (fp8_split_ring<E>) {
-      // A ring of staged tiles a warp: tile t is read from stage t % stages while tiles t + 1 ..
-      // t + stages - 1 load (one commit group each, empty past the warp's keys).
-      constexpr int stages = fp8_split_stages<E>;
-      uint8_t* ring = ring_s + wid * stages * stage_layout<E>::bytes;
-      const int tiles = (last - first + 15) / 16;
-#pragma unroll
-      for (int t = 0; t < stages - 1; ++t) {
-        if (t < tiles)
-          stage_tile<E>(ring + t * stage_layout<E>::bytes, k_cache, v_cache, rows, first + 16 * t, used, lane);
-        copy_commit();
-      }
+      // Tile t is read from stage t % stages while tiles t + 1 .. t + stages - 1 load.
       for (int t = 0; t < tiles; ++t) {
         copy_wait<stages - 2>();  // this lane's copies of tile t landed
         __syncwarp();             // every lane's, and every lane done reading tile t - 1's stage

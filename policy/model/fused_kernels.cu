@@ -184,6 +184,24 @@ __device__ __forceinline__ C to_cache(T v) {
     return v;
 }
 
+// Entry j of a rotated head from its value x and its partner's (entry j + e/2 when `lower`, else
+// j - e/2), at the position's cos_j and sin_j: each product rounded, then the sum.
+template <typename T>
+__device__ __forceinline__ T rope_entry(float x, float partner, float cos_j, float sin_j, bool lower) {
+  // __fmul_rn / __fadd_rn: never contracted into an fma, so fp32 rounds as ATen's mul then add.
+  const float a = round_to<T>(__fmul_rn(x, cos_j));
+  const float b = round_to<T>(__fmul_rn(partner, lower ? -sin_j : sin_j));
+  return from_f<T>(__fadd_rn(a, b));
+}
+
+// Where a decode row's key (or value) of KV head kh lies in a cache: slot `row` [row, kh, pos]
+// of [n, k, c, e] or, paged (rows not null), row rows[row] + kh * c of the flat cache [k * c, e]
+// (c a KV head's rows). The index of the entry's first element.
+__device__ __forceinline__ int64_t cache_entry(const int64_t* rows, int64_t row, int64_t pos, int64_t kh, int64_t k,
+                                               int64_t c, int64_t e) {
+  return ((rows ? rows[row] : row * k * c + pos) + kh * c) * e;
+}
+
 template <typename T, typename C>
 __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* __restrict__ positions,
                                       const int64_t* __restrict__ rows, const T* __restrict__ cos_pe,
@@ -198,18 +216,14 @@ __global__ void rope_kv_decode_kernel(const T* __restrict__ qkv, const int64_t* 
   const int64_t pos = positions[row];
   const T* in = qkv + row * heads * e;
   const int head = i / width, j = i - head * width;
-  // KV head kh's key of this row: slot `row` [row, kh, pos] or, paged, row rows[row] + kh * c of
-  // the flat cache [k * c, e] (c a KV head's rows).
-  const auto at = [&](int64_t kh) { return ((rows ? rows[row] : row * k * c + pos) + kh * c) * e + j; };
+  const auto at = [&](int64_t kh) { return cache_entry(rows, row, pos, kh, k, c, e) + j; };
   if (head >= h + k) {  // v: into the cache unrotated
     v_cache[at(head - h - k)] = to_cache<C>(in[i]);
     return;
   }
   const int swapped = j < half ? i + half : i - half;
-  const float s = to_f(sin_pe[pos * e + j]);
-  const float a = round_to<T>(to_f(in[i]) * to_f(cos_pe[pos * e + j]));
-  const float b = round_to<T>(to_f(in[swapped]) * (j < half ? -s : s));
-  const T y = from_f<T>(a + b);
+  const T y =
+      rope_entry<T>(to_f(in[i]), to_f(in[swapped]), to_f(cos_pe[pos * e + j]), to_f(sin_pe[pos * e + j]), j < half);
   if (head < h)
     q[(row * h + head) * e + j] = y;
   else
@@ -488,10 +502,13 @@ constexpr int gemv_unroll = 4;
 // needs whole rows, so b x d elements of shared memory, gemv_staged_bytes at most, a few KB read
 // from L2 a block. Silu: w_nd is a fused gate/up projection (n = 2f: gate rows, then up rows) and
 // the output is silu_mul's [b, f]: a block's warps take gate features j.. and the matching up
-// features f + j.., and the up feature's warp writes silu(gate) * up. Both give the bits of the
-// two kernels. Rationale: a 1-row decode step of the 0.5B shape ran ten kernels a layer, a norm or
-// silu_mul ~2-3 us each plus the gap before the next (bench/results/2026-12-04-policy-h200-shares-
-// gemv.md: 1,620 us busy of 1,880 us a 131k step); these leave seven.
+// features f + j.., and the up feature's warp writes silu(gate) * up. Rope: w_nd is a fused q/k/v
+// projection (n = (h + 2k) e) and the output is rope_kv_decode's: a block's warps take entries i..
+// of a head and the matching i + e/2.., and the second's warp rotates both (q and k heads) and
+// writes them to q (y_bn as [b, h, e]) or the k cache, or (v heads) writes both to the v cache.
+// Each gives the bits of the kernels one by one. Rationale: a 1-row decode step of the 0.5B shape ran ten kernels a
+// layer, a norm or silu_mul ~2-3 us each plus the gap before the next (bench/results/2026-12-04-policy-h200-shares-
+// gemv.md: 1,620 us busy of 1,880 us a 131k step); Norm and Silu leave seven, Rope six.
 template <typename T>
 struct gemv_args {
   const T* x_bd;
@@ -504,7 +521,61 @@ struct gemv_args {
   T* y_bn;
   int64_t n, d;
   int split;
+  // Rope only (rope_kv_decode's arguments): the rows' positions, paged rows (null: slots), the
+  // tables, the caches (e4m3 bytes where fp8_cache, else T) and the heads' shape.
+  const int64_t* positions_b = nullptr;
+  const int64_t* rows_b = nullptr;
+  const T* cos_pe = nullptr;
+  const T* sin_pe = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int64_t h = 0, k = 0, e = 0, c = 0;
+  bool fp8_cache = false;
 };
+
+// The epilogues of gemv_rows_kernel: the product as is, silu_mul's or rope_kv_decode's of it.
+// The last two pair the block's features (pair_features).
+enum class gemv_epilogue { plain, silu_mul, rope_kv };
+
+// The feature of pair p that slot half `which` (0, 1) computes, of n: silu_mul pairs gate p with
+// up n/2 + p; rope_kv pairs entry i of a head with entry i + e/2 (p = head * e/2 + i).
+template <gemv_epilogue Epi, typename T>
+__device__ __forceinline__ int64_t pair_feature(const gemv_args<T>& a, int64_t p, int which) {
+  if constexpr (Epi == gemv_epilogue::silu_mul) return p + which * (a.n / 2);
+  const int64_t half = a.e / 2;
+  return p / half * a.e + p % half + which * half;
+}
+
+// Writes rope_kv_decode's two entries of pair p for row r: x0 the first (entry i), x1 the
+// second (i + e/2), both rounded to T.
+template <typename T>
+__device__ __forceinline__ void write_rope_pair(const gemv_args<T>& a, int r, int64_t p, float x0, float x1) {
+  const int64_t half = a.e / 2, head = p / half, i = p % half, pos = a.positions_b[r];
+  const auto put = [&](void* cache, int64_t kh, T lo, T hi) {
+    const int64_t at = cache_entry(a.rows_b, r, pos, kh, a.k, a.c, a.e) + i;
+    if (a.fp8_cache) {
+      static_cast<uint8_t*>(cache)[at] = to_cache<uint8_t>(lo);
+      static_cast<uint8_t*>(cache)[at + half] = to_cache<uint8_t>(hi);
+    } else {
+      static_cast<T*>(cache)[at] = lo;
+      static_cast<T*>(cache)[at + half] = hi;
+    }
+  };
+  if (head >= a.h + a.k) {  // v: unrotated
+    put(a.v_cache, head - a.h - a.k, from_f<T>(x0), from_f<T>(x1));
+    return;
+  }
+  const T* cos_p = a.cos_pe + pos * a.e;
+  const T* sin_p = a.sin_pe + pos * a.e;
+  const T y0 = rope_entry<T>(x0, x1, to_f(cos_p[i]), to_f(sin_p[i]), true);
+  const T y1 = rope_entry<T>(x1, x0, to_f(cos_p[i + half]), to_f(sin_p[i + half]), false);
+  if (head < a.h) {
+    a.y_bn[(r * a.h + head) * a.e + i] = y0;
+    a.y_bn[(r * a.h + head) * a.e + i + half] = y1;
+  } else {
+    put(a.k_cache, head - a.h, y0, y1);
+  }
+}
 
 // The norm's R rows (vecs 16-byte vectors each) into x_s: every thread of the block calls it.
 // Groups of norm_threads threads take a row each at a time, as add_rms_norm_vec_kernel's blocks.
@@ -533,24 +604,35 @@ __device__ __forceinline__ void stage_normed_rows(const gemv_args<T>& a, uint4* 
 // block left the 0.5B gate/up projection at 1,216 blocks where 396 fit at once (3 waves, the
 // last nearly empty) and each block with one round of loads; the GEMVs read 1.25 TB/s in the
 // 1-row 131k step (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1).
-template <typename T, int R, bool Norm, bool Silu>
-__global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args<T> a) {
+// Blocks a multiprocessor should hold of the R-row kernel (its registers capped to fit them).
+// Rationale: uncapped, the 1-row forms took 61-95 registers a thread, 2 or 3 blocks of 8 warps a
+// multiprocessor for the norm's forms, each warp with one feature's 4 vectors a lane in flight:
+// too few loads in flight to stream the weights at the bandwidth. Measured with the RoPE form
+// (bench/results/2026-12-06-policy-h100-early-tiles-rope-gemv.md, call 3, an H100): gate/up 10.12
+// -> 9.65 us, down 6.47 -> 6.15 us alone; the 131k decode 799.2 -> 810.8 tok/s (three rounds each).
+__host__ __device__ constexpr int gemv_min_blocks(int rows, bool norm) {
+  return rows > 2 ? 1 : norm ? 3 : 4;
+}
+
+template <typename T, int R, bool Norm, gemv_epilogue Epi>
+__global__ void __launch_bounds__(gemv_threads, gemv_min_blocks(R, Norm)) gemv_rows_kernel(const gemv_args<T> a) {
+  constexpr bool paired = Epi != gemv_epilogue::plain;
   allow_dependents();
   extern __shared__ uint4 gemv_x_s[];  // Norm: the normed rows
   constexpr int per_vec = 16 / sizeof(T);
   __shared__ float part_s[gemv_warps][R];
-  __shared__ float gate_s[gemv_warps][R];  // Silu: the gates' rounded values
+  __shared__ float gate_s[gemv_warps][R];  // paired: the first features' rounded values
   const int64_t n = a.n, d = a.d;
   const int split = a.split, per_block = gemv_warps / split, pairs = per_block / 2;
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, slot = wid / split;
-  const int64_t groups = Silu ? (n / 2 + pairs - 1) / pairs : (n + per_block - 1) / per_block;
-  // The warp's output feature in a group (n when none). Silu: the block's first half of slots
-  // take gate features, the second half the up features f apart.
+  const int64_t groups = paired ? (n / 2 + pairs - 1) / pairs : (n + per_block - 1) / per_block;
+  // The warp's output feature in a group (n when none). Paired: the block's first half of slots
+  // take the pairs' first features, the second half their second (pair_feature).
   const auto feature = [&](int64_t group) -> int64_t {
     if (group >= groups) return n;
-    if constexpr (Silu) {
+    if constexpr (paired) {
       const int64_t pair = group * pairs + slot % pairs;
-      return pair < n / 2 ? pair + (slot / pairs) * (n / 2) : n;
+      return pair < n / 2 ? pair_feature<Epi>(a, pair, slot / pairs) : n;
     }
     return group * per_block + slot;
   };
@@ -619,24 +701,31 @@ __global__ void __launch_bounds__(gemv_threads) gemv_rows_kernel(const gemv_args
     }
     const bool writes = lane == 0 && part == 0 && this_j < n;
     const float bias = writes && a.bias_n != nullptr ? to_f(a.bias_n[this_j]) : 0.0f;
-    if constexpr (Silu) {
-      // The gate's rounded value to the up feature's warp (slot + pairs), which writes silu_mul's.
-      const bool gate = slot < pairs;
-      if (writes && gate)
+    if constexpr (paired) {
+      // The first feature's rounded value to the second's warp (slot + pairs), which writes both.
+      const bool first_half = slot < pairs;
+      if (writes && first_half)
 #pragma unroll
         for (int r = 0; r < R; ++r) gate_s[slot][r] = round_to<T>(acc[r] + bias);
       __syncthreads();
-      if (writes && !gate) {
-        const int64_t f = n / 2;
+      if (writes && !first_half) {
+        if constexpr (Epi == gemv_epilogue::silu_mul) {
+          const int64_t f = n / 2;
 #pragma unroll
-        for (int r = 0; r < R; ++r)
-          a.y_bn[r * f + this_j - f] = silu_times<T>(gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+          for (int r = 0; r < R; ++r)
+            a.y_bn[r * f + this_j - f] = silu_times<T>(gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+        } else {
+          const int64_t pair = group * pairs + slot % pairs;
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            write_rope_pair<T>(a, r, pair, gate_s[slot - pairs][r], round_to<T>(acc[r] + bias));
+        }
       }
     } else if (writes) {
 #pragma unroll
       for (int r = 0; r < R; ++r) a.y_bn[r * n + this_j] = from_f<T>(acc[r] + bias);
     }
-    if (Silu || split > 1) __syncthreads();  // part_s and gate_s read before the next group writes them
+    if (paired || split > 1) __syncthreads();  // part_s and gate_s read before the next group writes them
   }
 }
 
@@ -664,26 +753,27 @@ int gemv_split(int64_t n, int64_t vecs) {
   return split;
 }
 
-// The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count. Silu: at most
-// gemv_warps / 2 warps a feature, so that a block holds whole (gate, up) pairs. As many blocks as
+// The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count. Paired epilogues: at
+// most gemv_warps / 2 warps a feature, so that a block holds whole pairs. As many blocks as
 // the device holds at once (the kernel's occupancy with its shared memory), fewer when there are
 // fewer groups.
-template <typename T, bool Norm, bool Silu, int R = 1>
+template <typename T, bool Norm, gemv_epilogue Epi, int R = 1>
 void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   if constexpr (R < gemv_max_rows) {
-    if (b > R) return launch_gemv<T, Norm, Silu, R + 1>(b, a, stream);
+    if (b > R) return launch_gemv<T, Norm, Epi, R + 1>(b, a, stream);
   }
+  constexpr bool paired = Epi != gemv_epilogue::plain;
   a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
-  if (Silu && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
-  const int64_t per_block = gemv_warps / a.split, taken = Silu ? per_block / 2 : per_block;
-  const int64_t groups = ((Silu ? a.n / 2 : a.n) + taken - 1) / taken;
+  if (paired && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
+  const int64_t per_block = gemv_warps / a.split, taken = paired ? per_block / 2 : per_block;
+  const int64_t groups = ((paired ? a.n / 2 : a.n) + taken - 1) / taken;
   const size_t staged = Norm ? static_cast<size_t>(R * a.d) * sizeof(T) : 0;
   // Blocks a multiprocessor holds: the kernel's occupancy without the staged rows (read once,
   // outside a graph capture; 3 until then), then as many as the staged rows leave room for.
   static std::atomic<int> by_registers{0};
   if (by_registers.load() == 0 && !stream_capturing(stream)) {
     int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gemv_rows_kernel<T, R, Norm, Silu>, gemv_threads, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gemv_rows_kernel<T, R, Norm, Epi>, gemv_threads, 0) !=
             cudaSuccess ||
         blocks < 1) {
       cudaGetLastError();
@@ -697,7 +787,7 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
         1, std::min<int64_t>(resident, shared_memory_per_multiprocessor() / static_cast<int64_t>(staged + 4096)));
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, resident * sms));
-  launch(gemv_rows_kernel<T, R, Norm, Silu>, blocks, gemv_threads, staged, stream, a);
+  launch(gemv_rows_kernel<T, R, Norm, Epi>, blocks, gemv_threads, staged, stream, a);
 }
 
 template <typename F>
@@ -829,23 +919,46 @@ bool gemv_shape_fits(element dtype, const void* x_bd, const void* w_nd, int64_t 
          (n + 7) / 8 <= 0x7fffffff;
 }
 
-template <bool Norm, bool Silu>
+// rope_kv_decode's arguments beyond the product's (gemv_epilogue::rope_kv).
+struct rope_kv_args {
+  const int64_t* positions_b;
+  const int64_t* rows_b;
+  const void* cos_pe;
+  const void* sin_pe;
+  void* k_cache;
+  void* v_cache;
+  int64_t h, k, e, c;
+  bool fp8_cache;
+};
+
+template <bool Norm, gemv_epilogue Epi>
 int run_gemv(element dtype, const void* x_bd, const void* delta_bd, const void* norm_d, void* sum_bd, float eps,
-             const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n, int64_t d, void* stream) {
+             const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n, int64_t d, void* stream,
+             const rope_kv_args* rope = nullptr) {
   return dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const gemv_args<T> a{static_cast<const T*>(x_bd),
-                         static_cast<const T*>(delta_bd),
-                         static_cast<const T*>(norm_d),
-                         static_cast<T*>(sum_bd),
-                         eps,
-                         static_cast<const T*>(w_nd),
-                         static_cast<const T*>(bias_n),
-                         static_cast<T*>(y_bn),
-                         n,
-                         d,
-                         1};
-    launch_gemv<T, Norm, Silu>(b, a, static_cast<cudaStream_t>(stream));
+    gemv_args<T> a{static_cast<const T*>(x_bd),
+                   static_cast<const T*>(delta_bd),
+                   static_cast<const T*>(norm_d),
+                   static_cast<T*>(sum_bd),
+                   eps,
+                   static_cast<const T*>(w_nd),
+                   static_cast<const T*>(bias_n),
+                   static_cast<T*>(y_bn),
+                   n,
+                   d,
+                   1};
+    if (rope != nullptr) {
+      a.positions_b = rope->positions_b;
+      a.rows_b = rope->rows_b;
+      a.cos_pe = static_cast<const T*>(rope->cos_pe);
+      a.sin_pe = static_cast<const T*>(rope->sin_pe);
+      a.k_cache = rope->k_cache;
+      a.v_cache = rope->v_cache;
+      a.h = rope->h, a.k = rope->k, a.e = rope->e, a.c = rope->c;
+      a.fp8_cache = rope->fp8_cache;
+    }
+    launch_gemv<T, Norm, Epi>(b, a, static_cast<cudaStream_t>(stream));
   });
 }
 
@@ -856,10 +969,10 @@ int gemv_rows(element dtype, const void* x_bd, const void* w_nd, const void* bia
   if (b == 0 || n == 0) return 0;
   if (!gemv_shape_fits(dtype, x_bd, w_nd, b, n, d) || (silu_mul && n % 2 != 0))
     return static_cast<int>(cudaErrorInvalidValue);
-  return silu_mul
-             ? run_gemv<false, true>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d, stream)
-             : run_gemv<false, false>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n, y_bn, b, n, d,
-                                      stream);
+  return silu_mul ? run_gemv<false, gemv_epilogue::silu_mul>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n,
+                                                             y_bn, b, n, d, stream)
+                  : run_gemv<false, gemv_epilogue::plain>(dtype, x_bd, nullptr, nullptr, nullptr, 0.0f, w_nd, bias_n,
+                                                          y_bn, b, n, d, stream);
 }
 
 bool gemv_stages(element dtype, int64_t b, int64_t d) {
@@ -876,10 +989,27 @@ int add_rms_norm_gemv_rows(element dtype, const void* residual_bd, const void* d
       !aligned16(norm_d) || !aligned16(sum_bd) || (delta_bd == nullptr) != (sum_bd == nullptr) ||
       (silu_mul && n % 2 != 0))
     return static_cast<int>(cudaErrorInvalidValue);
-  return silu_mul ? run_gemv<true, true>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n, d,
-                                         stream)
-                  : run_gemv<true, false>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, y_bn, b, n,
-                                          d, stream);
+  return silu_mul ? run_gemv<true, gemv_epilogue::silu_mul>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd,
+                                                            bias_n, y_bn, b, n, d, stream)
+                  : run_gemv<true, gemv_epilogue::plain>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd,
+                                                         bias_n, y_bn, b, n, d, stream);
+}
+
+int add_rms_norm_gemv_rope_kv(element dtype, const void* residual_bd, const void* delta_bd, const void* norm_d,
+                              float eps, void* sum_bd, const void* w_nd, const void* bias_n, void* q_bhe, int64_t b,
+                              int64_t d, const int64_t* positions_b, const int64_t* rows_b, const void* cos_pe,
+                              const void* sin_pe, void* k_cache, void* v_cache, int64_t h, int64_t k, int64_t e,
+                              int64_t c, bool fp8_cache, void* stream) {
+  if (b == 0) return 0;
+  const int64_t n = (h + 2 * k) * e;
+  if (!gemv_stages(dtype, b, d) || !gemv_shape_fits(dtype, residual_bd, w_nd, b, n, d) || !aligned16(delta_bd) ||
+      !aligned16(norm_d) || !aligned16(sum_bd) || (delta_bd == nullptr) != (sum_bd == nullptr) || h < 1 || k < 1 ||
+      e < 2 || e % 2 != 0 || c < 1 || positions_b == nullptr || cos_pe == nullptr || sin_pe == nullptr ||
+      k_cache == nullptr || v_cache == nullptr || q_bhe == nullptr || (fp8_cache && dtype == element::fp32))
+    return static_cast<int>(cudaErrorInvalidValue);
+  const rope_kv_args rope{positions_b, rows_b, cos_pe, sin_pe, k_cache, v_cache, h, k, e, c, fp8_cache};
+  return run_gemv<true, gemv_epilogue::rope_kv>(dtype, residual_bd, delta_bd, norm_d, sum_bd, eps, w_nd, bias_n, q_bhe,
+                                                b, n, d, stream, &rope);
 }
 
 namespace {

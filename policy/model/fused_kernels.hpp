@@ -132,4 +132,15 @@ int add_rms_norm_gemv_rows(element dtype, const void* residual_bd, const void* d
                            void* sum_bd, const void* w_nd, const void* bias_n, void* y_bn, int64_t b, int64_t n,
                            int64_t d, bool silu_mul, void* stream);
 
+/// add_rms_norm_gemv_rows of a fused q/k/v projection w_nd [(h + 2k) e, d] followed by
+/// rope_kv_decode of its output, in one kernel and with the bits of the kernels one by one: the
+/// rotated q to q_bhe [b, h, e]; k rotated and v as is into the caches at the rows' positions
+/// (rope_kv_decode's layouts, rows_b, tables and fp8_cache). Each block pairs entries i and i +
+/// e/2 of a head, so the rotation needs no second pass.
+int add_rms_norm_gemv_rope_kv(element dtype, const void* residual_bd, const void* delta_bd, const void* norm_d,
+                              float eps, void* sum_bd, const void* w_nd, const void* bias_n, void* q_bhe, int64_t b,
+                              int64_t d, const int64_t* positions_b, const int64_t* rows_b, const void* cos_pe,
+                              const void* sin_pe, void* k_cache, void* v_cache, int64_t h, int64_t k, int64_t e,
+                              int64_t c, bool fp8_cache, void* stream);
+
 }  // namespace caf_agent::policy::kernels

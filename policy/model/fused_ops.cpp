@@ -122,21 +122,30 @@ torch::Tensor silu_mul(const torch::Tensor& gate_up_x2f, bool fused) {
 #endif
 }
 
-bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
-                          const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged) {
+namespace {
+
+/// rope_kv_decode_fuses' conditions for b rows of heads of e entries in `like`'s dtype, on its device.
+bool rope_kv_fits(const torch::Tensor& like, int64_t b, int64_t e, const torch::Tensor& k_cache_nkce,
+                  const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged) {
   // An e4m3 cache takes the model's bf16 or fp16 keys rounded (the kernel's to_cache).
   const bool fp8 = k_cache_nkce.defined() && k_cache_nkce.scalar_type() == torch::kFloat8_e4m3fn;
   const auto cache_fits = [&] {
     return fp8 ? v_cache_nkce.scalar_type() == k_cache_nkce.scalar_type() && k_cache_nkce.is_cuda() &&
-                     k_cache_nkce.device() == qkv_bne.device() && v_cache_nkce.device() == qkv_bne.device() &&
+                     k_cache_nkce.device() == like.device() && v_cache_nkce.device() == like.device() &&
                      k_cache_nkce.is_contiguous() && v_cache_nkce.is_contiguous() &&
-                     qkv_bne.scalar_type() != torch::kFloat32 && applies({&qkv_bne, &table.cos_pe, &table.sin_pe})
-               : applies({&qkv_bne, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe});
+                     like.scalar_type() != torch::kFloat32 && applies({&like, &table.cos_pe, &table.sin_pe})
+               : applies({&like, &k_cache_nkce, &v_cache_nkce, &table.cos_pe, &table.sin_pe});
   };
-  return qkv_bne.defined() && cache_fits() && qkv_bne.dim() == 3 && k_cache_nkce.dim() == 4 &&
-         k_cache_nkce.sizes() == v_cache_nkce.sizes() && qkv_bne.size(2) == k_cache_nkce.size(3) &&
-         table.cos_pe.size(1) == qkv_bne.size(2) && (paged || qkv_bne.size(0) <= k_cache_nkce.size(0)) &&
-         qkv_bne.size(2) % 2 == 0;
+  return like.defined() && cache_fits() && k_cache_nkce.dim() == 4 && k_cache_nkce.sizes() == v_cache_nkce.sizes() &&
+         e == k_cache_nkce.size(3) && table.cos_pe.size(1) == e && (paged || b <= k_cache_nkce.size(0)) && e % 2 == 0;
+}
+
+}  // namespace
+
+bool rope_kv_decode_fuses(const torch::Tensor& qkv_bne, const torch::Tensor& k_cache_nkce,
+                          const torch::Tensor& v_cache_nkce, const rope_table& table, bool paged) {
+  return qkv_bne.defined() && qkv_bne.dim() == 3 &&
+         rope_kv_fits(qkv_bne, qkv_bne.size(0), qkv_bne.size(2), k_cache_nkce, v_cache_nkce, table, paged);
 }
 
 torch::Tensor rope_kv_decode(const torch::Tensor& qkv_bne, const torch::Tensor& positions_b, const rope_table& table,
@@ -475,6 +484,60 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor&
                                                silu_mul_after, current_stream(residual_xd)),
                "add_rms_norm_gemv_rows");
   return {sum_xd, y};
+#else
+  TORCH_CHECK(false, "fused_ops: unreachable without kernels");
+#endif
+}
+
+bool add_rms_norm_qkv_rope_kv_fuses(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
+                                    const torch::Tensor& norm_d, const torch::Tensor& qkv_w, const torch::Tensor& qkv_b,
+                                    int64_t max_rows, const torch::Tensor& k_cache_nkce,
+                                    const torch::Tensor& v_cache_nkce, const rope_table& table, int64_t h, bool paged) {
+  if (!add_rms_norm_linear_fuses(residual_xd, delta_xd, norm_d, qkv_w, qkv_b, max_rows) || !k_cache_nkce.defined() ||
+      k_cache_nkce.dim() != 4 || h < 1)
+    return false;
+  const int64_t b = residual_xd.numel() / residual_xd.size(-1), e = k_cache_nkce.size(3);
+  const int64_t k = k_cache_nkce.size(paged ? 0 : 1);
+  return qkv_w.size(0) == (h + 2 * k) * e && rope_kv_fits(residual_xd, b, e, k_cache_nkce, v_cache_nkce, table, paged);
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_qkv_rope_kv(
+    const torch::Tensor& residual_xd, const torch::Tensor& delta_xd, const torch::Tensor& norm_d, double eps,
+    const torch::Tensor& qkv_w, const torch::Tensor& qkv_b, int64_t max_rows, const torch::Tensor& positions_b,
+    const rope_table& table, torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h,
+    const torch::Tensor& rows_b) {
+  const bool paged = rows_b.defined();
+  TORCH_CHECK(add_rms_norm_qkv_rope_kv_fuses(residual_xd, delta_xd, norm_d, qkv_w, qkv_b, max_rows, k_cache_nkce,
+                                             v_cache_nkce, table, h, paged),
+              "add_rms_norm_qkv_rope_kv: needs the CUDA kernels, at most ", max_rows,
+              " rows and contiguous CUDA tensors of one dtype");
+  const int64_t d = residual_xd.size(-1), b = residual_xd.numel() / d, e = k_cache_nkce.size(3);
+  const int64_t k = k_cache_nkce.size(paged ? 0 : 1);
+  const int64_t c = paged ? k_cache_nkce.size(1) * k_cache_nkce.size(2) : k_cache_nkce.size(2);
+  const auto contiguous_int64 = [&](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kInt64 && t.is_contiguous() && t.numel() == b &&
+           t.device() == residual_xd.device();
+  };
+  TORCH_CHECK(contiguous_int64(positions_b), "add_rms_norm_qkv_rope_kv: positions must be ", b,
+              " contiguous int64 on the device");
+  TORCH_CHECK(!paged || contiguous_int64(rows_b), "add_rms_norm_qkv_rope_kv: rows must be ", b,
+              " contiguous int64 on the device");
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  const bool has_delta = delta_xd.defined();
+  kernels::element el = kernels::element::fp32;
+  element_of(residual_xd.scalar_type(), el);
+  const c10::cuda::CUDAGuard guard(residual_xd.device());
+  auto sum_xd = has_delta ? torch::empty_like(residual_xd) : residual_xd;
+  auto q_bhe = torch::empty({b, h, e}, residual_xd.options());
+  check_launch(kernels::add_rms_norm_gemv_rope_kv(
+                   el, residual_xd.data_ptr(), has_delta ? delta_xd.data_ptr() : nullptr, norm_d.data_ptr(),
+                   static_cast<float>(eps), has_delta ? sum_xd.data_ptr() : nullptr, qkv_w.data_ptr(),
+                   qkv_b.defined() ? qkv_b.data_ptr() : nullptr, q_bhe.data_ptr(), b, d,
+                   positions_b.data_ptr<int64_t>(), paged ? rows_b.data_ptr<int64_t>() : nullptr,
+                   table.cos_pe.data_ptr(), table.sin_pe.data_ptr(), k_cache_nkce.data_ptr(), v_cache_nkce.data_ptr(),
+                   h, k, e, c, k_cache_nkce.scalar_type() == torch::kFloat8_e4m3fn, current_stream(residual_xd)),
+               "add_rms_norm_gemv_rope_kv");
+  return {sum_xd, q_bhe};
 #else
   TORCH_CHECK(false, "fused_ops: unreachable without kernels");
 #endif

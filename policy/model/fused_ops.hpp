@@ -129,6 +129,24 @@ bool add_rms_norm_linear_fuses(const torch::Tensor& residual_xd, const torch::Te
                                const torch::Tensor& norm_d, const torch::Tensor& w, const torch::Tensor& bias,
                                int64_t max_rows);
 
+/// One decode step's input norm, q/k/v projection, RoPE and KV write in one kernel (fused_kernels.hpp
+/// add_rms_norm_gemv_rope_kv; requires add_rms_norm_qkv_rope_kv_fuses): add_rms_norm_linear of the
+/// rows with the fused projection qkv_w [(h + 2k) e, d], then rope_kv_decode of its output, with
+/// their bits. {residual + delta (residual where delta is undefined), q [b, h, e]}; keys and values
+/// go to the caches as rope_kv_decode writes them (rows_b defined: paged).
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_qkv_rope_kv(
+    const torch::Tensor& residual_xd, const torch::Tensor& delta_xd, const torch::Tensor& norm_d, double eps,
+    const torch::Tensor& qkv_w, const torch::Tensor& qkv_b, int64_t max_rows, const torch::Tensor& positions_b,
+    const rope_table& table, torch::Tensor& k_cache_nkce, torch::Tensor& v_cache_nkce, int64_t h,
+    const torch::Tensor& rows_b = {});
+/// True when add_rms_norm_qkv_rope_kv runs: add_rms_norm_linear_fuses of the rows and qkv_w (so at
+/// most max_rows rows), qkv_w's rows (h + 2k) e of the caches' shape, and rope_kv_decode_fuses of
+/// its output.
+bool add_rms_norm_qkv_rope_kv_fuses(const torch::Tensor& residual_xd, const torch::Tensor& delta_xd,
+                                    const torch::Tensor& norm_d, const torch::Tensor& qkv_w, const torch::Tensor& qkv_b,
+                                    int64_t max_rows, const torch::Tensor& k_cache_nkce,
+                                    const torch::Tensor& v_cache_nkce, const rope_table& table, int64_t h, bool paged);
+
 /// True when sample_rows runs as fused kernels: this build has the kernels, CUDA logits [b, v]
 /// (fp32, bf16 or fp16: the kernels read each entry's fp32 value, so bf16 logits sample exactly as
 /// their fp32 copy would) with contiguous rows, b <= 65535.

@@ -43,6 +43,11 @@
 //            device runs at once); --copies K: the timed calls take K copies of w in turn (no call finds its
 //            weights in L2); --cublas (with --time, any B): torch::linear's kernels timed instead
 //            (bench/policy/bench_gemv.py)
+//            --norm FILE --rope-heads H,K --positions P1,..,PB [--capacity C] [--fp8-cache]: the one
+//            kernel of add_rms_norm_qkv_rope_kv (w the fused q/k/v projection, N = (H + 2K) E) against
+//            add_rms_norm_linear then rope_kv_decode, each into its own zeroed slot caches [B, K, C, E]
+//            (C default: the largest position + 1; e4m3 with --fp8-cache); writes fp32 [q of each;
+//            k caches of each; v caches of each; (sums)]
 //   decode-attention --rows B --slots N --kv-heads K --heads H --head-dim E --capacity C --keys S
 //            --positions P1,..,PB --q FILE --k FILE --v FILE --out FILE [--repeat R] [--block-size BS]
 //            the e4m3 cache's decode attention kernel (fused_ops.hpp's fp8_decode_attention) on raw

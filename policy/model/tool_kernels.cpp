@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -118,6 +119,44 @@ status time_linear_rows(int64_t calls, const std::string& kernels, int64_t b, in
   return {};
 }
 
+// linear-rows --rope-heads: the fused q/k/v kernel against its kernels one by one (see the header).
+int run_linear_rows_rope(const args& a, const torch::Tensor& x, const torch::Tensor& delta, const torch::Tensor& norm_d,
+                         const torch::Tensor& w, const torch::Tensor& bias) {
+  const auto heads = parse_ids(get(a, "rope-heads"));
+  const auto positions = parse_ids(get(a, "positions"));
+  const int64_t b = x.size(0), n = w.size(0);
+  if (heads.size() != 2 || heads[0] < 1 || heads[1] < 1 || n % (heads[0] + 2 * heads[1]) != 0 ||
+      static_cast<int64_t>(positions.size()) != b || !norm_d.defined()) {
+    std::cerr << "linear-rows: --rope-heads H,K needs --norm, N a multiple of H + 2K and --positions with B entries\n";
+    return 2;
+  }
+  const int64_t h = heads[0], k = heads[1], e = n / (h + 2 * k);
+  const int64_t top = *std::max_element(positions.begin(), positions.end());
+  const int64_t c = std::stoll(get(a, "capacity", std::to_string(top + 1)));
+  if (top < 0 || top >= c || e % 2 != 0) {
+    std::cerr << "linear-rows: positions must lie in [0, capacity) and the head size " << e << " must be even\n";
+    return 2;
+  }
+  const auto device = x.device();
+  const auto table = rope_table::make(rope_config{}, e, c, device, x.scalar_type());
+  auto positions_b = torch::tensor(positions, torch::kInt64).to(device);
+  const auto cache_dtype = a.count("fp8-cache") ? torch::kFloat8_e4m3fn : x.scalar_type();
+  const auto zeros = [&] { return torch::zeros({b, k, c, e}, x.options().dtype(cache_dtype)); };
+  auto k_one = zeros(), v_one = zeros(), k_two = zeros(), v_two = zeros();
+  if (!add_rms_norm_qkv_rope_kv_fuses(x, delta, norm_d, w, bias, b, k_one, v_one, table, h, false)) {
+    std::cerr << "linear-rows: the fused q/k/v kernel does not run here (see add_rms_norm_qkv_rope_kv_fuses)\n";
+    return 1;
+  }
+  const double eps = std::stod(get(a, "eps", "1e-6"));
+  auto [sum, q] = add_rms_norm_qkv_rope_kv(x, delta, norm_d, eps, w, bias, b, positions_b, table, k_one, v_one, h);
+  auto [two_sum, qkv] = add_rms_norm_linear(x, delta, norm_d, eps, w, bias, b, true);
+  auto two_q = rope_kv_decode(qkv.view({b, h + 2 * k, e}), positions_b, table, k_two, v_two, h);
+  const auto flat = [](const torch::Tensor& t) { return t.to(torch::kFloat32).reshape({-1}); };
+  std::vector<torch::Tensor> parts{flat(q), flat(two_q), flat(k_one), flat(k_two), flat(v_one), flat(v_two)};
+  if (delta.defined()) parts.insert(parts.end(), {flat(sum), flat(two_sum)});
+  return write_floats(torch::cat(parts), get(a, "out"));
+}
+
 int run_linear_rows(const args& a) {
   const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
   const torch::Device device(get(a, "device", "cuda"));
@@ -202,6 +241,7 @@ int run_linear_rows(const args& a) {
                         "at 16-bit; --silu: N even)\n");
     return 1;
   }
+  if (a.count("rope-heads")) return run_linear_rows_rope(a, x, delta, norm_d, w, bias);
   const double eps = std::stod(get(a, "eps", "1e-6"));
   if (calls > 0) {
     const std::function<void()> one_kernel = [&] {

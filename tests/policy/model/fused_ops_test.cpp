@@ -56,6 +56,12 @@ TEST(fused_ops, nothing_fuses_on_the_cpu) {
   EXPECT_FALSE(policy::sample_rows_fuses(torch::randn({2, 100})));
   EXPECT_FALSE(policy::linear_rows_fuses(torch::randn({2, 64}), torch::randn({8, 64}), torch::randn({8}), 8));
   EXPECT_THROW(policy::rope_kv_decode(qkv, torch::zeros({2}, torch::kInt64), table, cache, cache, 4), c10::Error);
+  // The q/k/v GEMV with RoPE and the KV write: 4 + 2 x 1 heads of 8 from d 64.
+  auto x = torch::randn({2, 64}), norm = torch::ones({64}), w = torch::randn({48, 64}), bias = torch::randn({48});
+  EXPECT_FALSE(policy::add_rms_norm_qkv_rope_kv_fuses(x, {}, norm, w, bias, 8, cache, cache, table, 4, false));
+  EXPECT_THROW(policy::add_rms_norm_qkv_rope_kv(x, {}, norm, 1e-6, w, bias, 8, torch::zeros({2}, torch::kInt64), table,
+                                                cache, cache, 4),
+               c10::Error);
 }
 
 TEST(fused_ops, linear_rows_on_the_cpu_is_torch_linear) {

@@ -210,6 +210,16 @@ def test_linear_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, 
         assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
 
 
+def random_flags(tmp_path, torch_dtype, g):
+    """floats(name, *shape, scale=1): random values of that shape rounded to torch_dtype, written
+    as fp32 to tmp_path; returns the tool's flags ["--name", file]."""
+    def floats(name, *shape, scale=1.0):
+        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
+        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
+        return ["--" + name, tmp_path / f"{name}.f32"]
+    return floats
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_gemv_with_the_norm_before_and_silu_after_gives_the_bits_of_the_kernels_one_by_one(cuda, tmp_path, dtype):
     """add_rms_norm_linear (every block norms the rows into shared memory before its share of the
@@ -219,14 +229,7 @@ def test_gemv_with_the_norm_before_and_silu_after_gives_the_bits_of_the_kernels_
     norm and silu around gate/up 9728 x 896), Qwen2.5-7B's norm (d 3584), tiny ones (fewer vectors
     than lanes, partial blocks, an odd count of pairs), with and without a delta and a bias, 1-8
     rows."""
-    torch_dtype = getattr(torch, dtype)
-    g = torch.Generator().manual_seed(13)
-
-    def floats(name, *shape, scale=1.0):
-        t = (torch.randn(*shape, generator=g) * scale).to(torch_dtype).float()
-        t.numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
-        return ["--" + name, tmp_path / f"{name}.f32"]
-
+    floats = random_flags(tmp_path, getattr(torch, dtype), torch.Generator().manual_seed(13))
     cases = [  # rows, n, d, norm, delta, silu, bias
         (1, 1152, 896, True, True, False, True), (8, 1152, 896, True, True, False, True),
         (1, 9728, 896, True, True, True, False), (3, 9728, 896, True, True, True, False),
@@ -249,6 +252,43 @@ def test_gemv_with_the_norm_before_and_silu_after_gives_the_bits_of_the_kernels_
         assert np.array_equal(parts[:m], parts[m:2 * m]), (case, np.abs(parts[:m] - parts[m:2 * m]).max())
         if delta:
             assert np.array_equal(parts[2 * m:2 * m + rows * d], parts[2 * m + rows * d:]), case
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_gemv_with_rope_and_the_kv_write_gives_the_bits_of_the_kernels_one_by_one(cuda, tmp_path, dtype):
+    """add_rms_norm_qkv_rope_kv (a block's warps pair entries i and i + e/2 of a head; the second
+    rotates both and writes q, or k and v into the cache) against add_rms_norm_linear then
+    rope_kv_decode: the same bits in q, both caches and the sums. The 0.5B shape (14 + 2 x 2 heads
+    of 64), Qwen2.5-7B's (28 + 2 x 4 heads of 128, d 3584), a tiny one (heads of 8), 1-8 rows at
+    scattered positions, with and without a delta; bf16 and fp16 also into e4m3 caches."""
+    floats = random_flags(tmp_path, getattr(torch, dtype), torch.Generator().manual_seed(17))
+    cases = [  # rows, h, k, e, d, delta, positions
+        (1, 14, 2, 64, 896, True, [20000]), (8, 14, 2, 64, 896, True, [0, 5, 9, 100, 7, 3000, 64, 1]),
+        (3, 2, 1, 8, 24, False, [4, 0, 11])]
+    if dtype != "float32":
+        cases.append((2, 28, 4, 128, 3584, True, [17, 2047]))
+    for rows, h, k, e, d, delta, positions in cases:
+        for fp8 in [False, True] if dtype != "float32" else [False]:
+            n = (h + 2 * k) * e
+            args = [*floats("x", rows, d, scale=4), *floats("w", n, d, scale=0.05), *floats("norm", d),
+                    *(floats("delta", rows, d) if delta else []), *floats("bias", n),
+                    *(["--fp8-cache"] if fp8 else [])]
+            out = tmp_path / "y.f32"
+            run_tool("linear-rows", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", d,
+                     "--out-features", n, "--eps", 1e-6, "--rope-heads", f"{h},{k}",
+                     "--positions", ",".join(map(str, positions)), *args, "--out", out)
+            parts = np.fromfile(out, dtype="<f4")
+            cache = rows * k * (max(positions) + 1) * e
+            sizes = [rows * h * e] * 2 + [cache] * 4 + ([rows * d] * 2 if delta else [])
+            case = (dtype, rows, h, k, e, d, delta, fp8)
+            assert parts.size == sum(sizes), case
+            chunks = np.split(parts, np.cumsum(sizes)[:-1])
+            for name, one, two in zip(["q", "k cache", "v cache", "sum"], chunks[0::2], chunks[1::2]):
+                assert np.array_equal(one, two), (case, name, np.abs(one - two).max())
+            # Every row wrote its key and value: the caches are not all zeros at the positions.
+            k_cache = chunks[2].reshape(rows, k, max(positions) + 1, e)
+            for r, p in enumerate(positions):
+                assert np.abs(k_cache[r, :, p]).sum() > 0, (case, r, p)
 
 
 def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
