@@ -34,7 +34,7 @@ struct policy_config {
   std::string device = "cpu";
   model_dtype dtype = model_dtype::float32;
   bool prefix_cache = true;
-  int32_t prefill_chunk = 8192;
+  int32_t prefill_chunk = 16384;
   int32_t prefill_wait_steps = 0;
   cache_attention_choice cache_attention = cache_attention_choice::automatic;
   kv_layout_kind kv_layout = kv_layout_kind::slots;

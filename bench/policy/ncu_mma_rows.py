@@ -85,17 +85,19 @@ def main():
                 continue
             for shares in args.mma_shares if args.path == "mma" else [None]:
                 cmd = [str(a) for a in command(ncu, tool, shape, shares, pathlib.Path(tmp) / "y.bin")]
+                # As recorded: the scratch output named as the scratch folder's, not this machine's path.
+                shown = [a.replace(tmp, "SCRATCH") for a in cmd[1:]]
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
                 print(f"## {shape_label}" + (f", shares {shares}" if shares is not None else "") + "\n", flush=True)
                 if done.returncode != 0 or kernel not in done.stdout:
                     tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-5:]
                     print("failed (exit status {}, or no {} launch profiled):\n\n    {}\n".format(
                         done.returncode, kernel, "\n    ".join(tail or ["(no output)"])), flush=True)
-                    runs.append({"shape": shape_label, "shares": shares, "command": cmd[1:], "rc": done.returncode,
+                    runs.append({"shape": shape_label, "shares": shares, "command": shown, "rc": done.returncode,
                                  "error": " / ".join(tail)[:500]})
                     continue
                 print("```\n" + done.stdout.strip() + "\n```\n", flush=True)
-                runs.append({"shape": shape_label, "shares": shares, "command": cmd[1:], "rc": 0})
+                runs.append({"shape": shape_label, "shares": shares, "command": shown, "rc": 0})
     if args.out:
         args.out.write_text(json.dumps(runs, indent=1))
     return 1 if not runs or any("error" in r for r in runs) else 0

@@ -87,8 +87,11 @@ struct engine_options {
   /// observation does not stall them. 0: each prompt at once. Rationale: 8,192, not 2,048: the
   /// cached agent workload on an H100 took 35.23 and 35.27 s (two calls) against 38.34 s, its
   /// prefilling steps 8.1 s against 13.9 s (bench/results/2026-12-06-policy-h100-prefill-chunk.md);
-  /// a step that carries a full chunk is longer, which the decoding rows see as one slower token.
-  int32_t prefill_chunk = 8192;
+  /// 16,384: 34.61-34.66 s (three runs, two calls) against 35.05-35.13 s with 8,192, its prefilling
+  /// steps 6.4 s against 8.1 s (bench/results/2026-12-06-policy-h100-early-tiles-rope-gemv.md). A
+  /// step that carries a full chunk is longer, which the decoding rows see as one slower token;
+  /// 32,768 ran 34.33 s once, its decode steps slower again (1,442 us a step besides attention).
+  int32_t prefill_chunk = 16384;
   /// While others decode, prompts waiting to be prefilled are held for up to this many steps so
   /// that one prefill pass takes several of them (a pass runs at once when they fill
   /// prefill_chunk, when nothing decodes, or when requests wait for a slot). 0: every step

@@ -46,6 +46,10 @@ def test_each_shape_and_cap_is_one_ncu_run_of_the_first_launch(tmp_path):
     assert [(r["shape"], r["shares"], r["rc"]) for r in runs] == [
         ("gate/up, silu, 64 rows, mma", 1, 0), ("gate/up, silu, 64 rows, mma", 8, 0),
         ("down, 64 rows, mma", 1, 0), ("down, 64 rows, mma", 8, 0)]
+    # The recorded commands name the scratch output, not the folder it had on this machine.
+    for r in runs:
+        out_arg = r["command"][r["command"].index("--out") + 1]
+        assert out_arg == "SCRATCH/y.bin", out_arg
 
 
 def test_a_run_that_profiled_nothing_is_an_error_and_the_rest_go_on(tmp_path):
