@@ -19,14 +19,12 @@ their kernels give the same bits.
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
 """
 import hashlib
-import json
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kernel_bench import parse_args, this_card, tool_of  # noqa: E402
+from kernel_bench import finish, parse_args, this_card, tool_line, tool_of  # noqa: E402
 
 # name, rows, kv heads, heads, head_dim, keys a row, paged block size (0: slots)
 SHAPES = [
@@ -49,12 +47,9 @@ def run_shape(tool, calls, name, rows, k, h, e, keys, block, scratch=None):
     out = scratch / "out.f32" if scratch else None
     if out:
         args += ["--out", out]
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return {"shape": name, "error": lines[0][:300]}  # the message, not a C++ trace after it
-    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
-    result = dict(shape=name, **json.loads(line))
+    result = tool_line(args, {"shape": name})
+    if "error" in result:
+        return result
     if out:  # the output's bits, to set two tools' side by side (the inputs are the seed's)
         result["out_sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
         out.unlink()
@@ -82,9 +77,7 @@ def main():
             print(f"| {r['shape']} | {r['split_us']:.2f} | {r['join_us']:.2f} | {r['cache_bytes'] / 1e6:.1f} | "
                   f"{r['split_tb_per_s']:.2f} | {both:.2f} | {both * 1e12 / bound:.2f} | "
                   f"{r['out_sha256'][:16]} |", flush=True)
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1))
-    return 1 if any("error" in r for r in results) else 0
+    return finish(args.out, results)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,11 @@ tool's --copies) that together they are at least COPIES_BYTES: no call finds its
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
 """
-import json
 import pathlib
-import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kernel_bench import parse_args, this_card, tool_of  # noqa: E402
+from kernel_bench import finish, parse_args, this_card, tool_line, tool_of  # noqa: E402
 
 LAYERS = 24  # the 0.5B model's
 # Weight bytes a shape's copies cover at least: over twice the 50 MB L2 of an H100 or an H200.
@@ -95,14 +93,8 @@ def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None)
         args.append("--cublas")
     if shares is not None:
         args += ["--mma-shares", shares]
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
-    base = {"shape": label(name, rows, path) + (f", shares {shares}" if shares is not None else ""),
-            "per_step": per_step}
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return dict(base, error=lines[0][:300])  # the message, not a C++ trace after it
-    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
-    return dict(base, **json.loads(line))
+    return tool_line(args, {"shape": label(name, rows, path) + (f", shares {shares}" if shares is not None else ""),
+                            "per_step": per_step})
 
 
 def launch(r):
@@ -169,9 +161,7 @@ def main():
         if layer:
             print(f"A 64-row layer's four projections on {path}: {layer[0]:.1f} us for {layer[1] / 1e6:.1f} MB, "
                   f"{layer[1] / layer[0] / 1e6:.2f} TB/s ({LAYERS} layers: {layer[0] * LAYERS:.0f} us)")
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1))
-    return 1 if any("error" in r for r in results) else 0
+    return finish(args.out, results)
 
 
 if __name__ == "__main__":

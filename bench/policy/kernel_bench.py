@@ -1,8 +1,11 @@
-"""What the kernel benches (bench_fp8_attention.py, bench_gemv.py) share: their command line
-(--tool, --build-dir, --calls, --only, --out), the tool they run (built when --tool is not given),
-and the card's HBM bandwidth their read rates are set beside."""
+"""What the kernel benches (bench_fp8_attention.py, bench_gemv.py, bench_boundaries.py) share: their
+command line (--tool, --build-dir, --calls, --only, --out), the tool they run (built when --tool is
+not given) and its JSON line, the card's HBM bandwidth their read rates are set beside, and their
+--out and exit status."""
 import argparse
+import json
 import pathlib
+import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -49,3 +52,21 @@ def this_card():
     import torch  # here, not at import: the tool check comes first and torch is slow to load
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return (name, *card_bound(name))
+
+
+def tool_line(args, base):
+    """Runs the tool with `args` (a list; each item str()-ed): `base` with its last JSON line's fields,
+    or with `error`, the first line of its stderr (the message, not a C++ trace after it)."""
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return dict(base, error=lines[0][:300])
+    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
+    return dict(base, **json.loads(line))
+
+
+def finish(out, results):
+    """`results` as JSON into `out` (when given); the bench's exit status: 1 when any has an error."""
+    if out:
+        out.write_text(json.dumps(results, indent=1))
+    return 1 if any("error" in r for r in results) else 0

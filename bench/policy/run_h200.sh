@@ -6,7 +6,7 @@
 #    with eviction (test_decode_graphs_gpu.py), flash against sdpa and transformers
 #    (test_cache_attention_gpu.py), the fused kernels against transformers and the composites
 #    (test_fused_kernels_gpu.py), overlapped decoding against stepping one at a time (test_overlap_gpu.py),
-#    the e4m3 KV cache (test_fp8_kv_gpu.py);
+#    the e4m3 KV cache (test_fp8_kv_gpu.py), the boundary bench's two ways' sums (test_boundary_chain_gpu.py);
 # 3. bench_agent.py: 64 x 512, the 64-row step profiled with and without graphs, the agent workload
 #    with the prefix cache, one sequence at 131,072 context, the prefills of turns 5, 10, ..., 30 of
 #    the re-prefilling run timed alone (its lower bound), then the whole re-prefilling run until
@@ -64,7 +64,8 @@ fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
 CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${TESTS_S:-160})" $PY -m pytest -v -rP -m gpu tests/policy/model/test_decode_graphs_gpu.py \
   tests/policy/model/test_cache_attention_gpu.py tests/policy/model/test_fused_kernels_gpu.py \
-  tests/policy/model/test_overlap_gpu.py tests/policy/model/test_fp8_kv_gpu.py > "$OUT/gpu-tests.log" 2>&1
+  tests/policy/model/test_overlap_gpu.py tests/policy/model/test_fp8_kv_gpu.py \
+  tests/policy/model/test_boundary_chain_gpu.py > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? at $(( $(date +%s) - START )) s"; tail -8 "$OUT/gpu-tests.log"
 fi
 # MICRO: ';'-separated kernel benches, each a script and its arguments (e.g.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -15,6 +16,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "policy/model/boundary_kernels.hpp"
 #include "policy/model/fp8_kernels.hpp"
 #include "policy/model/fused_kernels.hpp"
 #endif
@@ -236,6 +238,51 @@ int64_t cuda_multiprocessors() {
   return kernels::multiprocessor_count();
 #else
   return 0;
+#endif
+}
+
+boundary_timing time_boundary_chain(const std::string& mode, int64_t bytes_per_phase, int64_t phases, int64_t blocks,
+                                    int64_t calls, const torch::Device& device) {
+  // Bad arguments as one line naming the argument (std::invalid_argument, not TORCH_CHECK's trace).
+  const auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw std::invalid_argument("boundary-chain: " + message);
+  };
+  require(mode == "kernels" || mode == "flags", "--mode must be kernels or flags, not '" + mode + "'");
+  require(device.is_cuda(), "--device must be cuda, not " + device.str());
+  require(phases >= 1 && phases <= 4096, "--phases must be 1..4096, not " + std::to_string(phases));
+  require(calls >= 1, "--time must be >= 1, not " + std::to_string(calls));
+  require(bytes_per_phase >= 16 && bytes_per_phase % 16 == 0,
+          "--bytes must be a positive multiple of 16, not " + std::to_string(bytes_per_phase));
+  require(blocks >= 0 && blocks <= std::numeric_limits<int>::max(),
+          "--blocks must be >= 0, not " + std::to_string(blocks));
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  c10::cuda::CUDAGuard guard(device);
+  const auto m = mode == "flags" ? kernels::boundary_mode::flags : kernels::boundary_mode::kernels;
+  const int64_t resident = kernels::boundary_resident_blocks(m);
+  require(resident > 0, "the device's occupancy for the chain's kernel cannot be read");
+  if (blocks == 0) blocks = resident;
+  require(m != kernels::boundary_mode::flags || blocks <= resident,
+          "--mode flags takes at most " + std::to_string(resident) + " blocks (all resident at once), not " +
+              std::to_string(blocks));
+  require(bytes_per_phase >= 16 * blocks, "--bytes must give each of the " + std::to_string(blocks) +
+                                              " blocks 16 bytes at least, not " + std::to_string(bytes_per_phase));
+  const auto opts = torch::TensorOptions().device(device);
+  torch::manual_seed(0);  // the same bytes for every call: both modes' sums comparable
+  auto data = torch::randint(0, 256, {phases * bytes_per_phase}, opts.dtype(torch::kUInt8));
+  auto sums = torch::zeros({phases * blocks}, opts.dtype(torch::kFloat32));
+  auto counters = torch::zeros({phases}, opts.dtype(torch::kInt32));
+  c10::cuda::getCurrentCUDAStream(device.index()).synchronize();  // the inputs made before the chain's stream runs
+  double us = 0;
+  check_launch(kernels::time_boundary_chain(m, data.data_ptr(), bytes_per_phase, static_cast<int>(phases),
+                                            static_cast<int>(blocks), sums.data_ptr<float>(),
+                                            reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>()),
+                                            static_cast<int>(calls), &us),
+               "the boundary chain");
+  const double last = sums.narrow(0, (phases - 1) * blocks, blocks).to(torch::kFloat64).sum().item<double>();
+  return {us, blocks, resident, last};
+#else
+  throw std::invalid_argument(
+      "boundary-chain: this build has no CUDA kernels (policy/model's fused kernels are not built)");
 #endif
 }
 

@@ -9,6 +9,7 @@
 // Shape legend: see layers.hpp; n cache slots, c slot capacity.
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,20 @@ void set_programmatic_launch(bool on);
 /// Multiprocessors of the current CUDA device; 0 on a CPU-only build or in builds without the
 /// kernels.
 int64_t cuda_multiprocessors();
+
+/// policy_model_tool boundary-chain (boundary_kernels.hpp): `calls` chains of `phases` streaming
+/// phases of bytes_per_phase bytes each, their boundaries kernels ("kernels": programmatic launch as
+/// set_programmatic_launch says, one CUDA graph) or counters in one persistent launch ("flags"), on
+/// random bytes made on `device`. blocks 0: as many as are resident at once. Throws naming the bad
+/// argument, or where the build has no kernels.
+struct boundary_timing {
+  double us_per_chain = 0;
+  int64_t blocks = 0;    ///< the chain's blocks a phase
+  int64_t resident = 0;  ///< blocks the device holds at once
+  double last_sums = 0;  ///< the sum of the last phase's block sums (a check: the same in both modes)
+};
+boundary_timing time_boundary_chain(const std::string& mode, int64_t bytes_per_phase, int64_t phases, int64_t blocks,
+                                    int64_t calls, const torch::Device& device);
 
 /// True when fp8_decode_attention runs here: a build with the kernels, a CUDA e4m3 KV cache
 /// (slots [n, k, c, e], or paged [k, blocks, block size, e] with a block size that is a multiple

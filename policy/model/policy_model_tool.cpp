@@ -58,6 +58,13 @@
 //            --random [--seed S]: q ~ N(0, 1), keys and values ~ N(0, 9) made on the device, no
 //            files; --time N: N more calls profiled, one JSON line of the kernels' time a call
 //            (bench/policy/bench_fp8_attention.py)
+//   boundary-chain --mode kernels|flags --bytes B [--phases P] [--blocks K] [--time N]
+//            what a boundary between two ops costs (boundary_kernels.hpp): P phases (default 96) each
+//            streaming B bytes of random data (a multiple of 16) over K blocks (0, the default: as
+//            many as are resident at once), each phase reading the sums of the one before; "kernels":
+//            a kernel a phase in one CUDA graph (programmatic launch unless --no-programmatic-launch),
+//            "flags": one persistent launch, phases meeting on counters; N chains (default 20) timed,
+//            one JSON line of the time a chain and a phase (bench/policy/bench_boundaries.py)
 // Common: --device cpu|cuda[:N] (default cpu), --dtype float32|bfloat16|float16,
 // --no-fused-kernels (the ATen composites instead of policy/model/fused_ops.hpp's kernels);
 // generate / bench / agent-bench: --no-cuda-graphs decodes eagerly (for comparison),
@@ -120,7 +127,8 @@ int run_save(const args& a) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr
-        << "usage: policy_model_tool logits|logprobs|values|save|sample|linear-rows|decode-attention|generate|bench|"
+        << "usage: policy_model_tool logits|logprobs|values|save|sample|linear-rows|decode-attention|boundary-chain|"
+           "generate|bench|"
            "agent-bench ...\n";
     return 2;
   }
@@ -133,6 +141,7 @@ int main(int argc, char** argv) {
     if (command == "sample") return run_sample(a);
     if (command == "linear-rows") return run_linear_rows(a);
     if (command == "decode-attention") return run_decode_attention(a);
+    if (command == "boundary-chain") return run_boundary_chain(a);
     if (command == "generate" || command == "bench") return run_generate(command, a);
     if (command == "agent-bench") return run_agent_bench(a);
   } catch (const std::exception& e) {  // bad numbers in arguments, device errors

@@ -47,6 +47,7 @@ std::string json_string(const std::string& s);
 int run_sample(const args& a);                                // tool_kernels.cpp
 int run_linear_rows(const args& a);                           // tool_kernels.cpp
 int run_decode_attention(const args& a);                      // tool_kernels.cpp
+int run_boundary_chain(const args& a);                        // tool_kernels.cpp
 int run_generate(const std::string& command, const args& a);  // tool_engine.cpp: generate, bench
 int run_agent_bench(const args& a);                           // tool_engine.cpp
 

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -355,6 +357,32 @@ int run_decode_attention(const args& a) {
     }
   }
   return random && a.count("out") == 0 ? 0 : write_floats(out, get(a, "out"));
+}
+
+// boundary-chain: one JSON line, the chain's time a phase beside its bytes' rate
+// (fused_ops.hpp time_boundary_chain, boundary_kernels.hpp).
+int run_boundary_chain(const args& a) {
+  const std::string mode = get(a, "mode");
+  const int64_t bytes = std::stoll(get(a, "bytes")), phases = std::stoll(get(a, "phases", "96"));
+  const int64_t blocks = std::stoll(get(a, "blocks", "0")), calls = std::stoll(get(a, "time", "20"));
+  const torch::Device device(get(a, "device", "cuda"));
+  const bool programmatic = a.count("no-programmatic-launch") == 0;
+  set_programmatic_launch(programmatic);
+  boundary_timing t;
+  try {
+    t = time_boundary_chain(mode, bytes, phases, blocks, calls, device);
+  } catch (const std::invalid_argument& e) {  // a bad argument, or a build without the kernels
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  const double us_per_phase = t.us_per_chain / static_cast<double>(phases);
+  std::cout << "{\"mode\": " << json_string(mode) << ", \"programmatic_launch\": " << (programmatic ? "true" : "false")
+            << ", \"bytes_per_phase\": " << bytes << ", \"phases\": " << phases << ", \"blocks\": " << t.blocks
+            << ", \"resident_blocks\": " << t.resident << ", \"calls\": " << calls
+            << ", \"us_per_chain\": " << t.us_per_chain << ", \"us_per_phase\": " << us_per_phase
+            << ", \"tb_per_s\": " << static_cast<double>(bytes) / us_per_phase / 1e6
+            << ", \"last_sums\": " << std::setprecision(17) << t.last_sums << "}\n";
+  return 0;
 }
 
 }  // namespace caf_agent::policy::tool

@@ -306,6 +306,21 @@ def test_decode_attention_with_random_inputs_reaches_the_kernel_check_and_names_
     assert proc.returncode == 2 and "--block-size 48 does not divide --capacity 64" in proc.stderr, proc.stderr
 
 
+def test_boundary_chain_names_bad_arguments():
+    """boundary-chain (bench/policy/bench_boundaries.py's call) times kernels on a GPU only; its
+    arguments are checked first, each a usage error naming itself."""
+    common = ["boundary-chain", "--time", 2]
+    for args, message in [
+        (["--mode", "kernels", "--bytes", 1024, "--device", "cpu"], "--device must be cuda, not cpu"),
+        (["--mode", "waves", "--bytes", 1024], "--mode must be kernels or flags, not 'waves'"),
+        (["--mode", "flags", "--bytes", 1000], "--bytes must be a positive multiple of 16, not 1000"),
+        (["--mode", "flags", "--bytes", 1024, "--phases", 0], "--phases must be 1..4096, not 0"),
+        (["--mode", "kernels", "--bytes", 1024, "--blocks", -1], "--blocks must be >= 0, not -1"),
+    ]:
+        proc = run_tool(*common, *args, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+
+
 def test_linear_rows_with_random_inputs_reaches_the_kernel_check_and_names_bad_arguments():
     """linear-rows --random --time (bench/policy/bench_gemv.py's call) makes its inputs from the
     seed without files; on the CPU the kernel then does not run, a clear error. --cublas without
