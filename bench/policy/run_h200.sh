@@ -46,7 +46,7 @@ START=$(date +%s)
 finish() {
   scrub_paths "$OUT"
   if [ "${PACK:-0}" = 1 ]; then
-    (cd "$OUT" && tar czf /tmp/policy-h200.tgz --exclude policy-h200.tgz . && rm -rf ./* && mv /tmp/policy-h200.tgz .)
+    pack_out "$OUT" policy-h200
   fi
 }
 trap 'echo "stopped at $(( $(date +%s) - START )) s"; exit 143' TERM INT

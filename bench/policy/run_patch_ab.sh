@@ -49,7 +49,7 @@ finish() {
   $PY bench/policy/summarize.py "$OUT" > "$OUT/summary.md" 2>&1; cat "$OUT/summary.md"
   scrub_paths "$OUT" "$BUILD"
   if [ "${PACK:-0}" = 1 ]; then
-    (cd "$OUT" && tar czf /tmp/patch-ab.tgz --exclude patch-ab.tgz . && rm -rf ./* && mv /tmp/patch-ab.tgz .)
+    pack_out "$OUT" patch-ab
   fi
 }
 trap 'echo "stopped $(at)"; exit 143' TERM INT
