@@ -5,7 +5,9 @@ sizes of a 1-row decode step (the o projection's 1.6 MB of weights, q/k/v's 2.1,
 gate/up's 17.4, one layer's e4m3 cache at 131,072 keys, 33.6 MB) in three ways:
   kernels     a kernel a phase, programmatic launch, one CUDA graph (how policy/model runs a step);
   kernels-np  the same without programmatic launch;
-  flags       one cooperative launch whose blocks go from phase to phase on counters in global memory.
+  flags       one cooperative launch whose blocks go from phase to phase on counters in global memory;
+each with as many blocks as the device holds at once, and kernels and flags again with one block a
+multiprocessor.
 Each phase streams its bytes (16-byte loads, 4 a thread in flight, the first before the wait, as the
 1-row GEMVs) and reads every block's sum of the phase before (as a projection reads the op before
 it). A chain has enough phases to read 256 MB or more (at least 24), so no chain finds its bytes in
@@ -31,11 +33,14 @@ SIZES = [
     ("gate/up, 17.4 MB", 9728 * 896 * 2),
     ("attention 1 x 131k, 33.6 MB", 131072 * 2 * 2 * 64),
 ]
-# name, the tool's flags
+# name, the tool's flags. As many blocks as are resident at once, unless named; one a multiprocessor
+# is the persistent kernel's likelier shape (fewer blocks arriving at each counter, each streaming more).
 MODES = [
     ("kernels", ["--mode", "kernels"]),
     ("kernels-np", ["--mode", "kernels", "--no-programmatic-launch"]),
     ("flags", ["--mode", "flags"]),
+    ("kernels, 1 a SM", ["--mode", "kernels", "--blocks-per-sm", 1]),
+    ("flags, 1 a SM", ["--mode", "flags", "--blocks-per-sm", 1]),
 ]
 CHAIN_BYTES = 256e6
 MIN_PHASES = 24

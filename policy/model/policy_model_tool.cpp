@@ -58,10 +58,11 @@
 //            --random [--seed S]: q ~ N(0, 1), keys and values ~ N(0, 9) made on the device, no
 //            files; --time N: N more calls profiled, one JSON line of the kernels' time a call
 //            (bench/policy/bench_fp8_attention.py)
-//   boundary-chain --mode kernels|flags --bytes B [--phases P] [--blocks K] [--time N]
+//   boundary-chain --mode kernels|flags --bytes B [--phases P] [--blocks K | --blocks-per-sm K] [--time N]
 //            what a boundary between two ops costs (boundary_kernels.hpp): P phases (default 96) each
 //            streaming B bytes of random data (a multiple of 16) over K blocks (0, the default: as
-//            many as are resident at once), each phase reading the sums of the one before; "kernels":
+//            many as are resident at once; --blocks-per-sm K: K times the multiprocessors), each
+//            phase reading the sums of the one before; "kernels":
 //            a kernel a phase in one CUDA graph (programmatic launch unless --no-programmatic-launch),
 //            "flags": one persistent launch, phases meeting on counters; N chains (default 20) timed,
 //            one JSON line of the time a chain and a phase (bench/policy/bench_boundaries.py)

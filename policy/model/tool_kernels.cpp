@@ -364,7 +364,16 @@ int run_decode_attention(const args& a) {
 int run_boundary_chain(const args& a) {
   const std::string mode = get(a, "mode");
   const int64_t bytes = std::stoll(get(a, "bytes")), phases = std::stoll(get(a, "phases", "96"));
-  const int64_t blocks = std::stoll(get(a, "blocks", "0")), calls = std::stoll(get(a, "time", "20"));
+  int64_t blocks = std::stoll(get(a, "blocks", "0"));
+  const int64_t calls = std::stoll(get(a, "time", "20"));
+  if (a.count("blocks-per-sm")) {  // K a multiprocessor: how the barrier's cost goes with its blocks
+    const int64_t per_sm = std::stoll(get(a, "blocks-per-sm"));
+    if (a.count("blocks") || per_sm < 1 || cuda_multiprocessors() < 1) {
+      std::cerr << "boundary-chain: --blocks-per-sm takes K >= 1 on a CUDA build, and not with --blocks\n";
+      return 2;
+    }
+    blocks = per_sm * cuda_multiprocessors();
+  }
   const torch::Device device(get(a, "device", "cuda"));
   const bool programmatic = a.count("no-programmatic-launch") == 0;
   set_programmatic_launch(programmatic);

@@ -35,18 +35,20 @@ def test_each_way_is_one_run_and_the_time_beyond_the_bytes_is_its_row(tmp_path):
     proc = run_script(SCRIPT, "--tool", tool, "--calls", 3, "--only", "gate/up, 17.4 MB", "--out", out)
     assert proc.returncode == 0, proc.stderr
     calls = [c.split() for c in log.read_text().splitlines()]
-    assert len(calls) == 3
+    assert len(calls) == 5
     for c in calls:
         assert c[0] == "boundary-chain" and c[c.index("--bytes") + 1] == str(size)
         assert c[c.index("--phases") + 1] == str(phases) and c[c.index("--time") + 1] == "3"
-    assert [c[c.index("--mode") + 1] for c in calls] == ["kernels", "kernels", "flags"]
+    assert [c[c.index("--mode") + 1] for c in calls] == ["kernels", "kernels", "flags", "kernels", "flags"]
     assert "--no-programmatic-launch" in calls[1] and "--no-programmatic-launch" not in calls[0]
+    assert ["--blocks-per-sm" in c for c in calls] == [False, False, False, True, True]
     at_bound = size / BOUND * 1e6
     assert f"| gate/up, 17.4 MB | kernels | 528 | 24 | 9.00 | {size / 9.0 / 1e6:.2f} | {at_bound:.2f} | " \
            f"{9.0 - at_bound:.2f} |" in proc.stdout
     assert f"| gate/up, 17.4 MB | flags | 528 | 24 | 6.50 |" in proc.stdout
     got = json.loads(out.read_text())
-    assert [(r["way"], r["us_per_phase"]) for r in got] == [("kernels", 9.0), ("kernels-np", 11.0), ("flags", 6.5)]
+    assert [(r["way"], r["us_per_phase"]) for r in got] == [
+        ("kernels", 9.0), ("kernels-np", 11.0), ("flags", 6.5), ("kernels, 1 a SM", 9.0), ("flags, 1 a SM", 6.5)]
 
 
 def test_small_phases_take_enough_of_them_to_pass_l2(tmp_path):

@@ -9,6 +9,7 @@ zeroed sums, so stale sums of an earlier chain cannot hide it."""
 import json
 
 import pytest
+import torch
 
 from test_policy_model import run_tool
 
@@ -39,3 +40,12 @@ def test_flags_refuse_more_blocks_than_are_resident(cuda):
     proc = run_tool("boundary-chain", "--device", "cuda", "--mode", "flags", "--bytes", 16 * (resident + 1),
                     "--phases", 2, "--blocks", resident + 1, "--time", 1, check=False)
     assert proc.returncode == 2 and f"--mode flags takes at most {resident} blocks" in proc.stderr, proc.stderr
+
+
+def test_blocks_a_multiprocessor_are_counted_from_the_device(cuda):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = chain("--mode", "flags", "--bytes", 1024 * 1024, "--phases", 2, "--blocks-per-sm", 1, "--time", 1)
+    assert r["blocks"] == sms
+    proc = run_tool("boundary-chain", "--device", "cuda", "--mode", "flags", "--bytes", 1024 * 1024,
+                    "--blocks-per-sm", 1, "--blocks", 4, check=False)
+    assert proc.returncode == 2 and "not with --blocks" in proc.stderr, proc.stderr
