@@ -56,13 +56,19 @@ def this_card():
 
 def tool_line(args, base):
     """Runs the tool with `args` (a list; each item str()-ed): `base` with its last JSON line's fields,
-    or with `error`, the first line of its stderr (the message, not a C++ trace after it)."""
+    or with `error`: the first line of its stderr (the message, not a C++ trace after it), or what is
+    wrong with its stdout."""
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return dict(base, error=lines[0][:300])
-    line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
-    return dict(base, **json.loads(line))
+    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        return dict(base, error="no JSON line on stdout")
+    try:
+        return dict(base, **json.loads(lines[-1]))
+    except json.JSONDecodeError as e:  # one bad line is that run's error, not the bench's end
+        return dict(base, error=f"not JSON ({e}): {lines[-1][:200]}")
 
 
 def finish(out, results):

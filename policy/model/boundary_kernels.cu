@@ -66,9 +66,12 @@ __device__ __forceinline__ void run_phase(const uint4* __restrict__ slice, int64
     dependency_wait();
   }
   float acc = 0.0f;
-  if (p > 0)  // every block's sum of the phase before (L2: written by other multiprocessors)
+  if (p > 0) {  // the mean of every block's sum of the phase before (L2: written by other multiprocessors);
+                // the mean, not the sum, so the sums grow by a phase's bytes a phase and stay finite
     for (int i = static_cast<int>(threadIdx.x); i < blocks; i += chain_threads)
       acc += __ldcg(sums_pb + static_cast<int64_t>(p - 1) * blocks + i);
+    acc /= static_cast<float>(blocks);
+  }
   for (int64_t base = first;;) {
 #pragma unroll
     for (int u = 0; u < chain_unroll; ++u) acc += fold(v[u]);

@@ -384,6 +384,10 @@ int run_boundary_chain(const args& a) {
     std::cerr << e.what() << "\n";
     return 2;
   }
+  if (!std::isfinite(t.last_sums)) {  // JSON has no inf or nan, and a chain's sums are finite by construction
+    std::cerr << "boundary-chain: the last phase's sums are not finite (" << t.last_sums << ")\n";
+    return 1;
+  }
   const double us_per_phase = t.us_per_chain / static_cast<double>(phases);
   std::cout << "{\"mode\": " << json_string(mode) << ", \"programmatic_launch\": " << (programmatic ? "true" : "false")
             << ", \"bytes_per_phase\": " << bytes << ", \"phases\": " << phases << ", \"blocks\": " << t.blocks

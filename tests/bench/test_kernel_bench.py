@@ -39,3 +39,13 @@ def test_the_bound_is_the_named_cards():
     assert kernel_bench.card_bound("NVIDIA H100 80GB HBM3") == ("H100", 3.35e12)
     assert kernel_bench.card_bound("NVIDIA H200") == ("H200", 4.8e12)
     assert kernel_bench.card_bound("NVIDIA A100-SXM4-80GB") == ("H200 (not this card's)", 4.8e12)
+
+
+@pytest.mark.parametrize("stdout,error", [
+    ('{"last_sums": inf}', "not JSON"),  # what an overflowed chain once printed
+    ("nothing here", "no JSON line on stdout"),
+])
+def test_a_tool_whose_stdout_is_not_json_is_that_runs_error(tmp_path, stdout, error):
+    tool = stand_in(tmp_path, f"echo '{stdout}'\nexit 0\n")
+    r = kernel_bench.tool_line([tool], {"size": "x"})
+    assert r["size"] == "x" and r["error"].startswith(error), r
