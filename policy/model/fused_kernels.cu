@@ -756,7 +756,7 @@ int gemv_split(int64_t n, int64_t vecs) {
 // The kernel for b rows (1 <= b <= gemv_max_rows), an instance per row count. Paired epilogues: at
 // most gemv_warps / 2 warps a feature, so that a block holds whole pairs. As many blocks as
 // the device holds at once (the kernel's occupancy with its shared memory), fewer when there are
-// fewer groups; small weights: one warp a feature, at most two blocks a multiprocessor (below).
+// fewer groups.
 template <typename T, bool Norm, gemv_epilogue Epi, int R = 1>
 void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   if constexpr (R < gemv_max_rows) {
@@ -765,15 +765,6 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   constexpr bool paired = Epi != gemv_epilogue::plain;
   a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
   if (paired && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
-  // Small weights (the 0.5B shape's q/k/v and o, 1.6-2.1 MB: one round of loads over the device):
-  // a warp a whole feature (no sum across warps) and at most two blocks a multiprocessor.
-  // Rationale (bench/results/2026-12-06-policy-h100-boundaries.md, an H100): chains of phases of
-  // these sizes ended ~1.1 us a phase sooner at one block a multiprocessor than at the 8 resident;
-  // in the 1-row 131k step o went from 224 blocks to 112 and q/k/v from 288 to 144, and the
-  // decode from 821.2 to 833.7 tok/s (two interleaved rounds a side). At most one block a
-  // multiprocessor (q/k/v in two waves) and two for every GEMV were 0.997x.
-  const bool small = a.n * a.d * static_cast<int64_t>(sizeof(T)) <= (int64_t{4} << 20);
-  if (small) a.split = 1;
   const int64_t per_block = gemv_warps / a.split, taken = paired ? per_block / 2 : per_block;
   const int64_t groups = ((paired ? a.n / 2 : a.n) + taken - 1) / taken;
   const size_t staged = Norm ? static_cast<size_t>(R * a.d) * sizeof(T) : 0;
@@ -795,9 +786,7 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
     resident = std::max<int64_t>(
         1, std::min<int64_t>(resident, shared_memory_per_multiprocessor() / static_cast<int64_t>(staged + 4096)));
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  int64_t cap = resident * sms;
-  if (small) cap = std::min<int64_t>(cap, 2 * sms);
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, cap));
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, resident * sms));
   launch(gemv_rows_kernel<T, R, Norm, Epi>, blocks, gemv_threads, staged, stream, a);
 }
 
