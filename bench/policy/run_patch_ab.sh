@@ -10,7 +10,8 @@
 #    patch taken out again.
 # 2. GATE: pytest arguments (the patched tree's tests) run against each patch's build, before it is
 #    taken out (gate-tests-<side>.log); GATE_SOFT=1 goes on when they fail (an A/B whose speed is
-#    wanted whichever way the tests go), else the call stops there.
+#    wanted whichever way the tests go), else the call stops there. GATE_REPEAT=N runs them N times
+#    a side (gate-tests-<side>-rK.log); GATE_A=1 gates A's build too, first.
 # 3. MICRO: a kernel bench and its arguments (or several, ';'-separated), run with each side's tool
 #    in turn (a first).
 # 4. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
@@ -67,9 +68,27 @@ for p in "${patches[@]}"; do
   [ -f "$p" ] || { echo "PATCH names $p, which is not a file of this tree"; exit 2; }
   sed -n 's|^+++ b/||p' "$p" | while read -r f; do [ -f "$f" ] && touch "$f"; done
 done
+# gate SIDE: GATE (pytest's words) against $BUILD's tool, GATE_REPEAT times (default 1; an
+# intermittent failure needs several runs to show), each log gate-tests-SIDE.log (gate-tests-SIDE-rK.log
+# when repeated); status nonzero when a run failed and GATE_SOFT is not 1. No GATE: nothing, 0.
+gate() {
+  [ -n "${GATE:-}" ] || return 0
+  local side=$1 repeat=${GATE_REPEAT:-1} r rc failed=0 log
+  [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "GATE_REPEAT must be a whole number >= 1, not '$repeat'"; return 2; }
+  for ((r = 1; r <= repeat; r++)); do
+    log=$OUT/gate-tests-$side.log; [ "$repeat" -gt 1 ] && log=$OUT/gate-tests-$side-r$r.log
+    # shellcheck disable=SC2086  # GATE is pytest's words
+    CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$log" 2>&1
+    rc=$?; echo "gate tests ($side, run $r of $repeat) rc=$rc $(at)"; tail -n 3 "$log"
+    [ $rc = 0 ] || failed=$rc
+  done
+  [ $failed = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || return $failed
+}
 build "$OUT/build-a.log" "${PREBUILT:-}"; rc=$?; echo "build a rc=$rc $(at)"; grep -h "^prebuilt: " "$OUT/build-a.log"
 [ $rc = 0 ] || { tail -n 5 "$OUT/build-a.log"; exit 3; }
 cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-a"
+# GATE_A=1: the gate on this tree too, before any patch (a test that may fail on both trees).
+if [ "${GATE_A:-0}" = 1 ]; then gate a || exit $?; fi
 # Each patch alone on this tree, in turn: applied, built, gated, taken out again. Its side is b
 # (one patch) or b1, b2, .. in PATCH's order; its tool $BUILD/ab-tool-<side>.
 sides=(a)
@@ -87,12 +106,7 @@ for p in "${patches[@]}"; do
   grep -h "^prebuilt: " "$OUT/build-$side.log"
   [ $rc = 0 ] || { tail -n 5 "$OUT/build-$side.log"; exit 3; }
   cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-$side"
-  if [ -n "${GATE:-}" ]; then  # the patched tree's tests, against its build
-    # shellcheck disable=SC2086  # GATE is pytest's words
-    CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$OUT/gate-tests-$side.log" 2>&1
-    rc=$?; echo "gate tests ($side) rc=$rc $(at)"; tail -n 8 "$OUT/gate-tests-$side.log"
-    [ $rc = 0 ] || [ "${GATE_SOFT:-0}" = 1 ] || exit $rc
-  fi
+  gate "$side" || exit $?
   if ! { git apply -R "$p" 2>/dev/null || patch -p1 -s -R < "$p"; }; then
     echo "PATCH $p does not come out of this tree again"; exit 2
   fi
