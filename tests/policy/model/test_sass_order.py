@@ -1,0 +1,81 @@
+"""Loads meant to go out before a kernel's programmatic wait (policy/model/programmatic_launch.cuh)
+do so in the compiled code (CPU: reads the build's sm_90 SASS with cuobjdump).
+
+A kernel launched with programmatic launch may start while the kernel before it runs; what it loads
+before `dependency_wait()` (griddepcontrol.wait, SASS ACQBULK) overlaps that kernel's tail. The
+order in the source is not the order in the machine code: ptxas issued the 1-row GEMVs' first
+weight loads, written before the wait as plain loads, after it in every form, so they never
+overlapped anything (docs/POLICY_MODEL.md, "Held patches"). Async copies to shared memory
+(cp.async, SASS LDGSTS) stay where they are written. Each kernel below must issue at least one
+LDGSTS before its first ACQBULK, in every instance of its template.
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+BUILD = pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", REPO / "build"))
+OBJECTS = BUILD / "policy/model/CMakeFiles/caf_agent_policy_kernels.dir"
+
+# (object file, a pattern of the mangled kernel names, what stages before the wait)
+KERNELS = [
+    # The e4m3 split kernel at head_dim 64: the ring's first tiles (fp8_kernels.cu).
+    ("fp8_kernels.cu.o", r"fp8_split_kernelI(13__nv_bfloat16|6__half)Li64E", "the ring's first tiles"),
+]
+
+
+def cuda_tool(name):
+    """`name` (cuobjdump, nvdisasm) from PATH, or from its nvidia-cuda-* wheel (requirements.txt)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for base in map(pathlib.Path, sys.path):
+        for candidate in base.glob(f"nvidia/cu*/bin/{name}"):
+            return str(candidate)
+    return None
+
+
+def functions(sass):
+    """{mangled name: [instruction, ...]} of cuobjdump -sass's text."""
+    out = {}
+    for part in re.split(r"\n\s*Function : ", sass)[1:]:
+        name, body = part.split("\n", 1)
+        out[name.strip()] = [line.split("*/", 1)[1].split(";")[0].strip()
+                             for line in body.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", line)]
+    return out
+
+
+def staged_before_wait(instructions):
+    """Whether an LDGSTS comes before the first ACQBULK (False when there is no ACQBULK)."""
+    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), None)
+    return wait is not None and any("LDGSTS" in ins for ins in instructions[:wait])
+
+
+@pytest.mark.parametrize("obj,pattern,what", KERNELS, ids=[k[1] for k in KERNELS])
+def test_loads_meant_to_precede_the_programmatic_wait_do(obj, pattern, what):
+    path = OBJECTS / obj
+    if not path.exists():
+        pytest.skip(f"{path.relative_to(BUILD)} not built (a build without CUDA)")
+    tool, disasm = cuda_tool("cuobjdump"), cuda_tool("nvdisasm")
+    assert tool and disasm, "cuobjdump or nvdisasm not found: pip install -r requirements.txt"
+    env = dict(os.environ, NVDISASM_PATH=str(pathlib.Path(disasm).parent))  # cuobjdump runs nvdisasm
+    done = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    sass = done.stdout
+    named = {n: ins for n, ins in functions(sass).items() if re.search(pattern, n)}
+    assert named, f"no kernel matches {pattern} in {obj}"
+    late = [n for n, ins in named.items() if not staged_before_wait(ins)]
+    assert not late, f"{what}: no async copy before griddepcontrol.wait in {late}"
+
+
+def test_the_check_sees_a_load_after_the_wait():
+    # The check itself, on the order ptxas gave the GEMVs (a plain load issued after ACQBULK).
+    assert not staged_before_wait(["PREEXIT", "ACQBULK", "LDG.E.128.CONSTANT R12, desc[UR10][R18.64]"])
+    assert not staged_before_wait(["LDG.E.64.CONSTANT R2, desc[UR10][R2.64]", "ACQBULK", "LDGSTS.E.BYPASS.128 [R9]"])
+    assert staged_before_wait(["LDGSTS.E.BYPASS.128 [R9], desc[UR10][R10.64], P4", "ACQBULK"])
+    assert not staged_before_wait(["LDGSTS.E.BYPASS.128 [R9]"])  # no wait at all: not what is asked
