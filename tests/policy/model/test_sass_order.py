@@ -26,6 +26,8 @@ OBJECTS = BUILD / "policy/model/CMakeFiles/caf_agent_policy_kernels.dir"
 KERNELS = [
     # The e4m3 split kernel at head_dim 64: the ring's first tiles (fp8_kernels.cu).
     ("fp8_kernels.cu.o", r"fp8_split_kernelI(13__nv_bfloat16|6__half)Li64E", "the ring's first tiles"),
+    # The up-to-64-row tensor-core projections (decode_mma_rows): the ring's first stages (mma_kernels.cu).
+    ("mma_kernels.cu.o", r"mma_rows_kernelI", "the ring's first stages"),
 ]
 
 
