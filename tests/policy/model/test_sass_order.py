@@ -9,6 +9,7 @@ overlapped anything (docs/POLICY_MODEL.md, "Held patches"). Async copies to shar
 (cp.async, SASS LDGSTS) stay where they are written. Each kernel below must issue at least one
 LDGSTS before its first ACQBULK, in every instance of its template.
 """
+import functools
 import os
 import pathlib
 import re
@@ -58,8 +59,9 @@ def staged_before_wait(instructions):
     return wait is not None and any("LDGSTS" in ins for ins in instructions[:wait])
 
 
-@pytest.mark.parametrize("obj,pattern,what", KERNELS, ids=[k[1] for k in KERNELS])
-def test_loads_meant_to_precede_the_programmatic_wait_do(obj, pattern, what):
+@functools.lru_cache(maxsize=None)
+def kernels_of(obj):
+    """functions() of the build's object `obj` (skips the test where it was not built)."""
     path = OBJECTS / obj
     if not path.exists():
         pytest.skip(f"{path.relative_to(BUILD)} not built (a build without CUDA)")
@@ -68,8 +70,12 @@ def test_loads_meant_to_precede_the_programmatic_wait_do(obj, pattern, what):
     env = dict(os.environ, NVDISASM_PATH=str(pathlib.Path(disasm).parent))  # cuobjdump runs nvdisasm
     done = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
-    sass = done.stdout
-    named = {n: ins for n, ins in functions(sass).items() if re.search(pattern, n)}
+    return functions(done.stdout)
+
+
+@pytest.mark.parametrize("obj,pattern,what", KERNELS, ids=[k[1] for k in KERNELS])
+def test_loads_meant_to_precede_the_programmatic_wait_do(obj, pattern, what):
+    named = {n: ins for n, ins in kernels_of(obj).items() if re.search(pattern, n)}
     assert named, f"no kernel matches {pattern} in {obj}"
     late = [n for n, ins in named.items() if not staged_before_wait(ins)]
     assert not late, f"{what}: no async copy before griddepcontrol.wait in {late}"
@@ -81,3 +87,40 @@ def test_the_check_sees_a_load_after_the_wait():
     assert not staged_before_wait(["LDG.E.64.CONSTANT R2, desc[UR10][R2.64]", "ACQBULK", "LDGSTS.E.BYPASS.128 [R9]"])
     assert staged_before_wait(["LDGSTS.E.BYPASS.128 [R9], desc[UR10][R10.64], P4", "ACQBULK"])
     assert not staged_before_wait(["LDGSTS.E.BYPASS.128 [R9]"])  # no wait at all: not what is asked
+
+
+# The kernels that may read global memory before their wait, and what they read there; in any other
+# kernel a read before the wait could see what the kernel before it has not written yet.
+EARLY_READERS = {
+    "gemv_rows_kernel": "weights (no kernel of a step writes them)",
+    "fp8_split_kernel": "positions, block tables and keys before the newest (written before the step's kernels)",
+    "mma_rows_kernel": "weights",
+    "chain_phase_kernel": "the boundary bench's slices (written by no phase)",
+    "chain_flags_kernel": "the boundary bench's slices; its waits are counters, not griddepcontrol.wait",
+}
+GLOBAL_READ = re.compile(r"^(@!?U?P\w+ )?(LDG|LD\.|ATOMG|RED\.)")
+
+
+def reads_before_wait(instructions):
+    """The global reads (and atomics) before the first ACQBULK; none where there is no ACQBULK."""
+    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
+    return [ins for ins in instructions[:wait] if GLOBAL_READ.search(ins)]
+
+
+@pytest.mark.parametrize("obj", ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.o", "boundary_kernels.cu.o"])
+def test_no_other_kernel_reads_global_memory_before_its_wait(obj):
+    kernels = kernels_of(obj)
+    assert kernels, f"no kernel in {obj}"
+    early = {n: reads for n, ins in kernels.items() if not any(k in n for k in EARLY_READERS)
+             for reads in [reads_before_wait(ins)] if reads}
+    assert not early, f"global reads before griddepcontrol.wait: {early}"
+
+
+def test_the_early_read_check_sees_loads_and_atomics_and_not_shared_or_constant_ones():
+    assert reads_before_wait(["LDC R1, c[0x0][0x28]", "LDS R2, [R3]", "ACQBULK", "LDG.E R4, desc[UR4][R2.64]"]) == []
+    assert reads_before_wait(["@!P5 LDG.E.128.CONSTANT R16, desc[UR16][R4.64]", "ACQBULK"]) == [
+        "@!P5 LDG.E.128.CONSTANT R16, desc[UR16][R4.64]"]
+    assert reads_before_wait(["LD.E R0, desc[UR4][R2.64]", "ATOMG.E.ADD.STRONG.GPU PT, R1, desc[UR4][R2.64], R3",
+                              "ACQBULK"]) == ["LD.E R0, desc[UR4][R2.64]",
+                                              "ATOMG.E.ADD.STRONG.GPU PT, R1, desc[UR4][R2.64], R3"]
+    assert reads_before_wait(["LDG.E R0, desc[UR4][R2.64]"]) == []  # no wait: nothing is before it
