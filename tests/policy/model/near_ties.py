@@ -119,6 +119,31 @@ def compare(on, off, dtype="bfloat16"):
     return out
 
 
+def first_difference(a, b):
+    """Where two runs' replies (by (episode, turn)) first differ, in words, or None where they are
+    equal: the reply, then the first field and token index that differ (a bit-for-bit test's
+    message: whether a token or only a logprob moved, and by how much)."""
+    if a == b:
+        return None
+    for key in sorted(set(a) | set(b)):
+        if key not in a or key not in b:
+            return f"reply {key} is in only one run"
+        ra, rb = a[key], b[key]
+        if ra == rb:
+            continue
+        for field in ("tokens", "logprobs", "logits"):
+            xa, xb = ra.get(field, []), rb.get(field, [])
+            for i, (va, vb) in enumerate(zip(xa, xb)):
+                if va != vb:
+                    return (f"reply {key}: {field}[{i}] {va!r} against {vb!r} (tokens equal before it: "
+                            f"{ra.get('tokens', [])[:i] == rb.get('tokens', [])[:i]})")
+            if len(xa) != len(xb):
+                return f"reply {key}: {field} of {len(xa)} against {len(xb)}"
+        others = sorted(f for f in set(ra) | set(rb) if ra.get(f) != rb.get(f))
+        return f"reply {key}: {', '.join(others)} differ"
+    return "the runs differ"
+
+
 def agree_to_near_ties(on, off, dtype="bfloat16"):
     """Asserts the rule above for two runs' replies; returns (tokens compared, tokens generated). Prints
     the comparison (pytest -rP shows it for a passing test), so that two kernels' distances from the

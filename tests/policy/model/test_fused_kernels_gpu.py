@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from near_ties import agree_to_near_ties, conversation
+from near_ties import agree_to_near_ties, conversation, first_difference
 from test_policy_model import FAMILIES, LOGIT_TOL, VOCAB, cpp_floats, ids, models, run_tool, sharp_qwen2  # noqa: F401
 
 transformers = pytest.importorskip("transformers")
@@ -373,7 +373,7 @@ def test_decode_mma_rows_decode_what_cublas_decodes(cuda, tmp_path):
     compared, generated = agree_to_near_ties(on, off)
     assert compared >= generated // 4, (compared, generated)
     plain, _ = conversation(tmp_path, fused=True, extra=[*mma, "--no-programmatic-launch"])
-    assert plain == on
+    assert plain == on, first_difference(plain, on)
 
 
 @pytest.mark.parametrize("extra", [[], ["--kv-cache-dtype", "fp8_e4m3", "--kv-layout", "paged", "--kv-block-size", 64,
@@ -387,4 +387,4 @@ def test_programmatic_launch_gives_the_same_bits(cuda, tmp_path, extra):
     on, summary = conversation(tmp_path, fused=True, extra=extra)  # on by default
     off, _ = conversation(tmp_path, fused=True, extra=["--no-programmatic-launch", *extra])
     assert summary["graph_captures"] > 0 and summary["evictions"] > 0
-    assert on == off
+    assert on == off, first_difference(on, off)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from near_ties import MAX_SPACINGS, MEAN_SPACINGS, agree_to_near_ties, compare, conversation, spacing
+from near_ties import MAX_SPACINGS, MEAN_SPACINGS, agree_to_near_ties, compare, conversation, first_difference, spacing
 from test_policy_model import sharp_qwen2
 
 
@@ -77,3 +77,21 @@ def test_replies_without_logits_are_an_error():
     r = {"tokens": [1], "logprobs": [-1.0]}
     with pytest.raises(ValueError, match="--report-logits"):
         compare({(0, 0): r}, {(0, 0): r})
+
+
+def test_first_difference_names_the_reply_field_and_token():
+    base = {(0, 1): {"tokens": [5, 6, 7], "logprobs": [-0.5, -1.0, -2.0], "logits": [3.0, 2.0, 1.0]},
+            (1, 1): {"tokens": [8, 9], "logprobs": [-0.25, -0.75], "logits": [4.0, 1.5]}}
+    same = {k: dict(v) for k, v in base.items()}
+    assert first_difference(base, same) is None
+    moved = {k: dict(v) for k, v in base.items()}
+    moved[1, 1] = dict(moved[1, 1], logprobs=[-0.25, -0.7500001])
+    assert first_difference(base, moved) == (
+        "reply (1, 1): logprobs[1] -0.75 against -0.7500001 (tokens equal before it: True)")
+    parted = {k: dict(v) for k, v in base.items()}
+    parted[0, 1] = dict(parted[0, 1], tokens=[5, 4, 7])
+    assert first_difference(base, parted) == "reply (0, 1): tokens[1] 6 against 4 (tokens equal before it: True)"
+    shorter = {k: dict(v) for k, v in base.items()}
+    shorter[1, 1] = dict(shorter[1, 1], tokens=[8])
+    assert first_difference(base, shorter) == "reply (1, 1): tokens of 2 against 1"
+    assert first_difference(base, {(0, 1): base[0, 1]}) == "reply (1, 1) is in only one run"
