@@ -26,16 +26,18 @@ cap() {
 # scrub_paths DIR [BUILD]: no machine paths in the files under DIR (what a call brings back): this
 # tree's root as ., the Python environment as <venv>, a compiler outside /usr as <cc>, BUILD (a build
 # folder outside the tree) as <build>, Python's temporary folders (/tmp/tmpXXXX, a tool's scratch
-# output named in a recorded command) as <tmp>.
+# output named in a recorded command) and pytest's (/tmp/pytest-of-USER/pytest-N, a failing test's
+# tmp_path in its traceback) as <tmp>.
 scrub_paths() {
   local venv cc_dir scrub
   venv=$(${PY:-python3} -c "import sys; print(sys.prefix)")
   cc_dir=$(dirname "$(dirname "$(command -v "${CXX:-g++}")")")
-  scrub="s|$PWD/|./|g; s|$PWD\b|.|g; s|/tmp/tmp[A-Za-z0-9_]*|<tmp>|g"
+  scrub="s|$PWD/|./|g; s|$PWD\b|.|g; s|/tmp/tmp[A-Za-z0-9_]*|<tmp>|g; s|/tmp/pytest-of-[A-Za-z0-9_.-]*/pytest-[0-9]*|<tmp>|g"
   [ -n "${2:-}" ] && scrub="s|$2|<build>|g; $scrub"
   case $venv in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$venv/|<venv>/|g" ;; esac
   case $cc_dir in /usr | /usr/local | /) ;; *) scrub="$scrub; s|$cc_dir/|<cc>/|g" ;; esac
-  grep -rlF -e "$PWD" -e "$venv/" -e "$cc_dir/" -e /tmp/tmp ${2:+-e "$2"} "$1" 2>/dev/null | xargs -r sed -i "$scrub"
+  grep -rlF -e "$PWD" -e "$venv/" -e "$cc_dir/" -e /tmp/tmp -e /tmp/pytest-of- ${2:+-e "$2"} "$1" 2>/dev/null |
+    xargs -r sed -i "$scrub"
 }
 # pack_out DIR NAME: everything under DIR packed into DIR/NAME.tgz and nothing else left there (the
 # device machine returns at most 8 files).

@@ -20,13 +20,15 @@ def test_scrub_paths_names_the_tree_the_build_and_temporary_folders_by_role(tmp_
     tree, out, build = tmp_path / "tree", tmp_path / "tree/out", tmp_path / "build-elsewhere"
     out.mkdir(parents=True)
     (out / "log.txt").write_text(f"tool {tree}/build/x\nin {build}/policy\n"
-                                 "\"--out\", \"/tmp/tmpt2yej19f/y.bin\"\nsix /tmp/other stays\n")
+                                 "\"--out\", \"/tmp/tmpt2yej19f/y.bin\"\nsix /tmp/other stays\n"
+                                 "tmp_path = PosixPath('/tmp/pytest-of-root/pytest-1/test_a0')\n")
     proc = sourced(tree, f"scrub_paths out {build}")
     assert proc.returncode == 0, proc.stderr
     text = (out / "log.txt").read_text()
     assert str(tmp_path) not in text and "/tmp/tmpt2yej19f" not in text
     assert "tool ./build/x" in text and "in <build>/policy" in text and '"<tmp>/y.bin"' in text
     assert "six /tmp/other stays" in text
+    assert "tmp_path = PosixPath('<tmp>/test_a0')" in text  # pytest's folder, in a failing test's traceback
 
 
 def test_pack_out_leaves_one_archive_of_everything(tmp_path):
