@@ -11,9 +11,9 @@ def run_script(script, *args):
     return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
-def stand_in(tmp_path, body):
-    """An executable shell script tmp_path/policy_model_tool with `body` after its #! line."""
-    tool = pathlib.Path(tmp_path) / "policy_model_tool"
-    tool.write_text("#!/bin/sh\n" + body)
+def stand_in(tmp_path, body, name="policy_model_tool", shell="/bin/sh"):
+    """An executable script tmp_path/`name` run by `shell`, with `body` after its #! line."""
+    tool = pathlib.Path(tmp_path) / name
+    tool.write_text(f"#!{shell}\n" + body)
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     return tool

@@ -5,19 +5,19 @@ stand-in for Python that fakes the build and pytest: the real ones need a GPU ma
 import os
 import pathlib
 import shutil
-import stat
 import subprocess
 import sys
 
 import pytest
+
+from stand_in_tool import stand_in  # tests/bench, on pytest's path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The stand-in for $PY: the build writes a tool, env.txt's torch line is a stand-in's (importing
 # torch takes seconds), pytest counts its runs in gate-runs.txt and fails when the tree's f.txt
 # holds $FAIL_WHEN; anything else is the real Python.
-STAND_IN = f"""#!/bin/bash
-if [ "$1" = -c ] && [[ $2 == *build_tool* ]]; then
+STAND_IN = f"""if [ "$1" = -c ] && [[ $2 == *build_tool* ]]; then
   mkdir -p "$BUILD/policy/model" && printf '#!/bin/sh\\n' > "$BUILD/policy/model/policy_model_tool" &&
     chmod +x "$BUILD/policy/model/policy_model_tool"; exit 0
 fi
@@ -46,10 +46,7 @@ def scratch_tree(tmp_path):
     patch = subprocess.run(["git", "diff"], cwd=tree, check=True, capture_output=True, text=True).stdout
     (tree / "f.txt").write_text("x\n")
     (tree / "p.patch").write_text(patch)
-    py = tmp_path / "py"
-    py.write_text(STAND_IN)
-    py.chmod(py.stat().st_mode | stat.S_IEXEC)
-    return tree, py
+    return tree, stand_in(tmp_path, STAND_IN, name="py", shell="/bin/bash")
 
 
 def run(tmp_path, **env):
