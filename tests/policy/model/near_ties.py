@@ -121,27 +121,34 @@ def compare(on, off, dtype="bfloat16"):
 
 def first_difference(a, b):
     """Where two runs' replies (by (episode, turn)) first differ, in words, or None where they are
-    equal: the reply, then the first field and token index that differ (a bit-for-bit test's
-    message: whether a token or only a logprob moved, and by how much)."""
+    equal: which replies differ, then in the first of them the first token index where a field
+    differs (a bit-for-bit test's message: whether a token or only a logprob moved, by how much,
+    and where: a fault that starts at one point of the run, a graph captured there, parts every
+    reply after it)."""
     if a == b:
         return None
-    for key in sorted(set(a) | set(b)):
-        if key not in a or key not in b:
-            return f"reply {key} is in only one run"
-        ra, rb = a[key], b[key]
-        if ra == rb:
-            continue
-        for field in ("tokens", "logprobs", "logits"):
+    keys = sorted(set(a) | set(b))
+    differing = [k for k in keys if a.get(k) != b.get(k)]
+    head = f"{len(differing)} of {len(keys)} replies differ ({', '.join(map(str, differing[:8]))}"
+    head += ", ..): " if len(differing) > 8 else "): "
+    key = differing[0]
+    if key not in a or key not in b:
+        return head + f"reply {key} is in only one run"
+    ra, rb = a[key], b[key]
+    fields = ("tokens", "logprobs", "logits")
+    longest = max((len(r.get(f, [])) for r in (ra, rb) for f in fields), default=0)
+    for i in range(longest):
+        for field in fields:
             xa, xb = ra.get(field, []), rb.get(field, [])
-            for i, (va, vb) in enumerate(zip(xa, xb)):
-                if va != vb:
-                    return (f"reply {key}: {field}[{i}] {va!r} against {vb!r} (tokens equal before it: "
-                            f"{ra.get('tokens', [])[:i] == rb.get('tokens', [])[:i]})")
-            if len(xa) != len(xb):
-                return f"reply {key}: {field} of {len(xa)} against {len(xb)}"
-        others = sorted(f for f in set(ra) | set(rb) if ra.get(f) != rb.get(f))
-        return f"reply {key}: {', '.join(others)} differ"
-    return "the runs differ"
+            if i >= len(xa) or i >= len(xb):
+                if len(xa) != len(xb):
+                    return head + f"reply {key}: {field} of {len(xa)} against {len(xb)}"
+                continue
+            if xa[i] != xb[i]:
+                return head + (f"reply {key}: {field}[{i}] {xa[i]!r} against {xb[i]!r} (tokens equal before it: "
+                               f"{ra.get('tokens', [])[:i] == rb.get('tokens', [])[:i]})")
+    others = sorted(f for f in set(ra) | set(rb) if ra.get(f) != rb.get(f))
+    return head + f"reply {key}: {', '.join(others)} differ"
 
 
 def agree_to_near_ties(on, off, dtype="bfloat16"):

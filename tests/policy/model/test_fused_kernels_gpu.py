@@ -388,3 +388,18 @@ def test_programmatic_launch_gives_the_same_bits(cuda, tmp_path, extra):
     off, _ = conversation(tmp_path, fused=True, extra=["--no-programmatic-launch", *extra])
     assert summary["graph_captures"] > 0 and summary["evictions"] > 0
     assert on == off, first_difference(on, off)
+
+
+def test_a_conversation_repeats_bit_for_bit(cuda, tmp_path):
+    """The same greedy conversation (bf16 slots, CUDA graphs, evictions) run twice without
+    programmatic launch and twice with it: four runs, the same bits. The test above compares one run
+    of each; this one tells a run-to-run difference (a kernel or library that is not deterministic)
+    from one that programmatic launch brings, by naming every run that differs from the first."""
+    sharp_qwen2(tmp_path)
+    runs = {}
+    for name, extra in [("off-1", ["--no-programmatic-launch"]), ("off-2", ["--no-programmatic-launch"]),
+                        ("on-1", []), ("on-2", [])]:
+        runs[name], _ = conversation(tmp_path, fused=True, extra=extra)
+    first = runs["off-1"]
+    differ = {name: first_difference(first, replies) for name, replies in runs.items() if replies != first}
+    assert not differ, f"against off-1: {differ}"

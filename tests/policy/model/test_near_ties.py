@@ -87,11 +87,21 @@ def test_first_difference_names_the_reply_field_and_token():
     moved = {k: dict(v) for k, v in base.items()}
     moved[1, 1] = dict(moved[1, 1], logprobs=[-0.25, -0.7500001])
     assert first_difference(base, moved) == (
-        "reply (1, 1): logprobs[1] -0.75 against -0.7500001 (tokens equal before it: True)")
+        "1 of 2 replies differ ((1, 1)): reply (1, 1): logprobs[1] -0.75 against -0.7500001 (tokens equal before it: "
+        "True)")
     parted = {k: dict(v) for k, v in base.items()}
     parted[0, 1] = dict(parted[0, 1], tokens=[5, 4, 7])
-    assert first_difference(base, parted) == "reply (0, 1): tokens[1] 6 against 4 (tokens equal before it: True)"
+    assert first_difference(base, parted) == (
+        "1 of 2 replies differ ((0, 1)): reply (0, 1): tokens[1] 6 against 4 (tokens equal before it: True)")
+    # The earliest token index of any field: a logprob that moved before the token that parted.
+    both = {k: dict(v) for k, v in parted.items()}
+    both[0, 1] = dict(both[0, 1], logprobs=[-0.5000001, -1.0, -2.0])
+    both[1, 1] = dict(both[1, 1], tokens=[8, 3])
+    assert first_difference(base, both) == (
+        "2 of 2 replies differ ((0, 1), (1, 1)): reply (0, 1): logprobs[0] -0.5 against -0.5000001 (tokens equal "
+        "before it: True)")
     shorter = {k: dict(v) for k, v in base.items()}
     shorter[1, 1] = dict(shorter[1, 1], tokens=[8])
-    assert first_difference(base, shorter) == "reply (1, 1): tokens of 2 against 1"
-    assert first_difference(base, {(0, 1): base[0, 1]}) == "reply (1, 1) is in only one run"
+    assert first_difference(base, shorter) == "1 of 2 replies differ ((1, 1)): reply (1, 1): tokens of 2 against 1"
+    assert first_difference(base, {(0, 1): base[0, 1]}) == (
+        "1 of 2 replies differ ((1, 1)): reply (1, 1) is in only one run")
