@@ -90,7 +90,6 @@ struct decode_graphs::state {
   // `keys`: the slots' attended-key bucket, or paged the table width; `runs`: paged, flash: the
   // block runs a row.
   graph& capture(int64_t rows, int64_t keys, int64_t runs) {
-    const auto start = std::chrono::steady_clock::now();
     auto g = std::make_unique<graph>();
     // Warm-up and capture write keys at the cache's last position of every row's slot, which
     // no sequence uses (the engine ends a sequence before its keys reach it), so neither a
@@ -117,6 +116,12 @@ struct decode_graphs::state {
     };
     if (!side) side = at::cuda::getStreamFromPool();
     c10::cuda::device_synchronize();  // capture is rare: order it simply against earlier work
+    // Timed from here: the capture's own cost (its warm-up step, the capture, the instantiation),
+    // not the queued steps the synchronize waited for. Rationale: timed from before it, the cached
+    // agent workload's 95 captures read 3.94 s on an H100, yet capturing 3 instead took only 0.23 s
+    // off the run (bench/results/2026-12-06-policy-h100-keys-free-graphs.md): with overlapped
+    // decoding most of that was device work queued before the capture.
+    const auto start = std::chrono::steady_clock::now();
     {
       at::cuda::CUDAStreamGuard guard(*side);
       // One eager warm-up per row count: lazy initialisation (cuBLAS handles, the workspace of

@@ -157,7 +157,7 @@ struct engine_stats {
   uint64_t invalidations = 0;        ///< Kept prefixes dropped because new weights were applied.
   uint64_t graph_replays = 0;        ///< Decode steps replayed from a CUDA graph (the others ran eagerly).
   uint64_t graph_captures = 0;       ///< CUDA graphs captured for decode steps (one per new bucket).
-  double graph_capture_seconds = 0;  ///< Host time spent capturing them (the GPU idles meanwhile).
+  double graph_capture_seconds = 0;  ///< Host time capturing them, once earlier work is done (the GPU idles meanwhile).
   uint64_t overlapped_steps = 0;     ///< Decode steps launched before the last step's tokens reached the host.
   uint64_t prefill_passes = 0;       ///< Steps that ran a prefill pass (packed parts of the prompts being admitted).
   uint64_t prefill_holds = 0;        ///< Steps whose prefill was held for more prompts (prefill_wait_steps).
