@@ -7,7 +7,9 @@ order in the source is not the order in the machine code: ptxas issued the 1-row
 weight loads, written before the wait as plain loads, after it in every form, so they never
 overlapped anything (docs/POLICY_MODEL.md, "Held patches"). Async copies to shared memory
 (cp.async, SASS LDGSTS) stay where they are written. Each kernel below must issue at least one
-LDGSTS before its first ACQBULK, in every instance of its template.
+LDGSTS before its first ACQBULK, in every instance of its template. The other tests hold the
+classes that would make such a start unsafe: no kernel reads global memory before its wait except
+those that read what no kernel of a step writes, and none writes global memory before it.
 """
 import functools
 import os
@@ -124,3 +126,31 @@ def test_the_early_read_check_sees_loads_and_atomics_and_not_shared_or_constant_
                               "ACQBULK"]) == ["LD.E R0, desc[UR4][R2.64]",
                                               "ATOMG.E.ADD.STRONG.GPU PT, R1, desc[UR4][R2.64], R3"]
     assert reads_before_wait(["LDG.E R0, desc[UR4][R2.64]"]) == []  # no wait: nothing is before it
+
+
+GLOBAL_WRITE = re.compile(r"^(@!?U?P\w+ )?(STG|ST\.|ATOMG|RED\.)")
+
+
+def writes_before_wait(instructions):
+    """The global stores (and atomics) before the first ACQBULK; none where there is no ACQBULK."""
+    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
+    return [ins for ins in instructions[:wait] if GLOBAL_WRITE.search(ins)]
+
+
+@pytest.mark.parametrize("obj", ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.o", "boundary_kernels.cu.o"])
+def test_no_kernel_writes_global_memory_before_its_wait(obj):
+    # A kernel that may start during the one before it must not write before its wait: the kernel
+    # before may still read what it would overwrite (the caching allocator hands a buffer on as
+    # soon as its last reader is queued), or write the same place after it.
+    kernels = kernels_of(obj)
+    early = {n: writes for n, ins in kernels.items() for writes in [writes_before_wait(ins)] if writes}
+    assert not early, f"global writes before griddepcontrol.wait: {early}"
+
+
+def test_the_early_write_check_sees_stores_and_atomics_and_not_shared_ones():
+    assert writes_before_wait(["STS [R1], R2", "ACQBULK", "STG.E [R2.64], R3"]) == []
+    assert writes_before_wait(["@P0 STG.E.128 desc[UR4][R2.64], R4", "ACQBULK"]) == [
+        "@P0 STG.E.128 desc[UR4][R2.64], R4"]
+    assert writes_before_wait(["RED.E.ADD.STRONG.GPU desc[UR4][R2.64], R5", "ACQBULK"]) == [
+        "RED.E.ADD.STRONG.GPU desc[UR4][R2.64], R5"]
+    assert writes_before_wait(["STG.E [R2.64], R3"]) == []  # no wait: nothing is before it
