@@ -101,20 +101,38 @@ EARLY_READERS = {
     "chain_flags_kernel": "the boundary bench's slices; its waits are counters, not griddepcontrol.wait",
 }
 GLOBAL_READ = re.compile(r"^(@!?U?P\w+ )?(LDG|LD\.|ATOMG|RED\.)")
+GLOBAL_WRITE = re.compile(r"^(@!?U?P\w+ )?(STG|ST\.|ATOMG|RED\.)")
+OBJECTS_WITH_WAITS = ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.o", "boundary_kernels.cu.o"]
+
+
+def before_wait(instructions, pattern):
+    """The instructions matching `pattern` before the first ACQBULK; none where there is no ACQBULK."""
+    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
+    return [ins for ins in instructions[:wait] if pattern.search(ins)]
 
 
 def reads_before_wait(instructions):
-    """The global reads (and atomics) before the first ACQBULK; none where there is no ACQBULK."""
-    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
-    return [ins for ins in instructions[:wait] if GLOBAL_READ.search(ins)]
+    """The global reads (and atomics) before the first ACQBULK."""
+    return before_wait(instructions, GLOBAL_READ)
 
 
-@pytest.mark.parametrize("obj", ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.o", "boundary_kernels.cu.o"])
-def test_no_other_kernel_reads_global_memory_before_its_wait(obj):
+def writes_before_wait(instructions):
+    """The global stores (and atomics) before the first ACQBULK."""
+    return before_wait(instructions, GLOBAL_WRITE)
+
+
+def early_accesses(obj, find, exempt=()):
+    """{kernel: find(its instructions)} of `obj`'s kernels where that is not empty, but those whose
+    names hold an `exempt` string."""
     kernels = kernels_of(obj)
     assert kernels, f"no kernel in {obj}"
-    early = {n: reads for n, ins in kernels.items() if not any(k in n for k in EARLY_READERS)
-             for reads in [reads_before_wait(ins)] if reads}
+    return {n: found for n, ins in kernels.items() if not any(k in n for k in exempt)
+            for found in [find(ins)] if found}
+
+
+@pytest.mark.parametrize("obj", OBJECTS_WITH_WAITS)
+def test_no_other_kernel_reads_global_memory_before_its_wait(obj):
+    early = early_accesses(obj, reads_before_wait, EARLY_READERS)
     assert not early, f"global reads before griddepcontrol.wait: {early}"
 
 
@@ -128,22 +146,12 @@ def test_the_early_read_check_sees_loads_and_atomics_and_not_shared_or_constant_
     assert reads_before_wait(["LDG.E R0, desc[UR4][R2.64]"]) == []  # no wait: nothing is before it
 
 
-GLOBAL_WRITE = re.compile(r"^(@!?U?P\w+ )?(STG|ST\.|ATOMG|RED\.)")
-
-
-def writes_before_wait(instructions):
-    """The global stores (and atomics) before the first ACQBULK; none where there is no ACQBULK."""
-    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
-    return [ins for ins in instructions[:wait] if GLOBAL_WRITE.search(ins)]
-
-
-@pytest.mark.parametrize("obj", ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.o", "boundary_kernels.cu.o"])
+@pytest.mark.parametrize("obj", OBJECTS_WITH_WAITS)
 def test_no_kernel_writes_global_memory_before_its_wait(obj):
     # A kernel that may start during the one before it must not write before its wait: the kernel
     # before may still read what it would overwrite (the caching allocator hands a buffer on as
     # soon as its last reader is queued), or write the same place after it.
-    kernels = kernels_of(obj)
-    early = {n: writes for n, ins in kernels.items() for writes in [writes_before_wait(ins)] if writes}
+    early = early_accesses(obj, writes_before_wait)
     assert not early, f"global writes before griddepcontrol.wait: {early}"
 
 
