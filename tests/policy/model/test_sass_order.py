@@ -8,8 +8,9 @@ weight loads, written before the wait as plain loads, after it in every form, so
 overlapped anything (docs/POLICY_MODEL.md, "Held patches"). Async copies to shared memory
 (cp.async, SASS LDGSTS) stay where they are written. Each kernel below must issue at least one
 LDGSTS before its first ACQBULK, in every instance of its template. The other tests hold the
-classes that would make such a start unsafe: no kernel reads global memory before its wait except
-those that read what no kernel of a step writes, and none writes global memory before it.
+classes that would make such a start unsafe: every kernel waits; no kernel reads global memory
+before its wait except those that read what no kernel of a step writes, and none writes global
+memory before it.
 """
 import functools
 import os
@@ -162,3 +163,28 @@ def test_the_early_write_check_sees_stores_and_atomics_and_not_shared_ones():
     assert writes_before_wait(["RED.E.ADD.STRONG.GPU desc[UR4][R2.64], R5", "ACQBULK"]) == [
         "RED.E.ADD.STRONG.GPU desc[UR4][R2.64], R5"]
     assert writes_before_wait(["STG.E [R2.64], R3"]) == []  # no wait: nothing is before it
+
+
+# The kernels with no griddepcontrol.wait, and why none is needed.
+NO_WAIT = {
+    "chain_flags_kernel": "the boundary bench's one cooperative launch (not programmatic): its phases wait on counters",
+}
+
+
+def has_wait(instructions):
+    return any("ACQBULK" in ins for ins in instructions)
+
+
+@pytest.mark.parametrize("obj", OBJECTS_WITH_WAITS)
+def test_every_kernel_has_its_programmatic_wait(obj):
+    # The read and write checks above hold by default for a kernel with no wait (nothing comes before
+    # it), yet launch() starts every kernel programmatically: one with no wait would run wholly beside
+    # the kernel before it, reading its outputs unfinished, and its own end would no longer mean that
+    # kernel's, so the kernel after it would wait for too little.
+    missing = [n for n, ins in kernels_of(obj).items() if not has_wait(ins) and not any(k in n for k in NO_WAIT)]
+    assert not missing, f"kernels with no griddepcontrol.wait (ACQBULK): {missing}"
+
+
+def test_the_wait_check_sees_a_kernel_without_one():
+    assert has_wait(["LDC R1, c[0x0][0x28]", "ACQBULK", "LDG.E R4, desc[UR4][R2.64]"])
+    assert not has_wait(["LDC R1, c[0x0][0x28]", "LDG.E R4, desc[UR4][R2.64]", "EXIT"])
