@@ -13,7 +13,9 @@ it), and carried to the device:
 `build` writes OUT/policy_model_tool.bin (stripped) and OUT/stamp.json: a hash of the sources that
 go into the tool (SOURCES) and the wheel's torch version. With --patch, also each patch's tool, the
 patch applied alone to this tree (and taken out again), as run_patch_ab.sh's sides name them:
-OUT/sides/b (one patch) or OUT/sides/b1, b2, .. in order. On the device, `install` (called by
+OUT/sides/b (one patch) or OUT/sides/b1, b2, .. in order. Every tool built is also held to
+tests/policy/model/test_sass_order.py over its own kernel objects (a side with its patch in place):
+`build` fails, naming the sides, where those checks fail. On the device, `install` (called by
 bench_generate.build_tool when given `prebuilt`) uses the binary only if the stamp matches the
 tree it runs in and the torch it imports, the build folder has not been configured (an earlier
 build there stays ninja's), and the binary starts with that torch's libraries (its usage line).
@@ -140,6 +142,26 @@ def build_one(torch_dir, version, cmake_build, out, wheel):
     print(f"{binary}: {binary.stat().st_size / 2**20:.1f} MiB, torch {version}, sources {stamp['sources'][:12]}")
 
 
+# The static checks of the kernels' order around the programmatic wait, and where they read the objects.
+SASS_TEST = "tests/policy/model/test_sass_order.py"
+KERNEL_OBJECTS = "policy/model/CMakeFiles/caf_agent_policy_kernels.dir"
+
+
+def check_sass(cmake_build):
+    """test_sass_order.py over `cmake_build`'s kernel objects, with the tree as it is now (a side's
+    patch applied, its own checks with it): None when they pass, else what failed. Rationale: a held
+    patch whose kernel reads or writes before its programmatic wait is found here in seconds, not on
+    the device after its gate has spent a call's minutes (the checks need no GPU)."""
+    objects = pathlib.Path(cmake_build) / KERNEL_OBJECTS
+    if not (objects / "fused_kernels.cu.o").is_file():
+        return f"no kernel objects in {objects}: the checks cannot run"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", SASS_TEST], cwd=REPO,
+                          env=dict(os.environ, CAF_AGENT_BUILD_DIR=str(cmake_build)), capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    return "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+
+
 def side_names(patches):
     """run_patch_ab.sh's names of the patches' sides: b for one, else b1, b2, .."""
     return ["b"] if len(patches) == 1 else [f"b{k}" for k in range(1, len(patches) + 1)]
@@ -152,16 +174,24 @@ def build(args):
     for patch in args.patch:
         if subprocess.run(["git", "apply", "--check", str(patch)], cwd=REPO).returncode != 0:
             sys.exit(f"prebuilt: --patch {patch} does not apply to this tree")
+    failed = {}
     build_one(torch_dir, version, args.build_dir / "build", args.out, args.wheel)
+    if (why := check_sass(args.build_dir / "build")) is not None:
+        failed["a (the tree)"] = why
     shutil.rmtree(args.out / "sides", ignore_errors=True)
     for patch, side in zip(args.patch, side_names(args.patch)):
         # Applied in place (as run_patch_ab.sh does on the device), built in a folder of its own,
-        # and taken out again whatever happens.
+        # checked, and taken out again whatever happens.
         subprocess.run(["git", "apply", str(patch)], cwd=REPO, check=True)
         try:
             build_one(torch_dir, version, args.build_dir / f"build-{side}", args.out / "sides" / side, args.wheel)
+            if (why := check_sass(args.build_dir / f"build-{side}")) is not None:
+                failed[f"{side} ({patch})"] = why
         finally:
             subprocess.run(["git", "apply", "-R", str(patch)], cwd=REPO, check=True)
+    if failed:
+        sys.exit("prebuilt: the kernels' order around the programmatic wait (" + SASS_TEST + ") fails for " +
+                 "; ".join(failed) + ":\n" + "\n\n".join(f"{side}:\n{why}" for side, why in failed.items()))
 
 
 def main():

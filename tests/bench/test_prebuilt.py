@@ -4,10 +4,14 @@ folder, and when it starts with that torch's libraries (the wrapper puts them on
 and passes the arguments through); a torch wheel unpacks to its headers, libraries and version.
 The binaries here are stand-in scripts; the real one runs on the GPU machine."""
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench/policy"))
@@ -128,7 +132,8 @@ def test_build_tool_takes_a_fitting_prebuilt_tool_without_building(tmp_path, cap
     assert "ARGS=logits" in ran.stdout and f"{pathlib.Path(torch.__file__).parent / 'lib'}" in ran.stdout
 
 
-def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeypatch):
+def two_patches(tmp_path):
+    """A git repository whose policy/k.cu holds "one", and patches to "two" and to "three"."""
     repo = tmp_path / "repo"
     (repo / "policy").mkdir(parents=True)
     (repo / "policy/k.cu").write_text("one\n")
@@ -141,8 +146,19 @@ def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeyp
     patch_three = tmp_path / "three.patch"
     patch_three.write_text(subprocess.run(["git", "diff"], cwd=repo, capture_output=True, text=True).stdout)
     (repo / "policy/k.cu").write_text("one\n")
+    return repo, patch_two, patch_three
+
+
+def build_args(tmp_path, patches):
+    return type("Args", (), {"wheel": tmp_path / "t.whl", "build_dir": tmp_path / "b", "out": tmp_path / "out",
+                             "patch": patches})
+
+
+def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeypatch):
+    repo, patch_two, patch_three = two_patches(tmp_path)
     monkeypatch.setattr(prebuilt, "REPO", repo)
     monkeypatch.setattr(prebuilt, "unpack_torch", lambda wheel, into: (into / "torch", "2.11.0+cu130"))
+    monkeypatch.setattr(prebuilt, "check_sass", lambda cmake_build: None)
     built = []
 
     def build_one(torch_dir, version, cmake_build, out, wheel):
@@ -151,8 +167,7 @@ def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeyp
             raise subprocess.CalledProcessError(1, "ninja")
 
     monkeypatch.setattr(prebuilt, "build_one", build_one)
-    args = type("Args", (), {"wheel": tmp_path / "t.whl", "build_dir": tmp_path / "b", "out": tmp_path / "out",
-                             "patch": [patch_two, patch_three]})
+    args = build_args(tmp_path, [patch_two, patch_three])
     try:
         prebuilt.build(args)
     except subprocess.CalledProcessError:
@@ -162,6 +177,50 @@ def test_each_patch_is_built_applied_alone_and_taken_out_again(tmp_path, monkeyp
     assert built == [("out", "one"), ("out/sides/b1", "two"), ("out/sides/b2", "three")]
     assert (repo / "policy/k.cu").read_text() == "one\n"
     assert prebuilt.side_names([patch_two]) == ["b"]
+
+
+def test_a_side_failing_the_sass_checks_fails_the_build_after_every_side_is_built(tmp_path, monkeypatch):
+    repo, patch_two, patch_three = two_patches(tmp_path)
+    monkeypatch.setattr(prebuilt, "REPO", repo)
+    monkeypatch.setattr(prebuilt, "unpack_torch", lambda wheel, into: (into / "torch", "2.11.0+cu130"))
+    monkeypatch.setattr(prebuilt, "build_one", lambda torch_dir, version, cmake_build, out, wheel: None)
+    checked = []
+
+    def check_sass(cmake_build):
+        # Each check sees the tree as the side was built: its patch in place.
+        checked.append((cmake_build.name, (repo / "policy/k.cu").read_text().strip()))
+        return "1 failed: global reads before griddepcontrol.wait" if cmake_build.name == "build-b1" else None
+
+    monkeypatch.setattr(prebuilt, "check_sass", check_sass)
+    with pytest.raises(SystemExit) as stopped:
+        prebuilt.build(build_args(tmp_path, [patch_two, patch_three]))
+    assert checked == [("build", "one"), ("build-b1", "two"), ("build-b2", "three")]
+    message = str(stopped.value)
+    assert "b1 (" in message and "global reads before griddepcontrol.wait" in message and "b2" not in message
+    assert (repo / "policy/k.cu").read_text() == "one\n"
+
+
+def test_the_sass_check_refuses_a_build_without_kernel_objects(tmp_path):
+    # An empty folder would let test_sass_order.py skip every test and pass.
+    why = prebuilt.check_sass(tmp_path / "empty-build")
+    assert why is not None and "no kernel objects" in why
+
+
+def test_the_sass_check_passes_the_builds_objects_and_fails_swapped_ones(tmp_path):
+    # The real checks over the build's own sm_90 objects, then over a copy whose fp8_kernels.cu.o is
+    # mma_kernels.cu.o: no e4m3 split kernel stages its tiles there, and the check says so.
+    build = pathlib.Path(os.environ.get("CAF_AGENT_BUILD_DIR", ROOT / "build"))
+    objects = build / prebuilt.KERNEL_OBJECTS
+    if not (objects / "fused_kernels.cu.o").is_file():
+        pytest.skip(f"{objects} has no kernel objects (a build without CUDA)")
+    assert prebuilt.check_sass(build) is None
+    swapped = tmp_path / prebuilt.KERNEL_OBJECTS
+    swapped.mkdir(parents=True)
+    for obj in objects.glob("*.cu.o"):
+        shutil.copy(obj, swapped / obj.name)
+    shutil.copy(objects / "mma_kernels.cu.o", swapped / "fp8_kernels.cu.o")
+    why = prebuilt.check_sass(tmp_path)
+    assert why is not None and "fp8_split_kernel" in why, why
 
 
 def test_an_installed_tool_serves_later_calls_while_the_sources_match(tmp_path):
