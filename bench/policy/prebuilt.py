@@ -155,7 +155,10 @@ def check_sass(cmake_build):
     objects = pathlib.Path(cmake_build) / KERNEL_OBJECTS
     if not (objects / "fused_kernels.cu.o").is_file():
         return f"no kernel objects in {objects}: the checks cannot run"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", SASS_TEST], cwd=REPO,
+    # The project's venv (./x setup): pytest, and cuobjdump from its nvidia wheel (requirements.txt).
+    venv = REPO / ".venv/bin/python"
+    python = str(venv) if venv.is_file() else sys.executable
+    done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", SASS_TEST], cwd=REPO,
                           env=dict(os.environ, CAF_AGENT_BUILD_DIR=str(cmake_build)), capture_output=True, text=True)
     if done.returncode == 0:
         return None
