@@ -161,6 +161,8 @@ def check_sass(cmake_build):
     done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", SASS_TEST], cwd=REPO,
                           env=dict(os.environ, CAF_AGENT_BUILD_DIR=str(cmake_build)), capture_output=True, text=True)
     if done.returncode == 0:
+        lines = done.stdout.strip().splitlines()
+        print(f"prebuilt: {SASS_TEST} over {cmake_build}: {lines[-1] if lines else 'passed'}")
         return None
     return "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
 
