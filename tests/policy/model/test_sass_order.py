@@ -56,9 +56,14 @@ def functions(sass):
     return out
 
 
+def wait_index(instructions):
+    """The index of the first ACQBULK (griddepcontrol.wait), or None."""
+    return next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), None)
+
+
 def staged_before_wait(instructions):
     """Whether an LDGSTS comes before the first ACQBULK (False when there is no ACQBULK)."""
-    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), None)
+    wait = wait_index(instructions)
     return wait is not None and any("LDGSTS" in ins for ins in instructions[:wait])
 
 
@@ -108,7 +113,7 @@ OBJECTS_WITH_WAITS = ["fused_kernels.cu.o", "fp8_kernels.cu.o", "mma_kernels.cu.
 
 def before_wait(instructions, pattern):
     """The instructions matching `pattern` before the first ACQBULK; none where there is no ACQBULK."""
-    wait = next((i for i, ins in enumerate(instructions) if "ACQBULK" in ins), 0)
+    wait = wait_index(instructions) or 0
     return [ins for ins in instructions[:wait] if pattern.search(ins)]
 
 
@@ -172,7 +177,7 @@ NO_WAIT = {
 
 
 def has_wait(instructions):
-    return any("ACQBULK" in ins for ins in instructions)
+    return wait_index(instructions) is not None
 
 
 @pytest.mark.parametrize("obj", OBJECTS_WITH_WAITS)
