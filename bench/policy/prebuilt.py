@@ -13,7 +13,8 @@ it), and carried to the device:
 `build` writes OUT/policy_model_tool.bin (stripped) and OUT/stamp.json: a hash of the sources that
 go into the tool (SOURCES) and the wheel's torch version. With --patch, also each patch's tool, the
 patch applied alone to this tree (and taken out again), as run_patch_ab.sh's sides name them:
-OUT/sides/b (one patch) or OUT/sides/b1, b2, .. in order. Every tool built is also held to
+OUT/sides/b (one patch) or OUT/sides/b1, b2, .. in order (`install` takes whichever tool of a
+folder and its sides/ fits the tree by its stamp, whatever the side's name). Every tool built is also held to
 tests/policy/model/test_sass_order.py over its own kernel objects (a side with its patch in place):
 `build` fails, naming the sides, where those checks fail. On the device, `install` (called by
 bench_generate.build_tool when given `prebuilt`) uses the binary only if the stamp matches the
@@ -64,17 +65,32 @@ def library_dirs(torch_dir):
     return dirs
 
 
+def tools_in(prebuilt):
+    """The tools of a `build` output folder: the folder itself and its sides/ folders, each that
+    holds policy_model_tool.bin and stamp.json, as (folder, stamp) in that order."""
+    folders = [prebuilt, *sorted(p for p in (prebuilt / "sides").glob("*") if p.is_dir())]
+    return [(f, json.loads((f / "stamp.json").read_text())) for f in folders
+            if (f / "policy_model_tool.bin").is_file() and (f / "stamp.json").is_file()]
+
+
 def install(prebuilt, build_dir, torch_dir, torch_version, root=REPO):
-    """The build folder's tool as the prebuilt binary, or None; and a line saying which and why."""
+    """The build folder's tool as the prebuilt binary, or None; and a line saying which and why.
+    `prebuilt` is a `build` output folder (or one of its sides/ folders): its tool or a side's,
+    whichever was built from this tree's sources. Rationale: a side's name is its place in the
+    build's --patch list, which need not be its place in a later call's PATCH (one patch of
+    several built, a side of its own); the stamp says which tree a tool is."""
     prebuilt, build_dir = pathlib.Path(prebuilt).resolve(), pathlib.Path(build_dir)
-    binary, stamp_file = prebuilt / "policy_model_tool.bin", prebuilt / "stamp.json"
-    if not binary.is_file() or not stamp_file.is_file():
+    tools = tools_in(prebuilt)
+    if not tools:
         return None, f"prebuilt: {prebuilt} has no policy_model_tool.bin and stamp.json; building"
-    stamp = json.loads(stamp_file.read_text())
+    sources = source_stamp(root)
+    fitting = [(f, stamp) for f, stamp in tools if stamp.get("sources") == sources]
+    if not fitting:
+        return None, "prebuilt: built from other sources than this tree's; building"
+    prebuilt, stamp = fitting[0]
+    binary = prebuilt / "policy_model_tool.bin"
     if stamp.get("torch") != torch_version:
         return None, f"prebuilt: built for torch {stamp.get('torch')}, this is {torch_version}; building"
-    if stamp.get("sources") != source_stamp(root):
-        return None, "prebuilt: built from other sources than this tree's; building"
     if (build_dir / "build.ninja").exists():
         return None, f"prebuilt: {build_dir} is a configured build folder; building there"
     tool = build_dir / TOOL

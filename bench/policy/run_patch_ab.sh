@@ -28,8 +28,9 @@
 # not against figures of another machine or day; several patches in one call share A's build and
 # the card.
 # PREBUILT (a folder carried to the device, bench/policy/prebuilt.py build --patch ..): each side's
-# tool from there instead of its build, where its stamp fits the tree (the patch applied) and torch
-# and $BUILD is not configured yet; build-<side>.log says which ran. A side that builds configures
+# tool from there instead of its build (the folder's own tool or one under its sides/, whichever
+# stamp fits the tree with the side's patch applied, whatever its name), where torch fits too and
+# $BUILD is not configured yet; build-<side>.log says which ran. A side that builds configures
 # $BUILD, so the sides after it build too (incrementally).
 # PACK=1: everything under $OUT packed into $OUT/patch-ab.tgz whenever the script exits. STOP_AT
 # (seconds since the epoch): every step's cap cut to end by then (cap in device_env.sh), so that a
@@ -102,7 +103,7 @@ for p in "${patches[@]}"; do
     echo "PATCH $p does not apply to this tree"; exit 2
   fi
   applied=$p
-  build "$OUT/build-$side.log" "${PREBUILT:+$PREBUILT/sides/$side}"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
+  build "$OUT/build-$side.log" "${PREBUILT:-}"; rc=$?; echo "build $side ($p) rc=$rc $(at)"
   grep -h "^prebuilt: " "$OUT/build-$side.log"
   [ $rc = 0 ] || { tail -n 5 "$OUT/build-$side.log"; exit 3; }
   cp "$BUILD/policy/model/policy_model_tool" "$BUILD/ab-tool-$side"

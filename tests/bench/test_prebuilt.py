@@ -79,6 +79,33 @@ def test_a_prebuilt_tool_that_does_not_fit_is_refused_and_the_caller_builds(tmp_
     assert not (build / "policy/model/policy_model_tool").exists()
 
 
+def test_a_side_is_taken_by_its_stamp_whatever_its_name(tmp_path):
+    """A build of several patches serves a later call that runs one of them alone: that call's side
+    is `b`, the tool sits under sides/b2, and the stamp (the tree with the patch applied) finds it."""
+    root = tree(tmp_path / "src")
+    out, torch_dir = folder(tmp_path, root)  # the tree's own tool
+    for name, text in (("b1", "// kernel, patch one\n"), ("b2", "// kernel, patch two\n")):
+        (root / "policy/model/k.cu").write_text(text)
+        side = out / "sides" / name
+        side.mkdir(parents=True)
+        (side / "policy_model_tool.bin").write_text(STARTS.replace("echo \"LD=", f"echo \"SIDE={name} LD="))
+        (side / "policy_model_tool.bin").chmod(0o755)
+        (side / "stamp.json").write_text(json.dumps({"sources": prebuilt.source_stamp(root), "torch": "2.11.0+cu130"}))
+    # The tree with patch two applied: sides/b2's tool.
+    tool, why = prebuilt.install(out, tmp_path / "build-b", torch_dir, "2.11.0+cu130", root)
+    assert tool is not None and "sides/b2/policy_model_tool.bin" in why, why
+    assert "SIDE=b2 " in subprocess.run([str(tool)], capture_output=True, text=True).stdout
+    # The patch taken out again: the folder's own tool.
+    (root / "policy/model/k.cu").write_text("// kernel\n")
+    tool, why = prebuilt.install(out, tmp_path / "build-a", torch_dir, "2.11.0+cu130", root)
+    assert tool is not None and "sides" not in why and "SIDE=" not in subprocess.run(
+        [str(tool)], capture_output=True, text=True).stdout
+    # A tree no tool was built from: the caller builds.
+    (root / "policy/model/k.cu").write_text("// kernel, patch three\n")
+    tool, why = prebuilt.install(out, tmp_path / "build-c", torch_dir, "2.11.0+cu130", root)
+    assert tool is None and "other sources" in why
+
+
 def test_a_configured_build_folder_stays_ninjas(tmp_path):
     root = tree(tmp_path / "src")
     out, torch_dir = folder(tmp_path, root)

@@ -14,10 +14,11 @@ from stand_in_tool import stand_in  # tests/bench, on pytest's path
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-# The stand-in for $PY: the build writes a tool, env.txt's torch line is a stand-in's (importing
+# The stand-in for $PY: the build writes a tool (and its call's prebuilt= argument to builds.txt), env.txt's torch line is a stand-in's (importing
 # torch takes seconds), pytest counts its runs in gate-runs.txt and fails when the tree's f.txt
 # holds $FAIL_WHEN; anything else is the real Python.
 STAND_IN = f"""if [ "$1" = -c ] && [[ $2 == *build_tool* ]]; then
+  echo "${{2##*prebuilt=}}" >> builds.txt
   mkdir -p "$BUILD/policy/model" && printf '#!/bin/sh\\n' > "$BUILD/policy/model/policy_model_tool" &&
     chmod +x "$BUILD/policy/model/policy_model_tool"; exit 0
 fi
@@ -98,3 +99,13 @@ def test_a_repeat_that_is_not_a_count_is_named(tmp_path, repeat):
     proc, runs, _, _ = run(tmp_path, GATE_REPEAT=repeat)
     assert proc.returncode == 2 and runs == []
     assert f"GATE_REPEAT must be a whole number >= 1, not '{repeat}'" in proc.stdout
+
+
+def test_every_side_is_offered_the_whole_prebuilt_folder(tmp_path):
+    """A side's tool is picked by its stamp (bench/policy/prebuilt.py install), not by the side's
+    name: each build step gets PREBUILT itself, not PREBUILT/sides/<side>."""
+    proc, runs, _, _ = run(tmp_path, PREBUILT="pb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    builds = (tmp_path / "tree/builds.txt").read_text().splitlines()
+    assert builds == ["'pb' or None)"] * 2, builds  # A's build, then side b's
+
