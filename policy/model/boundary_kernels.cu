@@ -1,4 +1,5 @@
 // boundary_kernels: see boundary_kernels.hpp.
+#include "policy/model/async_copy.cuh"
 #include "policy/model/boundary_kernels.hpp"
 #include "policy/model/fused_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
@@ -58,13 +59,24 @@ __device__ __forceinline__ void run_phase(const uint4* __restrict__ slice, int64
       v[u] = at < last ? __ldg(slice + at) : make_uint4(0, 0, 0, 0);
     }
   };
-  // The slice is written by no phase: its first loads go out before the wait, as the GEMVs' weights.
-  load(first);
+  // The slice is written by no phase: its first loads go out before the wait, as the GEMVs' weights,
+  // as async copies into shared memory (each thread its own slots): plain loads were issued after
+  // griddepcontrol.wait by ptxas (cuobjdump -sass, sm_90).
+  __shared__ uint4 first_s[chain_unroll][chain_threads];
+#pragma unroll
+  for (int u = 0; u < chain_unroll; ++u) {
+    const int64_t at = first + u * chain_threads + threadIdx.x;
+    copy_16_or_zero(&first_s[u][threadIdx.x], at < last ? slice + at : slice, at < last);
+  }
+  copy_commit();
   if constexpr (Flags) {
     if (p > 0) wait_for(counters + p - 1, target);
   } else {
     dependency_wait();
   }
+  copy_wait<0>();
+#pragma unroll
+  for (int u = 0; u < chain_unroll; ++u) v[u] = first_s[u][threadIdx.x];
   float acc = 0.0f;
   if (p > 0) {  // the mean of every block's sum of the phase before (L2: written by other multiprocessors);
                 // the mean, not the sum, so the sums grow by a phase's bytes a phase and stay finite

@@ -2,6 +2,7 @@
 // intermediate the composite holds as a tensor of the model's dtype is rounded to that dtype
 // here too), so results equal the composite's bit for bit except for the order of the RMSNorm's
 // sum of squares.
+#include "policy/model/async_copy.cuh"
 #include "policy/model/element_math.cuh"
 #include "policy/model/fused_kernels.hpp"
 #include "policy/model/programmatic_launch.cuh"
@@ -495,6 +496,7 @@ __global__ void __launch_bounds__(merge_threads)
 constexpr int gemv_threads = 256;
 constexpr int gemv_warps = gemv_threads / 32;
 constexpr int gemv_unroll = 4;
+constexpr int64_t gemv_first_bytes = 16 * gemv_unroll * gemv_threads;  // a block's first weight vectors
 
 // Two forms save the step's kernel around a gemv. Norm: the input rows are add_rms_norm's normed
 // rows, made by each block into shared memory first (x_bd the residual rows, delta_bd added first
@@ -610,12 +612,15 @@ __device__ __forceinline__ void stage_normed_rows(const gemv_args<T>& a, uint4* 
 // too few loads in flight to stream the weights at the bandwidth. Measured with the RoPE form
 // (bench/results/2026-12-06-policy-h100-early-tiles-rope-gemv.md, call 3, an H100): gate/up 10.12
 // -> 9.65 us, down 6.47 -> 6.15 us alone; the 131k decode 799.2 -> 810.8 tok/s (three rounds each).
-__host__ __device__ constexpr int gemv_min_blocks(int rows, bool norm) {
-  return rows > 2 ? 1 : norm ? 3 : 4;
+// The RoPE form (its epilogue's positions, tables and cache addresses) spilled 72-80 bytes at 3
+// (80 registers, ptxas sm_90, 1 and 2 rows): 2, with the small GEMVs' two blocks a multiprocessor.
+__host__ __device__ constexpr int gemv_min_blocks(int rows, bool norm, bool rope = false) {
+  return rows > 2 ? 1 : rope ? 2 : norm ? 3 : 4;
 }
 
 template <typename T, int R, bool Norm, gemv_epilogue Epi>
-__global__ void __launch_bounds__(gemv_threads, gemv_min_blocks(R, Norm)) gemv_rows_kernel(const gemv_args<T> a) {
+__global__ void __launch_bounds__(gemv_threads, gemv_min_blocks(R, Norm, Epi == gemv_epilogue::rope_kv))
+    gemv_rows_kernel(const gemv_args<T> a) {
   constexpr bool paired = Epi != gemv_epilogue::plain;
   allow_dependents();
   extern __shared__ uint4 gemv_x_s[];  // Norm: the normed rows
@@ -650,9 +655,25 @@ __global__ void __launch_bounds__(gemv_threads, gemv_min_blocks(R, Norm)) gemv_r
   };
   int64_t group = blockIdx.x, j = feature(group);
   // The first vectors of the weight row: no kernel of a step writes weights, so they load before
-  // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail.
-  load_weights(j, first);
+  // the wait for the kernel before this one (programmatic_launch.cuh), overlapping its tail. As
+  // copies into shared memory (each thread its own slots): ptxas issued plain loads of them after
+  // griddepcontrol.wait in every form (cuobjdump -sass, sm_90), so they never overlapped the kernel
+  // before; async copies stay before it, as the e4m3 split kernel's ring tiles do.
+  __shared__ uint4 first_w_s[gemv_unroll][gemv_threads];
+  {
+    const uint4* w = reinterpret_cast<const uint4*>(a.w_nd + (j < n ? j : 0) * d);
+#pragma unroll
+    for (int u = 0; u < gemv_unroll; ++u) {
+      const int64_t at = first + u * warp + lane;
+      const bool valid = j < n && at < last;
+      copy_16_or_zero(&first_w_s[u][threadIdx.x], valid ? w + at : w, valid);
+    }
+    copy_commit();
+  }
   dependency_wait();
+  copy_wait<0>();
+#pragma unroll
+  for (int u = 0; u < gemv_unroll; ++u) wv[u] = first_w_s[u][threadIdx.x];
   if constexpr (Norm) stage_normed_rows<T, R>(a, gemv_x_s);
   for (; group < groups; group += gridDim.x) {
     float acc[R];
@@ -765,9 +786,24 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   constexpr bool paired = Epi != gemv_epilogue::plain;
   a.split = gemv_split(a.n, a.d / (16 / static_cast<int64_t>(sizeof(T))));
   if (paired && a.split > gemv_warps / 2) a.split = gemv_warps / 2;
+  // Small weights (q/k/v, o: one round of loads over the device): a warp a whole feature, so a
+  // feature needs no reduction across warps, and few blocks (bench_boundaries.py: a 1.6-2.1 MB
+  // phase ends ~1 us sooner at one block a multiprocessor than at four).
+  const bool small = a.n * a.d * static_cast<int64_t>(sizeof(T)) <= (int64_t{4} << 20);
+  if (small) a.split = 1;
   const int64_t per_block = gemv_warps / a.split, taken = paired ? per_block / 2 : per_block;
   const int64_t groups = ((paired ? a.n / 2 : a.n) + taken - 1) / taken;
   const size_t staged = Norm ? static_cast<size_t>(R * a.d) * sizeof(T) : 0;
+  // The staged rows (up to gemv_staged_bytes) beside the first weights' static 16 KiB pass the 48
+  // KiB a block gets without asking: asked once a kernel.
+  if constexpr (Norm) {
+    static const bool asked = [] {
+      cudaFuncSetAttribute(gemv_rows_kernel<T, R, Norm, Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(gemv_staged_bytes));
+      return true;
+    }();
+    (void)asked;
+  }
   // Blocks a multiprocessor holds: the kernel's occupancy without the staged rows (read once,
   // outside a graph capture; 3 until then), then as many as the staged rows leave room for.
   static std::atomic<int> by_registers{0};
@@ -783,10 +819,13 @@ void launch_gemv(int64_t b, gemv_args<T> a, cudaStream_t stream) {
   }
   int64_t resident = by_registers.load() > 0 ? by_registers.load() : 3;
   if (staged > 0)
-    resident = std::max<int64_t>(
-        1, std::min<int64_t>(resident, shared_memory_per_multiprocessor() / static_cast<int64_t>(staged + 4096)));
+    resident =
+        std::max<int64_t>(1, std::min<int64_t>(resident, shared_memory_per_multiprocessor() /
+                                                             static_cast<int64_t>(staged + gemv_first_bytes + 4096)));
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, resident * sms));
+  int64_t cap = resident * sms;
+  if (small) cap = std::min<int64_t>(cap, 2 * sms);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, cap));
   launch(gemv_rows_kernel<T, R, Norm, Epi>, blocks, gemv_threads, staged, stream, a);
 }
 
