@@ -23,7 +23,12 @@ streams 715 MB of them, so each shape's calls take enough copies of its weights 
 tool's --copies) that together they are at least COPIES_BYTES: no call finds its weights in L2.
 
     python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--rows N ...]
-        [--mma-shares S ...] [--out FILE]
+        [--mma-shares S ...] [--cublaslt K] [--out FILE]
+
+--cublaslt K: each cuBLAS shape also runs up to K of cuBLASLt's own candidates for its product
+(the tool's `linear-rows --cublaslt`), a row each beside torch::linear's, and the table's end puts
+each shape's fastest candidate against torch::linear's pick (and a 64-row layer's four so): whether
+cuBLAS has a faster algorithm at these shapes than the one it chooses.
 
 --tool: a built policy_model_tool (default: build it, as bench_generate.py does, into --build-dir);
 two tools give an A/B of the kernels on one card (bench/policy/run_patch_ab.sh's MICRO).
@@ -32,7 +37,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kernel_bench import finish, parse_args, this_card, tool_line, tool_of  # noqa: E402
+from kernel_bench import finish, parse_args, this_card, tool_line, tool_lines, tool_of  # noqa: E402
 
 LAYERS = 24  # the 0.5B model's
 # Weight bytes a shape's copies cover at least: over twice the 50 MB L2 of an H100 or an H200.
@@ -97,6 +102,43 @@ def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None)
                             "per_step": per_step})
 
 
+def run_candidates(tool, calls, name, rows, d, n, flags, path, per_step, wanted):
+    """A cuBLAS shape with --cublaslt: torch::linear's line (labelled as run_shape labels it) and
+    one line a candidate (labelled "..., cublas, candidate C")."""
+    args = [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
+            "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags),
+            "--cublaslt", wanted]
+    out = []
+    for r in tool_lines(args, {"shape": label(name, rows, path), "per_step": per_step}):
+        if r.get("candidate", -1) >= 0:
+            r = dict(r, shape=f"{r['shape']}, candidate {r['candidate']}", per_step=0)
+        out.append(r)
+    return out
+
+
+def candidate_config(r):
+    """A cuBLASLt candidate's configuration as the tool reports it, for the table's launch column."""
+    if r.get("candidate", -1) < 0:
+        return " |"
+    return (f" algo {r['algo_id']}, tile {r['tile']}, stages {r['stages']}, split-K {r['split_k']}, "
+            f"workspace {r['workspace']}, max diff {r['max_abs_diff']:.3g} |")
+
+
+def best_candidates(results):
+    """Per cuBLAS shape run with candidates: (shape, torch::linear's us, the fastest candidate's
+    line). A candidate whose output is not torch::linear's within bf16 rounding still counts: the
+    table shows its difference."""
+    out = []
+    for r in results:
+        if "error" in r or r.get("candidate") != -1:
+            continue
+        mine = [c for c in results if "error" not in c and c.get("candidate", -1) >= 0
+                and c["shape"].startswith(r["shape"] + ", candidate ")]
+        if mine:
+            out.append((r["shape"], r["kernel_us"], min(mine, key=lambda c: c["kernel_us"])))
+    return out
+
+
 def launch(r):
     """The tensor-core kernel's launch as the tool reports it (its grid, a cluster of `shares`
     blocks, the clusters the device runs at once: fewer than the tiles, the clusters run in waves);
@@ -127,6 +169,8 @@ def step_sum(results):
 def main():
     def own(parser):
         parser.add_argument("--rows", type=int, nargs="*", help="only the shapes of these row counts (default: all)")
+        parser.add_argument("--cublaslt", type=int, default=0,
+                            help="also up to K of cuBLASLt's candidates for each cuBLAS shape (1-64; default none)")
         parser.add_argument("--mma-shares", type=int, nargs="*",
                             help="each tensor-core shape once per value, d cut into at most that many shares "
                                  "(the tool's --mma-shares, 1-8; default: once, the kernel's own choice)")
@@ -145,13 +189,18 @@ def main():
         if args.rows and shape[1] not in args.rows:
             continue
         for shares in (args.mma_shares or [None]) if shape[5] == "mma" else [None]:
-            r = run_shape(tool, args.calls, *shape, shares=shares)
-            results.append(r)
-            if "error" in r:
-                print(f"| {r['shape']} | error: {r['error']} ||||||")
-                continue
-            print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | {r['weight_bytes'] / 1e6:.1f} | "
-                  f"{r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |{launch(r)}", flush=True)
+            if args.cublaslt > 0 and shape[5] == "cublas":
+                lines = run_candidates(tool, args.calls, *shape, args.cublaslt)
+            else:
+                lines = [run_shape(tool, args.calls, *shape, shares=shares)]
+            for r in lines:
+                results.append(r)
+                if "error" in r:
+                    print(f"| {r['shape']} | error: {r['error']} ||||||")
+                    continue
+                print(f"| {r['shape']} | {r['kernel_us']:.2f} | {r['kernels_a_call']:.1f} | "
+                      f"{r['weight_bytes'] / 1e6:.1f} | {r['tb_per_s']:.2f} | {r['tb_per_s'] * 1e12 / bound:.2f} |"
+                      f"{launch(r) if 'candidate' not in r else candidate_config(r)}", flush=True)
     us, bytes_ = step_sum(results)
     if us > 0:
         print(f"\nA 1-row step's projections ({LAYERS} layers' four kernels and the LM head, one after another): "
@@ -161,6 +210,19 @@ def main():
         if layer:
             print(f"A 64-row layer's four projections on {path}: {layer[0]:.1f} us for {layer[1] / 1e6:.1f} MB, "
                   f"{layer[1] / layer[0] / 1e6:.2f} TB/s ({LAYERS} layers: {layer[0] * LAYERS:.0f} us)")
+    best = best_candidates(results)
+    if best:
+        print("\n| shape | torch::linear us | fastest candidate | its us | against torch::linear | its kernels |")
+        print("|---|---|---|---|---|---|")
+        for shape, us, c in best:
+            print(f"| {shape} | {us:.2f} | {c['candidate']} | {c['kernel_us']:.2f} | {us / c['kernel_us']:.2f}x | "
+                  f"{c.get('kernels', '')} |")
+        layer = [(us, c["kernel_us"]) for shape, us, c in best
+                 if ", 64 rows, " in shape and shape.split(", 64 rows")[0] in LAYER_64]
+        if len(layer) == 4:
+            mine, theirs = sum(u for u, _ in layer), sum(c for _, c in layer)
+            print(f"A 64-row layer's four projections: torch::linear {mine:.1f} us, each shape's fastest candidate "
+                  f"{theirs:.1f} us ({LAYERS} layers: {mine * LAYERS:.0f} against {theirs * LAYERS:.0f} us)")
     return finish(args.out, results)
 
 

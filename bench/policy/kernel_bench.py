@@ -54,21 +54,30 @@ def this_card():
     return (name, *card_bound(name))
 
 
-def tool_line(args, base):
-    """Runs the tool with `args` (a list; each item str()-ed): `base` with its last JSON line's fields,
-    or with `error`: the first line of its stderr (the message, not a C++ trace after it), or what is
-    wrong with its stdout."""
+def tool_lines(args, base):
+    """Runs the tool with `args` (a list; each item str()-ed): `base` with each JSON line's fields, in
+    order, or a list of one: `base` with `error`, the first line of its stderr (the message, not a
+    C++ trace after it), or what is wrong with its stdout. A line that is not JSON is that line's
+    error, not the bench's end."""
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return dict(base, error=lines[0][:300])
+        return [dict(base, error=lines[0][:300])]
     lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
     if not lines:
-        return dict(base, error="no JSON line on stdout")
-    try:
-        return dict(base, **json.loads(lines[-1]))
-    except json.JSONDecodeError as e:  # one bad line is that run's error, not the bench's end
-        return dict(base, error=f"not JSON ({e}): {lines[-1][:200]}")
+        return [dict(base, error="no JSON line on stdout")]
+    out = []
+    for line in lines:
+        try:
+            out.append(dict(base, **json.loads(line)))
+        except json.JSONDecodeError as e:
+            out.append(dict(base, error=f"not JSON ({e}): {line[:200]}"))
+    return out
+
+
+def tool_line(args, base):
+    """tool_lines' last line: the one answer of a tool that prints one JSON line."""
+    return tool_lines(args, base)[-1]
 
 
 def finish(out, results):

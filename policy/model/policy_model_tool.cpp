@@ -42,7 +42,10 @@
 //            read rate (--mma: also its tiles, shares, blocks a multiprocessor holds and clusters the
 //            device runs at once); --copies K: the timed calls take K copies of w in turn (no call finds its
 //            weights in L2); --cublas (with --time, any B): torch::linear's kernels timed instead
-//            (bench/policy/bench_gemv.py)
+//            (bench/policy/bench_gemv.py); --cublaslt K (with --time, any B, bf16 / fp16): torch::linear
+//            timed, then each of up to K candidates cuBLASLt's heuristic offers for the same product
+//            (cublaslt_algos.hpp), a JSON line each with its configuration, its kernels' names and its
+//            largest difference from torch::linear's output
 //            --norm FILE --rope-heads H,K --positions P1,..,PB [--capacity C] [--fp8-cache]: the one
 //            kernel of add_rms_norm_qkv_rope_kv (w the fused q/k/v projection, N = (H + 2K) E) against
 //            add_rms_norm_linear then rope_kv_decode, each into its own zeroed slot caches [B, K, C, E]

@@ -20,6 +20,11 @@
 #include <vector>
 
 #include "policy/model/fused_ops.hpp"
+#if defined(CAF_AGENT_POLICY_CUBLASLT)
+#include <c10/cuda/CUDAStream.h>
+
+#include "policy/model/cublaslt_algos.hpp"
+#endif
 
 namespace caf_agent::policy::tool {
 
@@ -54,6 +59,7 @@ struct profiled_calls {
   std::vector<double> us;         // a call, per name
   std::vector<int64_t> launches;  // in all, per name
   double wall_us = 0;             // a call
+  std::set<std::string> kernels;  // the names of the kernels that matched any name
 };
 
 profiled_calls profile_calls(int64_t calls, const std::vector<std::string>& names, const std::function<void()>& call) {
@@ -69,12 +75,13 @@ profiled_calls profile_calls(int64_t calls, const std::vector<std::string>& name
   torch::cuda::synchronize();
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   auto result = prof::disableProfiler();
-  profiled_calls out{std::vector<double>(names.size(), 0.0), std::vector<int64_t>(names.size(), 0), 0.0};
+  profiled_calls out{std::vector<double>(names.size(), 0.0), std::vector<int64_t>(names.size(), 0), 0.0, {}};
   for (const auto& ev : result->events()) {
     if (ev.deviceType() != c10::DeviceType::CUDA) continue;
     const double us = static_cast<double>(ev.durationNs()) / 1000.0;
     for (size_t i = 0; i < names.size(); ++i)
-      if (ev.name().find(names[i]) != std::string::npos) out.us[i] += us, ++out.launches[i];
+      if (ev.name().find(names[i]) != std::string::npos)
+        out.us[i] += us, ++out.launches[i], out.kernels.insert(ev.name());
   }
   const double n = static_cast<double>(calls);
   for (auto& us : out.us) us /= n;
@@ -108,13 +115,21 @@ status time_decode_attention(int64_t calls, int64_t b, int64_t k, int64_t e, int
 // under the profiler; prints one JSON line with its kernels' device time a call, their launches a
 // call, the wall time a call, and the weight bytes it reads (w, and bias), so its read rate.
 status time_linear_rows(int64_t calls, const std::string& kernels, int64_t b, int64_t d, int64_t n,
-                        int64_t weight_bytes, const std::function<void()>& call, const std::string& fields = "") {
+                        int64_t weight_bytes, const std::function<void()>& call, const std::string& fields = "",
+                        bool name_kernels = false) {
   const auto timed = profile_calls(calls, {kernels}, call);
   if (timed.launches[0] < calls)
     return fail("the profiler saw " + std::to_string(timed.launches[0]) + " kernels named '" + kernels + "' of " +
                 std::to_string(calls) + " calls");
   const double bytes = static_cast<double>(weight_bytes);
-  std::cout << "{\"rows\":" << b << ",\"in\":" << d << ",\"out_features\":" << n << ",\"weight_bytes\":" << bytes
+  if (name_kernels) {
+    std::string names;
+    for (const auto& name : timed.kernels) names += (names.empty() ? "" : ";") + name.substr(0, name.find('('));
+    std::cout << "{\"kernels\":" << json_string(names) << ",";
+  } else {
+    std::cout << "{";
+  }
+  std::cout << "\"rows\":" << b << ",\"in\":" << d << ",\"out_features\":" << n << ",\"weight_bytes\":" << bytes
             << ",\"calls\":" << calls << ",\"kernel_us\":" << timed.us[0]
             << ",\"kernels_a_call\":" << static_cast<double>(timed.launches[0]) / static_cast<double>(calls)
             << ",\"wall_us\":" << timed.wall_us << ",\"tb_per_s\":" << bytes / timed.us[0] / 1e6 << fields << "}\n";
@@ -159,6 +174,71 @@ int run_linear_rows_rope(const args& a, const torch::Tensor& x, const torch::Ten
   return write_floats(torch::cat(parts), get(a, "out"));
 }
 
+// linear-rows --cublaslt K: torch::linear timed (its line's "candidate" -1), then each candidate
+// cuBLASLt's heuristic offers for the same product (cublaslt_algos.hpp), over the same copies of
+// the weights in turn. Each line names the kernels it ran and its largest difference from
+// torch::linear's output on the first copy ("max_abs_diff"; 0 where the bits are the same).
+int run_linear_rows_cublaslt(const torch::Tensor& x, const std::vector<torch::Tensor>& ws,
+                             const std::vector<torch::Tensor>& biases, int64_t calls, int64_t wanted,
+                             int64_t weight_bytes) {
+#if defined(CAF_AGENT_POLICY_CUBLASLT)
+  const int64_t b = x.size(0), d = x.size(1), n = ws[0].size(0);
+  const bool has_bias = biases[0].defined();
+  size_t next = 0;
+  const auto take = [&] { return next++ % ws.size(); };
+  const auto reference = torch::linear(x, ws[0], biases[0]);
+  const std::function<void()> product = [&] {
+    const auto i = take();
+    (void)torch::linear(x, ws[i], biases[i]);
+  };
+  if (auto timed = time_linear_rows(calls, "", b, d, n, weight_bytes, product, ",\"candidate\":-1", true); !timed) {
+    std::cerr << "linear-rows: " << timed.error().message << "\n";
+    return 1;
+  }
+  constexpr size_t workspace_bytes = size_t{64} << 20;
+  const kernels::lt_linear lt(x.scalar_type() == torch::kHalf, b, d, n, has_bias, workspace_bytes,
+                              static_cast<int>(wanted));
+  if (!lt.error().empty()) {
+    std::cerr << "linear-rows: cuBLASLt: " << lt.error() << "\n";
+    return 1;
+  }
+  const auto workspace = torch::empty({static_cast<int64_t>(workspace_bytes)}, x.options().dtype(torch::kUInt8));
+  auto y = torch::empty({b, n}, x.options());
+  void* stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  for (size_t c = 0; c < lt.size(); ++c) {
+    std::string failed;
+    const auto run = [&](size_t i) {
+      const auto why = lt.run(c, x.data_ptr(), ws[i].data_ptr(), has_bias ? biases[i].data_ptr() : nullptr,
+                              y.data_ptr(), workspace.data_ptr(), workspace_bytes, stream);
+      if (failed.empty()) failed = why;
+    };
+    run(0);
+    const double diff = (y.to(torch::kFloat32) - reference.to(torch::kFloat32)).abs().max().item<double>();
+    const auto& k = lt.candidate(c);
+    std::ostringstream fields;
+    fields << ",\"candidate\":" << c << ",\"algo_id\":" << k.algo_id << ",\"tile\":" << k.tile
+           << ",\"stages\":" << k.stages << ",\"split_k\":" << k.split_k << ",\"reduction\":" << k.reduction
+           << ",\"swizzle\":" << k.swizzle << ",\"custom\":" << k.custom << ",\"cluster\":" << k.cluster
+           << ",\"workspace\":" << k.workspace << ",\"waves\":" << k.waves << ",\"max_abs_diff\":" << diff;
+    const std::function<void()> one = [&] { run(take()); };
+    if (!failed.empty()) {
+      std::cout << "{\"candidate\":" << c << ",\"error\":" << json_string(failed) << "}\n";
+      continue;
+    }
+    if (auto timed = time_linear_rows(calls, "", b, d, n, weight_bytes, one, fields.str(), true);
+        !timed || !failed.empty()) {
+      std::cout << "{\"candidate\":" << c
+                << ",\"error\":" << json_string(failed.empty() ? timed.error().message : failed) << "}\n";
+    }
+  }
+  return 0;
+#else
+  (void)x, (void)ws, (void)biases, (void)calls, (void)wanted, (void)weight_bytes;
+  std::cerr << "linear-rows: --cublaslt needs a CUDA build with the kernels (cmake/cuda_kernels.cmake)\n";
+  return 1;
+#endif
+}
+
 int run_linear_rows(const args& a) {
   const int64_t b = std::stoll(get(a, "rows")), d = std::stoll(get(a, "in")), n = std::stoll(get(a, "out-features"));
   const torch::Device device(get(a, "device", "cuda"));
@@ -179,6 +259,18 @@ int run_linear_rows(const args& a) {
   const int64_t calls = std::stoll(get(a, "time", "0"));
   if (b < 1 || d < 1 || n < 1 || calls < 0) {
     std::cerr << "linear-rows: --rows, --in and --out-features must be at least 1 and --time at least 0\n";
+    return 2;
+  }
+  // --cublaslt K: torch::linear, then up to K of cuBLASLt's own candidates for the product.
+  const int64_t lt_wanted = std::stoll(get(a, "cublaslt", "0"));
+  if (a.count("cublaslt") && (lt_wanted < 1 || lt_wanted > 64 || norm || silu || mma || calls == 0 ||
+                              (dtype != torch::kBFloat16 && dtype != torch::kHalf))) {
+    std::cerr << "linear-rows: --cublaslt K (1-64) times cuBLASLt's candidates for torch::linear's product: it takes "
+                 "--time N, bfloat16 or float16, and none of --norm, --silu, --mma\n";
+    return 2;
+  }
+  if (a.count("cublaslt") && !device.is_cuda()) {
+    std::cerr << "linear-rows: --cublaslt times CUDA kernels: --device must be cuda, not " << device << "\n";
     return 2;
   }
   if (cublas && (norm || silu || calls == 0)) {
@@ -219,6 +311,7 @@ int run_linear_rows(const args& a) {
   }
   int64_t next = 0;
   const auto take = [&] { return static_cast<size_t>(next++ % copies); };  // the next copy's index
+  if (a.count("cublaslt")) return run_linear_rows_cublaslt(x, ws, biases, calls, lt_wanted, weight_bytes);
   if (cublas) {
     const std::function<void()> product = [&] {
       const auto i = take();

@@ -95,3 +95,46 @@ def test_the_tensor_core_kernels_launch_is_a_column_with_its_waves(tmp_path):
     assert bench_gemv.launch({"tiles": 18, "shares": 7, "blocks_per_sm": 6, "clusters_at_once": 100}).endswith(
         "100 clusters at once (1 wave) |")
     assert bench_gemv.launch({"kernel_us": 5.0}) == " |"  # cuBLAS's and the GEMVs' rows
+
+
+def test_cublaslt_runs_each_cublas_shape_with_its_candidates_and_puts_the_fastest_against_torch(tmp_path):
+    # The stand-in answers as `linear-rows --cublaslt` does: torch::linear's line (candidate -1) at
+    # 10 us, then two candidates at 8 and 12 us; a shape of 896 outputs makes candidate 1 the faster
+    # at 5 us, so each shape's fastest differs.
+    def line(candidate, us):
+        r = {"kernels": "nvjet_x", "rows": 64, "in": 896, "out_features": 896, "weight_bytes": 1e6, "calls": 3,
+             "kernel_us": us, "kernels_a_call": 1.0, "wall_us": 20.0, "tb_per_s": 1e6 / us / 1e6,
+             "candidate": candidate}
+        if candidate >= 0:
+            r.update(algo_id=66, tile=20 + candidate, stages=3, split_k=1, reduction=0, swizzle=0, custom=0,
+                     cluster=0, workspace=0, waves=0.5, max_abs_diff=0.0)
+        return json.dumps(r)
+
+    log = tmp_path / "calls.txt"
+    body = (f"echo \"$@\" >> {log}\n"
+            f"echo '{line(-1, 10.0)}'\n"
+            f"case \"$*\" in *'--out-features 896 '*) echo '{line(0, 8.0)}'; echo '{line(1, 5.0)}' ;;\n"
+            f"  *) echo '{line(0, 8.0)}'; echo '{line(1, 12.0)}' ;; esac\n")
+    tool = stand_in(tmp_path, body)
+    out = tmp_path / "out.json"
+    cublas = ["q/k/v, 64 rows, cublas", "o, 64 rows, cublas", "gate/up, 64 rows, cublas", "down, 64 rows, cublas"]
+    proc = run("--tool", tool, "--calls", 3, "--only", *cublas, "o, 64 rows, mma", "--cublaslt", 4, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert len(calls) == 5
+    for c in calls:  # the cuBLAS shapes ask for the candidates instead of --cublas; mma is untouched
+        if "--mma" in c:
+            assert "--cublaslt" not in c
+        else:
+            assert "--cublas" not in c and c[c.index("--cublaslt") + 1] == "4"
+    assert "| o, 64 rows, cublas, candidate 1 | 5.00 |" in proc.stdout
+    assert "algo 66, tile 21, stages 3, split-K 1, workspace 0, max diff 0 |" in proc.stdout
+    # o and down (896 outputs) find candidate 1 at 5 us, q/k/v and gate/up candidate 0 at 8 us.
+    assert "| o, 64 rows, cublas | 10.00 | 1 | 5.00 | 2.00x | nvjet_x |" in proc.stdout
+    assert "| q/k/v, 64 rows, cublas | 10.00 | 0 | 8.00 | 1.25x | nvjet_x |" in proc.stdout
+    assert ("A 64-row layer's four projections: torch::linear 40.0 us, each shape's fastest candidate 26.0 us "
+            "(24 layers: 960 against 624 us)") in proc.stdout
+    # torch::linear's lines keep the shape's own label, so the layer sum per path still reads them.
+    assert "A 64-row layer's four projections on cublas: 40.0 us" in proc.stdout
+    got = json.loads(out.read_text())
+    assert len(got) == 13 and sum(r["candidate"] == -1 for r in got if "candidate" in r) == 4

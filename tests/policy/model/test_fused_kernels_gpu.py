@@ -348,6 +348,24 @@ def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dty
             assert np.array_equal(parts[:m], parts[m:]), (rows, n, d, np.abs(parts[:m] - parts[m:]).max())
 
 
+@pytest.mark.parametrize("n,d,bias", [(1152, 896, True), (896, 4864, False)], ids=["qkv-bias", "down"])
+def test_cublaslt_candidates_compute_torch_linears_product(cuda, n, d, bias):
+    """linear-rows --cublaslt K at 64 rows (bench_gemv.py --cublaslt): torch::linear's line first,
+    then at least one of cuBLASLt's candidates, each timed with its kernels named and its output
+    within bf16 rounding of torch::linear's (outputs of unit variance: a few spacings of 2^-6 at
+    most; a wrong layout or a dropped bias is off by ~1)."""
+    proc = run_tool("linear-rows", "--random", "--device", "cuda", "--dtype", "bfloat16", "--rows", 64, "--in", d,
+                    "--out-features", n, *(["--bias"] if bias else []), "--time", 3, "--cublaslt", 8)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert lines[0]["candidate"] == -1 and lines[0]["kernel_us"] > 0 and lines[0]["kernels"], lines[0]
+    candidates = lines[1:]
+    assert 1 <= len(candidates) <= 8 and [c["candidate"] for c in candidates] == list(range(len(candidates)))
+    for c in candidates:
+        assert "error" not in c, c
+        assert c["kernel_us"] > 0 and c["kernels"] and c["kernels_a_call"] >= 1, c
+        assert c["max_abs_diff"] <= 0.1, c
+
+
 def test_mma_rows_timing_reports_its_launch(cuda):
     """linear-rows --mma --time N reports the kernel's launch beside its time: gate/up at 64 rows
     (SwiGLU: 152 tiles of 32 pairs), d cut into at most the cap's shares, and how many clusters the

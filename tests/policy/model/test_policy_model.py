@@ -341,6 +341,22 @@ def test_linear_rows_with_random_inputs_reaches_the_kernel_check_and_names_bad_a
     assert proc.returncode == 2 and "--copies must be 1 to 4,096, not 0" in proc.stderr, proc.stderr
 
 
+def test_linear_rows_cublaslt_names_what_it_needs():
+    """linear-rows --cublaslt K (bench_gemv.py --cublaslt): K of 1-64, with --time, in 16 bits and
+    without the fused kernels' flags, on CUDA; each refusal a usage error naming what is wrong."""
+    common = ["linear-rows", "--dtype", "bfloat16", "--random", "--rows", 64, "--in", 896, "--out-features", 896]
+    needs = "--cublaslt K (1-64) times cuBLASLt's candidates"
+    for extra in (["--time", 3, "--cublaslt", 0], ["--time", 3, "--cublaslt", 65], ["--cublaslt", 4],
+                  ["--time", 3, "--cublaslt", 4, "--silu"], ["--time", 3, "--cublaslt", 4, "--mma"]):
+        proc = run_tool(*common, "--device", "cuda", *extra, check=False)
+        assert proc.returncode == 2 and needs in proc.stderr, (extra, proc.stderr)
+    proc = run_tool(*[c if c != "bfloat16" else "float32" for c in common], "--time", 3, "--cublaslt", 4,
+                    check=False)
+    assert proc.returncode == 2 and needs in proc.stderr, proc.stderr
+    proc = run_tool(*common, "--device", "cpu", "--time", 3, "--cublaslt", 4, check=False)
+    assert proc.returncode == 2 and "--cublaslt times CUDA kernels: --device must be cuda, not cpu" in proc.stderr
+
+
 def test_prompt_longer_than_context_is_rejected(models):
     path, _ = models["qwen2"]
     proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)
