@@ -89,11 +89,16 @@ def label(name, rows, path):
     return f"{name}, {rows} row{'s' if rows > 1 else ''}, {path}"
 
 
+def shape_args(tool, calls, rows, d, n, flags):
+    """The tool's `linear-rows --random --time` call for one shape, its weights in enough copies."""
+    return [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
+            "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags)]
+
+
 def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None):
     """One shape's JSON line from the tool, with its label; `shares`: the tensor-core kernel's
     --mma-shares (labelled "..., mma, shares S")."""
-    args = [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
-            "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags)]
+    args = shape_args(tool, calls, rows, d, n, flags)
     if path == "cublas":
         args.append("--cublas")
     if shares is not None:
@@ -105,9 +110,7 @@ def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None)
 def run_candidates(tool, calls, name, rows, d, n, flags, path, per_step, wanted):
     """A cuBLAS shape with --cublaslt: torch::linear's line (labelled as run_shape labels it) and
     one line a candidate (labelled "..., cublas, candidate C")."""
-    args = [str(tool), "linear-rows", "--device", "cuda", "--dtype", "bfloat16", "--random", "--rows", rows,
-            "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags),
-            "--cublaslt", wanted]
+    args = [*shape_args(tool, calls, rows, d, n, flags), "--cublaslt", wanted]
     out = []
     for r in tool_lines(args, {"shape": label(name, rows, path), "per_step": per_step}):
         if r.get("candidate", -1) >= 0:
