@@ -178,14 +178,13 @@ int run_linear_rows_rope(const args& a, const torch::Tensor& x, const torch::Ten
 // cuBLASLt's heuristic offers for the same product (cublaslt_algos.hpp), over the same copies of
 // the weights in turn. Each line names the kernels it ran and its largest difference from
 // torch::linear's output on the first copy ("max_abs_diff"; 0 where the bits are the same).
+// `take`: the next call's copy of the weights (run_linear_rows' rotation over --copies).
 int run_linear_rows_cublaslt(const torch::Tensor& x, const std::vector<torch::Tensor>& ws,
-                             const std::vector<torch::Tensor>& biases, int64_t calls, int64_t wanted,
-                             int64_t weight_bytes) {
+                             const std::vector<torch::Tensor>& biases, const std::function<size_t()>& take,
+                             int64_t calls, int64_t wanted, int64_t weight_bytes) {
 #if defined(CAF_AGENT_POLICY_CUBLASLT)
   const int64_t b = x.size(0), d = x.size(1), n = ws[0].size(0);
   const bool has_bias = biases[0].defined();
-  size_t next = 0;
-  const auto take = [&] { return next++ % ws.size(); };
   const auto reference = torch::linear(x, ws[0], biases[0]);
   const std::function<void()> product = [&] {
     const auto i = take();
@@ -233,7 +232,7 @@ int run_linear_rows_cublaslt(const torch::Tensor& x, const std::vector<torch::Te
   }
   return 0;
 #else
-  (void)x, (void)ws, (void)biases, (void)calls, (void)wanted, (void)weight_bytes;
+  (void)x, (void)ws, (void)biases, (void)take, (void)calls, (void)wanted, (void)weight_bytes;
   std::cerr << "linear-rows: --cublaslt needs a CUDA build with the kernels (cmake/cuda_kernels.cmake)\n";
   return 1;
 #endif
@@ -311,7 +310,7 @@ int run_linear_rows(const args& a) {
   }
   int64_t next = 0;
   const auto take = [&] { return static_cast<size_t>(next++ % copies); };  // the next copy's index
-  if (a.count("cublaslt")) return run_linear_rows_cublaslt(x, ws, biases, calls, lt_wanted, weight_bytes);
+  if (a.count("cublaslt")) return run_linear_rows_cublaslt(x, ws, biases, take, calls, lt_wanted, weight_bytes);
   if (cublas) {
     const std::function<void()> product = [&] {
       const auto i = take();
