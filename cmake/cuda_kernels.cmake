@@ -1,8 +1,9 @@
 # Our own CUDA kernels (policy/model/fused_kernels.cu, learner/fused_head_kernels.cu) where
 # LibTorch has CUDA and nvcc is found. Sets CAF_AGENT_CUDA_KERNELS (ON / OFF) and, when ON,
 # CAF_AGENT_CUDA_KERNEL_LIBS: what a target holding the kernels links (c10_cuda, and the wheel's
-# libcudart where it has one). Without a compiler every such op runs as its ATen composite (the
-# CPU path, and CUDA builds on a machine without nvcc).
+# libcudart where it has one), and CAF_AGENT_CUBLASLT: the cuBLASLt a target calling it links.
+# Without a compiler every such op runs as its ATen composite (the CPU path, and CUDA builds on a
+# machine without nvcc).
 # Rationale: included at the top level, since enable_language(CUDA) must be called in the
 # highest directory common to every target compiling CUDA (policy/ and learner/ both do).
 set(CAF_AGENT_CUDA_KERNELS OFF)
@@ -24,6 +25,21 @@ if(TORCH_CUDA_LIBRARIES AND C10_CUDA_LIBRARY)
       set(CMAKE_CUDA_RUNTIME_LIBRARY None)
     else()
       set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    endif()
+    # cuBLASLt (policy/model/cublaslt_algos.cu) the same way: the wheel's, so that the process holds
+    # one cuBLASLt, the one torch loads; else the toolkit's (a prebuilt tool, whose soname then finds
+    # the GPU machine's wheel library through bench/policy/prebuilt.py's library path).
+    get_filename_component(_cuda_kernels_nvcc_dir "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+    find_library(CAF_AGENT_CUBLASLT NAMES libcublasLt.so.13 libcublasLt.so.12
+      HINTS "${_cuda_kernels_torch_site}/nvidia/cu13/lib" "${_cuda_kernels_torch_site}/nvidia/cublas/lib"
+      NO_DEFAULT_PATH)
+    if(NOT CAF_AGENT_CUBLASLT)
+      find_library(CAF_AGENT_CUBLASLT NAMES cublasLt
+        HINTS "${_cuda_kernels_nvcc_dir}/../lib64" "${_cuda_kernels_nvcc_dir}/../targets/x86_64-linux/lib")
+    endif()
+    if(NOT CAF_AGENT_CUBLASLT)
+      message(FATAL_ERROR "nvcc found but no libcublasLt beside torch (${_cuda_kernels_torch_site}/nvidia) "
+                          "or nvcc (${_cuda_kernels_nvcc_dir}/../lib64)")
     endif()
     enable_language(CUDA)
     set(CAF_AGENT_CUDA_KERNELS ON)
