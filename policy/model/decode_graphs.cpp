@@ -70,10 +70,12 @@ struct decode_graphs::state {
   std::set<int64_t> warmed_rows;              // row counts an eager warm-up has run
   double capture_seconds = 0;
 
-  // The graph of b rows attending `keys` keys, captured on first use.
+  // The graph of b rows attending `keys` keys, captured on first use: one a key bucket, or one
+  // for every key count where the step's kernels do not depend on it (decoder::keys_free_decode).
   graph& graph_for(int64_t b, int64_t keys) {
     const int64_t rows = round_rows(b, cache->slots());
-    const int64_t bucket = decode_key_bucket(keys, cache->capacity());
+    const int64_t bucket =
+        model->keys_free_decode(*cache) ? cache->capacity() : decode_key_bucket(keys, cache->capacity());
     auto it = graphs.find({rows, bucket, 0});
     return it != graphs.end() ? *it->second : capture(rows, bucket, 0);
   }

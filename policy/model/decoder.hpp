@@ -276,6 +276,15 @@ class decoder {
   bool decode_takes_runs(const kv_cache& cache) const {
     return cache_attention_ == cache_attention::flash && !cache.fp8();
   }
+  /// Whether decode steps over `cache` attend through the e4m3 kernel (fused_ops.hpp's
+  /// fp8_decode_attention): flash mode, fused kernels, an e4m3 cache the kernel takes.
+  bool fp8_decode_kernel(const kv_cache& cache) const;
+  /// Whether a decode step over `cache` launches the same kernels whatever `keys` decode() is
+  /// given (the e4m3 kernel over slots: each row's keys are cut over the splits on the device), so
+  /// that decode_graphs captures one graph a row count instead of one a key bucket: the cached
+  /// agent workload captured 3 graphs instead of 95 on an H100
+  /// (bench/results/2026-12-06-policy-h100-keys-free-graphs.md).
+  bool keys_free_decode(const kv_cache& cache) const { return !cache.paged && fp8_decode_kernel(cache); }
   /// Whether inference passes (forward, prefill, decode) run the fused CUDA kernels where they
   /// apply (fused_ops.hpp): the residual add with the next RMSNorm, SiLU x up, and a decode
   /// step's RoPE with its KV write. Default on; off runs the ATen composites (the parity tests

@@ -341,6 +341,11 @@ torch::Tensor decoder::prefill(const torch::Tensor& tokens_t, const std::vector<
   return lm_head(hidden_1td[0].index_select(0, last_t), /*to_float=*/false);
 }
 
+bool decoder::fp8_decode_kernel(const kv_cache& cache) const {
+  return cache.fp8() && cache_attention_ == cache_attention::flash && fused_kernels_ &&
+         fp8_decode_attention_fuses(cache.k_nkce.front(), dtype_, config_.num_attention_heads, cache.paged);
+}
+
 torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor& positions_b, int64_t keys_s,
                               kv_cache& cache, const torch::Tensor& block_tables_bm,
                               const torch::Tensor& runs_br3) const {
@@ -352,8 +357,7 @@ torch::Tensor decoder::decode(const torch::Tensor& tokens_b, const torch::Tensor
   use.keys = keys_s;
   // An e4m3 cache: in flash mode the fp8 kernel where it runs, else its keys read back for sdpa or
   // matmul (flash takes no float8).
-  use.fp8_kernel = cache.fp8() && cache_attention_ == cache_attention::flash && fused_kernels_ &&
-                   fp8_decode_attention_fuses(cache.k_nkce.front(), dtype_, config_.num_attention_heads, cache.paged);
+  use.fp8_kernel = fp8_decode_kernel(cache);
   use.flash_decode = cache_attention_ == cache_attention::flash && !cache.fp8();
   if (cache.paged) {
     const int64_t bs = cache.capacity();

@@ -1,8 +1,8 @@
 // fp8_kernels: see fp8_kernels.hpp.
 //
 // fp8_split_kernel: a block of 4 warps per (split, row x KV head); each warp reads its own
-// warp_keys keys, 16 at a time: at e 64 through a ring of 5 tiles in shared memory (cp.async),
-// four tiles' copies in flight while one is computed; at e 128 the next tile loaded into registers
+// row_warp_keys keys (its row's keys over the grid's splits), 16 at a time: at e 64 through a ring of 5 tiles in shared
+// memory (cp.async), four tiles' copies in flight while one is computed; at e 128 the next tile loaded into registers
 // while the current one is computed. Its g <= 8 query heads are the rows of an m16n8k16 tensor-core
 // tile (rows g..15 zero): scores S = Q K^T over e / 16 k-steps for two n-tiles of 8 keys, an
 // online softmax in base 2 (max, rescale, weights), then O += P V over e / 8 n-tiles of output
@@ -77,6 +77,20 @@ __device__ __forceinline__ __nv_bfloat16 from_float(float v, __nv_bfloat16) {
 }
 __device__ __forceinline__ __half from_float(float v, __half) {
   return __float2half_rn(v);
+}
+
+// Keys a warp of a split reads for a row of `used` keys cut into `splits` splits (the split
+// kernel's grid.x): the row's keys over every split, a multiple of 32 from 64 up. The split and
+// join kernels both derive it from the row's position, so nothing of a launch depends on the keys
+// the step attends (fp8_attention_splits). In 32 bits (fp8_decode_attention keeps a row's keys and
+// the splits' warps below 2^31): the kernels compute it before their first loads, where the 64-bit
+// form's test of the high words cost 17 instructions more. The split kernel took ~0.9 us more a
+// call in the 1-row 131k step on an H100 with that form, whose division took its 32-bit path there
+// (bench/results/2026-12-06-policy-h100-keys-free-graphs.md): not the division (docs/POLICY_MODEL.md).
+__host__ __device__ __forceinline__ int row_warp_keys(int64_t used, int splits) {
+  const uint32_t warps = static_cast<uint32_t>(splits) * split_warps;
+  const uint32_t per = (static_cast<uint32_t>(used) + warps - 1) / warps;
+  return static_cast<int>(per < 64 ? 64 : (per + 31) / 32 * 32);
 }
 
 // Two e4m3 bytes (the low one first) as fp16x2 (the low byte in the low half), exact.
@@ -327,7 +341,7 @@ __global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_spl
     fp8_split_kernel(const T* __restrict__ q_bhe, const uint8_t* __restrict__ k_cache,
                      const uint8_t* __restrict__ v_cache, const int64_t* __restrict__ positions_b,
                      const int64_t* __restrict__ tables_bm, float* __restrict__ part_o, float* __restrict__ part_lse,
-                     int k, int g, int64_t c, int64_t blocks, int64_t m, int warp_keys, float scale_log2) {
+                     int k, int g, int64_t c, int64_t blocks, int64_t m, float scale_log2) {
   allow_dependents();
   // dependency_wait() comes below: positions, block tables and the cache's keys before this step's
   // newest (position used - 1) are written before the step's kernels run, so a ring's first tiles
@@ -355,6 +369,7 @@ __global__ void __launch_bounds__(split_warps* warp, fp8_split_ring<E> ? fp8_spl
     rows.block = c;
   }
   const int used = static_cast<int>(used64);
+  const int warp_keys = row_warp_keys(used64, splits);
   const int block_first = split * split_warps * warp_keys;
   if (block_first >= used) return;  // the join reads only splits with keys (this block writes nothing)
   const int lane = static_cast<int>(threadIdx.x) % warp, wid = static_cast<int>(threadIdx.x) / warp;
@@ -463,7 +478,7 @@ template <typename T, int E, int Threads>
 __global__ void __launch_bounds__(Threads)
     fp8_join_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
                     const int64_t* __restrict__ positions_b, const int64_t* __restrict__ tables_bm,
-                    T* __restrict__ out_bhe, int k, int g, int64_t c, int64_t m, int split_keys, int splits) {
+                    T* __restrict__ out_bhe, int k, int g, int64_t c, int64_t m, int splits) {
   allow_dependents();
   dependency_wait();
   constexpr int vecs = E / 4;            // float4s of an output
@@ -478,6 +493,7 @@ __global__ void __launch_bounds__(Threads)
   const int64_t position = positions_b[row];
   const int64_t used =
       tables_bm == nullptr ? (position == c - 1 ? 1 : position + 1) : (position + 1 < m * c ? position + 1 : m * c);
+  const int64_t split_keys = static_cast<int64_t>(split_warps) * row_warp_keys(used, splits);
   const int n = static_cast<int>((used + split_keys - 1) / split_keys);  // splits with keys (<= splits)
   const int64_t pair = row * k + head;
   const float* lse = part_lse + pair * splits * g + j;  // split s at s * g
@@ -547,19 +563,18 @@ void allow_ring() {
 template <typename T, int E>
 void launch_attention(const void* q_bhe, const uint8_t* k_cache, const uint8_t* v_cache, const int64_t* positions_b,
                       const int64_t* tables_bm, void* out_bhe, float* part_o, float* part_lse, int64_t b, int64_t k,
-                      int64_t g, int64_t c, int64_t blocks, int64_t m, int64_t warp_keys, int64_t splits,
-                      cudaStream_t stream) {
+                      int64_t g, int64_t c, int64_t blocks, int64_t m, int64_t splits, cudaStream_t stream) {
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(E)));
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(b * k));
   allow_ring<T, E>();
   launch(fp8_split_kernel<T, E>, grid, split_warps * warp, fp8_split_ring_bytes<E>, stream,
          static_cast<const T*>(q_bhe), k_cache, v_cache, positions_b, tables_bm, part_o, part_lse, static_cast<int>(k),
-         static_cast<int>(g), c, blocks, m, static_cast<int>(warp_keys), scale_log2);
+         static_cast<int>(g), c, blocks, m, scale_log2);
   const auto join = [&](auto threads) {
     constexpr int Threads = decltype(threads)::value;
     launch(fp8_join_kernel<T, E, Threads>, static_cast<unsigned>(b * k * g), Threads, 0, stream, part_o, part_lse,
            positions_b, tables_bm, static_cast<T*>(out_bhe), static_cast<int>(k), static_cast<int>(g), c, m,
-           static_cast<int>(split_warps * warp_keys), static_cast<int>(splits));
+           static_cast<int>(splits));
   };
   if (splits > join_many_splits)
     join(std::integral_constant<int, join_threads_many>{});
@@ -593,23 +608,21 @@ int64_t resident_split_blocks(cudaStream_t stream) {
 
 }  // namespace
 
-int64_t fp8_attention_warp_keys(int64_t pairs, int64_t keys, int64_t e, void* stream) {
-  if (pairs < 1 || keys < 1 || (e != 64 && e != 128)) return 0;
+int64_t fp8_attention_splits(int64_t pairs, int64_t row_keys, int64_t e, void* stream) {
+  if (pairs < 1 || row_keys < 1 || (e != 64 && e != 128)) return 0;
   // Rationale: as many splits as fill the blocks the GPU holds at once, in one wave. The 1-row
   // 131k step first aimed at 16 warps a multiprocessor: 256 splits a KV head, 512 blocks where
   // 396 fit, so a second wave of 116 ran alone; the kernel read 1.4 TB/s
   // (bench/results/2026-12-05-policy-h200-e4m3-fused-gemv.md, call 1). Longer warps also write
   // fewer partial outputs for the join.
   const int64_t sms = multiprocessor_count() > 0 ? multiprocessor_count() : 132;
-  const int64_t splits =
-      std::max<int64_t>(1, (e == 64 ? resident_split_blocks<64>(static_cast<cudaStream_t>(stream))
-                                    : resident_split_blocks<128>(static_cast<cudaStream_t>(stream))) *
-                               sms / pairs);
-  const int64_t split_warp_keys = (keys + splits * fp8_attention_warps - 1) / (splits * fp8_attention_warps);
-  int64_t per = std::max<int64_t>(64, (split_warp_keys + 31) / 32 * 32);
-  const int64_t split_keys = fp8_attention_warps * fp8_attention_max_splits;
-  per = std::max(per, ((keys + split_keys - 1) / split_keys + 31) / 32 * 32);
-  return per;
+  const int64_t resident = e == 64 ? resident_split_blocks<64>(static_cast<cudaStream_t>(stream))
+                                   : resident_split_blocks<128>(static_cast<cudaStream_t>(stream));
+  const int fill = static_cast<int>(std::clamp<int64_t>(resident * sms / pairs, 1, fp8_attention_max_splits));
+  // As many of those as a row of `row_keys` keys uses at row_warp_keys: a full row leaves none
+  // empty (the 256 a KV head a key bucket of 131,072 gave the 1-row step on an H100, not 264).
+  const int64_t split_keys = fp8_attention_warps * row_warp_keys(row_keys, fill);
+  return std::min<int64_t>(fill, (row_keys + split_keys - 1) / split_keys);
 }
 
 bool fp8_attention_supports(int64_t g, int64_t e) {
@@ -619,17 +632,20 @@ bool fp8_attention_supports(int64_t g, int64_t e) {
 int fp8_decode_attention(element dtype, const void* q_bhe, const uint8_t* k_cache, const uint8_t* v_cache,
                          const int64_t* positions_b, const int64_t* tables_bm, void* out_bhe, float* part_o,
                          float* part_lse, int64_t b, int64_t k, int64_t g, int64_t e, int64_t c, int64_t blocks,
-                         int64_t m, int64_t warp_keys, int64_t splits, void* stream) {
+                         int64_t m, int64_t splits, void* stream) {
   if (b == 0) return 0;
-  if (b < 0 || k < 1 || c < 1 || !fp8_attention_supports(g, e) || dtype == element::fp32 || warp_keys < 32 ||
-      warp_keys % 32 != 0 || splits < 1 || splits > fp8_attention_max_splits || b * k > 65535 ||
-      splits * fp8_attention_warps * warp_keys > 0x7fffffff || (tables_bm != nullptr && (c % 16 != 0 || m < 1)))
+  // A row's keys (a slot's capacity, or its table's blocks) and the splits' last warp's end past
+  // them (row_warp_keys rounds up) must fit the kernels' int offsets.
+  const int64_t row_keys = tables_bm != nullptr ? m * c : c;
+  if (b < 0 || k < 1 || c < 1 || !fp8_attention_supports(g, e) || dtype == element::fp32 || splits < 1 ||
+      splits > fp8_attention_max_splits || b * k > 65535 || row_keys + splits * fp8_attention_warps * 64 > 0x7fffffff ||
+      (tables_bm != nullptr && (c % 16 != 0 || m < 1)))
     return static_cast<int>(cudaErrorInvalidValue);
   const auto s = static_cast<cudaStream_t>(stream);
   const auto go = [&](auto tag, auto width) {
     using T = decltype(tag);
     launch_attention<T, decltype(width)::value>(q_bhe, k_cache, v_cache, positions_b, tables_bm, out_bhe, part_o,
-                                                part_lse, b, k, g, c, blocks, m, warp_keys, splits, s);
+                                                part_lse, b, k, g, c, blocks, m, splits, s);
   };
   using e64 = std::integral_constant<int, 64>;
   using e128 = std::integral_constant<int, 128>;

@@ -330,8 +330,7 @@ torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tens
   const auto q = q_bhe.contiguous();
   const auto positions = positions_b.contiguous();
   const auto tables = paged ? tables_bm.contiguous() : tables_bm;
-  const int64_t warp_keys = kernels::fp8_attention_warp_keys(b * k, keys, e, current_stream(q));
-  const int64_t split_keys = kernels::fp8_attention_warps * warp_keys, splits = (keys + split_keys - 1) / split_keys;
+  const int64_t splits = kernels::fp8_attention_splits(b * k, paged ? m * c : c, e, current_stream(q));
   auto out = torch::empty({b, h, e}, q.options());
   auto part_o = torch::empty({b * k * splits * g * e}, q.options().dtype(torch::kFloat32));
   auto part_lse = torch::empty({b * k * splits * g}, q.options().dtype(torch::kFloat32));
@@ -339,7 +338,7 @@ torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tens
                    el, q.data_ptr(), static_cast<const uint8_t*>(k_cache.data_ptr()),
                    static_cast<const uint8_t*>(v_cache.data_ptr()), positions.data_ptr<int64_t>(),
                    paged ? tables.data_ptr<int64_t>() : nullptr, out.data_ptr(), part_o.data_ptr<float>(),
-                   part_lse.data_ptr<float>(), b, k, g, e, c, blocks, m, warp_keys, splits, current_stream(q)),
+                   part_lse.data_ptr<float>(), b, k, g, e, c, blocks, m, splits, current_stream(q)),
                "fp8_decode_attention");
   return out;
 #else

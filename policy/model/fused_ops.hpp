@@ -85,9 +85,9 @@ boundary_timing time_boundary_chain(const std::string& mode, int64_t bytes_per_p
 /// of 16), q in bf16 or fp16, h / k <= 8 query heads per KV head, head size 64 or 128.
 bool fp8_decode_attention_fuses(const torch::Tensor& k_cache, torch::ScalarType q_dtype, int64_t h, bool paged);
 /// One decode step's attention over an e4m3 KV cache (fp8_kernels.hpp): row r of q_bhe [b, h, e]
-/// attends its keys 0..positions_b[r], scaled 1 / sqrt(e); `keys` bounds every row's (a graph's
-/// key bucket). Slots (tables_bm undefined): row r is slot r, and a row at the cache's last
-/// position (a dummy row) attends key 0 only. Paged: tables_bm int64 [b, m] holds row r's blocks.
+/// attends its keys 0..positions_b[r], scaled 1 / sqrt(e); `keys` bounds every row's (checked
+/// only: the launch is the same for any, fp8_attention_splits). Slots (tables_bm undefined): row r is slot r, and a row
+/// at the cache's last position (a dummy row) attends key 0 only. Paged: tables_bm int64 [b, m] holds row r's blocks.
 /// Returns [b, h, e] in q's dtype. Throws where fp8_decode_attention_fuses does not hold.
 torch::Tensor fp8_decode_attention(const torch::Tensor& q_bhe, const torch::Tensor& k_cache,
                                    const torch::Tensor& v_cache, const torch::Tensor& positions_b, int64_t keys,

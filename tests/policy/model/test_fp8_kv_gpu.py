@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from near_ties import agree_to_near_ties, conversation
+from near_ties import agree_to_near_ties, conversation, first_difference
 from test_policy_model import run_tool, sharp_qwen2
 
 pytestmark = pytest.mark.gpu
@@ -56,11 +56,18 @@ def test_fp8_decode_attention_is_the_float64_attention_of_the_e4m3_cache(cuda, t
         vc = torch.randn(n, k, c, e, generator=gen) * torch.rand(n, k, c, 1, generator=gen) * 600
         for name, t in [("q", q), ("k", kc), ("v", vc)]:
             t.float().numpy().astype("<f4").tofile(tmp_path / f"{name}.f32")
-        out = tmp_path / "out.f32"
-        run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--block-size", block, "--rows", b, "--slots", n, "--kv-heads", k, "--heads", h, "--head-dim", e,
-                 "--capacity", c, "--keys", keys, "--positions", ",".join(map(str, positions)),
-                 "--q", tmp_path / "q.f32", "--k", tmp_path / "k.f32", "--v", tmp_path / "v.f32", "--out", out)
-        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(b, h, e)).double()
+        outs = []
+        # The rows' keys, then the most a row can hold (slots: a decode graph's bound): the same
+        # bits, as each row's keys are cut over the splits from its position (fp8_attention_splits).
+        for bound in [keys, c]:
+            out = tmp_path / f"out-{bound}.f32"
+            run_tool("decode-attention", "--device", "cuda", "--dtype", dtype, "--block-size", block, "--rows", b,
+                     "--slots", n, "--kv-heads", k, "--heads", h, "--head-dim", e, "--capacity", c, "--keys", bound,
+                     "--positions", ",".join(map(str, positions)), "--q", tmp_path / "q.f32", "--k",
+                     tmp_path / "k.f32", "--v", tmp_path / "v.f32", "--out", out)
+            outs.append(out.read_bytes())
+        assert outs[0] == outs[1], (dtype, (b, n, k, h, e, c, block), "the keys bound changed the output")
+        got = torch.from_numpy(np.frombuffer(outs[0], dtype="<f4").reshape(b, h, e).copy()).double()
         kq, vq = e4m3(kc), e4m3(vc)
         assert vq.abs().max().item() == 448  # some values saturated
         g = h // k
@@ -94,3 +101,17 @@ def test_fp8_kernel_decodes_what_the_converting_composite_decodes(cuda, tmp_path
     assert len(on) == len(off) == 5 * 4
     compared, generated = agree_to_near_ties(on, off)
     assert compared >= generated // 4, (compared, generated)
+
+
+def test_e4m3_decode_graphs_are_captured_once_a_row_count(cuda, tmp_path):
+    """Over slots, the e4m3 kernel's launch does not depend on the keys a step attends
+    (decoder::keys_free_decode): a conversation whose rows cross 256-key buckets (200 to 540 keys)
+    captures a graph per row count (1 and 2 rows; the tool's warm-up may take the first), not one a
+    bucket, and decodes the same bits as eager steps."""
+    sharp_qwen2(tmp_path)
+    extra = ["--kv-cache-dtype", "fp8_e4m3", "--kv-layout", "slots"]
+    graphs, summary = conversation(tmp_path, fused=True, extra=extra)
+    eager, eager_summary = conversation(tmp_path, fused=True, extra=[*extra, "--no-cuda-graphs"])
+    assert summary["graph_replays"] > 0 and eager_summary["graph_replays"] == 0
+    assert 1 <= summary["graph_captures"] <= 2, summary["graph_captures"]
+    assert graphs == eager, first_difference(graphs, eager)
