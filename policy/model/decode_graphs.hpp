@@ -2,7 +2,7 @@
 // decode_graphs: the engine's decoding step replayed from CUDA graphs. On a GPU the step of a
 // small model is bound by launching ~50 kernels per layer from the host; a captured graph
 // launches them all at once. One graph per (rows, attended keys) bucket (paged: rows, block
-// table width), captured lazily and
+// table width; slots over an e4m3 cache, decoder::keys_free_decode: rows alone), captured lazily and
 // sharing one memory pool; the weights and the KV cache are read in place, so a weight swap
 // (copy into the same storage) needs no recapture.
 //
