@@ -11,7 +11,10 @@
 # 2. GATE: pytest arguments (the patched tree's tests) run against each patch's build, before it is
 #    taken out (gate-tests-<side>.log); GATE_SOFT=1 goes on when they fail (an A/B whose speed is
 #    wanted whichever way the tests go), else the call stops there. GATE_REPEAT=N runs them N times
-#    a side (gate-tests-<side>-rK.log); GATE_A=1 gates A's build too, first.
+#    a side (gate-tests-<side>-rK.log); GATE_A=1 gates A's build too, first. GATE_<side> (GATE_a,
+#    GATE_b, GATE_b2, ..): that side's pytest arguments instead of GATE, for a patch's own tests
+#    that the other sides' trees do not have (a `-k` in GATE that selects only them leaves the
+#    other sides ungated, pytest's rc 5).
 # 3. MICRO: a kernel bench and its arguments (or several, ';'-separated), run with each side's tool
 #    in turn (a first).
 # 4. RUNS: ';'-separated "workload|bench_agent.py flags" (workload batch, long or cached), each
@@ -73,13 +76,14 @@ done
 # intermittent failure needs several runs to show), each log gate-tests-SIDE.log (gate-tests-SIDE-rK.log
 # when repeated); status nonzero when a run failed and GATE_SOFT is not 1. No GATE: nothing, 0.
 gate() {
-  [ -n "${GATE:-}" ] || return 0
-  local side=$1 repeat=${GATE_REPEAT:-1} r rc failed=0 log
+  local side=$1 repeat=${GATE_REPEAT:-1} r rc failed=0 log words=${GATE:-} own="GATE_$1"
+  [ -n "${!own:-}" ] && words=${!own}
+  [ -n "$words" ] || return 0
   [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "GATE_REPEAT must be a whole number >= 1, not '$repeat'"; return 2; }
   for ((r = 1; r <= repeat; r++)); do
     log=$OUT/gate-tests-$side.log; [ "$repeat" -gt 1 ] && log=$OUT/gate-tests-$side-r$r.log
     # shellcheck disable=SC2086  # GATE is pytest's words
-    CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $GATE > "$log" 2>&1
+    CAF_AGENT_BUILD_DIR=$BUILD timeout "$(cap ${GATE_S:-120})" $PY -m pytest -v -m gpu $words > "$log" 2>&1
     rc=$?; echo "gate tests ($side, run $r of $repeat) rc=$rc $(at)"; tail -n 3 "$log"
     [ $rc = 0 ] || failed=$rc
   done

@@ -25,6 +25,7 @@ fi
 if [ "$1" = -c ] && [[ $2 == *"import torch"* ]]; then echo "torch: stand-in"; exit 0; fi
 if [ "$1" = -m ] && [ "$2" = pytest ]; then
   echo "$(cat f.txt)" >> gate-runs.txt
+  echo "$(cat f.txt) ${{*: -1}}" >> gate-args.txt
   [ -n "${{FAIL_WHEN:-}}" ] && grep -qx "$FAIL_WHEN" f.txt && {{ echo "1 failed"; exit 1; }}
   echo "1 passed"; exit 0
 fi
@@ -53,7 +54,8 @@ def scratch_tree(tmp_path):
 def run(tmp_path, **env):
     tree, py = scratch_tree(tmp_path)
     full = dict(os.environ, PY=str(py), OUT=str(tmp_path / "out"), BUILD=str(tmp_path / "build"), PATCH="p.patch",
-                GATE="tests/some_gpu_test.py", RUNS="", **env)
+                RUNS="")
+    full.update({"GATE": "tests/some_gpu_test.py", **env})
     proc = subprocess.run(["bash", "bench/policy/run_patch_ab.sh"], cwd=tree, env=full, capture_output=True,
                           text=True, timeout=120)
     runs = (tree / "gate-runs.txt").read_text().split() if (tree / "gate-runs.txt").exists() else []
@@ -109,3 +111,15 @@ def test_every_side_is_offered_the_whole_prebuilt_folder(tmp_path):
     builds = (tmp_path / "tree/builds.txt").read_text().splitlines()
     assert builds == ["'pb' or None)"] * 2, builds  # A's build, then side b's
 
+
+def test_a_sides_own_gate_replaces_gate_there(tmp_path):
+    """GATE_<side> gives that side its own tests (a patch's, which the tree lacks): a runs GATE_a, b
+    the shared GATE; with GATE empty and only GATE_b set, only b is gated."""
+    proc, runs, _, _ = run(tmp_path, GATE_A="1", GATE="tests/shared.py", GATE_a="tests/tree_only.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    args = (tmp_path / "tree" / "gate-args.txt").read_text().splitlines()
+    assert args == ["x tests/tree_only.py", "y tests/shared.py"], args
+    (tmp_path / "tree").rename(tmp_path / "first")
+    proc, runs, _, _ = run(tmp_path, GATE="", GATE_b="tests/patch_only.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "tree" / "gate-args.txt").read_text().splitlines() == ["y tests/patch_only.py"]
