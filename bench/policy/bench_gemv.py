@@ -23,7 +23,11 @@ streams 715 MB of them, so each shape's calls take enough copies of its weights 
 tool's --copies) that together they are at least COPIES_BYTES: no call finds its weights in L2.
 
     python3 bench/policy/bench_gemv.py [--tool PATH] [--calls 50] [--only NAME ...] [--rows N ...]
-        [--mma-shares S ...] [--cublaslt K] [--out FILE]
+        [--mma-shares S ...] [--mma-launch FW,S ...] [--cublaslt K] [--out FILE]
+
+--mma-launch FW,S ...: each tensor-core shape once more per value, launched with FW warps along the
+features and d in S shares whatever the kernel would choose (the tool's --mma-launch): a sweep of
+the kernel's launches beside its own choice.
 
 --cublaslt K: each cuBLAS shape also runs up to K of cuBLASLt's own candidates for its product
 (the tool's `linear-rows --cublaslt`), a row each beside torch::linear's, and the table's end puts
@@ -95,16 +99,21 @@ def shape_args(tool, calls, rows, d, n, flags):
             "--in", d, "--out-features", n, *flags, "--time", calls, "--copies", copies(d, n, "--bias" in flags)]
 
 
-def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None):
+def run_shape(tool, calls, name, rows, d, n, flags, path, per_step, shares=None, launch_as=None):
     """One shape's JSON line from the tool, with its label; `shares`: the tensor-core kernel's
-    --mma-shares (labelled "..., mma, shares S")."""
+    --mma-shares (labelled "..., mma, shares S"); `launch_as`: its --mma-launch "FW,S" (labelled
+    "..., mma, launch FW,S")."""
     args = shape_args(tool, calls, rows, d, n, flags)
     if path == "cublas":
         args.append("--cublas")
+    suffix = ""
     if shares is not None:
         args += ["--mma-shares", shares]
-    return tool_line(args, {"shape": label(name, rows, path) + (f", shares {shares}" if shares is not None else ""),
-                            "per_step": per_step})
+        suffix += f", shares {shares}"
+    if launch_as is not None:
+        args += ["--mma-launch", launch_as]
+        suffix += f", launch {launch_as}"
+    return tool_line(args, {"shape": label(name, rows, path) + suffix, "per_step": per_step})
 
 
 def run_candidates(tool, calls, name, rows, d, n, flags, path, per_step, wanted):
@@ -149,7 +158,8 @@ def launch(r):
     if "tiles" not in r:
         return " |"
     waves = -(-r["tiles"] // r["clusters_at_once"]) if r["clusters_at_once"] > 0 else 0
-    return (f" {r['tiles']} x {r['shares']} blocks, {r['blocks_per_sm']} a multiprocessor, "
+    warps = f", {r['feature_warps']} warps along the features" if "feature_warps" in r else ""
+    return (f" {r['tiles']} x {r['shares']} blocks{warps}, {r['blocks_per_sm']} a multiprocessor, "
             f"{r['clusters_at_once']} clusters at once ({waves} wave{'s' if waves != 1 else ''}) |")
 
 
@@ -177,6 +187,9 @@ def main():
         parser.add_argument("--mma-shares", type=int, nargs="*",
                             help="each tensor-core shape once per value, d cut into at most that many shares "
                                  "(the tool's --mma-shares, 1-8; default: once, the kernel's own choice)")
+        parser.add_argument("--mma-launch", nargs="*",
+                            help="each tensor-core shape once more per value FW,S: FW warps along the features "
+                                 "(1, 2, 4, 8) and S shares of d (the tool's --mma-launch), beside its own choice")
 
     args = parse_args(__doc__, "labels of shapes to run, as the table prints them (default: all)", own)
     tool = tool_of(args)
@@ -191,11 +204,13 @@ def main():
             continue
         if args.rows and shape[1] not in args.rows:
             continue
-        for shares in (args.mma_shares or [None]) if shape[5] == "mma" else [None]:
+        variants = [(s, None) for s in (args.mma_shares or [None])]
+        variants += [(None, v) for v in (args.mma_launch or [])]
+        for shares, launch_as in variants if shape[5] == "mma" else [(None, None)]:
             if args.cublaslt > 0 and shape[5] == "cublas":
                 lines = run_candidates(tool, args.calls, *shape, args.cublaslt)
             else:
-                lines = [run_shape(tool, args.calls, *shape, shares=shares)]
+                lines = [run_shape(tool, args.calls, *shape, shares=shares, launch_as=launch_as)]
             for r in lines:
                 results.append(r)
                 if "error" in r:

@@ -92,21 +92,30 @@ int mma_rows_prepare();
 /// gemv_rows' product and silu_mul form for up to mma_max_rows rows on tensor cores (mma_kernels.cu):
 /// y_bn = x_bd w_nd^T + bias_n, fp32 sums of a fixed order whatever the timing, the bias added and
 /// the sum rounded once (silu_mul: as gemv_rows'). x and w contiguous and 16-byte aligned. Blocks of
-/// 64 features (32 pairs) over a share of d, the first weights loaded before the programmatic wait;
-/// d is cut into up to 8 shares while the blocks fit the device, a thread-block cluster each of
-/// whose blocks adds every share's sums, in rank order, for a slice of the outputs.
+/// 8 warps, each warp 32 weight rows (32 features, or 16 pairs with silu_mul) over part of d: fw
+/// warps along the features, 8 / fw along d, the weights loaded into registers (the first before the
+/// programmatic wait), the block's share of x copied once into shared memory; d is cut into up to 8
+/// shares, a thread-block cluster each of whose blocks adds every share's sums, in rank order, for a
+/// slice of the outputs. The launch (fw, shares) is chosen from (b, n, d) and the device.
 /// At most this many shares of d (1-8; 8 by default): process-wide, for measuring the kernel (a
 /// bench's --mma-shares); results change in their last bits with the shares' count.
 void set_mma_max_shares(int shares);
 
-/// How mma_rows launches a shape: its tiles (64 features, or 32 pairs with silu_mul; the grid's x),
-/// the shares of d (the grid's y: a cluster of that many blocks), the blocks a multiprocessor holds,
-/// and how many of its clusters (blocks, without a cluster) the device runs at once
-/// (cudaOccupancyMaxActiveClusters): fewer than `tiles` and the clusters run in waves. For
-/// measuring; not during a graph capture. err: a CUDA error code, 0 if none.
+/// Every mma_rows launch with `feature_warps` (1, 2, 4 or 8) warps along the features and d cut
+/// into `shares` (1-8), whatever the shape; (0, 0) gives the choice back to the kernel. For
+/// measuring (linear-rows --mma-launch); 0, or a CUDA error code for values out of range.
+int set_mma_launch(int feature_warps, int shares);
+
+/// How mma_rows launches a shape: its tiles (feature slices of 32 x feature_warps weight rows; the
+/// grid's x), the shares of d (the grid's y: a cluster of that many blocks), the warps along the
+/// features, the blocks a multiprocessor holds, and how many of its clusters (blocks, without a
+/// cluster) the device runs at once (cudaOccupancyMaxActiveClusters): fewer than `tiles` and the
+/// clusters run in waves. For measuring; not during a graph capture. err: a CUDA error code, 0 if
+/// none.
 struct mma_plan {
   int64_t tiles = 0;
   int shares = 0;
+  int feature_warps = 0;
   int blocks_per_sm = 0;
   int clusters_at_once = 0;
   int err = 0;

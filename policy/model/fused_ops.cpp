@@ -408,6 +408,15 @@ void set_linear_mma_max_shares(int shares) {
 #endif
 }
 
+bool set_linear_mma_launch(int feature_warps, int shares) {
+#if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
+  return kernels::set_mma_launch(feature_warps, shares) == 0;
+#else
+  (void)feature_warps, (void)shares;
+  return false;
+#endif
+}
+
 std::optional<kernels::mma_plan> linear_mma_plan(const torch::Tensor& x, const torch::Tensor& w, bool silu_mul) {
 #if defined(CAF_AGENT_POLICY_FUSED_KERNELS)
   if (!x.is_cuda() || x.dim() < 1 || w.dim() != 2) return std::nullopt;

@@ -114,6 +114,10 @@ void prepare_linear_mma();
 /// The tensor-core kernel's shares of d at most (fused_kernels.hpp set_mma_max_shares; 1-8, 8 by
 /// default; process-wide, for benches); a no-op without the kernels.
 void set_linear_mma_max_shares(int shares);
+/// Every tensor-core launch with `feature_warps` warps along the features and d in `shares`
+/// (fused_kernels.hpp set_mma_launch; (0, 0): the kernel's own choice), for benches; false for
+/// values out of range or without the kernels.
+bool set_linear_mma_launch(int feature_warps, int shares);
 /// How the tensor-core kernel launches for x [b, d] and w [n, d] (silu_mul: a fused gate/up w),
 /// for measuring: fused_kernels.hpp mma_rows_plan (its tiles, the shares of d, the blocks a
 /// multiprocessor holds, the clusters the device runs at once; err 0). Empty without the kernels

@@ -30,7 +30,8 @@
 //            the matrix-vector kernel (fused_ops.hpp's linear_rows, B <= 8) on raw fp32 x [B, D],
 //            w [N, D], bias [N] rounded to --dtype on --device (default cuda); writes fp32 y [B, N]
 //            --mma: the tensor-core kernel instead (linear_rows' mma_rows, B <= 64, bf16 / fp16; not
-//            with --norm); --mma-shares S: it cuts d into at most S shares (1-8, default 8)
+//            with --norm); --mma-shares S: it cuts d into at most S shares (1-8, default 8);
+//            --mma-launch FW,S: it runs FW warps along the features (1, 2, 4, 8) and S shares of d
 //            --norm FILE [--delta FILE] [--eps E]: the one kernel of add_rms_norm_linear (x the
 //            residual [B, D], delta [B, D], the norm's weight [D]); --silu: of linear_silu_mul (w a
 //            gate/up projection, N even: y [B, N / 2]); both: add_rms_norm_linear's silu_mul_after.

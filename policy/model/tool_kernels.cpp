@@ -255,6 +255,24 @@ int run_linear_rows(const args& a) {
     return 2;
   }
   set_linear_mma_max_shares(mma_shares);
+  // --mma-launch FW,S: the tensor-core kernel with FW warps along the features (1, 2, 4 or 8) and
+  // d in S shares, whatever its own choice.
+  if (a.count("mma-launch")) {
+    const std::string launch = get(a, "mma-launch");
+    const auto comma = launch.find(',');
+    int fw = 0, shares = 0;
+    try {
+      if (comma != std::string::npos)
+        fw = std::stoi(launch.substr(0, comma)), shares = std::stoi(launch.substr(comma + 1));
+    } catch (const std::exception&) {
+      fw = shares = 0;
+    }
+    if (!set_linear_mma_launch(fw, shares) || fw == 0) {
+      std::cerr << "linear-rows: --mma-launch must be FW,S with FW 1, 2, 4 or 8 and S 1-8, not '" << launch
+                << "' (or this build lacks the kernels)\n";
+      return 2;
+    }
+  }
   const int64_t calls = std::stoll(get(a, "time", "0"));
   if (b < 1 || d < 1 || n < 1 || calls < 0) {
     std::cerr << "linear-rows: --rows, --in and --out-features must be at least 1 and --time at least 0\n";
@@ -352,6 +370,7 @@ int run_linear_rows(const args& a) {
     std::string fields;
     if (const auto plan = mma ? linear_mma_plan(x, w, silu) : std::nullopt)
       fields = ",\"tiles\":" + std::to_string(plan->tiles) + ",\"shares\":" + std::to_string(plan->shares) +
+               ",\"feature_warps\":" + std::to_string(plan->feature_warps) +
                ",\"blocks_per_sm\":" + std::to_string(plan->blocks_per_sm) +
                ",\"clusters_at_once\":" + std::to_string(plan->clusters_at_once);
     if (auto timed = time_linear_rows(calls, mma ? "mma_rows" : "gemv_rows", b, d, n, weight_bytes, one_kernel, fields);

@@ -81,6 +81,14 @@ def test_the_64_row_tensor_core_shapes_pass_mma_and_a_layer_sums_per_path(tmp_pa
     calls = [c.split() for c in log.read_text().splitlines()]
     assert [c[c.index("--mma-shares") + 1] if "--mma-shares" in c else None for c in calls] == [None, "1", "8"]
     assert "| o, 64 rows, mma, shares 1 |" in proc.stdout and "| o, 64 rows, mma, shares 8 |" in proc.stdout
+    # --mma-launch 2,7 8,3: each tensor-core shape on its own choice, then once per launch, the tool
+    # told it; the layer's sum takes the kernel's own choice alone.
+    log.unlink()
+    proc = run("--tool", tool, "--calls", 3, "--only", "o, 64 rows, mma", "--mma-launch", "2,7", "8,3")
+    assert proc.returncode == 0, proc.stderr
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert [c[c.index("--mma-launch") + 1] if "--mma-launch" in c else None for c in calls] == [None, "2,7", "8,3"]
+    assert "| o, 64 rows, mma, launch 2,7 |" in proc.stdout and "| o, 64 rows, mma, launch 8,3 |" in proc.stdout
 
 
 def test_the_tensor_core_kernels_launch_is_a_column_with_its_waves(tmp_path):
@@ -95,6 +103,9 @@ def test_the_tensor_core_kernels_launch_is_a_column_with_its_waves(tmp_path):
     assert bench_gemv.launch({"tiles": 18, "shares": 7, "blocks_per_sm": 6, "clusters_at_once": 100}).endswith(
         "100 clusters at once (1 wave) |")
     assert bench_gemv.launch({"kernel_us": 5.0}) == " |"  # cuBLAS's and the GEMVs' rows
+    # The warps along the features, where the tool reports them.
+    assert bench_gemv.launch({"tiles": 38, "shares": 3, "feature_warps": 8, "blocks_per_sm": 1,
+                              "clusters_at_once": 40}).startswith(" 38 x 3 blocks, 8 warps along the features, ")
 
 
 def test_cublaslt_runs_each_cublas_shape_with_its_candidates_and_puts_the_fastest_against_torch(tmp_path):

@@ -313,17 +313,20 @@ def test_decode_gemv_rows_decode_what_cublas_decodes(cuda, tmp_path):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dtype):
     """linear_rows' tensor-core kernel (mma_rows, 1-64 rows) over the 0.5B decode shapes at 64 rows
-    (q/k/v 1152 x 896, o 896 x 896, down 896 x 4864, gate/up 9728 x 896: d cut into a cluster's
-    5-8 shares), partial tiles of rows and features, a d that is no multiple of a stage (24, 904),
-    one share (d of 1-4 stages) and one row: y equals the float64 product of the rounded operands plus the
+    (q/k/v 1152 x 896, o 896 x 896, down 896 x 4864, gate/up 9728 x 896) on its own launch and on
+    forced ones (warps along the features 1-8, d in 1-8 shares: a cluster's), partial tiles of rows
+    and features, a d that is no multiple of a group (24, 904), shares with no group (d of one
+    group in 8 shares) and one row: y equals the float64 product of the rounded operands plus the
     bias, to one rounding of the dtype plus fp32 summation error. With --silu, its SwiGLU form gives
     the bits of the plain kernel then silu_mul."""
     torch_dtype = getattr(torch, dtype)
     rel = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}[dtype]
     g = torch.Generator().manual_seed(21)
-    for rows, n, d, with_bias in [(64, 1152, 896, True), (64, 896, 896, False), (64, 896, 4864, False),
-                                  (64, 9728, 896, False), (9, 13, 24, True), (33, 1150, 904, True),
-                                  (17, 40, 64, False), (1, 96, 128, True), (56, 3000, 128, False)]:
+    for rows, n, d, with_bias, launches in [
+            (64, 1152, 896, True, [None, "1,1", "2,7", "8,2"]), (64, 896, 896, False, [None, "4,4"]),
+            (64, 896, 4864, False, [None, "1,5", "8,8"]), (64, 9728, 896, False, [None, "2,1", "8,3"]),
+            (9, 13, 24, True, [None, "2,8"]), (33, 1150, 904, True, [None, "4,5"]), (17, 40, 64, False, [None]),
+            (1, 96, 128, True, [None, "1,2"]), (56, 3000, 128, False, [None])]:
         x = torch.randn(rows, d, generator=g).to(torch_dtype).double()
         w = (torch.randn(n, d, generator=g) * 0.05).to(torch_dtype).double()
         bias = torch.randn(n, generator=g).to(torch_dtype).double()
@@ -332,20 +335,22 @@ def test_mma_rows_kernel_is_the_float64_product_rounded_once(cuda, tmp_path, dty
         files = ["--x", tmp_path / "x.f32", "--w", tmp_path / "w.f32",
                  *(["--bias", tmp_path / "bias.f32"] if with_bias else [])]
         out = tmp_path / "y.f32"
-        run_tool("linear-rows", "--mma", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in", d,
-                 "--out-features", n, *files, "--out", out)
-        got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(rows, n)).double()
         want = x @ w.T + (bias if with_bias else 0)
         scale = x.abs() @ w.abs().T
-        err = (got - want).abs() - (rel * want.abs() + 2e-5 * scale + 1e-30)
-        assert err.max().item() <= 0, (rows, n, d, (got - want).abs().max().item())
-        if n % 2 == 0:
-            run_tool("linear-rows", "--mma", "--silu", "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in",
+        for launch in launches:
+            forced = ["--mma-launch", launch] if launch else []
+            run_tool("linear-rows", "--mma", *forced, "--device", "cuda", "--dtype", dtype, "--rows", rows, "--in",
                      d, "--out-features", n, *files, "--out", out)
-            parts = np.fromfile(out, dtype="<f4")
-            m = rows * n // 2
-            assert parts.size == 2 * m
-            assert np.array_equal(parts[:m], parts[m:]), (rows, n, d, np.abs(parts[:m] - parts[m:]).max())
+            got = torch.from_numpy(np.fromfile(out, dtype="<f4").reshape(rows, n)).double()
+            err = (got - want).abs() - (rel * want.abs() + 2e-5 * scale + 1e-30)
+            assert err.max().item() <= 0, (rows, n, d, launch, (got - want).abs().max().item())
+            if n % 2 == 0:
+                run_tool("linear-rows", "--mma", *forced, "--silu", "--device", "cuda", "--dtype", dtype, "--rows",
+                         rows, "--in", d, "--out-features", n, *files, "--out", out)
+                parts = np.fromfile(out, dtype="<f4")
+                m = rows * n // 2
+                assert parts.size == 2 * m
+                assert np.array_equal(parts[:m], parts[m:]), (rows, n, d, launch, np.abs(parts[:m] - parts[m:]).max())
 
 
 @pytest.mark.parametrize("n,d,bias", [(1152, 896, True), (896, 4864, False)], ids=["qkv-bias", "down"])
@@ -368,14 +373,20 @@ def test_cublaslt_candidates_compute_torch_linears_product(cuda, n, d, bias):
 
 def test_mma_rows_timing_reports_its_launch(cuda):
     """linear-rows --mma --time N reports the kernel's launch beside its time: gate/up at 64 rows
-    (SwiGLU: 152 tiles of 32 pairs), d cut into at most the cap's shares, and how many clusters the
-    device runs at once (at least one; fewer than the tiles means waves)."""
+    (SwiGLU: 304 warp tiles of 16 pairs, `feature_warps` of them a block), d cut into at most the
+    cap's shares, and how many clusters the device runs at once (at least one); --mma-launch FW,S
+    is the launch reported."""
     for cap in (1, 8):
         proc = run_tool("linear-rows", "--mma", "--silu", "--random", "--device", "cuda", "--dtype", "bfloat16",
                         "--rows", 64, "--in", 896, "--out-features", 9728, "--time", 3, "--mma-shares", cap)
         line = json.loads([x for x in proc.stdout.splitlines() if x.startswith("{")][-1])
-        assert line["tiles"] == 152 and 1 <= line["shares"] <= cap, line
+        assert line["feature_warps"] in (1, 2, 4, 8) and line["tiles"] == -(-304 // line["feature_warps"]), line
+        assert 1 <= line["shares"] <= cap, line
         assert line["blocks_per_sm"] >= 1 and line["clusters_at_once"] >= 1, line
+    proc = run_tool("linear-rows", "--mma", "--silu", "--random", "--device", "cuda", "--dtype", "bfloat16",
+                    "--rows", 64, "--in", 896, "--out-features", 9728, "--time", 3, "--mma-launch", "2,7")
+    line = json.loads([x for x in proc.stdout.splitlines() if x.startswith("{")][-1])
+    assert (line["feature_warps"], line["tiles"], line["shares"]) == (2, 152, 7), line
 
 
 def test_decode_mma_rows_decode_what_cublas_decodes(cuda, tmp_path):

@@ -30,8 +30,8 @@ OBJECTS = BUILD / "policy/model/CMakeFiles/caf_agent_policy_kernels.dir"
 KERNELS = [
     # The e4m3 split kernel at head_dim 64: the ring's first tiles (fp8_kernels.cu).
     ("fp8_kernels.cu.o", r"fp8_split_kernelI(13__nv_bfloat16|6__half)Li64E", "the ring's first tiles"),
-    # The up-to-64-row tensor-core projections (decode_mma_rows): the ring's first stages (mma_kernels.cu).
-    ("mma_kernels.cu.o", r"mma_rows_kernelI", "the ring's first stages"),
+    # The up-to-64-row tensor-core projections (decode_mma_rows): the first groups' weights (mma_kernels.cu).
+    ("mma_kernels.cu.o", r"mma_rows_kernelI", "the first groups' weights"),
     # The 1-8 row GEMVs: the first weight vectors (fused_kernels.cu).
     ("fused_kernels.cu.o", r"gemv_rows_kernelI", "the first weight vectors"),
     # The boundary bench's phases as kernels: their first slice vectors (boundary_kernels.cu).
