@@ -125,6 +125,28 @@ __device__ __forceinline__ uint4 load_weight(const void* p) {
   return v;
 }
 
+// copy_wait for a count known only at run time (0 .. max_chunks; more waits for max_chunks).
+__device__ __forceinline__ void copy_wait_at_most(int pending) {
+  switch (pending) {
+    case 0:
+      copy_wait<0>();
+      break;
+    case 1:
+      copy_wait<1>();
+      break;
+    case 2:
+      copy_wait<2>();
+      break;
+    case 3:
+      copy_wait<3>();
+      break;
+    default:
+      static_assert(max_chunks == 4, "one case a pending count");
+      copy_wait<4>();
+      break;
+  }
+}
+
 // The weight row of warp tile p's row i (0 .. 31), or -1 past the features. Plain: rows p * 32 + i.
 // Silu: i < 16 the gate feature p * 16 + i, else its up feature n / 2 rows further.
 template <bool Silu>
@@ -221,20 +243,7 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
     copy_commit();
   }
   // The staged weights (copy group 0, older than the chunks' groups 1 .. chunks), into registers.
-  switch (chunks) {
-    case 1:
-      copy_wait<1>();
-      break;
-    case 2:
-      copy_wait<2>();
-      break;
-    case 3:
-      copy_wait<3>();
-      break;
-    default:
-      copy_wait<4>();
-      break;
-  }
+  copy_wait_at_most(chunks);
   uint4 wv[depth][2][2];
 #pragma unroll
   for (int s = 0; s < depth; ++s)
@@ -258,20 +267,7 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
       const int round = r0 + s;
       if (round >= rounds) break;
       if (next_chunk < chunks && round == round_of_chunk(next_chunk)) {  // the same at every warp
-        switch (chunks - 1 - next_chunk) {
-          case 0:
-            copy_wait<0>();
-            break;
-          case 1:
-            copy_wait<1>();
-            break;
-          case 2:
-            copy_wait<2>();
-            break;
-          default:
-            copy_wait<3>();
-            break;
-        }
+        copy_wait_at_most(chunks - 1 - next_chunk);
         __syncthreads();
         ++next_chunk;
       }
