@@ -357,6 +357,17 @@ def test_linear_rows_cublaslt_names_what_it_needs():
     assert proc.returncode == 2 and "--cublaslt times CUDA kernels: --device must be cuda, not cpu" in proc.stderr
 
 
+def test_linear_rows_mma_launch_names_what_it_takes():
+    """linear-rows --mma-launch FW,S (bench_gemv.py --mma-launch): FW 1, 2, 4 or 8 and S 1-8, as two
+    numbers and a comma; anything else a usage error naming the flag and the value given."""
+    common = ["linear-rows", "--dtype", "bfloat16", "--random", "--rows", 64, "--in", 896, "--out-features", 896,
+              "--mma", "--device", "cuda"]
+    for value in ("3,2", "2,9", "2,0", "2", "x,y", "0,0"):
+        proc = run_tool(*common, "--mma-launch", value, check=False)
+        assert proc.returncode == 2, (value, proc.stderr)
+        assert f"--mma-launch must be FW,S with FW 1, 2, 4 or 8 and S 1-8, not '{value}'" in proc.stderr, proc.stderr
+
+
 def test_prompt_longer_than_context_is_rejected(models):
     path, _ = models["qwen2"]
     proc = run_tool("generate", "--model", path, "--prompts", ids(range(300)), check=False)
