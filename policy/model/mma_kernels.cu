@@ -170,13 +170,16 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
   const int lane = threadIdx.x % warp, wid = threadIdx.x / warp, gr = lane / 4, qd = lane % 4;
   const int fw = a.fw, kw = mma_warps / fw, fwi = wid % fw, kwi = wid / fw;
   const int shares = static_cast<int>(gridDim.y), rank = static_cast<int>(blockIdx.y);
-  const int64_t d = a.d, b = a.b;
+  // 32-bit index math (d and b are small: mma_rows_fits bounds d by shared memory), the divisions
+  // by powers of two as shifts. Measured on an H100 with the epilogue's below: a layer's four
+  // projections 86.0 us, were 91.0 (bench/results/2026-12-07-policy-h100-mma-no-divisions.md).
+  const int d = static_cast<int>(a.d), b = static_cast<int>(a.b), kw_shift = __ffs(kw) - 1;
   const int64_t p = static_cast<int64_t>(blockIdx.x) * fw + fwi;  // the warp's tile of 32 weight rows
   // The block's share of d's groups, and its rounds (a group a warp of a feature slice a round).
-  const int64_t all_groups = (d + group - 1) / group;
-  const int64_t g0 = all_groups * rank / shares, g1 = all_groups * (rank + 1) / shares, groups = g1 - g0;
-  const int rounds = static_cast<int>((groups + kw - 1) / kw);
-  const int64_t stride = x_stride(groups);
+  const int all_groups = (d + group - 1) / group;
+  const int g0 = all_groups * rank / shares, g1 = all_groups * (rank + 1) / shares, groups = g1 - g0;
+  const int rounds = (groups + kw - 1) >> kw_shift;
+  const int stride = static_cast<int>(x_stride(groups));
 
   // The lane's four weight rows (tile m's rows gr and gr + 8), as byte offsets, -1 past the
   // features; a group's vector is 16 bytes at element 32 g + 8 qd of each.
@@ -186,16 +189,16 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = weight_row<Silu>(p, m * 16 + h * 8 + gr, a.n);
-      row_at[m][h] = row >= 0 ? (row * d + qd * 8) * 2 : -1;
+      row_at[m][h] = row >= 0 ? (row * a.d + qd * 8) * 2 : -1;
     }
-  const auto group_of = [&](int round) { return g0 + static_cast<int64_t>(round) * kw + kwi; };
+  const auto group_of = [&](int round) { return g0 + (round << kw_shift) + kwi; };
   const auto in_d = [&](int round) {
-    const int64_t g = group_of(round);
+    const int g = group_of(round);
     return round < rounds && g < g1 && g * group + qd * 8 < d;
   };
   const auto load_group = [&](int round, uint4(&v)[2][2]) {
     const bool valid = in_d(round);
-    const int64_t at = group_of(round) * group_bytes;
+    const int at = group_of(round) * group_bytes;
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -212,7 +215,7 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
 #pragma unroll
   for (int s = 0; s < depth; ++s) {
     const bool valid = in_d(s);
-    const int64_t at = group_of(s) * group_bytes;
+    const int at = group_of(s) * group_bytes;
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -230,15 +233,21 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
   const int chunks = rounds < 1 ? 1 : (rounds < max_chunks ? rounds : max_chunks);
   const auto round_of_chunk = [&](int c) { return rounds * c / chunks; };
   for (int c = 0; c < chunks; ++c) {
-    const int64_t lo_round = static_cast<int64_t>(round_of_chunk(c)) * kw;
-    const int64_t hi_round = static_cast<int64_t>(round_of_chunk(c + 1)) * kw;
-    const int64_t lo = lo_round < groups ? lo_round : groups, hi = hi_round < groups ? hi_round : groups;
-    const int vectors = static_cast<int>(hi - lo) * (group / 8);
-    for (int at = threadIdx.x; at < NT * 8 * vectors; at += mma_threads) {
-      const int r = at / vectors, v = at % vectors;
-      const int64_t k = (g0 + lo) * group + static_cast<int64_t>(v) * 8;
-      const bool valid = r < b && k < d;
-      copy_16_or_zero(xs_base + r * stride + lo * group_bytes + v * 16, valid ? x + r * d + k : x, valid);
+    const int lo_round = round_of_chunk(c) << kw_shift, hi_round = round_of_chunk(c + 1) << kw_shift;
+    const int lo = lo_round < groups ? lo_round : groups, hi = hi_round < groups ? hi_round : groups;
+    const int vectors = (hi - lo) * (group / 8);
+    if (vectors > 0) {
+      // Thread t's copies are (row, vector) = divmod(t + 256 i, vectors), walked without a division
+      // a copy.
+      const int row_step = mma_threads / vectors, vector_step = mma_threads % vectors;
+      int r = threadIdx.x / vectors, v = threadIdx.x % vectors;
+      for (; r < NT * 8; r += row_step, v += vector_step) {
+        if (v >= vectors) v -= vectors, ++r;
+        if (r >= NT * 8) break;
+        const int k = (g0 + lo) * group + v * 8;
+        const bool valid = r < b && k < d;
+        copy_16_or_zero(xs_base + r * stride + lo * group_bytes + v * 16, valid ? x + r * d + k : x, valid);
+      }
     }
     copy_commit();
   }
@@ -271,7 +280,7 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
         __syncthreads();
         ++next_chunk;
       }
-      const int64_t lg = static_cast<int64_t>(round) * kw + kwi;  // the group within the share
+      const int lg = (round << kw_shift) + kwi;  // the group within the share
       if (lg < groups) {
         const unsigned char* xs = xs_base + gr * stride + lg * group_bytes + qd * 16;
 #pragma unroll
@@ -302,31 +311,42 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
 #pragma unroll
       for (int i = 0; i < 4; ++i) mine[(m * 16 + gr + (i / 2) * 8) * ss + t * 8 + 2 * qd + i % 2] = acc[m][t][i];
   __syncthreads();
-  // The kw warps' sums of a feature slice, in order, into the slice's first (warp fwi).
+  // The kw warps' sums of a feature slice, in order, into the slice's first (warp fwi). A thread
+  // keeps one weight row of the block (fw x 32 of them, a power of two dividing the block) and
+  // takes every (256 / (fw x 32))-th row: no division a sum. Rationale: with a division (int64)
+  // an output here and below, the epilogue was most of a warp's ~4,700 instructions at gate/up
+  // (Nsight Compute on an H100, bench/results/2026-12-07-policy-h100-mma-rewrite-join.md); without
+  // them gate/up took 35.6 us, was 36.6: the warps then wait on the weights' loads instead
+  // (bench/results/2026-12-07-policy-h100-mma-no-divisions.md).
   const int rows = static_cast<int>(b < NT * 8 ? b : NT * 8);
-  if (kw > 1)
-    for (int at = threadIdx.x; at < fw * warp_rows * rows; at += mma_threads) {
-      const int f = at / (warp_rows * rows), i = (at / rows) % warp_rows, r = at % rows;
-      float sum = sums[(f * warp_rows + i) * ss + r];
-      for (int k = 1; k < kw; ++k) sum += sums[((k * fw + f) * warp_rows + i) * ss + r];
-      sums[(f * warp_rows + i) * ss + r] = sum;
+  if (kw > 1) {
+    const int span = fw * warp_rows, shift = __ffs(span) - 1;
+    const int fi = threadIdx.x & (span - 1);
+    float* mine_row = sums + fi * ss;      // warp f's row i is at (f * 32 + i) * ss
+    const int step = fw * warp_rows * ss;  // from warp (k, f) to warp (k + 1, f)
+    for (int r = threadIdx.x >> shift; r < rows; r += mma_threads >> shift) {
+      float sum = mine_row[r];
+      for (int k = 1; k < kw; ++k) sum += mine_row[k * step + r];
+      mine_row[r] = sum;
     }
+  }
   cg::cluster_group cluster = cg::this_cluster();
   if (shares > 1)
     cluster.sync();  // every block's sums written
   else
     __syncthreads();
 
-  // Every block of the cluster writes a slice of the outputs: each output's sums from every block,
-  // loaded at once (independent loads of distributed shared memory), then added in rank order.
+  // Every block of the cluster writes a slice of the rows: each output's sums from every block,
+  // loaded at once (independent loads of distributed shared memory), then added in rank order. A
+  // thread keeps one output column (a power of two of them a row, dividing the block).
   const float* peer[max_cluster];
 #pragma unroll
   for (int q = 0; q < max_cluster; ++q) peer[q] = q < shares && shares > 1 ? cluster.map_shared_rank(sums, q) : sums;
-  const auto sum_of = [&](int f, int i, int r) {
+  const auto sum_of = [&](int at) {
     float v[max_cluster];
 #pragma unroll
     for (int q = 0; q < max_cluster; ++q)
-      if (q < shares) v[q] = peer[q][(f * warp_rows + i) * ss + r];
+      if (q < shares) v[q] = peer[q][at];
     float sum = v[0];
 #pragma unroll
     for (int q = 1; q < max_cluster; ++q)
@@ -336,26 +356,24 @@ __global__ void __launch_bounds__(mma_threads, 1) mma_rows_kernel(const mma_args
   T* y = static_cast<T*>(a.y_bn);
   const T* bias = static_cast<const T*>(a.bias_n);
   const int64_t first_tile = static_cast<int64_t>(blockIdx.x) * fw;
-  const auto bias_of = [&](int f, int i) {
-    return bias != nullptr ? to_f(bias[weight_row<Silu>(first_tile + f, i, a.n)]) : 0.0f;
-  };
   constexpr int per_tile = Silu ? warp_rows / 2 : warp_rows;  // outputs of a row a warp tile
-  const int per_row = fw * per_tile;
-  const int64_t outputs = static_cast<int64_t>(per_row) * rows;
-  const int64_t lo = outputs * rank / shares, hi = outputs * (rank + 1) / shares;
-  for (int64_t at = lo + threadIdx.x; at < hi; at += mma_threads) {
-    const int r = static_cast<int>(at / per_row), c = static_cast<int>(at % per_row);
-    const int f = c / per_tile, i = c % per_tile;
-    if constexpr (Silu) {
-      const int64_t half = a.n / 2, j = (first_tile + f) * per_tile + i;
-      if (j < half)
-        y[r * half + j] = silu_times<T>(round_to<T>(sum_of(f, i, r) + bias_of(f, i)),
-                                        round_to<T>(sum_of(f, i + per_tile, r) + bias_of(f, i + per_tile)));
-    } else {
-      const int64_t j = (first_tile + f) * per_tile + i;
-      if (j < a.n) y[r * a.n + j] = from_f<T>(sum_of(f, i, r) + bias_of(f, i));
+  const int per_row = fw * per_tile, shift = __ffs(per_row) - 1;
+  const int c = threadIdx.x & (per_row - 1), f = c / per_tile, i = c % per_tile;
+  const int64_t j = (first_tile + f) * per_tile + i, out_n = Silu ? a.n / 2 : a.n;
+  const int at = (f * warp_rows + i) * ss, up_at = at + per_tile * ss;
+  const auto bias_of = [&](int row_in_tile) {
+    return bias != nullptr ? to_f(bias[weight_row<Silu>(first_tile + f, row_in_tile, a.n)]) : 0.0f;
+  };
+  const float bias_c = j < out_n ? bias_of(i) : 0.0f, bias_up = Silu && j < out_n ? bias_of(i + per_tile) : 0.0f;
+  const int r_lo = rows * rank / shares, r_hi = rows * (rank + 1) / shares;
+  if (j < out_n)
+    for (int r = r_lo + (threadIdx.x >> shift); r < r_hi; r += mma_threads >> shift) {
+      if constexpr (Silu)
+        y[r * out_n + j] =
+            silu_times<T>(round_to<T>(sum_of(at + r) + bias_c), round_to<T>(sum_of(up_at + r) + bias_up));
+      else
+        y[r * out_n + j] = from_f<T>(sum_of(at + r) + bias_c);
     }
-  }
   if (shares > 1) cluster.sync();  // every block done reading the others' sums before they exit
 }
 
