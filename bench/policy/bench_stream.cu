@@ -226,6 +226,33 @@ struct result {
 // in L2, as each layer of a decode step reads its own cache.
 int64_t copies = 1;
 
+// TB/s (best, median) of `reps` timings of enqueue(r) after 3 not counted: cudaEvents around what
+// it enqueues, which reads `bytes` bytes.
+struct rates {
+  double best, median;
+};
+template <typename Enqueue>
+rates time_rates(Enqueue enqueue, double bytes, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<double> got;
+  for (int r = 0; r < reps + 3; ++r) {
+    CHECK(cudaEventRecord(a));
+    enqueue(r);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    CHECK(cudaGetLastError());
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 3) got.push_back(bytes / (ms * 1e-3) / 1e12);
+  }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  std::sort(got.begin(), got.end());
+  return {got.back(), got[got.size() / 2]};
+}
+
 template <typename Kernel>
 result time_kernel(const char* way, int keys, int stages, Kernel kernel, size_t smem, int blocks_per_sm, int sms,
                    const uint8_t* k, const uint8_t* v, int64_t bytes_each, uint32_t* out, int reps) {
@@ -235,36 +262,25 @@ result time_kernel(const char* way, int keys, int stages, Kernel kernel, size_t 
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, block_warps * warp, smem));
   const int per_sm = std::min(fit, blocks_per_sm);
   const int64_t tiles = bytes_each / (static_cast<int64_t>(keys) * row_bytes);
-  const int batch = 8;
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<double> rates;
+  // The checksum: one launch over the first copy of the buffers.
   uint32_t sum = 0;
-  for (int r = 0; r < reps + 3; ++r) {
-    // `batch` launches back to back between the events, so that a small launch's time is not the
-    // host's launch latency; the checksum is the first launch's.
-    CHECK(cudaMemset(out, 0, sizeof(uint32_t)));
-    kernel<<<per_sm * sms, block_warps * warp, smem>>>(k, v, tiles, out);
-    CHECK(cudaMemcpy(&sum, out, sizeof(sum), cudaMemcpyDeviceToHost));
-    CHECK(cudaEventRecord(a));
-    for (int i = 0; i < batch; ++i) {
-      const int64_t at = (static_cast<int64_t>(r) * batch + i) % copies * bytes_each;
-      kernel<<<per_sm * sms, block_warps * warp, smem>>>(k + at, v + at, tiles, out);
-    }
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    CHECK(cudaGetLastError());
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 3) rates.push_back(2.0 * static_cast<double>(bytes_each) * batch / (ms * 1e-3) / 1e12);
-  }
-  std::sort(rates.begin(), rates.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
+  CHECK(cudaMemset(out, 0, sizeof(uint32_t)));
+  kernel<<<per_sm * sms, block_warps * warp, smem>>>(k, v, tiles, out);
+  CHECK(cudaMemcpy(&sum, out, sizeof(sum), cudaMemcpyDeviceToHost));
+  // `batch` launches back to back between the events, so that a small launch's time is not the
+  // host's launch latency.
+  const int batch = 8;
+  const rates t = time_rates(
+      [&](int r) {
+        for (int i = 0; i < batch; ++i) {
+          const int64_t at = (static_cast<int64_t>(r) * batch + i) % copies * bytes_each;
+          kernel<<<per_sm * sms, block_warps * warp, smem>>>(k + at, v + at, tiles, out);
+        }
+      },
+      2.0 * static_cast<double>(bytes_each) * batch, reps);
   std::string w = way;
   if (per_sm != blocks_per_sm) w += " (" + std::to_string(per_sm) + " blocks a multiprocessor fit)";
-  return {w, keys, stages, smem, rates.back(), rates[rates.size() / 2], sum};
+  return {w, keys, stages, smem, t.best, t.median, sum};
 }
 
 template <int Keys, int Stages>
@@ -334,21 +350,9 @@ int main(int argc, char** argv) {
   if (copies == 1) {
     uint8_t* dst = nullptr;
     CHECK(cudaMalloc(&dst, bytes_each));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<double> rates;
-    for (int r = 0; r < reps + 3; ++r) {
-      CHECK(cudaEventRecord(a));
-      CHECK(cudaMemcpyAsync(dst, k, bytes_each, cudaMemcpyDeviceToDevice));
-      CHECK(cudaEventRecord(b));
-      CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, a, b));
-      if (r >= 3) rates.push_back(2.0 * static_cast<double>(bytes_each) / (ms * 1e-3) / 1e12);
-    }
-    std::sort(rates.begin(), rates.end());
-    rs.push_back({"cudaMemcpy d2d (read + write)", 0, 0, 0, rates.back(), rates[rates.size() / 2], rs[0].sum});
+    const rates t = time_rates([&](int) { CHECK(cudaMemcpyAsync(dst, k, bytes_each, cudaMemcpyDeviceToDevice)); },
+                               2.0 * static_cast<double>(bytes_each), reps);
+    rs.push_back({"cudaMemcpy d2d (read + write)", 0, 0, 0, t.best, t.median, rs[0].sum});
     CHECK(cudaFree(dst));
   }
   std::printf("%s, %d multiprocessors, %d blocks of %d warps a multiprocessor, %lld MiB each of keys and values\n\n",
