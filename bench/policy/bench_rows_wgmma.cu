@@ -7,28 +7,38 @@
 //
 // The kernel (`rows_wgmma`): y^T = w x^T, the weight the wgmma's A operand (64 features a tile,
 // m64), the rows its B operand (n64: rows past `rows` are the tensor map's zero fill), k16 steps.
-// A block is two consumer warpgroups (each `Tiles` m64 tiles of features, so a block has
-// 128 * Tiles features) and one producer warp whose lane 0 issues the tensor copies (`cp.async.bulk.
-// tensor`, 128-byte swizzle) of each 64-element chunk of d: the block's weight rows and the 64 rows
-// of x, into a ring of `stages` stages, each completing on its stage's mbarrier; the consumers'
-// warps free a stage on another mbarrier once their wgmma on it are done. The weights' first stages
-// are issued before the programmatic wait (`--pdl 1`: they do not depend on the kernel before), the
-// x tiles after it. d is cut into S shares (1-16; over 8 a non-portable cluster size, skipped where
-// cudaOccupancyMaxActiveClusters says none fits), a thread-block cluster of S blocks along d whose fp32
-// sums meet in distributed shared memory: block r of a cluster adds the S blocks' sums for its
-// slice of the rows in rank order, so every output is one fixed sum, rounded once to bf16.
+// A block is two consumer warpgroups (each `Tiles` m64 tiles of weight rows, so a block has
+// 128 * Tiles) and one producer warp whose lane 0 issues the tensor copies (`cp.async.bulk.tensor`,
+// 128-byte swizzle) of each 64-element chunk of d: the block's weight rows and the 64 rows of x, into
+// a ring of `Stages` stages, each completing on its stage's mbarrier; the consumers' warps free a
+// stage on another mbarrier once their wgmma on it are done. The weights' first stages are issued
+// before the programmatic wait (`--pdl 1`: they do not depend on the kernel before), the x tiles
+// after it. d is cut into S shares (1-16; over 8 a non-portable cluster size, skipped where
+// cudaOccupancyMaxActiveClusters says none fits), a thread-block cluster of S blocks along d whose
+// fp32 sums meet in distributed shared memory (over the drained ring): block r of a cluster adds the
+// S blocks' sums for its slice of the rows in rank order, so every output is one fixed sum, plus the
+// bias if any, rounded once to bf16. With the SwiGLU epilogue (the fused gate/up weight, gate rows
+// then up rows), a block's first warpgroup takes gate rows and its second the same up rows, and the
+// block writes silu(gate) * up, gate and up rounded first as silu_mul's inputs are: no silu_mul
+// kernel after it.
 //
-// What it prints: a markdown table, a row a (shape, tiles, shares) and cuBLAS's (cublasGemmEx, bf16
-// in and out, fp32 compute, the algorithm cuBLAS picks: what torch::linear calls), with a launch's
-// median time over `--reps` timings of 24 launches back to back (cudaEvent), each launch over its
-// own copy of the weights (the copies span 256 MB, so they come from memory, not L2, as a decode
-// step's 24 layers do), the weights' and x's bytes over that time, and the largest error against a
-// float reference kernel, relative to the output's largest magnitude. Before timing, every launch
-// is checked at rows 1, 7, 33 and 64 (the tensor map's zero fill); a launch whose error exceeds
-// 2^-7 of the output's scale fails the run (exit code 3).
+// Launches tried: (m64 tiles a warpgroup, stages) = (1, 8) and (2, 4), one block a multiprocessor;
+// (1, 4) and (2, 2), two; each at 1, 2, 3, 4, 6, 8, 12 and 16 shares. Shapes: q/k/v with its bias,
+// o, gate/up plain and with the SwiGLU epilogue (cuBLAS's row then runs silu_mul after it), down.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu -lcublas
-//   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|down]
+// What it prints: a markdown table, a row a (shape, launch) and cuBLAS's (cublasGemmEx, bf16 in and
+// out, fp32 compute, the algorithm cuBLAS picks: what torch::linear calls; the bias and silu_mul as
+// kernels after it), with a launch's median time over `--reps` timings of 24 launches back to back
+// (cudaEvent), each launch over its own copy of the weights (the copies span 256 MB, so they come
+// from memory, not L2, as a decode step's 24 layers do), the weights', x's and y's bytes over that
+// time, and the largest error against a float reference kernel (then the bias and silu in double on
+// the host), relative to the output's largest magnitude. Before timing, every launch is checked at
+// rows 1, 7, 33 and 64 (the tensor map's zero fill); a launch whose error exceeds 2^-7 of the
+// output's scale fails the run (exit code 3).
+//
+//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
+//   -lcublas
+//   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
 #include <cooperative_groups.h>
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -73,19 +83,21 @@ constexpr int smem_limit = 227 * 1024;
   } while (0)
 
 // Shared memory of a block: the ring's stages (the weights' 128 * Tiles rows, then x's 64 rows, each
-// row one 128-byte chunk of d, swizzled), the sums a row (fp32, padded), the stages' mbarriers.
-template <int Tiles>
+// row one 128-byte chunk of d, swizzled), then the stages' mbarriers. Once the ring is drained the
+// sums a row (fp32, padded) take its place: 4 stages of 128 features leave room for 2 blocks a
+// multiprocessor.
+template <int Tiles, int Stages>
 struct layout {
   static constexpr int features = 2 * 64 * Tiles;
   static constexpr int w_bytes = features * chunk * 2;
   static constexpr int x_bytes = n_rows * chunk * 2;
   static constexpr int stage_bytes = w_bytes + x_bytes;
+  static constexpr int ring_bytes = Stages * stage_bytes;
   static constexpr int sums_stride = features + 4;  // floats: a warp's stores fall on 32 banks
   static constexpr int sums_bytes = n_rows * sums_stride * 4;
-  static constexpr int max_stages = 8;
-  static constexpr int stages = std::min(max_stages, (smem_limit - 1024 - sums_bytes - 16 * max_stages) / stage_bytes);
-  static constexpr int bytes = 1024 + stages * stage_bytes + sums_bytes + 16 * stages;
-  static_assert(stages >= 2, "the ring needs two stages");
+  static constexpr int body = ring_bytes > sums_bytes ? ring_bytes : sums_bytes;
+  static constexpr int bytes = 1024 + body + 16 * Stages;
+  static_assert(Stages >= 2 && bytes <= smem_limit, "the ring takes 2 stages and fits a multiprocessor");
   static_assert(w_bytes % 1024 == 0 && stage_bytes % 1024 == 0, "a 128-byte swizzle tile starts at 1 KiB");
 };
 
@@ -157,29 +169,36 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
       : "l"(a), "l"(b));
 }
 
-template <int Tiles>
+// y = x w^T (+ bias) for `rows` rows; with Silu, w is [gate; up] (n = 2 i rows) and y [rows, i] is
+// silu(gate) * up, each of gate and up rounded first as silu_mul's inputs are. Block (rank, tile):
+// plain, the weight rows tile * F ..; Silu, gate rows tile * F/2 .. into the first warpgroup's tiles
+// and the same up rows into the second's.
+template <int Tiles, int Stages, bool Silu>
 __global__ void __launch_bounds__(threads, 1)
     rows_wgmma(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
-               __nv_bfloat16* __restrict__ y, int rows, int n_features, int chunks, int pdl) {
-  using L = layout<Tiles>;
+               __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
+               int pdl) {
+  using L = layout<Tiles, Stages>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  float* sums = reinterpret_cast<float*>(smem + L::stages * L::stage_bytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::stages * L::stage_bytes + L::sums_bytes);
-  uint64_t* empty = full + L::stages;
+  float* sums = reinterpret_cast<float*>(smem);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body);
+  uint64_t* empty = full + Stages;
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int shares = static_cast<int>(cluster.num_blocks());
   const int c0 = rank * chunks / shares;
-  const int n = (rank + 1) * chunks / shares - c0;
-  const int f0 = blockIdx.y * L::features;
+  const int count = (rank + 1) * chunks / shares - c0;
+  constexpr int half = L::features / 2;
+  const int f0 = blockIdx.y * (Silu ? half : L::features);  // the block's first output feature
+  const int outputs = Silu ? n / 2 : n;
   const int warp_id = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
 
   if (pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (threadIdx.x == 0) {
-    for (int s = 0; s < L::stages; ++s) {
+    for (int s = 0; s < Stages; ++s) {
       bar_init(&full[s], 1);
       bar_init(&empty[s], consumer_warps);
     }
@@ -191,19 +210,28 @@ __global__ void __launch_bounds__(threads, 1)
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
-      const int early = n < L::stages ? n : L::stages;
+      const auto weights = [&](int i, int s) {
+        uint8_t* dst = smem + s * L::stage_bytes;
+        if constexpr (Silu) {
+          tile_copy(dst, &w_map, (c0 + i) * chunk, f0, &full[s]);
+          tile_copy(dst + half * 128, &w_map, (c0 + i) * chunk, n / 2 + f0, &full[s]);
+        } else {
+          tile_copy(dst, &w_map, (c0 + i) * chunk, f0, &full[s]);
+        }
+      };
+      const int early = count < Stages ? count : Stages;
       for (int i = 0; i < early; ++i) {
         bar_expect(&full[i], L::stage_bytes);
-        tile_copy(smem + i * L::stage_bytes, &w_map, (c0 + i) * chunk, f0, &full[i]);
+        weights(i, i);
       }
       if (pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
       for (int i = 0; i < early; ++i)
         tile_copy(smem + i * L::stage_bytes + L::w_bytes, &x_map, (c0 + i) * chunk, 0, &full[i]);
-      for (int i = early; i < n; ++i) {
-        const int s = i % L::stages;
-        bar_wait(&empty[s], ((i / L::stages) & 1) ^ 1);
+      for (int i = early; i < count; ++i) {
+        const int s = i % Stages;
+        bar_wait(&empty[s], ((i / Stages) & 1) ^ 1);
         bar_expect(&full[s], L::stage_bytes);
-        tile_copy(smem + s * L::stage_bytes, &w_map, (c0 + i) * chunk, f0, &full[s]);
+        weights(i, s);
         tile_copy(smem + s * L::stage_bytes + L::w_bytes, &x_map, (c0 + i) * chunk, 0, &full[s]);
       }
     }
@@ -215,9 +243,9 @@ __global__ void __launch_bounds__(threads, 1)
     for (int t = 0; t < Tiles; ++t)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[t][i] = 0.f;
-    for (int i = 0; i < n; ++i) {
-      const int s = i % L::stages;
-      bar_wait(&full[s], (i / L::stages) & 1);
+    for (int i = 0; i < count; ++i) {
+      const int s = i % Stages;
+      bar_wait(&full[s], (i / Stages) & 1);
       const uint8_t* w_stage = smem + s * L::stage_bytes;
       const uint8_t* x_stage = w_stage + L::w_bytes;
 #pragma unroll
@@ -236,6 +264,9 @@ __global__ void __launch_bounds__(threads, 1)
       for (int t = 0; t < Tiles; ++t) fence_operands(acc[t]);
       if (lane == 0) bar_arrive(&empty[s]);
     }
+    // The ring is drained (every stage was waited on) but the other warpgroup may still be reading
+    // its last stage: the consumers meet before the sums overwrite it.
+    asm volatile("bar.sync 1, %0;" ::"n"(consumer_warps * 32) : "memory");
     // The accumulator's layout: warp w of the warpgroup holds features 16w..16w+15 of the tile;
     // register 4j + q holds feature 16w + lane/4 (+ 8 for q >= 2), row 8j + 2 (lane % 4) (+ 1 for odd q).
     const int wl = warp_id % 4;
@@ -258,20 +289,39 @@ __global__ void __launch_bounds__(threads, 1)
   const int per = (rows + shares - 1) / shares;
   const int r0 = rank * per;
   const int r1 = rows < r0 + per ? rows : r0 + per;
-  constexpr int pairs = L::features / 2;
+  constexpr int pairs = (Silu ? half : L::features) / 2;
   for (int idx = threadIdx.x; idx < (r1 - r0) * pairs; idx += threads) {
     const int r = r0 + idx / pairs;
     const int f = (idx % pairs) * 2;
-    float s0 = 0.f, s1 = 0.f;
+    if (f0 + f >= outputs) continue;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};  // features f, f + 1 (Silu: their gates, then their ups)
     for (int q = 0; q < shares; ++q) {
-      const float* peer = cluster.map_shared_rank(sums, q);
-      const float2 v = *reinterpret_cast<const float2*>(peer + r * L::sums_stride + f);
-      s0 += v.x;
-      s1 += v.y;
+      const float* peer = cluster.map_shared_rank(sums, q) + r * L::sums_stride + f;
+      const float2 a = *reinterpret_cast<const float2*>(peer);
+      s[0] += a.x;
+      s[1] += a.y;
+      if constexpr (Silu) {
+        const float2 b = *reinterpret_cast<const float2*>(peer + half);
+        s[2] += b.x;
+        s[3] += b.y;
+      }
     }
-    if (f0 + f < n_features)
-      *reinterpret_cast<__nv_bfloat162*>(y + static_cast<int64_t>(r) * n_features + f0 + f) =
-          __floats2bfloat162_rn(s0, s1);
+    __nv_bfloat162 out;
+    if constexpr (Silu) {
+      float v[2];
+      for (int j = 0; j < 2; ++j) {
+        const float g = __bfloat162float(__float2bfloat16_rn(s[j] + (bias ? __bfloat162float(bias[f0 + f + j]) : 0.f)));
+        const float u =
+            __bfloat162float(__float2bfloat16_rn(s[2 + j] + (bias ? __bfloat162float(bias[n / 2 + f0 + f + j]) : 0.f)));
+        v[j] = g / (1.f + __expf(-g)) * u;
+      }
+      out = __floats2bfloat162_rn(v[0], v[1]);
+    } else {
+      const float b0 = bias ? __bfloat162float(bias[f0 + f]) : 0.f;
+      const float b1 = bias ? __bfloat162float(bias[f0 + f + 1]) : 0.f;
+      out = __floats2bfloat162_rn(s[0] + b0, s[1] + b1);
+    }
+    *reinterpret_cast<__nv_bfloat162*>(y + static_cast<int64_t>(r) * outputs + f0 + f) = out;
   }
   cluster.sync();
 }
@@ -338,97 +388,148 @@ CUtensorMap tensor_map(const __nv_bfloat16* base, int inner, int outer, int box_
 
 struct shape {
   const char* name;
-  int n_features;
+  int n;  // weight rows (Silu: gate and up rows)
   int d;
+  bool bias;
+  bool silu;
+  int outputs() const { return silu ? n / 2 : n; }
 };
 
+// A launch: m64 tiles a consumer warpgroup, the ring's stages, blocks along d (a cluster).
 struct launch {
-  int tiles;   // m64 tiles a consumer warpgroup
-  int shares;  // blocks along d (a cluster)
+  int tiles;
+  int stages;
+  int shares;
 };
 
-// The launch of `l` at shape `s` (the cluster its only attribute: it points at a static), its kernel
-// readied for the shared memory and cluster size it takes.
-template <int Tiles>
-cudaLaunchConfig_t launch_config(const launch& l, const shape& s, cudaStream_t stream) {
-  using L = layout<Tiles>;
-  static bool ready = false;
-  if (!ready) {
-    CHECK(cudaFuncSetAttribute(rows_wgmma<Tiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::bytes));
-    CHECK(cudaFuncSetAttribute(rows_wgmma<Tiles>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    ready = true;
-  }
-  static cudaLaunchAttribute cluster;
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = l.shares;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
+// The kernel of (Tiles, Stages, Silu) as a function pointer, readied for the shared memory and
+// cluster size it takes.
+template <int Tiles, int Stages, bool Silu>
+auto ready_kernel() {
+  static const auto k = [] {
+    auto f = rows_wgmma<Tiles, Stages, Silu>;
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages>::bytes));
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return f;
+  }();
+  return k;
+}
+
+using kernel_fn = void (*)(CUtensorMap, CUtensorMap, __nv_bfloat16*, const __nv_bfloat16*, int, int, int, int);
+
+struct kernel_choice {
+  kernel_fn fn;
+  int features;  // weight rows a block
+  int bytes;     // dynamic shared memory
+};
+
+template <int Tiles, int Stages>
+kernel_choice choose(bool silu) {
+  const kernel_fn fn = silu ? reinterpret_cast<kernel_fn>(ready_kernel<Tiles, Stages, true>())
+                            : reinterpret_cast<kernel_fn>(ready_kernel<Tiles, Stages, false>());
+  return {fn, layout<Tiles, Stages>::features, layout<Tiles, Stages>::bytes};
+}
+
+// The launches the bench tries: (tiles 1, 8 stages) and (2, 4) hold one block a multiprocessor,
+// (1, 4) and (2, 2) two.
+kernel_choice kernel_of(const launch& l, bool silu) {
+  if (l.tiles == 1) return l.stages == 8 ? choose<1, 8>(silu) : choose<1, 4>(silu);
+  return l.stages == 4 ? choose<2, 4>(silu) : choose<2, 2>(silu);
+}
+
+cudaLaunchConfig_t config_of(const launch& l, const shape& s, const kernel_choice& k, cudaLaunchAttribute* attrs,
+                             int pdl, cudaStream_t stream) {
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = l.shares;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = pdl;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(l.shares, (s.n_features + L::features - 1) / L::features, 1);
+  const int per_block = s.silu ? k.features / 2 : k.features;  // outputs a block
+  cfg.gridDim = dim3(l.shares, (s.outputs() + per_block - 1) / per_block, 1);
   cfg.blockDim = dim3(threads, 1, 1);
-  cfg.dynamicSmemBytes = L::bytes;
+  cfg.dynamicSmemBytes = k.bytes;
   cfg.stream = stream;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
   return cfg;
 }
 
 // How many clusters of the launch the device holds at once (0: it cannot run).
 int clusters_at_once(const launch& l, const shape& s) {
+  const kernel_choice k = kernel_of(l, s.silu);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t cfg = config_of(l, s, k, attrs, 0, nullptr);
   int n = 0;
-  if (l.tiles == 1) {
-    const cudaLaunchConfig_t cfg = launch_config<1>(l, s, nullptr);
-    CHECK(cudaOccupancyMaxActiveClusters(&n, rows_wgmma<1>, &cfg));
-  } else {
-    const cudaLaunchConfig_t cfg = launch_config<2>(l, s, nullptr);
-    CHECK(cudaOccupancyMaxActiveClusters(&n, rows_wgmma<2>, &cfg));
-  }
+  CHECK(cudaOccupancyMaxActiveClusters(&n, k.fn, &cfg));
   return n;
 }
 
-template <int Tiles>
-void run_kernel(const launch& l, const shape& s, const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                int rows, int pdl, cudaStream_t stream) {
-  using L = layout<Tiles>;
-  const CUtensorMap w_map = tensor_map(w, s.d, s.n_features, L::features);
+void run_launch(const launch& l, const shape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                const __nv_bfloat16* bias, __nv_bfloat16* y, int rows, int pdl, cudaStream_t stream) {
+  const kernel_choice k = kernel_of(l, s.silu);
+  const CUtensorMap w_map = tensor_map(w, s.d, s.n, s.silu ? k.features / 2 : k.features);
   const CUtensorMap x_map = tensor_map(x, s.d, rows, n_rows);
-  const int chunks = (s.d + chunk - 1) / chunk;
-  cudaLaunchConfig_t cfg = launch_config<Tiles>(l, s, stream);
   cudaLaunchAttribute attrs[2];
-  attrs[0] = cfg.attrs[0];
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = pdl;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 2;
-  CHECK(cudaLaunchKernelEx(&cfg, rows_wgmma<Tiles>, w_map, x_map, y, rows, s.n_features, chunks, pdl));
+  const cudaLaunchConfig_t cfg = config_of(l, s, k, attrs, pdl, stream);
+  const int chunks = (s.d + chunk - 1) / chunk;
+  CHECK(cudaLaunchKernelEx(&cfg, k.fn, w_map, x_map, y, bias, rows, s.n, chunks, pdl));
 }
 
-void run_launch(const launch& l, const shape& s, const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                int rows, int pdl, cudaStream_t stream) {
-  if (l.tiles == 1)
-    run_kernel<1>(l, s, x, w, y, rows, pdl, stream);
-  else
-    run_kernel<2>(l, s, x, w, y, rows, pdl, stream);
+// cuBLAS's product (what torch::linear runs); with Silu, then the composite's silu_mul as a kernel.
+__global__ void add_bias(__nv_bfloat16* y, const __nv_bfloat16* bias, int rows, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < rows * n) y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(bias[i % n]));
 }
 
-void run_cublas(cublasHandle_t h, const shape& s, const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                int rows) {
+__global__ void silu_mul(const __nv_bfloat16* gate_up, __nv_bfloat16* out, int rows, int f) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows * f) return;
+  const int r = i / f, j = i % f;
+  const float g = __bfloat162float(gate_up[r * 2 * f + j]);
+  const float u = __bfloat162float(gate_up[r * 2 * f + f + j]);
+  out[i] = __float2bfloat16_rn(g / (1.f + __expf(-g)) * u);
+}
+
+void run_cublas(cublasHandle_t h, const shape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                const __nv_bfloat16* bias, __nv_bfloat16* y, __nv_bfloat16* scratch, int rows, cudaStream_t stream) {
   const float one = 1.f, zero = 0.f;
-  // Column-major: y^T (n_features x rows) = w (stored d x n_features, transposed) x^T (d x rows).
-  CHECK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, s.n_features, rows, s.d, &one, w, CUDA_R_16BF, s.d, x,
-                            CUDA_R_16BF, s.d, &zero, y, CUDA_R_16BF, s.n_features, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  __nv_bfloat16* product = s.silu ? scratch : y;
+  // Column-major: y^T (n x rows) = w (stored d x n, transposed) x^T (d x rows).
+  CHECK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.d, &one, w, CUDA_R_16BF, s.d, x, CUDA_R_16BF, s.d,
+                            &zero, product, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (bias) add_bias<<<(rows * s.n + 255) / 256, 256, 0, stream>>>(product, bias, rows, s.n);
+  if (s.silu) silu_mul<<<(rows * s.n / 2 + 255) / 256, 256, 0, stream>>>(product, y, rows, s.n / 2);
 }
 
-// The largest |y - ref| over the largest |ref|.
-double error_of(const __nv_bfloat16* y_dev, const float* ref_dev, int64_t n) {
-  std::vector<__nv_bfloat16> y(n);
-  std::vector<float> ref(n);
-  CHECK(cudaMemcpy(y.data(), y_dev, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(ref.data(), ref_dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+// The largest |y - ref| over the largest |ref|, ref the float product (+ bias) of `rows` rows; with
+// Silu, silu(gate) * up of it.
+double error_of(const shape& s, const __nv_bfloat16* y_dev, const float* ref_dev, const __nv_bfloat16* bias_dev,
+                int rows) {
+  const int64_t out = static_cast<int64_t>(rows) * s.outputs();
+  std::vector<__nv_bfloat16> y(out), bias(bias_dev ? s.n : 0);
+  std::vector<float> product(static_cast<int64_t>(rows) * s.n);
+  CHECK(cudaMemcpy(y.data(), y_dev, out * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(product.data(), ref_dev, product.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  if (bias_dev) CHECK(cudaMemcpy(bias.data(), bias_dev, s.n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
+  std::vector<double> ref(out);
+  for (int r = 0; r < rows; ++r)
+    for (int f = 0; f < s.outputs(); ++f) {
+      const auto at = [&](int j) {
+        return static_cast<double>(product[static_cast<int64_t>(r) * s.n + j]) +
+               (bias_dev ? static_cast<double>(__bfloat162float(bias[j])) : 0.0);
+      };
+      if (s.silu) {
+        const double g = at(f), u = at(s.n / 2 + f);
+        ref[static_cast<int64_t>(r) * s.outputs() + f] = g / (1.0 + std::exp(-g)) * u;
+      } else {
+        ref[static_cast<int64_t>(r) * s.outputs() + f] = at(f);
+      }
+    }
   double scale = 0.0, worst = 0.0;
-  for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < out; ++i) scale = std::max(scale, std::fabs(ref[i]));
+  for (int64_t i = 0; i < out; ++i) {
     const double v = static_cast<double>(__bfloat162float(y[i]));
     if (!std::isfinite(v)) return INFINITY;
     worst = std::max(worst, std::fabs(v - ref[i]));
@@ -455,18 +556,23 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
-                   "qkv|o|gate_up|down)\n",
+                   "qkv|o|gate_up|gate_up_silu|down)\n",
                    a.c_str());
       return 2;
     }
   }
-  const std::vector<shape> all = {{"qkv", 1152, 896}, {"o", 896, 896}, {"gate_up", 9728, 896}, {"down", 896, 4864}};
+  const std::vector<shape> all = {{"qkv", 1152, 896, true, false},
+                                  {"o", 896, 896, false, false},
+                                  {"gate_up", 9728, 896, false, false},
+                                  {"gate_up_silu", 9728, 896, false, true},
+                                  {"down", 896, 4864, false, false}};
   std::vector<shape> shapes;
   for (const shape& s : all)
     if (only.empty() || only == s.name) shapes.push_back(s);
   if (rows < 1 || rows > n_rows || reps < 1 || (pdl != 0 && pdl != 1) || shapes.empty()) {
     std::fprintf(stderr,
-                 "bench_rows_wgmma: --rows 1..64, --reps >= 1, --pdl 0 or 1, --shape one of qkv, o, gate_up, down\n");
+                 "bench_rows_wgmma: --rows 1..64, --reps >= 1, --pdl 0 or 1, --shape one of qkv, o, gate_up, "
+                 "gate_up_silu, down\n");
     return 2;
   }
   cudaDeviceProp prop{};
@@ -487,45 +593,50 @@ int main(int argc, char** argv) {
 
   std::printf("# bench_rows_wgmma on %s (%d multiprocessors), %d rows, programmatic launch %s\n\n", prop.name,
               prop.multiProcessorCount, rows, pdl ? "on" : "off");
-  std::printf("| shape | features x d | kernel | blocks | ring stages | us a launch (median) | TB/s | error |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("| shape | n x d | kernel | blocks | us a launch (median) | TB/s | error |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
   constexpr int launches = 24;
   for (const shape& s : shapes) {
-    const int64_t w_elems = static_cast<int64_t>(s.n_features) * s.d;
+    const int64_t w_elems = static_cast<int64_t>(s.n) * s.d;
     const int64_t w_bytes = w_elems * 2;
     const int copies = static_cast<int>(std::max<int64_t>(2, (256ll << 20) / w_bytes));
-    __nv_bfloat16 *w = nullptr, *x = nullptr, *y = nullptr;
+    __nv_bfloat16 *w = nullptr, *x = nullptr, *y = nullptr, *scratch = nullptr, *bias = nullptr;
     float* ref = nullptr;
     CHECK(cudaMalloc(&w, w_bytes * copies));
     CHECK(cudaMalloc(&x, static_cast<int64_t>(n_rows) * s.d * 2));
-    CHECK(cudaMalloc(&y, static_cast<int64_t>(n_rows) * s.n_features * 2));
-    CHECK(cudaMalloc(&ref, static_cast<int64_t>(n_rows) * s.n_features * 4));
+    CHECK(cudaMalloc(&y, static_cast<int64_t>(n_rows) * s.n * 2));
+    CHECK(cudaMalloc(&scratch, static_cast<int64_t>(n_rows) * s.n * 2));
+    CHECK(cudaMalloc(&ref, static_cast<int64_t>(n_rows) * s.n * 4));
     fill<<<1024, 256, 0, stream>>>(x, static_cast<int64_t>(n_rows) * s.d, 17u, 1.f);
     for (int c = 0; c < copies; ++c)
       fill<<<1024, 256, 0, stream>>>(w + c * w_elems, w_elems, 29u, 1.f / std::sqrt(static_cast<float>(s.d)));
+    if (s.bias) {
+      CHECK(cudaMalloc(&bias, s.n * 2));
+      fill<<<16, 256, 0, stream>>>(bias, s.n, 41u, 0.5f);
+    }
     CHECK(cudaGetLastError());
 
     std::vector<launch> ls;
     const int chunks = (s.d + chunk - 1) / chunk;
-    for (int tiles : {1, 2})
+    for (const auto& [tiles, stages] : {std::pair{1, 8}, std::pair{1, 4}, std::pair{2, 4}, std::pair{2, 2}})
       for (int shares : {1, 2, 3, 4, 6, 8, 12, 16})
-        if (shares <= chunks) ls.push_back({tiles, shares});
+        if (shares <= chunks) ls.push_back({tiles, stages, shares});
 
     auto check = [&](auto&& run_one) {
       double worst = 0.0;
       for (int r : {1, 7, 33, 64}) {
-        CHECK(cudaMemsetAsync(y, 0xFF, static_cast<int64_t>(n_rows) * s.n_features * 2, stream));
-        reference<<<(r * s.n_features + 255) / 256, 256, 0, stream>>>(x, w, ref, r, s.n_features, s.d);
+        CHECK(cudaMemsetAsync(y, 0xFF, static_cast<int64_t>(n_rows) * s.n * 2, stream));
+        reference<<<(r * s.n + 255) / 256, 256, 0, stream>>>(x, w, ref, r, s.n, s.d);
         run_one(r, w);
         CHECK(cudaStreamSynchronize(stream));
         CHECK(cudaGetLastError());
-        worst = std::max(worst, error_of(y, ref, static_cast<int64_t>(r) * s.n_features));
+        worst = std::max(worst, error_of(s, y, ref, bias, r));
       }
       return worst;
     };
     auto time_us = [&](auto&& run_one) {
-      for (int c = 0; c < copies; ++c) run_one(rows, w + (c % copies) * w_elems);
+      for (int c = 0; c < copies; ++c) run_one(rows, w + c * w_elems);
       std::vector<float> t;
       for (int rep = 0; rep < reps; ++rep) {
         CHECK(cudaEventRecord(start, stream));
@@ -540,39 +651,41 @@ int main(int argc, char** argv) {
       return static_cast<double>(t[t.size() / 2]);
     };
     const double bytes = static_cast<double>(w_bytes) + static_cast<double>(rows) * s.d * 2 +
-                         static_cast<double>(rows) * s.n_features * 2;
-    auto row = [&](const std::string& name, int blocks, int stages, double us, double err) {
+                         static_cast<double>(rows) * s.outputs() * 2;
+    auto row = [&](const std::string& name, int blocks, double us, double err) {
       const bool ok = err <= 1.0 / 128;
       all_ok = all_ok && ok;
-      std::printf("| %s | %d x %d | %s | %d | %s | %.2f | %.2f | %.2e%s |\n", s.name, s.n_features, s.d, name.c_str(),
-                  blocks, stages > 0 ? std::to_string(stages).c_str() : "-", us, bytes / us / 1e6, err,
-                  ok ? "" : " FAILED");
+      std::printf("| %s | %d x %d | %s | %d | %.2f | %.2f | %.2e%s |\n", s.name, s.n, s.d, name.c_str(), blocks, us,
+                  bytes / us / 1e6, err, ok ? "" : " FAILED");
     };
     {
-      auto one = [&](int r, const __nv_bfloat16* wc) { run_cublas(handle, s, x, wc, y, r); };
+      auto one = [&](int r, const __nv_bfloat16* wc) { run_cublas(handle, s, x, wc, bias, y, scratch, r, stream); };
       const double err = check(one);
-      row("cuBLAS", 0, 0, time_us(one), err);
+      row(std::string("cuBLAS") + (s.bias ? " + bias kernel" : "") + (s.silu ? " + silu_mul kernel" : ""), 0,
+          time_us(one), err);
     }
     for (const launch& l : ls) {
-      const int features = 128 * l.tiles;
-      const int blocks = l.shares * ((s.n_features + features - 1) / features);
-      const std::string name =
-          "wgmma " + std::to_string(features) + " features, " + std::to_string(l.shares) + " shares";
+      const kernel_choice k = kernel_of(l, s.silu);
+      const int per_block = s.silu ? k.features / 2 : k.features;
+      const int blocks = l.shares * ((s.outputs() + per_block - 1) / per_block);
+      const std::string name = "wgmma " + std::to_string(k.features) + " rows a block, " + std::to_string(l.stages) +
+                               " stages, " + std::to_string(l.shares) + " shares";
       const int at_once = clusters_at_once(l, s);
       if (at_once == 0) {
-        std::printf("| %s | %d x %d | %s | %d | - | no cluster of this size fits | - | - |\n", s.name, s.n_features,
-                    s.d, name.c_str(), blocks);
+        std::printf("| %s | %d x %d | %s | %d | no cluster of this size fits | - | - |\n", s.name, s.n, s.d,
+                    name.c_str(), blocks);
         continue;
       }
-      auto one = [&](int r, const __nv_bfloat16* wc) { run_launch(l, s, x, wc, y, r, pdl, stream); };
+      auto one = [&](int r, const __nv_bfloat16* wc) { run_launch(l, s, x, wc, bias, y, r, pdl, stream); };
       const double err = check(one);
-      const int stages = l.tiles == 1 ? layout<1>::stages : layout<2>::stages;
-      row(name + " (" + std::to_string(at_once) + " clusters at once)", blocks, stages, time_us(one), err);
+      row(name + " (" + std::to_string(at_once) + " clusters at once)", blocks, time_us(one), err);
     }
     CHECK(cudaFree(w));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
+    CHECK(cudaFree(scratch));
     CHECK(cudaFree(ref));
+    if (bias) CHECK(cudaFree(bias));
   }
   std::printf("\n%s\n", all_ok ? "every launch within 2^-7 of the float reference" : "some launch FAILED its check");
   return all_ok ? 0 : 3;

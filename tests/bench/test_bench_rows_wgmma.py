@@ -1,7 +1,8 @@
 """bench/policy/bench_rows_wgmma.cu: it builds with nvcc for sm_90a (wgmma, tensor copies), refuses bad
 arguments by name, and says what is wrong where there is no GPU (CPU); on a GPU every launch of the
-wgmma kernel (each tile width and number of shares) and cuBLAS's agree with the float reference at 1,
-7, 33 and 64 rows, and the table has a row for each (gpu)."""
+wgmma kernel (each tile width, ring depth and number of shares; plain, with a bias, with the SwiGLU
+epilogue) and cuBLAS's agree with the float reference at 1, 7, 33 and 64 rows, and the table has a row
+for each (gpu)."""
 import pathlib
 import re
 import shutil
@@ -39,7 +40,7 @@ def run(binary, *args):
     (["--rows", "0"], "--rows 1..64"),
     (["--reps", "0"], "--reps >= 1"),
     (["--pdl", "2"], "--pdl 0 or 1"),
-    (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, down"),
+    (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, gate_up_silu, down"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
     proc = run(binary, *args)
@@ -58,10 +59,10 @@ def test_without_a_gpu_it_says_what_failed(binary):
 def test_every_launch_agrees_with_the_reference(binary, pdl):
     proc = run(binary, "--reps", 1, "--pdl", pdl)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (qkv|o|gate_up|down) \|", line)]
-    # cuBLAS and 16 launches (2 tile widths x shares 1, 2, 3, 4, 6, 8, 12, 16) for each of the four shapes
-    # (a cluster size the device cannot hold says so in its row).
-    assert len(rows) == 4 * 17, proc.stdout
-    assert sum("no cluster of this size fits" not in line for line in rows) >= 4 * 13, proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (qkv|o|gate_up|gate_up_silu|down) \|", line)]
+    # cuBLAS and 32 launches ((tiles, stages) (1, 8), (1, 4), (2, 4), (2, 2) x shares 1, 2, 3, 4, 6, 8, 12,
+    # 16) for each of the five shapes (a cluster size the device cannot hold says so in its row).
+    assert len(rows) == 5 * 33, proc.stdout
+    assert sum("no cluster of this size fits" not in line for line in rows) >= 5 * 25, proc.stdout
     assert not any("FAILED" in line for line in rows), proc.stdout
     assert "every launch within 2^-7 of the float reference" in proc.stdout
