@@ -179,8 +179,10 @@ __global__ void __launch_bounds__(threads, 1)
                __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
                int pdl) {
   using L = layout<Tiles, Stages>;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // The base rounded up to 1 KiB of the shared window, as an offset from the array so the compiler
+  // keeps its accesses in shared memory.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   float* sums = reinterpret_cast<float*>(smem);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body);
   uint64_t* empty = full + Stages;
