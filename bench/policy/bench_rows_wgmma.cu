@@ -181,8 +181,11 @@ __global__ void __launch_bounds__(threads, 1)
   using L = layout<Tiles, Stages>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The base rounded up to 1 KiB of the shared window, as an offset from the array so the compiler
-  // keeps its accesses in shared memory.
-  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  // keeps its accesses in shared memory; the address read through asm so the rounding is done at
+  // run time (the declared alignment would let the compiler fold it to nothing).
+  uint32_t base;
+  asm volatile("mov.u32 %0, %1;" : "=r"(base) : "r"(smem_addr(smem_raw)));
+  uint8_t* smem = smem_raw + ((1024 - (base & 1023)) & 1023);
   float* sums = reinterpret_cast<float*>(smem);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body);
   uint64_t* empty = full + Stages;
@@ -295,8 +298,8 @@ __global__ void __launch_bounds__(threads, 1)
   for (int idx = threadIdx.x; idx < (r1 - r0) * pairs; idx += threads) {
     const int r = r0 + idx / pairs;
     const int f = (idx % pairs) * 2;
-    if (f0 + f >= outputs) continue;
-    float s[4] = {0.f, 0.f, 0.f, 0.f};  // features f, f + 1 (Silu: their gates, then their ups)
+    if (f0 + f + 1 >= outputs) continue;  // the host takes even widths only (pairs of outputs)
+    float s[4] = {0.f, 0.f, 0.f, 0.f};    // features f, f + 1 (Silu: their gates, then their ups)
     for (int q = 0; q < shares; ++q) {
       const float* peer = cluster.map_shared_rank(sums, q) + r * L::sums_stride + f;
       const float2 a = *reinterpret_cast<const float2*>(peer);
@@ -571,6 +574,11 @@ int main(int argc, char** argv) {
   std::vector<shape> shapes;
   for (const shape& s : all)
     if (only.empty() || only == s.name) shapes.push_back(s);
+  for (const shape& s : all)
+    if (s.outputs() % 2 != 0 || s.d % 8 != 0) {
+      std::fprintf(stderr, "bench_rows_wgmma: %s: the kernel writes outputs in pairs and needs d %% 8 == 0\n", s.name);
+      return 2;
+    }
   if (rows < 1 || rows > n_rows || reps < 1 || (pdl != 0 && pdl != 1) || shapes.empty()) {
     std::fprintf(stderr,
                  "bench_rows_wgmma: --rows 1..64, --reps >= 1, --pdl 0 or 1, --shape one of qkv, o, gate_up, "
