@@ -3,34 +3,16 @@ arguments by name, and says what is wrong where there is no GPU (CPU); on a GPU 
 wgmma kernel (each tile width, ring depth and number of shares; plain, with a bias, with the SwiGLU
 epilogue) and cuBLAS's agree with the float reference at 1, 7, 33 and 64 rows, and the table has a row
 for each (gpu)."""
-import pathlib
 import re
-import shutil
-import subprocess
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "bench/policy/bench_rows_wgmma.cu"
+from standalone_cuda import assert_fails_without_a_gpu, assert_refused, build, run  # tests/bench, on pytest's path
 
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory):
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not on PATH")
-    toolkit = pathlib.Path(nvcc).resolve().parents[1]
-    if not any(toolkit.glob("lib64/libcublas.so*")) and not any(toolkit.glob("targets/*/lib/libcublas.so*")):
-        pytest.skip(f"no libcublas beside {nvcc}")
-    out = tmp_path_factory.mktemp("bench_rows_wgmma") / "bench_rows_wgmma"
-    done = subprocess.run([nvcc, "-std=c++17", "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-o", str(out),
-                           str(SOURCE), "-lcublas"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return out
-
-
-def run(binary, *args):
-    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=600)
+    return build(tmp_path_factory, "bench_rows_wgmma.cu", "-std=c++17", "-O3", "-gencode",
+                 "arch=compute_90a,code=sm_90a", libraries=["cublas"])
 
 
 @pytest.mark.parametrize("args, says", [
@@ -43,15 +25,11 @@ def run(binary, *args):
     (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, gate_up_silu, down"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
-    proc = run(binary, *args)
-    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert_refused(binary, args, says)
 
 
 def test_without_a_gpu_it_says_what_failed(binary):
-    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
-        pytest.skip("a GPU is here: the gpu test below runs instead")
-    proc = run(binary, "--reps", 1)
-    assert proc.returncode == 1 and proc.stderr.startswith("bench_rows_wgmma: cudaGetDeviceProperties"), proc.stderr
+    assert_fails_without_a_gpu(binary, "--reps", 1)
 
 
 @pytest.mark.gpu
