@@ -28,9 +28,10 @@
 //
 // What it prints: a markdown table, a row a (shape, launch) and cuBLAS's (cublasGemmEx, bf16 in and
 // out, fp32 compute, the algorithm cuBLAS picks: what torch::linear calls; the bias and silu_mul as
-// kernels after it), with a launch's median time over `--reps` timings of 24 launches back to back
-// (cudaEvent), each launch over its own copy of the weights (the copies span 256 MB, so they come
-// from memory, not L2, as a decode step's 24 layers do), the weights', x's and y's bytes over that
+// kernels after it), with a launch's median time over `--reps` replays of a CUDA graph of launches
+// back to back (cudaEvent; the host's work a launch untimed, as in the engine's graphs), each launch
+// over its own copy of the weights (the copies span 256 MB, so they come from memory, not L2, as a
+// decode step's 24 layers do), the weights', x's and y's bytes over that
 // time, and the largest error against a float reference kernel (then the bias and silu in double on
 // the host), relative to the output's largest magnitude. Before timing, every launch is checked at
 // rows 1, 7, 33 and 64 (the tensor map's zero fill); a launch whose error exceeds 2^-7 of the
@@ -597,6 +598,11 @@ int main(int argc, char** argv) {
   cublasHandle_t handle;
   CHECK_CUBLAS(cublasCreate(&handle));
   CHECK_CUBLAS(cublasSetStream(handle, stream));
+  // A workspace of its own, so that cuBLAS allocates nothing while a graph captures its calls.
+  void* cublas_workspace = nullptr;
+  constexpr size_t cublas_workspace_bytes = 32u << 20;
+  CHECK(cudaMalloc(&cublas_workspace, cublas_workspace_bytes));
+  CHECK_CUBLAS(cublasSetWorkspace(handle, cublas_workspace, cublas_workspace_bytes));
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
@@ -645,18 +651,30 @@ int main(int argc, char** argv) {
       }
       return worst;
     };
+    // One CUDA graph of a launch over each copy of the weights (at least `launches`), as the engine
+    // replays a step's kernels: the host's work a launch (the tensor maps, cuBLAS's setup) is not
+    // timed, and with --pdl 1 the graph keeps the launches' programmatic edges.
     auto time_us = [&](auto&& run_one) {
-      for (int c = 0; c < copies; ++c) run_one(rows, w + c * w_elems);
+      const int n_launches = std::max(launches, copies);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < n_launches; ++i) run_one(rows, w + (i % copies) * w_elems);
+      CHECK(cudaStreamEndCapture(stream, &graph));
+      CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int warm = 0; warm < 2; ++warm) CHECK(cudaGraphLaunch(exec, stream));
       std::vector<float> t;
       for (int rep = 0; rep < reps; ++rep) {
         CHECK(cudaEventRecord(start, stream));
-        for (int i = 0; i < launches; ++i) run_one(rows, w + ((rep * launches + i) % copies) * w_elems);
+        CHECK(cudaGraphLaunch(exec, stream));
         CHECK(cudaEventRecord(stop, stream));
         CHECK(cudaEventSynchronize(stop));
         float ms = 0.f;
         CHECK(cudaEventElapsedTime(&ms, start, stop));
-        t.push_back(ms * 1000.f / launches);
+        t.push_back(ms * 1000.f / n_launches);
       }
+      CHECK(cudaGraphExecDestroy(exec));
+      CHECK(cudaGraphDestroy(graph));
       std::sort(t.begin(), t.end());
       return static_cast<double>(t[t.size() / 2]);
     };
@@ -697,6 +715,7 @@ int main(int argc, char** argv) {
     CHECK(cudaFree(ref));
     if (bias) CHECK(cudaFree(bias));
   }
+  CHECK(cudaFree(cublas_workspace));
   std::printf("\n%s\n", all_ok ? "every launch within 2^-7 of the float reference" : "some launch FAILED its check");
   return all_ok ? 0 : 3;
 }
