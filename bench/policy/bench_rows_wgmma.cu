@@ -35,7 +35,9 @@
 // time, and the largest error against a float reference kernel (then the bias and silu in double on
 // the host), relative to the output's largest magnitude. Before timing, every launch is checked at
 // rows 1, 7, 33 and 64 (the tensor map's zero fill); a launch whose error exceeds 2^-7 of the
-// output's scale fails the run (exit code 3).
+// output's scale fails the run (exit code 3), its row marked FAILED and stderr saying how many
+// outputs were off, the first, and where in its row or column the value it got belongs; a launch
+// that does not finish in 20 s ends the run (exit code 4) naming it.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
 //   -lcublas
@@ -47,12 +49,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cg = cooperative_groups;
@@ -64,6 +68,7 @@ constexpr int n_rows = 64;         // the wgmma's n: rows of x, padded with the 
 constexpr int consumer_warps = 8;  // two warpgroups
 constexpr int threads = (consumer_warps + 1) * 32;
 constexpr int smem_limit = 227 * 1024;
+constexpr double error_limit = 1.0 / 128;  // of the output's largest magnitude
 
 #define CHECK(call)                                                                      \
   do {                                                                                   \
@@ -511,8 +516,40 @@ void run_cublas(cublasHandle_t h, const shape& s, const __nv_bfloat16* x, const 
 
 // The largest |y - ref| over the largest |ref|, ref the float product (+ bias) of `rows` rows; with
 // Silu, silu(gate) * up of it.
+// Where the outputs are off by more than `tol` of the scale, what the first run's table needs to
+// say what went wrong without another run: how many, how many are zero or not finite, the first one,
+// and where in its row and in its output column the value it got is the right one (a permuted
+// layout of the sums, or rows of x out of place, shows there).
+std::string describe_errors(const std::vector<double>& got, const std::vector<double>& ref, int rows, int outputs,
+                            double scale, double tol) {
+  int64_t wrong = 0, zeros = 0, not_finite = 0, first = -1;
+  for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
+    if (std::isfinite(got[i]) && std::fabs(got[i] - ref[i]) <= tol * scale) continue;
+    ++wrong;
+    zeros += got[i] == 0.0;
+    not_finite += !std::isfinite(got[i]);
+    if (first < 0) first = i;
+  }
+  if (wrong == 0) return "";
+  const int r = static_cast<int>(first / outputs), f = static_cast<int>(first % outputs);
+  const auto near = [&](int64_t j) { return std::fabs(ref[j] - got[first]) <= tol * scale; };
+  std::string where;
+  for (int g = 0; g < outputs && where.empty(); ++g)
+    if (g != f && near(static_cast<int64_t>(r) * outputs + g)) where = ", the value of output " + std::to_string(g);
+  for (int q = 0; q < rows && where.empty(); ++q)
+    if (q != r && near(static_cast<int64_t>(q) * outputs + f)) where = ", the value of row " + std::to_string(q);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%lld of %lld outputs off (%lld zero, %lld not finite); the first at row %d, output %d: got %.5g, "
+                "want %.5g%s",
+                static_cast<long long>(wrong), static_cast<long long>(got.size()), static_cast<long long>(zeros),
+                static_cast<long long>(not_finite), r, f, got[first], ref[first],
+                where.empty() ? " (no output of its row or column has it)" : where.c_str());
+  return line;
+}
+
 double error_of(const shape& s, const __nv_bfloat16* y_dev, const float* ref_dev, const __nv_bfloat16* bias_dev,
-                int rows) {
+                int rows, std::string& why) {
   const int64_t out = static_cast<int64_t>(rows) * s.outputs();
   std::vector<__nv_bfloat16> y(out), bias(bias_dev ? s.n : 0);
   std::vector<float> product(static_cast<int64_t>(rows) * s.n);
@@ -534,18 +571,39 @@ double error_of(const shape& s, const __nv_bfloat16* y_dev, const float* ref_dev
       }
     }
   double scale = 0.0, worst = 0.0;
+  std::vector<double> got(out);
   for (int64_t i = 0; i < out; ++i) scale = std::max(scale, std::fabs(ref[i]));
   for (int64_t i = 0; i < out; ++i) {
-    const double v = static_cast<double>(__bfloat162float(y[i]));
-    if (!std::isfinite(v)) return INFINITY;
-    worst = std::max(worst, std::fabs(v - ref[i]));
+    got[i] = static_cast<double>(__bfloat162float(y[i]));
+    worst = std::isfinite(got[i]) ? std::max(worst, std::fabs(got[i] - ref[i])) : INFINITY;
   }
-  return scale > 0 ? worst / scale : worst;
+  const double error = scale > 0 ? worst / scale : worst;
+  if (error > error_limit && why.empty())
+    why = "rows " + std::to_string(rows) + ": " + describe_errors(got, ref, rows, s.outputs(), scale, error_limit);
+  return error;
+}
+
+// Waits for `stream`'s work, or gives up after 20 s saying `what` did not finish (a kernel waiting
+// on a barrier that never completes would otherwise hang the run with nothing printed): exit code 4.
+void finish_or_exit(cudaStream_t stream, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  cudaError_t e;
+  while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+      std::printf("\n%s did not finish in 20 s: a hang\n", what.c_str());
+      std::fprintf(stderr, "bench_rows_wgmma: %s did not finish in 20 s: a hang\n", what.c_str());
+      std::fflush(stdout);
+      std::_Exit(4);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  CHECK(e);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row in the file as it is printed, even if the run is cut
   int rows = 64, reps = 10, pdl = 1;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -639,22 +697,24 @@ int main(int argc, char** argv) {
       for (int shares : {1, 2, 3, 4, 6, 8, 12, 16})
         if (shares <= chunks) ls.push_back({tiles, stages, shares});
 
-    auto check = [&](auto&& run_one) {
+    std::string why;  // the first failing check's description
+    auto check = [&](auto&& run_one, const std::string& what) {
       double worst = 0.0;
+      why.clear();
       for (int r : {1, 7, 33, 64}) {
         CHECK(cudaMemsetAsync(y, 0xFF, static_cast<int64_t>(n_rows) * s.n * 2, stream));
         reference<<<(r * s.n + 255) / 256, 256, 0, stream>>>(x, w, ref, r, s.n, s.d);
         run_one(r, w);
-        CHECK(cudaStreamSynchronize(stream));
+        finish_or_exit(stream, std::string(s.name) + ", " + what + ", " + std::to_string(r) + " rows");
         CHECK(cudaGetLastError());
-        worst = std::max(worst, error_of(s, y, ref, bias, r));
+        worst = std::max(worst, error_of(s, y, ref, bias, r, why));
       }
       return worst;
     };
     // One CUDA graph of a launch over each copy of the weights (at least `launches`), as the engine
     // replays a step's kernels: the host's work a launch (the tensor maps, cuBLAS's setup) is not
     // timed, and with --pdl 1 the graph keeps the launches' programmatic edges.
-    auto time_us = [&](auto&& run_one) {
+    auto time_us = [&](auto&& run_one, const std::string& what) {
       const int n_launches = std::max(launches, copies);
       cudaGraph_t graph;
       cudaGraphExec_t exec;
@@ -668,7 +728,7 @@ int main(int argc, char** argv) {
         CHECK(cudaEventRecord(start, stream));
         CHECK(cudaGraphLaunch(exec, stream));
         CHECK(cudaEventRecord(stop, stream));
-        CHECK(cudaEventSynchronize(stop));
+        finish_or_exit(stream, std::string(s.name) + ", " + what + ", timed");
         float ms = 0.f;
         CHECK(cudaEventElapsedTime(&ms, start, stop));
         t.push_back(ms * 1000.f / n_launches);
@@ -681,16 +741,18 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(w_bytes) + static_cast<double>(rows) * s.d * 2 +
                          static_cast<double>(rows) * s.outputs() * 2;
     auto row = [&](const std::string& name, int blocks, double us, double err) {
-      const bool ok = err <= 1.0 / 128;
+      const bool ok = err <= error_limit;
       all_ok = all_ok && ok;
       std::printf("| %s | %d x %d | %s | %d | %.2f | %.2f | %.2e%s |\n", s.name, s.n, s.d, name.c_str(), blocks, us,
                   bytes / us / 1e6, err, ok ? "" : " FAILED");
+      if (!ok) std::fprintf(stderr, "bench_rows_wgmma: %s, %s: %s\n", s.name, name.c_str(), why.c_str());
     };
     {
       auto one = [&](int r, const __nv_bfloat16* wc) { run_cublas(handle, s, x, wc, bias, y, scratch, r, stream); };
-      const double err = check(one);
-      row(std::string("cuBLAS") + (s.bias ? " + bias kernel" : "") + (s.silu ? " + silu_mul kernel" : ""), 0,
-          time_us(one), err);
+      const std::string name =
+          std::string("cuBLAS") + (s.bias ? " + bias kernel" : "") + (s.silu ? " + silu_mul kernel" : "");
+      const double err = check(one, name);
+      row(name, 0, time_us(one, name), err);
     }
     for (const launch& l : ls) {
       const kernel_choice k = kernel_of(l, s.silu);
@@ -705,8 +767,8 @@ int main(int argc, char** argv) {
         continue;
       }
       auto one = [&](int r, const __nv_bfloat16* wc) { run_launch(l, s, x, wc, bias, y, r, pdl, stream); };
-      const double err = check(one);
-      row(name + " (" + std::to_string(at_once) + " clusters at once)", blocks, time_us(one), err);
+      const double err = check(one, name);
+      row(name + " (" + std::to_string(at_once) + " clusters at once)", blocks, time_us(one, name), err);
     }
     CHECK(cudaFree(w));
     CHECK(cudaFree(x));
