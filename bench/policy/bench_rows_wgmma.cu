@@ -40,7 +40,7 @@
 // that does not finish in 20 s ends the run (exit code 4) naming it.
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
-//   -lcublas
+//   -lcublas -Xlinker -rpath=$(dirname $(which nvcc))/../lib64   (cuBLAS found where nvcc's is)
 //   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
 #include <cooperative_groups.h>
 #include <cublas_v2.h>

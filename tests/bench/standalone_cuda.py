@@ -21,8 +21,10 @@ def build(tmp_path_factory, source, *flags, libraries=()):
             pytest.skip(f"no lib{lib} beside {nvcc}")
     name = pathlib.Path(source).stem
     out = tmp_path_factory.mktemp(name) / name
+    # The libraries found at run time where nvcc's are, whatever the loader's own path holds.
+    rpath = ["-Xlinker", f"-rpath={toolkit / 'lib64'}"] if libraries else []
     done = subprocess.run([nvcc, *flags, "-o", str(out), str(ROOT / "bench/policy" / source),
-                           *[f"-l{lib}" for lib in libraries]], capture_output=True, text=True, timeout=600)
+                           *[f"-l{lib}" for lib in libraries], *rpath], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return out
 
