@@ -70,22 +70,23 @@ constexpr int threads = (consumer_warps + 1) * 32;
 constexpr int smem_limit = 227 * 1024;
 constexpr double error_limit = 1.0 / 128;  // of the output's largest magnitude
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    const cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "bench_rows_wgmma: %s: %s\n", #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+// Ends the run naming the call that failed and why (exit code 1).
+void fail_if(bool failed, const char* call, const char* why) {
+  if (!failed) return;
+  std::fprintf(stderr, "bench_rows_wgmma: %s: %s\n", call, why);
+  std::exit(1);
+}
+
+#define CHECK(call)                                            \
+  do {                                                         \
+    const cudaError_t e_ = (call);                             \
+    fail_if(e_ != cudaSuccess, #call, cudaGetErrorString(e_)); \
   } while (0)
 
-#define CHECK_CUBLAS(call)                                                       \
-  do {                                                                           \
-    const cublasStatus_t s_ = (call);                                            \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
-      std::fprintf(stderr, "bench_rows_wgmma: %s: status %d\n", #call, int(s_)); \
-      std::exit(1);                                                              \
-    }                                                                            \
+#define CHECK_CUBLAS(call)                                                  \
+  do {                                                                      \
+    const cublasStatus_t s_ = (call);                                       \
+    fail_if(s_ != CUBLAS_STATUS_SUCCESS, #call, cublasGetStatusString(s_)); \
   } while (0)
 
 // Shared memory of a block: the ring's stages (the weights' 128 * Tiles rows, then x's 64 rows, each
@@ -436,8 +437,7 @@ struct kernel_choice {
 
 template <int Tiles, int Stages>
 kernel_choice choose(bool silu) {
-  const kernel_fn fn = silu ? reinterpret_cast<kernel_fn>(ready_kernel<Tiles, Stages, true>())
-                            : reinterpret_cast<kernel_fn>(ready_kernel<Tiles, Stages, false>());
+  const kernel_fn fn = silu ? ready_kernel<Tiles, Stages, true>() : ready_kernel<Tiles, Stages, false>();
   return {fn, layout<Tiles, Stages>::features, layout<Tiles, Stages>::bytes};
 }
 
