@@ -256,16 +256,30 @@ rates time_rates(Enqueue enqueue, double bytes, int reps) {
 template <typename Kernel>
 result time_kernel(const char* way, int keys, int stages, Kernel kernel, size_t smem, int blocks_per_sm, int sms,
                    const uint8_t* k, const uint8_t* v, int64_t bytes_each, uint32_t* out, int reps) {
-  if (smem > 48 * 1024)
-    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // Asked for at every size: a kernel's static shared memory (the bulk kernel's mbarriers) counts
+  // against the 48 KiB a block gets without asking, so a ring of exactly 48 KiB needs it too.
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int fit = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, block_warps * warp, smem));
+  if (fit == 0) {
+    std::fprintf(stderr,
+                 "bench_stream: %s (%d keys a tile, %d stages): %zu bytes of shared memory do not fit a block\n", way,
+                 keys, stages, smem);
+    std::exit(1);
+  }
   const int per_sm = std::min(fit, blocks_per_sm);
   const int64_t tiles = bytes_each / (static_cast<int64_t>(keys) * row_bytes);
   // The checksum: one launch over the first copy of the buffers.
   uint32_t sum = 0;
   CHECK(cudaMemset(out, 0, sizeof(uint32_t)));
   kernel<<<per_sm * sms, block_warps * warp, smem>>>(k, v, tiles, out);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    std::fprintf(
+        stderr,
+        "bench_stream: launching %s (%d keys a tile, %d stages, %zu bytes of shared memory, %d x %d blocks): %s\n", way,
+        keys, stages, smem, per_sm, sms, cudaGetErrorString(e));
+    std::exit(1);
+  }
   CHECK(cudaMemcpy(&sum, out, sizeof(sum), cudaMemcpyDeviceToHost));
   // `batch` launches back to back between the events, so that a small launch's time is not the
   // host's launch latency.
