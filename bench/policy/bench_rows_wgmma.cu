@@ -42,6 +42,7 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
 //   -lcublas -Xlinker -rpath=$(dirname $(which nvcc))/../lib64   (cuBLAS found where nvcc's is)
 //   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
+//                      [--launch TILES,STAGES,SHARES]   (that launch alone beside cuBLAS: e.g. under a profiler)
 #include <cooperative_groups.h>
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -606,6 +607,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row in the file as it is printed, even if the run is cut
   int rows = 64, reps = 10, pdl = 1;
   std::string only;
+  int only_tiles = 0, only_stages = 0, only_shares = 0;  // --launch: one launch alone (0: every launch)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -617,10 +619,16 @@ int main(int argc, char** argv) {
       pdl = std::atoi(argv[++i]);
     } else if (a == "--shape" && has_value) {
       only = argv[++i];
+    } else if (a == "--launch" && has_value) {
+      char tail = 0;
+      if (std::sscanf(argv[++i], "%d,%d,%d%c", &only_tiles, &only_stages, &only_shares, &tail) != 3) {
+        std::fprintf(stderr, "bench_rows_wgmma: --launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '%s'\n", argv[i]);
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
-                   "qkv|o|gate_up|gate_up_silu|down)\n",
+                   "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES)\n",
                    a.c_str());
       return 2;
     }
@@ -638,6 +646,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_rows_wgmma: %s: the kernel writes outputs in pairs and needs d %% 8 == 0\n", s.name);
       return 2;
     }
+  const bool form_known = (only_tiles == 1 && (only_stages == 8 || only_stages == 4)) ||
+                          (only_tiles == 2 && (only_stages == 4 || only_stages == 2));
+  const bool shares_known = only_shares == 1 || only_shares == 2 || only_shares == 3 || only_shares == 4 ||
+                            only_shares == 6 || only_shares == 8 || only_shares == 12 || only_shares == 16;
+  if (only_tiles != 0 && (!form_known || !shares_known)) {
+    std::fprintf(stderr,
+                 "bench_rows_wgmma: --launch %d,%d,%d is not built: TILES,STAGES is one of 1,8 1,4 2,4 2,2 and "
+                 "SHARES one of 1 2 3 4 6 8 12 16\n",
+                 only_tiles, only_stages, only_shares);
+    return 2;
+  }
   if (rows < 1 || rows > n_rows || reps < 1 || (pdl != 0 && pdl != 1) || shapes.empty()) {
     std::fprintf(stderr,
                  "bench_rows_wgmma: --rows 1..64, --reps >= 1, --pdl 0 or 1, --shape one of qkv, o, gate_up, "
@@ -695,7 +714,9 @@ int main(int argc, char** argv) {
     const int chunks = (s.d + chunk - 1) / chunk;
     for (const auto& [tiles, stages] : {std::pair{1, 8}, std::pair{1, 4}, std::pair{2, 4}, std::pair{2, 2}})
       for (int shares : {1, 2, 3, 4, 6, 8, 12, 16})
-        if (shares <= chunks) ls.push_back({tiles, stages, shares});
+        if (shares <= chunks &&
+            (only_tiles == 0 || (tiles == only_tiles && stages == only_stages && shares == only_shares)))
+          ls.push_back({tiles, stages, shares});
 
     std::string why;  // the first failing check's description
     auto check = [&](auto&& run_one, const std::string& what) {

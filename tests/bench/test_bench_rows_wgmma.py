@@ -2,7 +2,7 @@
 arguments by name, and says what is wrong where there is no GPU (CPU); on a GPU every launch of the
 wgmma kernel (each tile width, ring depth and number of shares; plain, with a bias, with the SwiGLU
 epilogue) and cuBLAS's agree with the float reference at 1, 7, 33 and 64 rows, and the table has a row
-for each (gpu)."""
+for each, or for the one launch asked for (gpu)."""
 import re
 
 import pytest
@@ -23,6 +23,10 @@ def binary(tmp_path_factory):
     (["--reps", "0"], "--reps >= 1"),
     (["--pdl", "2"], "--pdl 0 or 1"),
     (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, gate_up_silu, down"),
+    (["--launch", "1,8"], "--launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '1,8'"),
+    (["--launch", "1,8,8x"], "--launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '1,8,8x'"),
+    (["--launch", "3,8,2"], "--launch 3,8,2 is not built"),
+    (["--launch", "1,8,5"], "--launch 1,8,5 is not built"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
     assert_refused(binary, args, says)
@@ -44,3 +48,12 @@ def test_every_launch_agrees_with_the_reference(binary, pdl):
     assert sum("no cluster of this size fits" not in line for line in rows) >= 5 * 25, proc.stdout
     assert not any("FAILED" in line for line in rows), proc.stdout
     assert "every launch within 2^-7 of the float reference" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_one_launch_alone_is_that_launch_beside_cublas(binary):
+    proc = run(binary, "--reps", 1, "--shape", "o", "--launch", "1,8,8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| o |")]
+    assert len(rows) == 2, proc.stdout
+    assert "| cuBLAS |" in rows[0] and "wgmma 128 rows a block, 8 stages, 8 shares" in rows[1], proc.stdout
