@@ -17,7 +17,9 @@
 // cudaOccupancyMaxActiveClusters says none fits), a thread-block cluster of S blocks along d whose
 // fp32 sums meet in distributed shared memory (over the drained ring): block r of a cluster adds the
 // S blocks' sums for its slice of the rows in rank order, so every output is one fixed sum, plus the
-// bias if any, rounded once to bf16. With the SwiGLU epilogue (the fused gate/up weight, gate rows
+// bias if any, rounded once to bf16. `--exchange batched` (the default) loads four blocks' values at
+// a time before adding them; `serial` loads one block's and adds it before the next (the form first
+// measured, which Nsight Compute found waiting on those loads): the same sums either way. With the SwiGLU epilogue (the fused gate/up weight, gate rows
 // then up rows), a block's first warpgroup takes gate rows and its second the same up rows, and the
 // block writes silu(gate) * up, gate and up rounded first as silu_mul's inputs are: no silu_mul
 // kernel after it.
@@ -43,6 +45,7 @@
 //   -lcublas -Xlinker -rpath=$(dirname $(which nvcc))/../lib64   (cuBLAS found where nvcc's is)
 //   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
 //                      [--launch TILES,STAGES,SHARES]   (that launch alone beside cuBLAS: e.g. under a profiler)
+//                      [--exchange batched|serial]
 #include <cooperative_groups.h>
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -181,7 +184,7 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
 // silu(gate) * up, each of gate and up rounded first as silu_mul's inputs are. Block (rank, tile):
 // plain, the weight rows tile * F ..; Silu, gate rows tile * F/2 .. into the first warpgroup's tiles
 // and the same up rows into the second's.
-template <int Tiles, int Stages, bool Silu>
+template <int Tiles, int Stages, bool Silu, bool Batched>
 __global__ void __launch_bounds__(threads, 1)
     rows_wgmma(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
                __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
@@ -308,15 +311,43 @@ __global__ void __launch_bounds__(threads, 1)
     const int f = (idx % pairs) * 2;
     if (f0 + f + 1 >= outputs) continue;  // the host takes even widths only (pairs of outputs)
     float s[4] = {0.f, 0.f, 0.f, 0.f};    // features f, f + 1 (Silu: their gates, then their ups)
-    for (int q = 0; q < shares; ++q) {
-      const float* peer = cluster.map_shared_rank(sums, q) + r * L::sums_stride + f;
-      const float2 a = *reinterpret_cast<const float2*>(peer);
-      s[0] += a.x;
-      s[1] += a.y;
-      if constexpr (Silu) {
-        const float2 b = *reinterpret_cast<const float2*>(peer + half);
-        s[2] += b.x;
-        s[3] += b.y;
+    if constexpr (Batched) {
+      // A group of blocks' values loaded first (in flight together through distributed shared
+      // memory), then added in rank order: the same sums as one block at a time. Groups of 4 keep
+      // the registers of the forms that hold two blocks a multiprocessor under their cap.
+      constexpr int group = 4;
+      for (int q0 = 0; q0 < shares; q0 += group) {
+        float2 a[group], b[group];
+#pragma unroll
+        for (int j = 0; j < group; ++j)
+          if (q0 + j < shares) {
+            const float* peer = cluster.map_shared_rank(sums, q0 + j) + r * L::sums_stride + f;
+            a[j] = *reinterpret_cast<const float2*>(peer);
+            if constexpr (Silu) b[j] = *reinterpret_cast<const float2*>(peer + half);
+          }
+#pragma unroll
+        for (int j = 0; j < group; ++j)
+          if (q0 + j < shares) {
+            s[0] += a[j].x;
+            s[1] += a[j].y;
+            if constexpr (Silu) {
+              s[2] += b[j].x;
+              s[3] += b[j].y;
+            }
+          }
+      }
+    } else {
+      // One block at a time: each load waits for the one before it to be added.
+      for (int q = 0; q < shares; ++q) {
+        const float* peer = cluster.map_shared_rank(sums, q) + r * L::sums_stride + f;
+        const float2 a = *reinterpret_cast<const float2*>(peer);
+        s[0] += a.x;
+        s[1] += a.y;
+        if constexpr (Silu) {
+          const float2 b = *reinterpret_cast<const float2*>(peer + half);
+          s[2] += b.x;
+          s[3] += b.y;
+        }
       }
     }
     __nv_bfloat162 out;
@@ -415,12 +446,16 @@ struct launch {
   int shares;
 };
 
-// The kernel of (Tiles, Stages, Silu) as a function pointer, readied for the shared memory and
-// cluster size it takes.
-template <int Tiles, int Stages, bool Silu>
+// How a cluster's blocks read each other's sums (--exchange): a group of blocks' loads in flight
+// together, or one block's load at a time (the form first measured, 2026-12-07).
+bool batched_exchange = true;
+
+// The kernel of (Tiles, Stages, Silu, Batched) as a function pointer, readied for the shared memory
+// and cluster size it takes.
+template <int Tiles, int Stages, bool Silu, bool Batched>
 auto ready_kernel() {
   static const auto k = [] {
-    auto f = rows_wgmma<Tiles, Stages, Silu>;
+    auto f = rows_wgmma<Tiles, Stages, Silu, Batched>;
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages>::bytes));
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return f;
@@ -438,7 +473,10 @@ struct kernel_choice {
 
 template <int Tiles, int Stages>
 kernel_choice choose(bool silu) {
-  const kernel_fn fn = silu ? ready_kernel<Tiles, Stages, true>() : ready_kernel<Tiles, Stages, false>();
+  const kernel_fn fn =
+      batched_exchange
+          ? (silu ? ready_kernel<Tiles, Stages, true, true>() : ready_kernel<Tiles, Stages, false, true>())
+          : (silu ? ready_kernel<Tiles, Stages, true, false>() : ready_kernel<Tiles, Stages, false, false>());
   return {fn, layout<Tiles, Stages>::features, layout<Tiles, Stages>::bytes};
 }
 
@@ -617,6 +655,13 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--pdl" && has_value) {
       pdl = std::atoi(argv[++i]);
+    } else if (a == "--exchange" && has_value) {
+      const std::string e = argv[++i];
+      if (e != "batched" && e != "serial") {
+        std::fprintf(stderr, "bench_rows_wgmma: --exchange batched or serial, got '%s'\n", e.c_str());
+        return 2;
+      }
+      batched_exchange = e == "batched";
     } else if (a == "--shape" && has_value) {
       only = argv[++i];
     } else if (a == "--launch" && has_value) {
@@ -628,7 +673,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
-                   "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES)\n",
+                   "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES, --exchange batched|serial)\n",
                    a.c_str());
       return 2;
     }
@@ -684,8 +729,11 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
 
-  std::printf("# bench_rows_wgmma on %s (%d multiprocessors), %d rows, programmatic launch %s\n\n", prop.name,
-              prop.multiProcessorCount, rows, pdl ? "on" : "off");
+  std::printf(
+      "# bench_rows_wgmma on %s (%d multiprocessors), %d rows, programmatic launch %s, the cluster's sums "
+      "exchanged %s\n\n",
+      prop.name, prop.multiProcessorCount, rows, pdl ? "on" : "off",
+      batched_exchange ? "batched (every block's loads, then the adds)" : "serially (a block's load, then its add)");
   std::printf("| shape | n x d | kernel | blocks | us a launch (median) | TB/s | error |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   bool all_ok = true;

@@ -1,7 +1,7 @@
 """bench/policy/bench_rows_wgmma.cu: it builds with nvcc for sm_90a (wgmma, tensor copies), refuses bad
 arguments by name, and says what is wrong where there is no GPU (CPU); on a GPU every launch of the
 wgmma kernel (each tile width, ring depth and number of shares; plain, with a bias, with the SwiGLU
-epilogue) and cuBLAS's agree with the float reference at 1, 7, 33 and 64 rows, and the table has a row
+epilogue; the cluster's sums read in batches or one block at a time) and cuBLAS's agree with the float reference at 1, 7, 33 and 64 rows, and the table has a row
 for each, or for the one launch asked for (gpu)."""
 import re
 
@@ -27,6 +27,7 @@ def binary(tmp_path_factory):
     (["--launch", "1,8,8x"], "--launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '1,8,8x'"),
     (["--launch", "3,8,2"], "--launch 3,8,2 is not built"),
     (["--launch", "1,8,5"], "--launch 1,8,5 is not built"),
+    (["--exchange", "atomic"], "--exchange batched or serial, got 'atomic'"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
     assert_refused(binary, args, says)
@@ -37,9 +38,9 @@ def test_without_a_gpu_it_says_what_failed(binary):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pdl", [0, 1])
-def test_every_launch_agrees_with_the_reference(binary, pdl):
-    proc = run(binary, "--reps", 1, "--pdl", pdl)
+@pytest.mark.parametrize("pdl, exchange", [(0, "batched"), (1, "batched"), (1, "serial")])
+def test_every_launch_agrees_with_the_reference(binary, pdl, exchange):
+    proc = run(binary, "--reps", 1, "--pdl", pdl, "--exchange", exchange)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (qkv|o|gate_up|gate_up_silu|down) \|", line)]
     # cuBLAS and 32 launches ((tiles, stages) (1, 8), (1, 4), (2, 4), (2, 2) x shares 1, 2, 3, 4, 6, 8, 12,
