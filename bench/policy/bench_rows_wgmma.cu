@@ -19,10 +19,10 @@
 // S blocks' sums for its slice of the rows in rank order, so every output is one fixed sum, plus the
 // bias if any, rounded once to bf16. `--exchange batched` (the default) loads four blocks' values at
 // a time before adding them; `serial` loads one block's and adds it before the next (the form first
-// measured, which Nsight Compute found waiting on those loads): the same sums either way. With the SwiGLU epilogue (the fused gate/up weight, gate rows
-// then up rows), a block's first warpgroup takes gate rows and its second the same up rows, and the
-// block writes silu(gate) * up, gate and up rounded first as silu_mul's inputs are: no silu_mul
-// kernel after it.
+// measured, which Nsight Compute found waiting on those loads): the same sums either way. With the SwiGLU epilogue (the
+// fused gate/up weight, gate rows then up rows), a block's first warpgroup takes gate rows and its second the same up
+// rows, and the block writes silu(gate) * up, gate and up rounded first as silu_mul's inputs are: no silu_mul kernel
+// after it.
 //
 // Launches tried: (m64 tiles a warpgroup, stages) = (1, 8) and (2, 4), one block a multiprocessor;
 // (1, 4) and (2, 2), two; each at 1, 2, 3, 4, 6, 8, 12 and 16 shares. Shapes: q/k/v with its bias,

@@ -15,7 +15,8 @@ ROWS=${ROWS:?ROWS names the built bench_rows_wgmma}
 OUT=${OUT:?OUT names the folder for the reports}
 NCU=${NCU:-ncu}
 mkdir -p "$OUT"
-# SourceCounters: the warp stall sampling's top locations (which instruction the warps wait at).
+# SourceCounters: as text, its summary only (branches); the stall sampling by instruction is on the
+# source page of an exported report (ncu -o, then ncu -i REPORT --page source).
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
   --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters)
 for spec in "$@"; do
