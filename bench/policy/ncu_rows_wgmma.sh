@@ -10,6 +10,9 @@
 # the bias or silu_mul kernel after them, from the first kernel after the bench's fills). The clocks
 # are left alone (--clock-control none) and the caches flushed before each profiled kernel, so each
 # reads its weights from memory, as a decode step's layers do.
+# SOURCE=1: also the 64-row launch of the kernel alone exported (ncu-wgmma-SHAPE.ncu-rep) and its
+# source page printed, where the warps' stall samples are counted by SASS instruction
+# (ncu-wgmma-SHAPE-source.csv; build the bench with -lineinfo so they map to its lines).
 set -u
 ROWS=${ROWS:?ROWS names the built bench_rows_wgmma}
 OUT=${OUT:?OUT names the folder for the reports}
@@ -40,4 +43,14 @@ for spec in "$@"; do
     --launch-skip "$skip" --launch-count 16 "$ROWS" --shape "$shape" --launch "$launch" --reps 1 \
     > "$OUT/ncu-cublas-$shape.txt" 2>&1
   echo "ncu-cublas-$shape rc=$?"
+  if [ "${SOURCE:-0}" = 1 ]; then
+    timeout "${NCU_S:-120}" "$NCU" --clock-control none --cache-control all --section WarpStateStats \
+      --section SourceCounters --import-source yes -k regex:rows_wgmma --launch-skip 3 --launch-count 1 \
+      -f -o "$OUT/ncu-wgmma-$shape" "$ROWS" --shape "$shape" --launch "$launch" --reps 1 \
+      > "$OUT/ncu-wgmma-$shape-export.log" 2>&1
+    echo "ncu-wgmma-$shape export rc=$?"
+    timeout 60 "$NCU" -i "$OUT/ncu-wgmma-$shape.ncu-rep" --page source --print-source sass --csv \
+      > "$OUT/ncu-wgmma-$shape-source.csv" 2>&1
+    echo "ncu-wgmma-$shape source page rc=$?"
+  fi
 done

@@ -74,3 +74,18 @@ def test_rows_and_out_are_required(tmp_path, fake_ncu, missing):
                           timeout=60, cwd=tmp_path)
     assert proc.returncode != 0
     assert missing in proc.stderr
+
+
+def test_source_exports_the_64_row_launch_and_prints_its_source_page(tmp_path, fake_ncu):
+    ncu, log = fake_ncu
+    out = tmp_path / "out"
+    proc = run(["down 1,8,8"], {"ROWS": "/bin/true", "OUT": str(out), "NCU": str(ncu), "SOURCE": "1"}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert len(calls) == 4, calls
+    export, page = calls[2], calls[3]
+    # The fourth checking launch (64 rows) of the kernel alone, exported under OUT.
+    assert export[export.index("--launch-skip") + 1] == "3" and export[export.index("--launch-count") + 1] == "1"
+    assert export[export.index("-o") + 1] == str(out / "ncu-wgmma-down")
+    assert page[:2] == ["-i", str(out / "ncu-wgmma-down.ncu-rep")] and "--page" in page and "source" in page
+    assert (out / "ncu-wgmma-down-source.csv").read_text().strip() == "profiled"
