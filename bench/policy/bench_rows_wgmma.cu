@@ -24,8 +24,11 @@
 // rows, and the block writes silu(gate) * up, gate and up rounded first as silu_mul's inputs are: no silu_mul kernel
 // after it.
 //
-// Launches tried: (m64 tiles a warpgroup, stages) = (1, 8) and (2, 4), one block a multiprocessor;
-// (1, 4) and (2, 2), two; each at 1, 2, 3, 4, 6, 8, 12 and 16 shares. Shapes: q/k/v with its bias,
+// Launches tried: (m64 tiles a warpgroup, stages, chunks of d a stage) = (1, 8, 1), (2, 4, 1), (1, 2,
+// 4) and (1, 4, 2), one block a multiprocessor; (1, 4, 1), (2, 2, 1) and (1, 2, 2), two; each at 1,
+// 2, 3, 4, 6, 8, 12 and 16 shares. With several chunks a stage a weight row is read 256 or 512
+// contiguous bytes at a time instead of 128 (the stall samples of 2026-12-07 had the consumers
+// waiting on the copies with DRAM at ~40% of its peak). Shapes: q/k/v with its bias,
 // o, gate/up plain and with the SwiGLU epilogue (cuBLAS's row then runs silu_mul after it), down.
 //
 // What it prints: a markdown table, a row a (shape, launch) and cuBLAS's (cublasGemmEx, bf16 in and
@@ -44,7 +47,8 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
 //   -lcublas -Xlinker -rpath=$(dirname $(which nvcc))/../lib64   (cuBLAS found where nvcc's is)
 //   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
-//                      [--launch TILES,STAGES,SHARES]   (that launch alone beside cuBLAS: e.g. under a profiler)
+//                      [--launch TILES,STAGES,SHARES[,CHUNKS]]   (that launch alone beside cuBLAS: e.g. under
+//                      a profiler)
 //                      [--exchange batched|serial]
 #include <cooperative_groups.h>
 #include <cublas_v2.h>
@@ -93,16 +97,17 @@ void fail_if(bool failed, const char* call, const char* why) {
     fail_if(s_ != CUBLAS_STATUS_SUCCESS, #call, cublasGetStatusString(s_)); \
   } while (0)
 
-// Shared memory of a block: the ring's stages (the weights' 128 * Tiles rows, then x's 64 rows, each
-// row one 128-byte chunk of d, swizzled), then the stages' mbarriers. Once the ring is drained the
-// sums a row (fp32, padded) take its place: 4 stages of 128 features leave room for 2 blocks a
-// multiprocessor.
-template <int Tiles, int Stages>
+// Shared memory of a block: the ring's stages, then the stages' mbarriers. A stage holds Chunks
+// consecutive 64-element chunks of d: each chunk's tile of the weights' 128 * Tiles rows, then each
+// chunk's tile of x's 64 rows (a tile's rows one 128-byte chunk each, swizzled). Once the ring is
+// drained the sums a row (fp32, padded) take its place: 4 stages of 128 features and one chunk
+// leave room for 2 blocks a multiprocessor.
+template <int Tiles, int Stages, int Chunks>
 struct layout {
   static constexpr int features = 2 * 64 * Tiles;
-  static constexpr int w_bytes = features * chunk * 2;
-  static constexpr int x_bytes = n_rows * chunk * 2;
-  static constexpr int stage_bytes = w_bytes + x_bytes;
+  static constexpr int w_bytes = features * chunk * 2;  // a chunk's weight tile
+  static constexpr int x_bytes = n_rows * chunk * 2;    // a chunk's x tile
+  static constexpr int stage_bytes = Chunks * (w_bytes + x_bytes);
   static constexpr int ring_bytes = Stages * stage_bytes;
   static constexpr int sums_stride = features + 4;  // floats: a warp's stores fall on 32 banks
   static constexpr int sums_bytes = n_rows * sums_stride * 4;
@@ -180,16 +185,19 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
       : "l"(a), "l"(b));
 }
 
+// Chunks > 1: each row of the weights is read Chunks * 128 contiguous bytes at a time (a stage's
+// tiles are consecutive chunks of d), where one chunk a stage reads 128 bytes of each row and the
+// next row's 128 bytes lie d * 2 bytes on; the sums are the same (the chunks in the same order).
 // y = x w^T (+ bias) for `rows` rows; with Silu, w is [gate; up] (n = 2 i rows) and y [rows, i] is
 // silu(gate) * up, each of gate and up rounded first as silu_mul's inputs are. Block (rank, tile):
 // plain, the weight rows tile * F ..; Silu, gate rows tile * F/2 .. into the first warpgroup's tiles
 // and the same up rows into the second's.
-template <int Tiles, int Stages, bool Silu, bool Batched>
+template <int Tiles, int Stages, int Chunks, bool Silu, bool Batched>
 __global__ void __launch_bounds__(threads, 1)
     rows_wgmma(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
                __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
                int pdl) {
-  using L = layout<Tiles, Stages>;
+  using L = layout<Tiles, Stages, Chunks>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The base rounded up to 1 KiB of the shared window, as an offset from the array so the compiler
   // keeps its accesses in shared memory; the address read through asm so the rounding is done at
@@ -205,7 +213,15 @@ __global__ void __launch_bounds__(threads, 1)
   const int rank = static_cast<int>(cluster.block_rank());
   const int shares = static_cast<int>(cluster.num_blocks());
   const int c0 = rank * chunks / shares;
-  const int count = (rank + 1) * chunks / shares - c0;
+  const int count = (rank + 1) * chunks / shares - c0;  // the block's chunks of d
+  const int steps = (count + Chunks - 1) / Chunks;      // its stages' worth of them
+  // Where step i's chunk j starts in d. A last step with fewer chunks than a stage holds reads its
+  // missing ones from past d, which the tensor copies fill with zeros (and count as copied): their
+  // products are zeros, which leave every sum as it was (a sum begun at +0 never becomes -0), so the
+  // consumers run the same wgmma every step (a branch around them would serialize them).
+  const auto chunk_at = [&](int i, int j) {
+    return i * Chunks + j < count ? (c0 + i * Chunks + j) * chunk : chunks * chunk;
+  };
   constexpr int half = L::features / 2;
   const int f0 = blockIdx.y * (Silu ? half : L::features);  // the block's first output feature
   const int outputs = Silu ? n / 2 : n;
@@ -226,29 +242,39 @@ __global__ void __launch_bounds__(threads, 1)
     if (lane == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
+      // Step i's tiles into stage s: the weights' (before the programmatic wait where they may be),
+      // then x's; both complete on the stage's full barrier.
       const auto weights = [&](int i, int s) {
-        uint8_t* dst = smem + s * L::stage_bytes;
-        if constexpr (Silu) {
-          tile_copy(dst, &w_map, (c0 + i) * chunk, f0, &full[s]);
-          tile_copy(dst + half * 128, &w_map, (c0 + i) * chunk, n / 2 + f0, &full[s]);
-        } else {
-          tile_copy(dst, &w_map, (c0 + i) * chunk, f0, &full[s]);
+        for (int j = 0; j < Chunks; ++j) {
+          uint8_t* dst = smem + s * L::stage_bytes + j * L::w_bytes;
+          const int at = chunk_at(i, j);
+          if constexpr (Silu) {
+            tile_copy(dst, &w_map, at, f0, &full[s]);
+            tile_copy(dst + half * 128, &w_map, at, n / 2 + f0, &full[s]);
+          } else {
+            tile_copy(dst, &w_map, at, f0, &full[s]);
+          }
         }
       };
-      const int early = count < Stages ? count : Stages;
+      const auto xs = [&](int i, int s) {
+        for (int j = 0; j < Chunks; ++j)
+          tile_copy(smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes, &x_map, chunk_at(i, j), 0,
+                    &full[s]);
+      };
+      const auto expect = [&](int s) { bar_expect(&full[s], L::stage_bytes); };
+      const int early = steps < Stages ? steps : Stages;
       for (int i = 0; i < early; ++i) {
-        bar_expect(&full[i], L::stage_bytes);
+        expect(i);
         weights(i, i);
       }
       if (pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
-      for (int i = 0; i < early; ++i)
-        tile_copy(smem + i * L::stage_bytes + L::w_bytes, &x_map, (c0 + i) * chunk, 0, &full[i]);
-      for (int i = early; i < count; ++i) {
+      for (int i = 0; i < early; ++i) xs(i, i);
+      for (int i = early; i < steps; ++i) {
         const int s = i % Stages;
         bar_wait(&empty[s], ((i / Stages) & 1) ^ 1);
-        bar_expect(&full[s], L::stage_bytes);
+        expect(s);
         weights(i, s);
-        tile_copy(smem + s * L::stage_bytes + L::w_bytes, &x_map, (c0 + i) * chunk, 0, &full[s]);
+        xs(i, s);
       }
     }
     __syncwarp();
@@ -259,20 +285,23 @@ __global__ void __launch_bounds__(threads, 1)
     for (int t = 0; t < Tiles; ++t)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[t][i] = 0.f;
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < steps; ++i) {
       const int s = i % Stages;
       bar_wait(&full[s], (i / Stages) & 1);
-      const uint8_t* w_stage = smem + s * L::stage_bytes;
-      const uint8_t* x_stage = w_stage + L::w_bytes;
 #pragma unroll
       for (int t = 0; t < Tiles; ++t) fence_operands(acc[t]);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-      for (int k = 0; k < chunk / 16; ++k) {
-        const uint64_t b = sw128_desc(x_stage + k * 32);
+      for (int j = 0; j < Chunks; ++j) {
+        const uint8_t* w_stage = smem + s * L::stage_bytes + j * L::w_bytes;
+        const uint8_t* x_stage = smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes;
 #pragma unroll
-        for (int t = 0; t < Tiles; ++t)
-          wgmma_64x64x16(acc[t], sw128_desc(w_stage + (wg * Tiles + t) * 64 * 128 + k * 32), b);
+        for (int k = 0; k < chunk / 16; ++k) {
+          const uint64_t b = sw128_desc(x_stage + k * 32);
+#pragma unroll
+          for (int t = 0; t < Tiles; ++t)
+            wgmma_64x64x16(acc[t], sw128_desc(w_stage + (wg * Tiles + t) * 64 * 128 + k * 32), b);
+        }
       }
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -439,24 +468,34 @@ struct shape {
   int outputs() const { return silu ? n / 2 : n; }
 };
 
-// A launch: m64 tiles a consumer warpgroup, the ring's stages, blocks along d (a cluster).
+// A launch: m64 tiles a consumer warpgroup, the ring's stages, blocks along d (a cluster), chunks of
+// d a stage.
 struct launch {
   int tiles;
   int stages;
   int shares;
+  int chunks = 1;
 };
+
+// The kernel forms built, (tiles, stages, chunks a stage): (1, 8, 1), (2, 4, 1), (1, 2, 4) and
+// (1, 4, 2) hold one block a multiprocessor; (1, 4, 1), (2, 2, 1) and (1, 2, 2) two.
+struct form {
+  int tiles, stages, chunks;
+};
+constexpr form forms[] = {{1, 8, 1}, {1, 4, 1}, {2, 4, 1}, {2, 2, 1}, {1, 2, 4}, {1, 4, 2}, {1, 2, 2}};
+constexpr int share_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
 
 // How a cluster's blocks read each other's sums (--exchange): a group of blocks' loads in flight
 // together, or one block's load at a time (the form first measured, 2026-12-07).
 bool batched_exchange = true;
 
-// The kernel of (Tiles, Stages, Silu, Batched) as a function pointer, readied for the shared memory
-// and cluster size it takes.
-template <int Tiles, int Stages, bool Silu, bool Batched>
+// The kernel of (Tiles, Stages, Chunks, Silu, Batched) as a function pointer, readied for the shared
+// memory and cluster size it takes.
+template <int Tiles, int Stages, int Chunks, bool Silu, bool Batched>
 auto ready_kernel() {
   static const auto k = [] {
-    auto f = rows_wgmma<Tiles, Stages, Silu, Batched>;
-    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages>::bytes));
+    auto f = rows_wgmma<Tiles, Stages, Chunks, Silu, Batched>;
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages, Chunks>::bytes));
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return f;
   }();
@@ -471,20 +510,22 @@ struct kernel_choice {
   int bytes;     // dynamic shared memory
 };
 
-template <int Tiles, int Stages>
+template <int Tiles, int Stages, int Chunks>
 kernel_choice choose(bool silu) {
-  const kernel_fn fn =
-      batched_exchange
-          ? (silu ? ready_kernel<Tiles, Stages, true, true>() : ready_kernel<Tiles, Stages, false, true>())
-          : (silu ? ready_kernel<Tiles, Stages, true, false>() : ready_kernel<Tiles, Stages, false, false>());
-  return {fn, layout<Tiles, Stages>::features, layout<Tiles, Stages>::bytes};
+  const kernel_fn fn = batched_exchange ? (silu ? ready_kernel<Tiles, Stages, Chunks, true, true>()
+                                                : ready_kernel<Tiles, Stages, Chunks, false, true>())
+                                        : (silu ? ready_kernel<Tiles, Stages, Chunks, true, false>()
+                                                : ready_kernel<Tiles, Stages, Chunks, false, false>());
+  using L = layout<Tiles, Stages, Chunks>;
+  return {fn, L::features, L::bytes};
 }
 
-// The launches the bench tries: (tiles 1, 8 stages) and (2, 4) hold one block a multiprocessor,
-// (1, 4) and (2, 2) two.
+// The kernel of a launch's form (one of `forms`).
 kernel_choice kernel_of(const launch& l, bool silu) {
-  if (l.tiles == 1) return l.stages == 8 ? choose<1, 8>(silu) : choose<1, 4>(silu);
-  return l.stages == 4 ? choose<2, 4>(silu) : choose<2, 2>(silu);
+  if (l.chunks == 4) return choose<1, 2, 4>(silu);
+  if (l.chunks == 2) return l.stages == 4 ? choose<1, 4, 2>(silu) : choose<1, 2, 2>(silu);
+  if (l.tiles == 1) return l.stages == 8 ? choose<1, 8, 1>(silu) : choose<1, 4, 1>(silu);
+  return l.stages == 4 ? choose<2, 4, 1>(silu) : choose<2, 2, 1>(silu);
 }
 
 cudaLaunchConfig_t config_of(const launch& l, const shape& s, const kernel_choice& k, cudaLaunchAttribute* attrs,
@@ -645,7 +686,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row in the file as it is printed, even if the run is cut
   int rows = 64, reps = 10, pdl = 1;
   std::string only;
-  int only_tiles = 0, only_stages = 0, only_shares = 0;  // --launch: one launch alone (0: every launch)
+  // --launch: one launch alone (tiles 0: every launch)
+  int only_tiles = 0, only_stages = 0, only_shares = 0, only_chunks = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -665,16 +707,34 @@ int main(int argc, char** argv) {
     } else if (a == "--shape" && has_value) {
       only = argv[++i];
     } else if (a == "--launch" && has_value) {
-      char tail = 0;
-      if (std::sscanf(argv[++i], "%d,%d,%d%c", &only_tiles, &only_stages, &only_shares, &tail) != 3) {
-        std::fprintf(stderr, "bench_rows_wgmma: --launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '%s'\n", argv[i]);
+      // Three or four integers between commas, nothing else.
+      std::vector<int> v;
+      const std::string text = argv[++i];
+      size_t at = 0;
+      bool ok = true;
+      while (ok && at <= text.size()) {
+        const size_t end = std::min(text.find(',', at), text.size());
+        const std::string field = text.substr(at, end - at);
+        ok = !field.empty() && field.size() < 4 && field.find_first_not_of("0123456789") == std::string::npos;
+        if (ok) v.push_back(std::atoi(field.c_str()));
+        at = end + 1;
+      }
+      if (!ok || (v.size() != 3 && v.size() != 4)) {
+        std::fprintf(
+            stderr, "bench_rows_wgmma: --launch takes TILES,STAGES,SHARES[,CHUNKS] (e.g. 1,8,8 or 1,2,8,4), got '%s'\n",
+            text.c_str());
         return 2;
       }
+      only_tiles = v[0];
+      only_stages = v[1];
+      only_shares = v[2];
+      only_chunks = v.size() == 4 ? v[3] : 1;
     } else {
-      std::fprintf(stderr,
-                   "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
-                   "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES, --exchange batched|serial)\n",
-                   a.c_str());
+      std::fprintf(
+          stderr,
+          "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
+          "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES[,CHUNKS], --exchange batched|serial)\n",
+          a.c_str());
       return 2;
     }
   }
@@ -691,15 +751,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_rows_wgmma: %s: the kernel writes outputs in pairs and needs d %% 8 == 0\n", s.name);
       return 2;
     }
-  const bool form_known = (only_tiles == 1 && (only_stages == 8 || only_stages == 4)) ||
-                          (only_tiles == 2 && (only_stages == 4 || only_stages == 2));
-  const bool shares_known = only_shares == 1 || only_shares == 2 || only_shares == 3 || only_shares == 4 ||
-                            only_shares == 6 || only_shares == 8 || only_shares == 12 || only_shares == 16;
+  bool form_known = false, shares_known = false;
+  for (const form& f : forms)
+    form_known = form_known || (f.tiles == only_tiles && f.stages == only_stages && f.chunks == only_chunks);
+  for (int c : share_counts) shares_known = shares_known || c == only_shares;
   if (only_tiles != 0 && (!form_known || !shares_known)) {
     std::fprintf(stderr,
-                 "bench_rows_wgmma: --launch %d,%d,%d is not built: TILES,STAGES is one of 1,8 1,4 2,4 2,2 and "
-                 "SHARES one of 1 2 3 4 6 8 12 16\n",
-                 only_tiles, only_stages, only_shares);
+                 "bench_rows_wgmma: --launch %d,%d,%d,%d is not built: TILES,STAGES,CHUNKS is one of 1,8,1 1,4,1 "
+                 "2,4,1 2,2,1 1,2,4 1,4,2 1,2,2 and SHARES one of 1 2 3 4 6 8 12 16\n",
+                 only_tiles, only_stages, only_shares, only_chunks);
     return 2;
   }
   if (rows < 1 || rows > n_rows || reps < 1 || (pdl != 0 && pdl != 1) || shapes.empty()) {
@@ -760,11 +820,11 @@ int main(int argc, char** argv) {
 
     std::vector<launch> ls;
     const int chunks = (s.d + chunk - 1) / chunk;
-    for (const auto& [tiles, stages] : {std::pair{1, 8}, std::pair{1, 4}, std::pair{2, 4}, std::pair{2, 2}})
-      for (int shares : {1, 2, 3, 4, 6, 8, 12, 16})
-        if (shares <= chunks &&
-            (only_tiles == 0 || (tiles == only_tiles && stages == only_stages && shares == only_shares)))
-          ls.push_back({tiles, stages, shares});
+    for (const form& f : forms)
+      for (int shares : share_counts)
+        if (shares <= chunks && (only_tiles == 0 || (f.tiles == only_tiles && f.stages == only_stages &&
+                                                     f.chunks == only_chunks && shares == only_shares)))
+          ls.push_back({f.tiles, f.stages, shares, f.chunks});
 
     std::string why;  // the first failing check's description
     auto check = [&](auto&& run_one, const std::string& what) {
@@ -828,7 +888,8 @@ int main(int argc, char** argv) {
       const int per_block = s.silu ? k.features / 2 : k.features;
       const int blocks = l.shares * ((s.outputs() + per_block - 1) / per_block);
       const std::string name = "wgmma " + std::to_string(k.features) + " rows a block, " + std::to_string(l.stages) +
-                               " stages, " + std::to_string(l.shares) + " shares";
+                               " stages" + (l.chunks > 1 ? " of " + std::to_string(l.chunks) + " chunks" : "") + ", " +
+                               std::to_string(l.shares) + " shares";
       const int at_once = clusters_at_once(l, s);
       if (at_once == 0) {
         std::printf("| %s | %d x %d | %s | %d | no cluster of this size fits | - | - |\n", s.name, s.n, s.d,

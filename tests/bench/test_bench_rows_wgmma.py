@@ -23,10 +23,12 @@ def binary(tmp_path_factory):
     (["--reps", "0"], "--reps >= 1"),
     (["--pdl", "2"], "--pdl 0 or 1"),
     (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, gate_up_silu, down"),
-    (["--launch", "1,8"], "--launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '1,8'"),
-    (["--launch", "1,8,8x"], "--launch takes TILES,STAGES,SHARES (e.g. 1,8,8), got '1,8,8x'"),
-    (["--launch", "3,8,2"], "--launch 3,8,2 is not built"),
-    (["--launch", "1,8,5"], "--launch 1,8,5 is not built"),
+    (["--launch", "1,8"], "--launch takes TILES,STAGES,SHARES[,CHUNKS] (e.g. 1,8,8 or 1,2,8,4), got '1,8'"),
+    (["--launch", "1,8,8x"], "got '1,8,8x'"),
+    (["--launch", "1,2,8,4,1"], "got '1,2,8,4,1'"),
+    (["--launch", "3,8,2"], "--launch 3,8,2,1 is not built"),
+    (["--launch", "1,8,5"], "--launch 1,8,5,1 is not built"),
+    (["--launch", "1,2,8,3"], "--launch 1,2,8,3 is not built"),
     (["--exchange", "atomic"], "--exchange batched or serial, got 'atomic'"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
@@ -43,9 +45,10 @@ def test_every_launch_agrees_with_the_reference(binary, pdl, exchange):
     proc = run(binary, "--reps", 1, "--pdl", pdl, "--exchange", exchange)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (qkv|o|gate_up|gate_up_silu|down) \|", line)]
-    # cuBLAS and 32 launches ((tiles, stages) (1, 8), (1, 4), (2, 4), (2, 2) x shares 1, 2, 3, 4, 6, 8, 12,
-    # 16) for each of the five shapes (a cluster size the device cannot hold says so in its row).
-    assert len(rows) == 5 * 33, proc.stdout
+    # cuBLAS and 56 launches ((tiles, stages, chunks) (1, 8, 1), (1, 4, 1), (2, 4, 1), (2, 2, 1), (1, 2, 4),
+    # (1, 4, 2), (1, 2, 2) x shares 1, 2, 3, 4, 6, 8, 12, 16) for each of the five shapes (a cluster size the
+    # device cannot hold says so in its row).
+    assert len(rows) == 5 * 57, proc.stdout
     assert sum("no cluster of this size fits" not in line for line in rows) >= 5 * 25, proc.stdout
     assert not any("FAILED" in line for line in rows), proc.stdout
     assert "every launch within 2^-7 of the float reference" in proc.stdout
@@ -58,3 +61,7 @@ def test_one_launch_alone_is_that_launch_beside_cublas(binary):
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| o |")]
     assert len(rows) == 2, proc.stdout
     assert "| cuBLAS |" in rows[0] and "wgmma 128 rows a block, 8 stages, 8 shares" in rows[1], proc.stdout
+    proc = run(binary, "--reps", 1, "--shape", "down", "--launch", "1,2,3,4")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| down |")]
+    assert len(rows) == 2 and "wgmma 128 rows a block, 2 stages of 4 chunks, 3 shares" in rows[1], proc.stdout
