@@ -71,7 +71,7 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-constexpr int chunk = 64;          // d elements a stage: 128 bytes of bf16, one 128-byte swizzle row
+constexpr int chunk = 64;          // d elements a chunk: 128 bytes of bf16, one 128-byte swizzle row
 constexpr int n_rows = 64;         // the wgmma's n: rows of x, padded with the tensor map's zeros
 constexpr int consumer_warps = 8;  // two warpgroups
 constexpr int threads = (consumer_warps + 1) * 32;
@@ -686,7 +686,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row in the file as it is printed, even if the run is cut
   int rows = 64, reps = 10, pdl = 1;
   std::string only;
-  // --launch: one launch alone (tiles 0: every launch)
+  // --launch: one launch alone
+  bool one_launch = false;
   int only_tiles = 0, only_stages = 0, only_shares = 0, only_chunks = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -725,6 +726,7 @@ int main(int argc, char** argv) {
             text.c_str());
         return 2;
       }
+      one_launch = true;
       only_tiles = v[0];
       only_stages = v[1];
       only_shares = v[2];
@@ -755,7 +757,7 @@ int main(int argc, char** argv) {
   for (const form& f : forms)
     form_known = form_known || (f.tiles == only_tiles && f.stages == only_stages && f.chunks == only_chunks);
   for (int c : share_counts) shares_known = shares_known || c == only_shares;
-  if (only_tiles != 0 && (!form_known || !shares_known)) {
+  if (one_launch && (!form_known || !shares_known)) {
     std::fprintf(stderr,
                  "bench_rows_wgmma: --launch %d,%d,%d,%d is not built: TILES,STAGES,CHUNKS is one of 1,8,1 1,4,1 "
                  "2,4,1 2,2,1 1,2,4 1,4,2 1,2,2 and SHARES one of 1 2 3 4 6 8 12 16\n",
@@ -822,9 +824,14 @@ int main(int argc, char** argv) {
     const int chunks = (s.d + chunk - 1) / chunk;
     for (const form& f : forms)
       for (int shares : share_counts)
-        if (shares <= chunks && (only_tiles == 0 || (f.tiles == only_tiles && f.stages == only_stages &&
-                                                     f.chunks == only_chunks && shares == only_shares)))
+        if (shares <= chunks && (!one_launch || (f.tiles == only_tiles && f.stages == only_stages &&
+                                                 f.chunks == only_chunks && shares == only_shares)))
           ls.push_back({f.tiles, f.stages, shares, f.chunks});
+    if (one_launch && ls.empty()) {
+      std::fprintf(stderr, "bench_rows_wgmma: --launch %d,%d,%d,%d: %s's d has %d chunks, fewer than its %d shares\n",
+                   only_tiles, only_stages, only_shares, only_chunks, s.name, chunks, only_shares);
+      return 2;
+    }
 
     std::string why;  // the first failing check's description
     auto check = [&](auto&& run_one, const std::string& what) {

@@ -29,6 +29,7 @@ def binary(tmp_path_factory):
     (["--launch", "3,8,2"], "--launch 3,8,2,1 is not built"),
     (["--launch", "1,8,5"], "--launch 1,8,5,1 is not built"),
     (["--launch", "1,2,8,3"], "--launch 1,2,8,3 is not built"),
+    (["--launch", "0,9,9,9"], "--launch 0,9,9,9 is not built"),
     (["--exchange", "atomic"], "--exchange batched or serial, got 'atomic'"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
@@ -45,10 +46,10 @@ def test_every_launch_agrees_with_the_reference(binary, pdl, exchange):
     proc = run(binary, "--reps", 1, "--pdl", pdl, "--exchange", exchange)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if re.match(r"\| (qkv|o|gate_up|gate_up_silu|down) \|", line)]
-    # cuBLAS and 56 launches ((tiles, stages, chunks) (1, 8, 1), (1, 4, 1), (2, 4, 1), (2, 2, 1), (1, 2, 4),
-    # (1, 4, 2), (1, 2, 2) x shares 1, 2, 3, 4, 6, 8, 12, 16) for each of the five shapes (a cluster size the
-    # device cannot hold says so in its row).
-    assert len(rows) == 5 * 57, proc.stdout
+    # cuBLAS and each launch ((tiles, stages, chunks) (1, 8, 1), (1, 4, 1), (2, 4, 1), (2, 2, 1), (1, 2, 4),
+    # (1, 4, 2), (1, 2, 2) x shares 1, 2, 3, 4, 6, 8, 12, 16, at most d's 64-element chunks: 14 for the four
+    # shapes of d 896, 76 for down) for each shape (a cluster size the device cannot hold says so in its row).
+    assert len(rows) == 4 * (1 + 7 * 7) + (1 + 7 * 8), proc.stdout
     assert sum("no cluster of this size fits" not in line for line in rows) >= 5 * 25, proc.stdout
     assert not any("FAILED" in line for line in rows), proc.stdout
     assert "every launch within 2^-7 of the float reference" in proc.stdout
@@ -65,3 +66,11 @@ def test_one_launch_alone_is_that_launch_beside_cublas(binary):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| down |")]
     assert len(rows) == 2 and "wgmma 128 rows a block, 2 stages of 4 chunks, 3 shares" in rows[1], proc.stdout
+
+
+@pytest.mark.gpu
+def test_one_launch_with_more_shares_than_chunks_is_refused(binary):
+    # o's d (896) has 14 chunks of 64: a cluster of 16 would leave blocks with nothing to add.
+    proc = run(binary, "--reps", 1, "--shape", "o", "--launch", "1,8,16")
+    assert proc.returncode == 2
+    assert "o's d has 14 chunks, fewer than its 16 shares" in proc.stderr
