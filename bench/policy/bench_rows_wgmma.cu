@@ -192,7 +192,7 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
 // silu(gate) * up, each of gate and up rounded first as silu_mul's inputs are. Block (rank, tile):
 // plain, the weight rows tile * F ..; Silu, gate rows tile * F/2 .. into the first warpgroup's tiles
 // and the same up rows into the second's.
-template <int Tiles, int Stages, int Chunks, bool Silu, bool Batched>
+template <int Tiles, int Stages, int Chunks, bool Silu, int Group>
 __global__ void __launch_bounds__(threads, 1)
     rows_wgmma(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
                __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
@@ -340,44 +340,29 @@ __global__ void __launch_bounds__(threads, 1)
     const int f = (idx % pairs) * 2;
     if (f0 + f + 1 >= outputs) continue;  // the host takes even widths only (pairs of outputs)
     float s[4] = {0.f, 0.f, 0.f, 0.f};    // features f, f + 1 (Silu: their gates, then their ups)
-    if constexpr (Batched) {
-      // A group of blocks' values loaded first (in flight together through distributed shared
-      // memory), then added in rank order: the same sums as one block at a time. Groups of 4 keep
-      // the registers of the forms that hold two blocks a multiprocessor under their cap.
-      constexpr int group = 4;
-      for (int q0 = 0; q0 < shares; q0 += group) {
-        float2 a[group], b[group];
+    // Group blocks' values loaded first (in flight together through distributed shared memory),
+    // then added in rank order: the same sums whatever the group. Group 1 loads one block's and adds
+    // it before the next; groups of 4 keep the registers of the forms that hold two blocks a
+    // multiprocessor under their cap.
+    for (int q0 = 0; q0 < shares; q0 += Group) {
+      float2 a[Group], b[Group];
 #pragma unroll
-        for (int j = 0; j < group; ++j)
-          if (q0 + j < shares) {
-            const float* peer = cluster.map_shared_rank(sums, q0 + j) + r * L::sums_stride + f;
-            a[j] = *reinterpret_cast<const float2*>(peer);
-            if constexpr (Silu) b[j] = *reinterpret_cast<const float2*>(peer + half);
-          }
-#pragma unroll
-        for (int j = 0; j < group; ++j)
-          if (q0 + j < shares) {
-            s[0] += a[j].x;
-            s[1] += a[j].y;
-            if constexpr (Silu) {
-              s[2] += b[j].x;
-              s[3] += b[j].y;
-            }
-          }
-      }
-    } else {
-      // One block at a time: each load waits for the one before it to be added.
-      for (int q = 0; q < shares; ++q) {
-        const float* peer = cluster.map_shared_rank(sums, q) + r * L::sums_stride + f;
-        const float2 a = *reinterpret_cast<const float2*>(peer);
-        s[0] += a.x;
-        s[1] += a.y;
-        if constexpr (Silu) {
-          const float2 b = *reinterpret_cast<const float2*>(peer + half);
-          s[2] += b.x;
-          s[3] += b.y;
+      for (int j = 0; j < Group; ++j)
+        if (q0 + j < shares) {
+          const float* peer = cluster.map_shared_rank(sums, q0 + j) + r * L::sums_stride + f;
+          a[j] = *reinterpret_cast<const float2*>(peer);
+          if constexpr (Silu) b[j] = *reinterpret_cast<const float2*>(peer + half);
         }
-      }
+#pragma unroll
+      for (int j = 0; j < Group; ++j)
+        if (q0 + j < shares) {
+          s[0] += a[j].x;
+          s[1] += a[j].y;
+          if constexpr (Silu) {
+            s[2] += b[j].x;
+            s[3] += b[j].y;
+          }
+        }
     }
     __nv_bfloat162 out;
     if constexpr (Silu) {
@@ -489,12 +474,12 @@ constexpr int share_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
 // together, or one block's load at a time (the form first measured, 2026-12-07).
 bool batched_exchange = true;
 
-// The kernel of (Tiles, Stages, Chunks, Silu, Batched) as a function pointer, readied for the shared
+// The kernel of (Tiles, Stages, Chunks, Silu, Group) as a function pointer, readied for the shared
 // memory and cluster size it takes.
-template <int Tiles, int Stages, int Chunks, bool Silu, bool Batched>
+template <int Tiles, int Stages, int Chunks, bool Silu, int Group>
 auto ready_kernel() {
   static const auto k = [] {
-    auto f = rows_wgmma<Tiles, Stages, Chunks, Silu, Batched>;
+    auto f = rows_wgmma<Tiles, Stages, Chunks, Silu, Group>;
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages, Chunks>::bytes));
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return f;
@@ -512,10 +497,10 @@ struct kernel_choice {
 
 template <int Tiles, int Stages, int Chunks>
 kernel_choice choose(bool silu) {
-  const kernel_fn fn = batched_exchange ? (silu ? ready_kernel<Tiles, Stages, Chunks, true, true>()
-                                                : ready_kernel<Tiles, Stages, Chunks, false, true>())
-                                        : (silu ? ready_kernel<Tiles, Stages, Chunks, true, false>()
-                                                : ready_kernel<Tiles, Stages, Chunks, false, false>());
+  const kernel_fn fn =
+      batched_exchange
+          ? (silu ? ready_kernel<Tiles, Stages, Chunks, true, 4>() : ready_kernel<Tiles, Stages, Chunks, false, 4>())
+          : (silu ? ready_kernel<Tiles, Stages, Chunks, true, 1>() : ready_kernel<Tiles, Stages, Chunks, false, 1>());
   using L = layout<Tiles, Stages, Chunks>;
   return {fn, L::features, L::bytes};
 }
