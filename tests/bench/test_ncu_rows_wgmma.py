@@ -23,7 +23,9 @@ def fake_ncu(tmp_path):
 
 
 def run(args, env_extra, tmp_path):
-    env = dict(os.environ, **env_extra)
+    """The script with the environment's own ROWS, OUT, NCU and SOURCE replaced by env_extra's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ROWS", "OUT", "NCU", "SOURCE")}
+    env.update(env_extra)
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60,
                           cwd=tmp_path)
 
@@ -69,9 +71,7 @@ def test_rows_and_out_are_required(tmp_path, fake_ncu, missing):
     ncu, _ = fake_ncu
     env = {"ROWS": "/bin/true", "OUT": str(tmp_path / "out"), "NCU": str(ncu)}
     del env[missing]
-    base = {k: v for k, v in os.environ.items() if k not in ("ROWS", "OUT")}
-    proc = subprocess.run(["bash", str(SCRIPT), "o 1,8,8"], env=dict(base, **env), capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    proc = run(["o 1,8,8"], env, tmp_path)
     assert proc.returncode != 0
     assert missing in proc.stderr
 
