@@ -16,7 +16,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 namespace caf_agent::policy::kernels {
 namespace {
@@ -1061,6 +1064,22 @@ bool programmatic_launch() {
 
 void set_programmatic_launch(bool on) {
   programmatic.store(on, std::memory_order_relaxed);
+}
+
+void prefer_max_shared(const void* kernel) {
+  // Once a (device, kernel): the attribute is the current device's.
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  static std::mutex mutex;
+  static std::set<std::pair<int, const void*>> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!done.emplace(device, kernel).second) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+      cudaSuccess)
+    cudaGetLastError();
 }
 
 bool stream_capturing(cudaStream_t stream) {

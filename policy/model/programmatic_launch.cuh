@@ -40,9 +40,18 @@ __device__ __forceinline__ void dependency_wait() {
 #endif
 }
 
+/// Sets `kernel`'s preferred shared-memory carveout to the most shared memory, once a kernel.
+/// Rationale: a multiprocessor changes its split of L1 and shared memory only when idle, and the
+/// e4m3 split kernel asks for the most (its ring) where the small kernels around it took the
+/// driver's default. With every kernel asking for one split, on an H100 the cached agent workload
+/// took 0.998x its time and the 131k decode ran at 1.008x its rate
+/// (bench/results/2026-12-07-policy-h100-rope-split-counter-join.md, calls 2 and 3).
+void prefer_max_shared(const void* kernel);
+
 /// kernel<<<grid, block, smem, stream>>>(args...), programmatic when programmatic_launch().
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  prefer_max_shared(reinterpret_cast<const void*>(kernel));
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
