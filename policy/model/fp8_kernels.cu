@@ -553,8 +553,7 @@ void allow_ring() {
   if constexpr (!fp8_split_ring<E>) return;
   static const bool asked = [] {
     cudaFuncSetAttribute(fp8_split_kernel<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8_split_ring_bytes<E>);
-    cudaFuncSetAttribute(fp8_split_kernel<T, E>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
+    prefer_max_shared(reinterpret_cast<const void*>(fp8_split_kernel<T, E>));  // before the occupancy query too
     return true;
   }();
   (void)asked;

@@ -40,7 +40,7 @@ __device__ __forceinline__ void dependency_wait() {
 #endif
 }
 
-/// Sets `kernel`'s preferred shared-memory carveout to the most shared memory, once a kernel.
+/// Sets `kernel`'s preferred shared-memory carveout to the most shared memory, once a device and kernel.
 /// Rationale: a multiprocessor changes its split of L1 and shared memory only when idle, and the
 /// e4m3 split kernel asks for the most (its ring) where the small kernels around it took the
 /// driver's default. With every kernel asking for one split, on an H100 the cached agent workload
