@@ -90,7 +90,7 @@ def test_profile_of_an_honest_kernel_on_a_degenerate_task_gets_a_reward(judge):
 
 def test_profile_of_a_constant_gets_minus_one(judge):
     v = evaluate(judge, CONSTANT, mode="profile")
-    assert v["reward"] == -1 and "variation_mismatch" in v["flags"], v
+    assert v["reward"] == -1 and "variation_mismatch" in v["flags"], (v["reason"], v["log"][-3000:])
 
 
 def test_variation_error_of_constant_exact_and_noisy_answers():

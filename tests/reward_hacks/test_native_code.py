@@ -90,9 +90,10 @@ def test_symbol_classification_table():
 def test_native_exit_zero_fails_the_job(judge):
     """`exit` is allowed by the native-code check (nvcc's host stubs for device functions
     link it), so a library may end the child with status 0: the child's missing result
-    still fails the job."""
+    still fails the job, and the reason quotes the last line it wrote (a crash's cause)."""
     v = judge("add_relu", AB + "        return caf_ext.add_relu_exit(a, b)\n",
               kernels=native("exit_zero.cpp"))
     assert v["reward"] == -1 and v["correct"] is False, v
     assert "native" not in v["flags"], v  # the symbol check let it through
     assert "exited with status 0" in v["reason"], v["reason"]
+    assert v["reason"].endswith("(its last output: the reason it gave up)"), v["reason"]

@@ -269,6 +269,18 @@ class ChildProcess:
             self._log += chunk[:max(0, room)]
             self._dropped += max(0, len(chunk) - max(0, room))
 
+    def last_output(self, timeout_s: float = 1.0, cap: int = 300) -> str:
+        """The last non-empty line the child wrote (its stderr and prints), once the log
+        reader has reached the end of a child that exited (up to timeout_s): for a crash's
+        reason, e.g. the last line of a traceback. "" when it wrote nothing."""
+        if self._reader is not None:
+            self._reader.join(timeout_s)
+        for line in reversed(self._log.decode(errors="replace").splitlines()):
+            if line.strip():
+                line = line.strip()
+                return line if len(line) <= cap else line[:cap] + "..."
+        return ""
+
     def log(self) -> str:
         text = self._log.decode(errors="replace")
         if self._dropped:

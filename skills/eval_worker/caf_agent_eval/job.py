@@ -185,6 +185,9 @@ def run(ctx, req: dict) -> dict:
         else:
             v["flags"].append("crashed")
             v["reason"] = f"the submission crashed the evaluation process: {e}"
+            last = child.last_output()
+            if last:  # e.g. a traceback's last line: what the process died of
+                v["reason"] += f" (its last output: {last})"
     except ChildProtocolError as e:
         v["correct"] = False
         v["flags"].append("bad_frame")
