@@ -65,6 +65,9 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
+constexpr const char* bench_name = "bench_cutlass_rows";
+#include "standalone_check.cuh"
+
 // CUTLASS 4.2's stream-K scheduler does not compile with CUTLASS_ENABLE_GDC_FOR_SM90: its
 // `is_last_tile` (asked only when the kernel triggers its dependents) is const and passes a member
 // to a non-const reference. This scheduler is CUTLASS's with that one function asked of a copy,
@@ -95,24 +98,6 @@ namespace {
 constexpr int max_rows = 64;
 constexpr double error_limit = 1.0 / 128;  // of the output's largest magnitude
 constexpr double chain_limit = 0.1;        // of the cuBLAS chain's largest magnitude
-
-void fail_if(bool failed, const char* call, const char* why, int code = 1) {
-  if (!failed) return;
-  std::fprintf(stderr, "bench_cutlass_rows: %s: %s\n", call, why);
-  std::exit(code);
-}
-
-#define CHECK(call)                                            \
-  do {                                                         \
-    const cudaError_t e_ = (call);                             \
-    fail_if(e_ != cudaSuccess, #call, cudaGetErrorString(e_)); \
-  } while (0)
-
-#define CHECK_CUBLAS(call)                                                  \
-  do {                                                                      \
-    const cublasStatus_t s_ = (call);                                       \
-    fail_if(s_ != CUBLAS_STATUS_SUCCESS, #call, cublasGetStatusString(s_)); \
-  } while (0)
 
 #define CHECK_CUTLASS(call)                                                               \
   do {                                                                                    \

@@ -69,6 +69,9 @@
 
 namespace cg = cooperative_groups;
 
+constexpr const char* bench_name = "bench_rows_wgmma";
+#include "standalone_check.cuh"
+
 namespace {
 
 constexpr int chunk = 64;          // d elements a chunk: 128 bytes of bf16, one 128-byte swizzle row
@@ -77,25 +80,6 @@ constexpr int consumer_warps = 8;  // two warpgroups
 constexpr int threads = (consumer_warps + 1) * 32;
 constexpr int smem_limit = 227 * 1024;
 constexpr double error_limit = 1.0 / 128;  // of the output's largest magnitude
-
-// Ends the run naming the call that failed and why (exit code 1).
-void fail_if(bool failed, const char* call, const char* why) {
-  if (!failed) return;
-  std::fprintf(stderr, "bench_rows_wgmma: %s: %s\n", call, why);
-  std::exit(1);
-}
-
-#define CHECK(call)                                            \
-  do {                                                         \
-    const cudaError_t e_ = (call);                             \
-    fail_if(e_ != cudaSuccess, #call, cudaGetErrorString(e_)); \
-  } while (0)
-
-#define CHECK_CUBLAS(call)                                                  \
-  do {                                                                      \
-    const cublasStatus_t s_ = (call);                                       \
-    fail_if(s_ != CUBLAS_STATUS_SUCCESS, #call, cublasGetStatusString(s_)); \
-  } while (0)
 
 // Shared memory of a block: the ring's stages, then the stages' mbarriers. A stage holds Chunks
 // consecutive 64-element chunks of d: each chunk's tile of the weights' 128 * Tiles rows, then each
