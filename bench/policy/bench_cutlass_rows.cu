@@ -503,7 +503,7 @@ void check_projections(const options& o, cublasHandle_t h, cudaStream_t st, int 
       CHECK(cudaMemcpy(want.data(), ref, want.size() * 4, cudaMemcpyDeviceToHost));
       for (backend b : {backend::cublas, backend::coop_plain, backend::ping_plain}) {
         if ((b == backend::coop_plain && !o.coop) || (b == backend::ping_plain && !o.ping)) continue;
-        CHECK(cudaMemset(p.y, 0xff, static_cast<size_t>(max_rows) * s.n * 2));
+        CHECK(cudaMemsetAsync(p.y, 0xff, static_cast<size_t>(max_rows) * s.n * 2, st));  // NaN where unwritten
         for (int again = 0; again < 2; ++again) {  // twice: the counters reset between launches
           if (p.counters && b == backend::coop_plain) CHECK(cudaMemsetAsync(p.counters, 0, p.counter_words * 4, st));
           run(p, b, h, st);
