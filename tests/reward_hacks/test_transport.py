@@ -2,10 +2,13 @@
 as sealed memfds, correctly and fast; a child that lies about a tensor's header or sends a bad
 arena (unsealed, truncated, missing, not a memfd, overlapping) or a malformed frame gets a
 failed verdict, and the worker goes on serving."""
+import errno
 import fcntl
+import mmap
 import os
 import socket
 import sys
+import threading
 import time
 
 import pytest
@@ -72,6 +75,45 @@ def test_arena_bytes_are_sealed_and_private():
     assert "data" not in staged["x"] and staged["__arena__"] >= t.numel() * 4
     got = protocol.decode_tensor(shm_transport.resolve(staged, sock)["x"])
     assert torch.equal(got, t)
+
+
+def _memfd_mapped_writable():
+    fd = os.memfd_create("seal_busy", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, 1 << 16)
+    return fd, mmap.mmap(fd, 1 << 16, flags=mmap.MAP_SHARED,
+                         prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def test_sealing_waits_out_busy_pages():
+    """The kernel refuses F_SEAL_WRITE with EBUSY while the arena's pages are referenced
+    (a writable mapping here; a page going to swap under memory pressure in CI once): the
+    sender retries until the reference is gone instead of failing the frame."""
+    fd, region = _memfd_mapped_writable()
+    try:
+        with pytest.raises(OSError) as refused:  # the kernel's answer the retry is for
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, shm_transport.SEALS)
+        assert refused.value.errno == errno.EBUSY
+        threading.Timer(0.3, region.close).start()
+        t0 = time.monotonic()
+        shm_transport._seal(fd)
+        assert time.monotonic() - t0 >= 0.25
+        assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & shm_transport.SEALS == shm_transport.SEALS
+    finally:
+        region.close()
+        os.close(fd)
+
+
+def test_sealing_pages_that_stay_busy_fails_saying_why(monkeypatch):
+    monkeypatch.setattr(shm_transport, "SEAL_RETRY_S", 0.2)
+    fd, region = _memfd_mapped_writable()
+    try:
+        with pytest.raises(OSError, match="pages stayed busy") as e:
+            shm_transport._seal(fd)
+        assert e.value.errno == errno.EBUSY
+        assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE == 0
+    finally:
+        region.close()
+        os.close(fd)
 
 
 @pytest.mark.parametrize("lie,words", [

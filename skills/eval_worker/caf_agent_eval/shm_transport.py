@@ -20,11 +20,13 @@ checks shapes first). Any failure is protocol.FrameInvalid.
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import mmap
 import os
 import socket
 import stat
+import time
 
 from .protocol import FrameInvalid
 
@@ -38,6 +40,13 @@ ALIGN = mmap.ALLOCATIONGRANULARITY
 # Rationale: far above any real tensor's rank; bounds the work a lying shape can cause.
 MAX_DIMS = 64
 POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+# Rationale: F_SEAL_WRITE fails with EBUSY while any of the arena's pages holds a reference
+# besides the page cache's and its mappings' (the kernel waits ~150 ms for it, then gives
+# up): a page the kernel is migrating (compaction, huge-page collapse) or reclaiming holds one
+# for a while. Such a reference goes away; on a 2-core CI machine under load an honest child's
+# reply once failed that way (which of them held it is not known). Retried with doubling
+# pauses up to this total before the sender gives up.
+SEAL_RETRY_S = 5.0
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128",
                "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
@@ -91,12 +100,32 @@ def stage(obj, seal: bool = True):
                 n = os.pwrite(fd, view, off)
                 view, off = view[n:], off + n
         if seal:
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS | fcntl.F_SEAL_SEAL)
+            _seal(fd)
     except BaseException:
         os.close(fd)
         raise
     out["__arena__"] = size
     return out, fd
+
+
+def _seal(fd: int) -> None:
+    """Seals an arena against writes, shrinking, growth and further seals; retries while the
+    kernel reports its pages busy (SEAL_RETRY_S), then raises OSError(EBUSY) saying so."""
+    pause, waited = 0.01, 0.0
+    while True:
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS | fcntl.F_SEAL_SEAL)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or waited >= SEAL_RETRY_S:
+                if e.errno == errno.EBUSY:
+                    raise OSError(errno.EBUSY, f"sealing a tensor arena: its pages stayed busy "
+                                               f"(referenced outside the page cache) for "
+                                               f"{waited:.1f} s") from None
+                raise
+        time.sleep(pause)
+        waited += pause
+        pause = min(pause * 2, 0.5)
 
 
 def send_fd(sock: socket.socket, fd: int) -> None:
