@@ -116,6 +116,31 @@ def test_sealing_pages_that_stay_busy_fails_saying_why(monkeypatch):
         os.close(fd)
 
 
+def test_the_senders_own_staging_failure_is_not_the_childs_crash(monkeypatch):
+    """The worker failing to stage a request's tensors (here: its arena's pages staying busy)
+    is the judge's failure: the request raises StageFailed (an infrastructure error out of
+    job.run), not ChildCrashed (a -1 for the submission), and the child, sent nothing, goes on
+    serving."""
+    z = Zygote("cpu", 1)
+    child = ChildProcess("cpu", 1, z)
+    try:
+        child.wait_ready(300)
+        sets = [[torch.randn(256, 256)]]
+        req = {"op": "load_sets", "sets": [protocol.encode_value(s) for s in sets]}
+        with monkeypatch.context() as m:
+            def busy(fd):
+                raise OSError(errno.EBUSY, "its pages stayed busy")
+            m.setattr(shm_transport, "_seal", busy)
+            with pytest.raises(protocol.StageFailed, match="pages stayed busy"):
+                child.request(req, 60, "load_sets")
+        child.request(req, 60, "load_sets")
+        back = protocol.decode_value(child.request({"op": "sets_after"}, 60, "sets_after")["sets"][0])
+        assert torch.equal(back[0], sets[0][0])
+    finally:
+        child.kill()
+        z.close()
+
+
 @pytest.mark.parametrize("lie,words", [
     ("shape", "does not hold"), ("dtype", "not allowed"), ("unsealed", "not sealed"),
     ("pipe", "not a memory file"), ("no_fd", "no descriptor"), ("truncated", "holds"),

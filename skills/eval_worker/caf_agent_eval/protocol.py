@@ -44,6 +44,13 @@ class FrameInvalid(FrameError):
     """The peer sent a malformed frame, a lying tensor header or a bad arena descriptor."""
 
 
+class StageFailed(Exception):
+    """The sender could not put its own frame's tensors into an arena (memfd_create, its
+    writes or its seals failed): the sender's failure, never the peer's. Not an OSError, so
+    that a caller which takes an OSError from writing for the peer having gone does not take
+    this for it."""
+
+
 def pack(obj) -> bytes:
     """Encodes obj as one frame."""
     payload = msgpack.packb(obj, use_bin_type=True)
@@ -66,7 +73,10 @@ def write_frame(fd: int, obj, fd_sock=None) -> None:
     queued on fd_sock before the frame is written."""
     if fd_sock is not None:
         from . import shm_transport
-        obj, arena_fd = shm_transport.stage(obj)
+        try:
+            obj, arena_fd = shm_transport.stage(obj)
+        except OSError as e:
+            raise StageFailed(f"staging a frame's tensors in a memory file: {e}") from e
         if arena_fd is not None:
             try:
                 shm_transport.send_fd(fd_sock, arena_fd)
