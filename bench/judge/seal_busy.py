@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """How often the kernel refuses to seal a tensor arena (EBUSY), and whether the transport's
-retry (shm_transport._seal) gets the seal every time.
+retry (shm_transport.seal_arena) gets the seal every time.
 
 Fills memory files as the transport's sender does (memfd_create, ftruncate, pwrite), asks for
 the seals once with a plain fcntl (a refusal counts as `busy`), and after a refusal seals with
-`_seal`, which retries for up to SEAL_RETRY_S. With --compact-every S (root only) a thread asks
+`seal_arena`, which retries for up to SEAL_RETRY_S. With --compact-every S (root only) a thread asks
 the kernel to compact memory every S seconds meanwhile (/proc/sys/vm/compact_memory): page
 migration takes references to pages that make the seal fail.
 
@@ -74,7 +74,7 @@ def main() -> int:
                 busy += 1
                 t0 = time.monotonic()
                 try:
-                    shm_transport._seal(fd)
+                    shm_transport.seal_arena(fd)
                     recovered += 1
                 except OSError as e:
                     failed += 1

@@ -95,7 +95,7 @@ def test_sealing_waits_out_busy_pages():
         assert refused.value.errno == errno.EBUSY
         threading.Timer(0.3, region.close).start()
         t0 = time.monotonic()
-        shm_transport._seal(fd)
+        shm_transport.seal_arena(fd)
         assert time.monotonic() - t0 >= 0.25
         assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & shm_transport.SEALS == shm_transport.SEALS
     finally:
@@ -108,7 +108,7 @@ def test_sealing_pages_that_stay_busy_fails_saying_why(monkeypatch):
     fd, region = _memfd_mapped_writable()
     try:
         with pytest.raises(OSError, match="pages stayed busy") as e:
-            shm_transport._seal(fd)
+            shm_transport.seal_arena(fd)
         assert e.value.errno == errno.EBUSY
         assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE == 0
     finally:
@@ -130,7 +130,7 @@ def test_the_senders_own_staging_failure_is_not_the_childs_crash(monkeypatch):
         with monkeypatch.context() as m:
             def busy(fd):
                 raise OSError(errno.EBUSY, "its pages stayed busy")
-            m.setattr(shm_transport, "_seal", busy)
+            m.setattr(shm_transport, "seal_arena", busy)
             with pytest.raises(protocol.StageFailed, match="pages stayed busy"):
                 child.request(req, 60, "load_sets")
         child.request(req, 60, "load_sets")

@@ -100,7 +100,7 @@ def stage(obj, seal: bool = True):
                 n = os.pwrite(fd, view, off)
                 view, off = view[n:], off + n
         if seal:
-            _seal(fd)
+            seal_arena(fd)
     except BaseException:
         os.close(fd)
         raise
@@ -108,7 +108,7 @@ def stage(obj, seal: bool = True):
     return out, fd
 
 
-def _seal(fd: int) -> None:
+def seal_arena(fd: int) -> None:
     """Seals an arena against writes, shrinking, growth and further seals; retries while the
     kernel reports its pages busy (SEAL_RETRY_S), then raises OSError(EBUSY) saying so."""
     pause, waited = 0.01, 0.0
