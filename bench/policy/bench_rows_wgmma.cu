@@ -26,7 +26,11 @@
 //
 // Launches tried: (m64 tiles a warpgroup, stages, chunks of d a stage) = (1, 8, 1), (2, 4, 1), (1, 2,
 // 4) and (1, 4, 2), one block a multiprocessor; (1, 4, 1), (2, 2, 1) and (1, 2, 2), two; each at 1,
-// 2, 3, 4, 6, 8, 12 and 16 shares. With several chunks a stage a weight row is read 256 or 512
+// 2, 3, 4, 6, 8, 12 and 16 shares. And with x resident (`XRes`: a block's x tiles copied once, after
+// the programmatic wait, into room of their own for 14, 8 or 7 chunks of d, so the ring carries the
+// weights alone, where x was a third of every stage's bytes): (1, 6, 1) and (2, 3, 1) with room for
+// 14, (1, 8, 1) for 8, one block a multiprocessor; (1, 3, 1) for 7, two; at the share counts whose
+// chunks a block fit the room. With several chunks a stage a weight row is read 256 or 512
 // contiguous bytes at a time instead of 128 (the stall samples of 2026-12-07 had the consumers
 // waiting on the copies with DRAM at ~40% of its peak). Shapes: q/k/v with its bias,
 // o, gate/up plain and with the SwiGLU epilogue (cuBLAS's row then runs silu_mul after it), down.
@@ -47,8 +51,8 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o bench_rows_wgmma bench/policy/bench_rows_wgmma.cu
 //   -lcublas -Xlinker -rpath=$(dirname $(which nvcc))/../lib64   (cuBLAS found where nvcc's is)
 //   ./bench_rows_wgmma [--rows 64] [--reps 10] [--pdl 1] [--shape qkv|o|gate_up|gate_up_silu|down]
-//                      [--launch TILES,STAGES,SHARES[,CHUNKS]]   (that launch alone beside cuBLAS: e.g. under
-//                      a profiler)
+//                      [--launch TILES,STAGES,SHARES[,CHUNKS[,XRES]]]   (that launch alone beside cuBLAS: e.g.
+//                      under a profiler; XRES 0 for x in the ring, or the room of a resident-x form)
 //                      [--exchange batched|serial]
 #include <cooperative_groups.h>
 #include <cublas_v2.h>
@@ -81,24 +85,28 @@ constexpr int threads = (consumer_warps + 1) * 32;
 constexpr int smem_limit = 227 * 1024;
 constexpr double error_limit = 1.0 / 128;  // of the output's largest magnitude
 
-// Shared memory of a block: the ring's stages, then the stages' mbarriers. A stage holds Chunks
-// consecutive 64-element chunks of d: each chunk's tile of the weights' 128 * Tiles rows, then each
-// chunk's tile of x's 64 rows (a tile's rows one 128-byte chunk each, swizzled). Once the ring is
-// drained the sums a row (fp32, padded) take its place: 4 stages of 128 features and one chunk
-// leave room for 2 blocks a multiprocessor.
-template <int Tiles, int Stages, int Chunks>
+// Shared memory of a block: the ring's stages, then (XRes > 0) the resident x tiles, then the
+// stages' mbarriers and x's. A stage holds Chunks consecutive 64-element chunks of d: each chunk's
+// tile of the weights' 128 * Tiles rows, then (XRes = 0) each chunk's tile of x's 64 rows (a tile's
+// rows one 128-byte chunk each, swizzled). With XRes > 0 the block's x tiles (up to XRes chunks of d)
+// are copied once, after the programmatic wait, into a region of their own, and the ring carries
+// the weights alone. Once the ring is drained the sums a row (fp32, padded) take its place: 4
+// stages of 128 features and one chunk leave room for 2 blocks a multiprocessor.
+template <int Tiles, int Stages, int Chunks, int XRes = 0>
 struct layout {
   static constexpr int features = 2 * 64 * Tiles;
   static constexpr int w_bytes = features * chunk * 2;  // a chunk's weight tile
   static constexpr int x_bytes = n_rows * chunk * 2;    // a chunk's x tile
-  static constexpr int stage_bytes = Chunks * (w_bytes + x_bytes);
+  static constexpr int stage_bytes = Chunks * (w_bytes + (XRes > 0 ? 0 : x_bytes));
   static constexpr int ring_bytes = Stages * stage_bytes;
   static constexpr int sums_stride = features + 4;  // floats: a warp's stores fall on 32 banks
   static constexpr int sums_bytes = n_rows * sums_stride * 4;
   static constexpr int body = ring_bytes > sums_bytes ? ring_bytes : sums_bytes;
-  static constexpr int bytes = 1024 + body + 16 * Stages;
+  static constexpr int x_region = XRes * x_bytes;
+  static constexpr int bytes = 1024 + body + x_region + 16 * Stages + 8;
   static_assert(Stages >= 2 && bytes <= smem_limit, "the ring takes 2 stages and fits a multiprocessor");
-  static_assert(w_bytes % 1024 == 0 && stage_bytes % 1024 == 0, "a 128-byte swizzle tile starts at 1 KiB");
+  static_assert(w_bytes % 1024 == 0 && stage_bytes % 1024 == 0 && body % 1024 == 0,
+                "a 128-byte swizzle tile starts at 1 KiB");
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -176,12 +184,12 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t a, uint6
 // silu(gate) * up, each of gate and up rounded first as silu_mul's inputs are. Block (rank, tile):
 // plain, the weight rows tile * F ..; Silu, gate rows tile * F/2 .. into the first warpgroup's tiles
 // and the same up rows into the second's.
-template <int Tiles, int Stages, int Chunks, bool Silu, int Group>
+template <int Tiles, int Stages, int Chunks, bool Silu, int Group, int XRes>
 __global__ void __launch_bounds__(threads, 1)
     rows_wgmma(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map,
                __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ bias, int rows, int n, int chunks,
                int pdl) {
-  using L = layout<Tiles, Stages, Chunks>;
+  using L = layout<Tiles, Stages, Chunks, XRes>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The base rounded up to 1 KiB of the shared window, as an offset from the array so the compiler
   // keeps its accesses in shared memory; the address read through asm so the rounding is done at
@@ -190,8 +198,10 @@ __global__ void __launch_bounds__(threads, 1)
   asm volatile("mov.u32 %0, %1;" : "=r"(base) : "r"(smem_addr(smem_raw)));
   uint8_t* smem = smem_raw + ((1024 - (base & 1023)) & 1023);
   float* sums = reinterpret_cast<float*>(smem);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body);
+  uint8_t* x_res = smem + L::body;  // XRes > 0: x's tiles, step i's chunk j at (i * Chunks + j)
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body + L::x_region);
   uint64_t* empty = full + Stages;
+  uint64_t* x_full = empty + Stages;  // XRes > 0: every x tile copied
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -218,6 +228,7 @@ __global__ void __launch_bounds__(threads, 1)
       bar_init(&full[s], 1);
       bar_init(&empty[s], consumer_warps);
     }
+    bar_init(x_full, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -227,7 +238,8 @@ __global__ void __launch_bounds__(threads, 1)
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
       // Step i's tiles into stage s: the weights' (before the programmatic wait where they may be),
-      // then x's; both complete on the stage's full barrier.
+      // then x's; both complete on the stage's full barrier. XRes > 0: x's go to their own region
+      // and complete on x_full, all of them after the wait.
       const auto weights = [&](int i, int s) {
         for (int j = 0; j < Chunks; ++j) {
           uint8_t* dst = smem + s * L::stage_bytes + j * L::w_bytes;
@@ -241,9 +253,13 @@ __global__ void __launch_bounds__(threads, 1)
         }
       };
       const auto xs = [&](int i, int s) {
-        for (int j = 0; j < Chunks; ++j)
-          tile_copy(smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes, &x_map, chunk_at(i, j), 0,
-                    &full[s]);
+        for (int j = 0; j < Chunks; ++j) {
+          if constexpr (XRes > 0)
+            tile_copy(x_res + (i * Chunks + j) * L::x_bytes, &x_map, chunk_at(i, j), 0, x_full);
+          else
+            tile_copy(smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes, &x_map, chunk_at(i, j), 0,
+                      &full[s]);
+        }
       };
       const auto expect = [&](int s) { bar_expect(&full[s], L::stage_bytes); };
       const int early = steps < Stages ? steps : Stages;
@@ -252,13 +268,18 @@ __global__ void __launch_bounds__(threads, 1)
         weights(i, i);
       }
       if (pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
-      for (int i = 0; i < early; ++i) xs(i, i);
+      if constexpr (XRes > 0) {
+        bar_expect(x_full, steps * Chunks * L::x_bytes);
+        for (int i = 0; i < steps; ++i) xs(i, 0);
+      } else {
+        for (int i = 0; i < early; ++i) xs(i, i);
+      }
       for (int i = early; i < steps; ++i) {
         const int s = i % Stages;
         bar_wait(&empty[s], ((i / Stages) & 1) ^ 1);
         expect(s);
         weights(i, s);
-        xs(i, s);
+        if constexpr (XRes == 0) xs(i, s);
       }
     }
     __syncwarp();
@@ -269,6 +290,7 @@ __global__ void __launch_bounds__(threads, 1)
     for (int t = 0; t < Tiles; ++t)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[t][i] = 0.f;
+    if constexpr (XRes > 0) bar_wait(x_full, 0);
     for (int i = 0; i < steps; ++i) {
       const int s = i % Stages;
       bar_wait(&full[s], (i / Stages) & 1);
@@ -278,7 +300,8 @@ __global__ void __launch_bounds__(threads, 1)
 #pragma unroll
       for (int j = 0; j < Chunks; ++j) {
         const uint8_t* w_stage = smem + s * L::stage_bytes + j * L::w_bytes;
-        const uint8_t* x_stage = smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes;
+        const uint8_t* x_stage = XRes > 0 ? x_res + (i * Chunks + j) * L::x_bytes
+                                          : smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes;
 #pragma unroll
         for (int k = 0; k < chunk / 16; ++k) {
           const uint64_t b = sw128_desc(x_stage + k * 32);
@@ -444,14 +467,19 @@ struct launch {
   int stages;
   int shares;
   int chunks = 1;
+  int xres = 0;  // > 0: x resident, room for that many chunks of d (the ring carries weights alone)
 };
 
-// The kernel forms built, (tiles, stages, chunks a stage): (1, 8, 1), (2, 4, 1), (1, 2, 4) and
-// (1, 4, 2) hold one block a multiprocessor; (1, 4, 1), (2, 2, 1) and (1, 2, 2) two.
+// The kernel forms built, (tiles, stages, chunks a stage, x resident): (1, 8, 1), (2, 4, 1),
+// (1, 2, 4) and (1, 4, 2) hold one block a multiprocessor; (1, 4, 1), (2, 2, 1) and (1, 2, 2) two.
+// With x resident (copied once a block, after the programmatic wait, into room for 14, 8 or 7
+// chunks of d: 112, 64 or 56 KiB): (1, 6, 1, 14), (2, 3, 1, 14) and (1, 8, 1, 8) one block a
+// multiprocessor, (1, 3, 1, 7) two; a launch runs only where a block's chunks fit that room.
 struct form {
-  int tiles, stages, chunks;
+  int tiles, stages, chunks, xres = 0;
 };
-constexpr form forms[] = {{1, 8, 1}, {1, 4, 1}, {2, 4, 1}, {2, 2, 1}, {1, 2, 4}, {1, 4, 2}, {1, 2, 2}};
+constexpr form forms[] = {{1, 8, 1}, {1, 4, 1},     {2, 4, 1},     {2, 2, 1},    {1, 2, 4},   {1, 4, 2},
+                          {1, 2, 2}, {1, 6, 1, 14}, {2, 3, 1, 14}, {1, 8, 1, 8}, {1, 3, 1, 7}};
 constexpr int share_counts[] = {1, 2, 3, 4, 6, 8, 12, 16};
 
 // How a cluster's blocks read each other's sums (--exchange): a group of blocks' loads in flight
@@ -460,11 +488,12 @@ bool batched_exchange = true;
 
 // The kernel of (Tiles, Stages, Chunks, Silu, Group) as a function pointer, readied for the shared
 // memory and cluster size it takes.
-template <int Tiles, int Stages, int Chunks, bool Silu, int Group>
+template <int Tiles, int Stages, int Chunks, bool Silu, int Group, int XRes>
 auto ready_kernel() {
   static const auto k = [] {
-    auto f = rows_wgmma<Tiles, Stages, Chunks, Silu, Group>;
-    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, layout<Tiles, Stages, Chunks>::bytes));
+    auto f = rows_wgmma<Tiles, Stages, Chunks, Silu, Group, XRes>;
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               layout<Tiles, Stages, Chunks, XRes>::bytes));
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return f;
   }();
@@ -479,18 +508,21 @@ struct kernel_choice {
   int bytes;     // dynamic shared memory
 };
 
-template <int Tiles, int Stages, int Chunks>
+template <int Tiles, int Stages, int Chunks, int XRes = 0>
 kernel_choice choose(bool silu) {
-  const kernel_fn fn =
-      batched_exchange
-          ? (silu ? ready_kernel<Tiles, Stages, Chunks, true, 4>() : ready_kernel<Tiles, Stages, Chunks, false, 4>())
-          : (silu ? ready_kernel<Tiles, Stages, Chunks, true, 1>() : ready_kernel<Tiles, Stages, Chunks, false, 1>());
-  using L = layout<Tiles, Stages, Chunks>;
+  const kernel_fn fn = batched_exchange ? (silu ? ready_kernel<Tiles, Stages, Chunks, true, 4, XRes>()
+                                                : ready_kernel<Tiles, Stages, Chunks, false, 4, XRes>())
+                                        : (silu ? ready_kernel<Tiles, Stages, Chunks, true, 1, XRes>()
+                                                : ready_kernel<Tiles, Stages, Chunks, false, 1, XRes>());
+  using L = layout<Tiles, Stages, Chunks, XRes>;
   return {fn, L::features, L::bytes};
 }
 
 // The kernel of a launch's form (one of `forms`).
 kernel_choice kernel_of(const launch& l, bool silu) {
+  if (l.xres == 14) return l.tiles == 1 ? choose<1, 6, 1, 14>(silu) : choose<2, 3, 1, 14>(silu);
+  if (l.xres == 8) return choose<1, 8, 1, 8>(silu);
+  if (l.xres == 7) return choose<1, 3, 1, 7>(silu);
   if (l.chunks == 4) return choose<1, 2, 4>(silu);
   if (l.chunks == 2) return l.stages == 4 ? choose<1, 4, 2>(silu) : choose<1, 2, 2>(silu);
   if (l.tiles == 1) return l.stages == 8 ? choose<1, 8, 1>(silu) : choose<1, 4, 1>(silu);
@@ -657,7 +689,7 @@ int main(int argc, char** argv) {
   std::string only;
   // --launch: one launch alone
   bool one_launch = false;
-  int only_tiles = 0, only_stages = 0, only_shares = 0, only_chunks = 1;
+  int only_tiles = 0, only_stages = 0, only_shares = 0, only_chunks = 1, only_xres = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -677,7 +709,7 @@ int main(int argc, char** argv) {
     } else if (a == "--shape" && has_value) {
       only = argv[++i];
     } else if (a == "--launch" && has_value) {
-      // Three or four integers between commas, nothing else.
+      // Three to five integers between commas, nothing else.
       std::vector<int> v;
       const std::string text = argv[++i];
       size_t at = 0;
@@ -689,23 +721,25 @@ int main(int argc, char** argv) {
         if (ok) v.push_back(std::atoi(field.c_str()));
         at = end + 1;
       }
-      if (!ok || (v.size() != 3 && v.size() != 4)) {
-        std::fprintf(
-            stderr, "bench_rows_wgmma: --launch takes TILES,STAGES,SHARES[,CHUNKS] (e.g. 1,8,8 or 1,2,8,4), got '%s'\n",
-            text.c_str());
+      if (!ok || v.size() < 3 || v.size() > 5) {
+        std::fprintf(stderr,
+                     "bench_rows_wgmma: --launch takes TILES,STAGES,SHARES[,CHUNKS[,XRES]] (e.g. 1,8,8 or 1,2,8,4 or "
+                     "1,6,1,1,14), got '%s'\n",
+                     text.c_str());
         return 2;
       }
       one_launch = true;
       only_tiles = v[0];
       only_stages = v[1];
       only_shares = v[2];
-      only_chunks = v.size() == 4 ? v[3] : 1;
+      only_chunks = v.size() >= 4 ? v[3] : 1;
+      only_xres = v.size() == 5 ? v[4] : 0;
     } else {
-      std::fprintf(
-          stderr,
-          "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
-          "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES[,CHUNKS], --exchange batched|serial)\n",
-          a.c_str());
+      std::fprintf(stderr,
+                   "bench_rows_wgmma: unknown or incomplete argument '%s' (--rows N, --reps N, --pdl 0|1, --shape "
+                   "qkv|o|gate_up|gate_up_silu|down, --launch TILES,STAGES,SHARES[,CHUNKS[,XRES]], --exchange "
+                   "batched|serial)\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -724,13 +758,15 @@ int main(int argc, char** argv) {
     }
   bool form_known = false, shares_known = false;
   for (const form& f : forms)
-    form_known = form_known || (f.tiles == only_tiles && f.stages == only_stages && f.chunks == only_chunks);
+    form_known = form_known ||
+                 (f.tiles == only_tiles && f.stages == only_stages && f.chunks == only_chunks && f.xres == only_xres);
   for (int c : share_counts) shares_known = shares_known || c == only_shares;
   if (one_launch && (!form_known || !shares_known)) {
     std::fprintf(stderr,
-                 "bench_rows_wgmma: --launch %d,%d,%d,%d is not built: TILES,STAGES,CHUNKS is one of 1,8,1 1,4,1 "
-                 "2,4,1 2,2,1 1,2,4 1,4,2 1,2,2 and SHARES one of 1 2 3 4 6 8 12 16\n",
-                 only_tiles, only_stages, only_shares, only_chunks);
+                 "bench_rows_wgmma: --launch %d,%d,%d,%d,%d is not built: TILES,STAGES,CHUNKS,XRES is one of "
+                 "1,8,1,0 1,4,1,0 2,4,1,0 2,2,1,0 1,2,4,0 1,4,2,0 1,2,2,0 1,6,1,14 2,3,1,14 1,8,1,8 1,3,1,7 and SHARES "
+                 "one of 1 2 3 4 6 8 12 16\n",
+                 only_tiles, only_stages, only_shares, only_chunks, only_xres);
     return 2;
   }
   if (rows < 1 || rows > n_rows || reps < 1 || (pdl != 0 && pdl != 1) || shapes.empty()) {
@@ -791,14 +827,22 @@ int main(int argc, char** argv) {
 
     std::vector<launch> ls;
     const int chunks = (s.d + chunk - 1) / chunk;
+    // A block's chunks of d rounded up to whole stages: what a resident x must find room for.
+    const auto x_chunks = [&](int shares, int per_stage) {
+      const int most = (chunks + shares - 1) / shares;
+      return (most + per_stage - 1) / per_stage * per_stage;
+    };
     for (const form& f : forms)
       for (int shares : share_counts)
-        if (shares <= chunks && (!one_launch || (f.tiles == only_tiles && f.stages == only_stages &&
-                                                 f.chunks == only_chunks && shares == only_shares)))
-          ls.push_back({f.tiles, f.stages, shares, f.chunks});
+        if (shares <= chunks && (f.xres == 0 || x_chunks(shares, f.chunks) <= f.xres) &&
+            (!one_launch || (f.tiles == only_tiles && f.stages == only_stages && f.chunks == only_chunks &&
+                             f.xres == only_xres && shares == only_shares)))
+          ls.push_back({f.tiles, f.stages, shares, f.chunks, f.xres});
     if (one_launch && ls.empty()) {
-      std::fprintf(stderr, "bench_rows_wgmma: --launch %d,%d,%d,%d: %s's d has %d chunks, fewer than its %d shares\n",
-                   only_tiles, only_stages, only_shares, only_chunks, s.name, chunks, only_shares);
+      std::fprintf(stderr,
+                   "bench_rows_wgmma: --launch %d,%d,%d,%d,%d: %s's d has %d chunks, fewer than its %d shares or "
+                   "more a block than its resident x holds\n",
+                   only_tiles, only_stages, only_shares, only_chunks, only_xres, s.name, chunks, only_shares);
       return 2;
     }
 
@@ -865,7 +909,8 @@ int main(int argc, char** argv) {
       const int blocks = l.shares * ((s.outputs() + per_block - 1) / per_block);
       const std::string name = "wgmma " + std::to_string(k.features) + " rows a block, " + std::to_string(l.stages) +
                                " stages" + (l.chunks > 1 ? " of " + std::to_string(l.chunks) + " chunks" : "") + ", " +
-                               std::to_string(l.shares) + " shares";
+                               std::to_string(l.shares) + " shares" +
+                               (l.xres > 0 ? ", x resident (" + std::to_string(l.xres) + ")" : "");
       const int at_once = clusters_at_once(l, s);
       if (at_once == 0) {
         std::printf("| %s | %d x %d | %s | %d | no cluster of this size fits | - | - |\n", s.name, s.n, s.d,

@@ -23,13 +23,16 @@ def binary(tmp_path_factory):
     (["--reps", "0"], "--reps >= 1"),
     (["--pdl", "2"], "--pdl 0 or 1"),
     (["--shape", "lm_head"], "--shape one of qkv, o, gate_up, gate_up_silu, down"),
-    (["--launch", "1,8"], "--launch takes TILES,STAGES,SHARES[,CHUNKS] (e.g. 1,8,8 or 1,2,8,4), got '1,8'"),
+    (["--launch", "1,8"], "--launch takes TILES,STAGES,SHARES[,CHUNKS[,XRES]] (e.g. 1,8,8 or 1,2,8,4 or 1,6,1,1,14), "
+                          "got '1,8'"),
     (["--launch", "1,8,8x"], "got '1,8,8x'"),
-    (["--launch", "1,2,8,4,1"], "got '1,2,8,4,1'"),
-    (["--launch", "3,8,2"], "--launch 3,8,2,1 is not built"),
-    (["--launch", "1,8,5"], "--launch 1,8,5,1 is not built"),
-    (["--launch", "1,2,8,3"], "--launch 1,2,8,3 is not built"),
-    (["--launch", "0,9,9,9"], "--launch 0,9,9,9 is not built"),
+    (["--launch", "1,2,8,4,1,1"], "got '1,2,8,4,1,1'"),
+    (["--launch", "3,8,2"], "--launch 3,8,2,1,0 is not built"),
+    (["--launch", "1,8,5"], "--launch 1,8,5,1,0 is not built"),
+    (["--launch", "1,2,8,3"], "--launch 1,2,8,3,0 is not built"),
+    (["--launch", "0,9,9,9"], "--launch 0,9,9,9,0 is not built"),
+    (["--launch", "1,6,1,1,13"], "--launch 1,6,1,1,13 is not built"),
+    (["--launch", "1,8,2,1,14"], "--launch 1,8,2,1,14 is not built"),
     (["--exchange", "atomic"], "--exchange batched or serial, got 'atomic'"),
 ])
 def test_bad_arguments_are_refused_by_name(binary, args, says):
@@ -49,7 +52,11 @@ def test_every_launch_agrees_with_the_reference(binary, pdl, exchange):
     # cuBLAS and each launch ((tiles, stages, chunks) (1, 8, 1), (1, 4, 1), (2, 4, 1), (2, 2, 1), (1, 2, 4),
     # (1, 4, 2), (1, 2, 2) x shares 1, 2, 3, 4, 6, 8, 12, 16, at most d's 64-element chunks: 14 for the four
     # shapes of d 896, 76 for down) for each shape (a cluster size the device cannot hold says so in its row).
-    assert len(rows) == 4 * (1 + 7 * 7) + (1 + 7 * 8), proc.stdout
+    # With x resident, where a block's chunks (d's split over the shares, rounded up) fit its room:
+    # (1, 6, 1) and (2, 3, 1) with room for 14 at every share count of d 896 (7 each) and at 6, 8, 12 and 16
+    # shares of down (4 each); (1, 8, 1) with 8 and (1, 3, 1) with 7 at 2 or more shares of d 896 (6 each)
+    # and at 12 and 16 of down (2 each).
+    assert len(rows) == 4 * (1 + 7 * 7 + 26) + (1 + 7 * 8 + 12), proc.stdout
     assert sum("no cluster of this size fits" not in line for line in rows) >= 5 * 25, proc.stdout
     assert not any("FAILED" in line for line in rows), proc.stdout
     assert "every launch within 2^-7 of the float reference" in proc.stdout
@@ -66,6 +73,10 @@ def test_one_launch_alone_is_that_launch_beside_cublas(binary):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| down |")]
     assert len(rows) == 2 and "wgmma 128 rows a block, 2 stages of 4 chunks, 3 shares" in rows[1], proc.stdout
+    proc = run(binary, "--reps", 1, "--shape", "gate_up", "--launch", "1,6,1,1,14")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| gate_up |")]
+    assert len(rows) == 2 and "wgmma 128 rows a block, 6 stages, 1 shares, x resident (14)" in rows[1], proc.stdout
 
 
 @pytest.mark.gpu
@@ -74,3 +85,11 @@ def test_one_launch_with_more_shares_than_chunks_is_refused(binary):
     proc = run(binary, "--reps", 1, "--shape", "o", "--launch", "1,8,16")
     assert proc.returncode == 2
     assert "o's d has 14 chunks, fewer than its 16 shares" in proc.stderr
+
+
+@pytest.mark.gpu
+def test_one_launch_whose_x_does_not_fit_its_room_is_refused(binary):
+    # down's d (4864) is 76 chunks of 64: one share a block would need room for 76, the form has 14.
+    proc = run(binary, "--reps", 1, "--shape", "down", "--launch", "1,6,1,1,14")
+    assert proc.returncode == 2
+    assert "more a block than its resident x holds" in proc.stderr
