@@ -19,7 +19,8 @@
 # separated by ';'); CASES: the
 # bench's cases, space-separated (default: the four below). SUITE_TIMING: timing options as
 # JSON for the suite's evaluations (tests/reward_hacks/hack_helpers.py, CAF_SUITE_TIMING).
-# Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log, kernelbench.json/.log.
+# Files under $OUT: env.txt, bench.json, bench.log, cuda_agent.log, suite.log, kernelbench.json/.log,
+# their machine paths scrubbed at the end (bench/policy/device_env.sh, scrub_paths).
 set -u
 OUT=${OUT:-/tmp/judge-h200}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -97,3 +98,7 @@ for s in $steps; do
   esac
 done
 kill $SMI 2>/dev/null
+# No machine paths in what comes back (the tree's root as ., pytest's and Python's temporary
+# folders as <tmp>: device_env.sh's scrub_paths), in a subshell so that nothing it sets reaches
+# the steps above.
+( . bench/policy/device_env.sh && scrub_paths "$OUT" )
