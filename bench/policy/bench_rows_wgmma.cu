@@ -103,7 +103,7 @@ struct layout {
   static constexpr int sums_bytes = n_rows * sums_stride * 4;
   static constexpr int body = ring_bytes > sums_bytes ? ring_bytes : sums_bytes;
   static constexpr int x_region = XRes * x_bytes;
-  static constexpr int bytes = 1024 + body + x_region + 16 * Stages + 8;
+  static constexpr int bytes = 1024 + body + x_region + 16 * Stages + 8 * (XRes > 0 ? XRes : 1);
   static_assert(Stages >= 2 && bytes <= smem_limit, "the ring takes 2 stages and fits a multiprocessor");
   static_assert(w_bytes % 1024 == 0 && stage_bytes % 1024 == 0 && body % 1024 == 0,
                 "a 128-byte swizzle tile starts at 1 KiB");
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(threads, 1)
   uint8_t* x_res = smem + L::body;  // XRes > 0: x's tiles, step i's chunk j at (i * Chunks + j)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::body + L::x_region);
   uint64_t* empty = full + Stages;
-  uint64_t* x_full = empty + Stages;  // XRes > 0: every x tile copied
+  uint64_t* x_full = empty + Stages;  // XRes > 0: x tile c copied (c = i * Chunks + j)
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -209,6 +209,7 @@ __global__ void __launch_bounds__(threads, 1)
   const int c0 = rank * chunks / shares;
   const int count = (rank + 1) * chunks / shares - c0;  // the block's chunks of d
   const int steps = (count + Chunks - 1) / Chunks;      // its stages' worth of them
+  if (XRes > 0 && steps * Chunks > XRes) __trap();      // the host launches only where x fits its room
   // Where step i's chunk j starts in d. A last step with fewer chunks than a stage holds reads its
   // missing ones from past d, which the tensor copies fill with zeros (and count as copied): their
   // products are zeros, which leave every sum as it was (a sum begun at +0 never becomes -0), so the
@@ -228,7 +229,7 @@ __global__ void __launch_bounds__(threads, 1)
       bar_init(&full[s], 1);
       bar_init(&empty[s], consumer_warps);
     }
-    bar_init(x_full, 1);
+    for (int c = 0; c < XRes; ++c) bar_init(&x_full[c], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -239,7 +240,8 @@ __global__ void __launch_bounds__(threads, 1)
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
       // Step i's tiles into stage s: the weights' (before the programmatic wait where they may be),
       // then x's; both complete on the stage's full barrier. XRes > 0: x's go to their own region
-      // and complete on x_full, all of them after the wait.
+      // and complete each on its own barrier (x_full), all of them issued after the wait, so the
+      // consumers start on the first chunk while the rest arrive.
       const auto weights = [&](int i, int s) {
         for (int j = 0; j < Chunks; ++j) {
           uint8_t* dst = smem + s * L::stage_bytes + j * L::w_bytes;
@@ -255,7 +257,7 @@ __global__ void __launch_bounds__(threads, 1)
       const auto xs = [&](int i, int s) {
         for (int j = 0; j < Chunks; ++j) {
           if constexpr (XRes > 0)
-            tile_copy(x_res + (i * Chunks + j) * L::x_bytes, &x_map, chunk_at(i, j), 0, x_full);
+            tile_copy(x_res + (i * Chunks + j) * L::x_bytes, &x_map, chunk_at(i, j), 0, &x_full[i * Chunks + j]);
           else
             tile_copy(smem + s * L::stage_bytes + Chunks * L::w_bytes + j * L::x_bytes, &x_map, chunk_at(i, j), 0,
                       &full[s]);
@@ -269,7 +271,7 @@ __global__ void __launch_bounds__(threads, 1)
       }
       if (pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
       if constexpr (XRes > 0) {
-        bar_expect(x_full, steps * Chunks * L::x_bytes);
+        for (int c = 0; c < steps * Chunks; ++c) bar_expect(&x_full[c], L::x_bytes);
         for (int i = 0; i < steps; ++i) xs(i, 0);
       } else {
         for (int i = 0; i < early; ++i) xs(i, i);
@@ -290,10 +292,11 @@ __global__ void __launch_bounds__(threads, 1)
     for (int t = 0; t < Tiles; ++t)
 #pragma unroll
       for (int i = 0; i < 32; ++i) acc[t][i] = 0.f;
-    if constexpr (XRes > 0) bar_wait(x_full, 0);
     for (int i = 0; i < steps; ++i) {
       const int s = i % Stages;
       bar_wait(&full[s], (i / Stages) & 1);
+      if constexpr (XRes > 0)
+        for (int j = 0; j < Chunks; ++j) bar_wait(&x_full[i * Chunks + j], 0);
 #pragma unroll
       for (int t = 0; t < Tiles; ++t) fence_operands(acc[t]);
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
