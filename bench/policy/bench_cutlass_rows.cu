@@ -29,8 +29,8 @@
 //    difference of 2 and the sum of 1 is what the boundaries cost.
 // Checks before timing: each CUTLASS form's projection at 64 and 7 rows against a float reference
 // kernel (error over 2^-7 of the output's largest magnitude fails the run, exit code 3), and each
-// chain's output after one layer against the cuBLAS chain's, after the timed replays and three
-// replays of its own (a split GEMM whose counters were not reset hangs or is wrong: more than 0.1
+// chain's output after one layer against the cuBLAS chain's, after the timed replays and --reps
+// + 2 replays of its own (a split GEMM whose counters were not reset hangs or is wrong: more than 0.1
 // relative fails the run; the last of 24 layers is not comparable, see main). A graph that
 // does not finish in 20 s ends the run (exit code 4). Bad arguments: exit code 2, naming the argument.
 //
@@ -673,7 +673,7 @@ int main(int argc, char** argv) {
       "\n\n| layer chain (4 small kernels + 4 projections) | us a layer | step of %d layers, us | "
       "one layer's output against cuBLAS's |\n|---|---|---|---|\n",
       o.layers);
-  // The check is of one layer's chain (layer 0's weights, its graph replayed three times, the
+  // The check is of one layer's chain (layer 0's weights, its graph replayed --reps + 2 times, the
   // split GEMMs' counters zeroed by the graph's first kernel as in the timed chain), not of the
   // last of --layers: silu_mul multiplies two projections' outputs, so a layer roughly doubles the
   // relative difference of two correct roundings, and 24 layers of it leave outputs as far apart
