@@ -14,7 +14,7 @@ it). A chain has enough phases to read 256 MB or more (at least 24), so no chain
 L2. The table sets each phase's time beside its bytes' time at the card's HBM bandwidth; the time
 beyond that is the boundary's cost with the phase's fixed costs (start, first loads, tail). The
 difference between `kernels` and `flags` is what a persistent decode kernel would save a boundary
-(docs/POLICY_MODEL.md, "What the open targets need").
+(docs/POLICY_MODEL_PERF.md, "What the open targets need").
 
     python3 bench/policy/bench_boundaries.py [--tool PATH] [--calls 50] [--only LABEL ..] [--out FILE]
 """

@@ -5,7 +5,7 @@
 // attention, RMSNorm, silu_mul). Our kernels are launched with programmatic stream serialization
 // and wait on the kernel before (`griddepcontrol.wait`) only before reading its output; cuBLAS's
 // kernels neither trigger their dependents nor wait, so each cuBLAS call costs a full boundary on
-// both sides (docs/POLICY_MODEL.md, "the small kernels between the cuBLAS calls"). CUTLASS's
+// both sides (docs/POLICY_MODEL_PERF.md, "the small kernels between the cuBLAS calls"). CUTLASS's
 // TMA warp-specialized kernels built with CUTLASS_ENABLE_GDC_FOR_SM90 wait before their first
 // load and trigger their dependents at their last tile's epilogue.
 //

@@ -2,7 +2,7 @@
 // tiles into a ring of shared memory, wgmma reading them there) beats cuBLAS at the cached agent
 // workload's decode shapes: y = x w^T for 64 rows of x (bf16) and the 0.5B model's four fused
 // weights (q/k/v 1152 x 896, o 896 x 896, gate/up 9728 x 896, down 896 x 4864), where cuBLAS reads
-// the weights at ~1.2-2.3 TB/s of the H200's 4.8 (docs/POLICY_MODEL.md, "What the open targets
+// the weights at ~1.2-2.3 TB/s of the H200's 4.8 (docs/POLICY_MODEL_PERF.md, "What the open targets
 // need"), and where policy/model/mma_kernels.cu's mma.sync form was 3.3x slower than cuBLAS.
 //
 // The kernel (`rows_wgmma`): y^T = w x^T, the weight the wgmma's A operand (64 features a tile,

@@ -1,7 +1,7 @@
 """The held patches (docs/held/*.patch) stay ready for the device call that measures them (CPU).
 
 A held patch is a change built and tested here but kept out of the tree until a GPU run decides it
-(docs/POLICY_MODEL.md, "Held patches"); bench/policy/prebuilt.py and run_patch_ab.sh apply it to the
+(docs/POLICY_MODEL_PERF.md, "Held patches"); bench/policy/prebuilt.py and run_patch_ab.sh apply it to the
 tree as it is at that call. Two ways one goes stale without anyone seeing: a change to the files it
 touches, after which `git apply` refuses it on the device machine and the call's time is lost
 (two patches of 2026-12-05 were found that way); or no word of it in the docs, so nobody knows what
@@ -16,7 +16,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 HELD = sorted((REPO / "docs" / "held").glob("*.patch"))
-DOCS = REPO / "docs" / "POLICY_MODEL.md"
+DOCS = REPO / "docs" / "POLICY_MODEL_PERF.md"
 
 
 def git_apply_check(patch):
@@ -33,7 +33,7 @@ def git_apply_check(patch):
 def test_a_held_patch_applies_to_the_tree(patch):
     rc, err = git_apply_check(patch)
     assert rc == 0, (f"{patch.relative_to(REPO)} no longer applies to the tree: rebase it, or move it beside "
-                     f"its results in bench/results/ and say why in docs/POLICY_MODEL.md.\n{err}")
+                     f"its results in bench/results/ and say why in docs/POLICY_MODEL_PERF.md.\n{err}")
 
 
 @pytest.mark.parametrize("patch", HELD, ids=[p.name for p in HELD])

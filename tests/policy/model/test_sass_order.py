@@ -5,7 +5,7 @@ A kernel launched with programmatic launch may start while the kernel before it 
 before `dependency_wait()` (griddepcontrol.wait, SASS ACQBULK) overlaps that kernel's tail. The
 order in the source is not the order in the machine code: ptxas issued the 1-row GEMVs' first
 weight loads, written before the wait as plain loads, after it in every form, so they never
-overlapped anything (docs/POLICY_MODEL.md, "Held patches"). Async copies to shared memory
+overlapped anything (docs/POLICY_MODEL_PERF.md, "Held patches"). Async copies to shared memory
 (cp.async, SASS LDGSTS) stay where they are written. Each kernel below must issue at least one
 LDGSTS before its first ACQBULK, in every instance of its template. The other tests hold the
 classes that would make such a start unsafe: every kernel waits; no kernel reads global memory
