@@ -16,7 +16,9 @@ from the bottom right (a new token sees every cached key and the new ones up to 
 backend's output is checked against a float32 reference of two parts (explicit bottom-right
 mask, GQA by repeating the KV heads), so a backend that aligns its causal mask another way is
 reported as wrong, not timed as right. Times are CUDA-event means over --reps calls after
-warm-up; TFLOP/s counts 4 x head_dim FLOPs a query-key pair the mask lets through.
+warm-up; TFLOP/s counts 4 x head_dim FLOPs a query-key pair the mask lets through. `new_shape_ms`:
+a first call at a longest key length not seen before (the workload's passes each have their own),
+which is where a backend that plans per shape pays for it.
 
 Also timed, for the e4m3 cache's prefill (decoder_flash.cpp `gathered_flash_prefill`): the
 keys and values gathered by row from the cache's bytes and converted to bf16 (what the engine
@@ -94,6 +96,25 @@ def timed(fn, reps):
     return start.elapsed_time(end) / reps
 
 
+def new_shapes(fn, q, k, v, qs, ks, scale, shapes=5):
+    """Mean ms of a first call at a longest key length not seen before (the pass's last part cut by
+    1..shapes keys): a backend that builds a plan per shape (cuDNN's graphs are cached by shape)
+    pays for it on every pass whose longest conversation differs, as the workload's passes do."""
+    times = []
+    for cut in range(1, shapes + 1):
+        ks2 = ks[:-1] + [ks[-1] - cut]
+        cu_q, cu_k = cumulative(qs, q.device), cumulative(ks2, q.device)
+        k2, v2 = k[:sum(ks2)], v[:sum(ks2)]
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(q, k2, v2, cu_q, cu_k, max(qs), max(ks2), scale)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sum(times) / len(times)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", type=int, default=31)
@@ -139,6 +160,7 @@ def main():
                 ms = timed(lambda: fn(q, k, v, cu_q, cu_k, max(qs), max(ks), scale), a.reps)
                 row["ms"] = ms
                 row["tflops"] = flops / ms / 1e9
+                row["new_shape_ms"] = new_shapes(fn, q, k, v, qs, ks, scale)
         except Exception as exc:  # a backend this torch or card does not have: reported, not fatal
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         result["backends"][name] = row
