@@ -83,17 +83,23 @@ def cudnn(q, k, v, cu_q, cu_k, max_q, max_k, scale):
                                                    False, scale=scale)[0]
 
 
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
+def event_ms(run, calls=1):
+    """ms a call of `run` between CUDA events, from an idle device; the host's time before a
+    launch (a plan built for a new shape) counts, as the device waits for it."""
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(reps):
-        fn()
+    for _ in range(calls):
+        run()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
+    return start.elapsed_time(end) / calls
+
+
+def timed(fn, reps):
+    for _ in range(3):
+        fn()
+    return event_ms(fn, reps)
 
 
 def new_shapes(fn, q, k, v, qs, ks, scale, shapes=5):
@@ -105,13 +111,7 @@ def new_shapes(fn, q, k, v, qs, ks, scale, shapes=5):
         ks2 = ks[:-1] + [ks[-1] - cut]
         cu_q, cu_k = cumulative(qs, q.device), cumulative(ks2, q.device)
         k2, v2 = k[:sum(ks2)], v[:sum(ks2)]
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(q, k2, v2, cu_q, cu_k, max(qs), max(ks2), scale)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(event_ms(lambda: fn(q, k2, v2, cu_q, cu_k, max(qs), max(ks2), scale)))
     return sum(times) / len(times)
 
 
